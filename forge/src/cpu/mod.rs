@@ -1,0 +1,14 @@
+//! CPU kernels on plain slices. Nothing here knows about tensors or the tape.
+//!
+//! Parallel kernels split their work into chunks whose boundaries depend only
+//! on the problem size, never on the thread count, and each output element is
+//! computed by exactly one chunk in a fixed order: results are bit-identical
+//! for 1 and N threads.
+
+pub mod broadcast;
+pub mod elementwise;
+pub mod gemm;
+pub mod reduce;
+mod threads;
+
+pub use threads::{num_threads, parallel_for, set_num_threads};

@@ -1,0 +1,1 @@
+//! Datasets, batching and shuffling.

@@ -1,0 +1,1 @@
+//! Files: safetensors checkpoints, optimizer state, the IDX (MNIST) format.

@@ -1,0 +1,34 @@
+//! # forge
+//!
+//! A deep-learning library: tensors with reverse-mode automatic
+//! differentiation (gradients of gradients included), CPU kernels, layers
+//! whose parameter traversal is derived by a macro, optimizers, checkpoints
+//! and reference models.
+//!
+//! ```
+//! use forge::Tensor;
+//! let w = Tensor::<f64>::from_vec(vec![0.5, -1.0], &[2]).requires_grad();
+//! let x = Tensor::<f64>::from_vec(vec![2.0, 3.0], &[2]);
+//! let loss = (&w * &x).sum().square();
+//! let grads = loss.backward();
+//! // d/dw (w.x)^2 = 2 (w.x) x = 2 * (-2) * x
+//! assert_eq!(grads.get(&w).unwrap().to_vec(), vec![-8.0, -12.0]);
+//! ```
+
+// Lets the derive macro's `::forge::...` paths resolve inside this crate.
+extern crate self as forge;
+
+pub mod autograd;
+pub mod cpu;
+pub mod data;
+pub mod error;
+pub mod io;
+pub mod models;
+pub mod nn;
+pub mod ops;
+pub mod optim;
+pub mod tensor;
+
+pub use autograd::{gradcheck, is_grad_enabled, no_grad, Gradients, NoGradGuard};
+pub use error::{ForgeError, Result};
+pub use tensor::{Cpu, DType, Device, Element, Float, Rng, Tensor};

@@ -1,0 +1,1 @@
+//! Layers: the [`Layer`] traversal, [`Forward`], `Sequential`, and the layer catalogue.

@@ -1,0 +1,169 @@
+//! Matrix products: `matmul` with PyTorch's rules for 1-D, 2-D, batched and
+//! broadcast-batched operands, and `matmul_t` (`a @ b^T`, no copy of `b`).
+
+use crate::cpu::broadcast::broadcast_strides;
+use crate::cpu::gemm::{gemm, Mat};
+use crate::tensor::{broadcast_shapes, numel, Device, Float, Tensor};
+use std::sync::Arc;
+
+impl<E: Float, D: Device> Tensor<E, D> {
+    /// Matrix product with `torch.matmul` semantics: vector-vector (dot
+    /// product, 0-d result), matrix-vector, vector-matrix, matrix-matrix, and
+    /// batched products whose batch dimensions broadcast.
+    ///
+    /// # Panics
+    /// When an operand is 0-d, the inner dimensions differ, or the batch
+    /// dimensions cannot be broadcast. The message names both shapes.
+    ///
+    /// ```
+    /// use forge::Tensor;
+    /// let a = Tensor::<f32>::from_vec(vec![1.0, 2.0, 3.0, 4.0], &[2, 2]);
+    /// let v = Tensor::<f32>::from_vec(vec![1.0, 1.0], &[2]);
+    /// assert_eq!(a.matmul(&v).to_vec(), vec![3.0, 7.0]);
+    /// assert_eq!(v.matmul(&v).item(), 2.0);
+    /// ```
+    pub fn matmul(&self, other: &Self) -> Self {
+        let (ra, rb) = (self.rank(), other.rank());
+        assert!(
+            ra >= 1 && rb >= 1,
+            "matmul: {:?} x {:?}: both operands need at least one dimension",
+            self.shape(),
+            other.shape()
+        );
+        let a = if ra == 1 {
+            self.view(&[1, self.shape[0]])
+        } else {
+            self.clone()
+        };
+        let b = if rb == 1 {
+            other.view(&[other.shape[0], 1])
+        } else {
+            other.clone()
+        };
+        let out = a.bmm_ex(&b, false, false, "matmul");
+        let mut shape = out.shape().to_vec();
+        if rb == 1 {
+            shape.pop();
+        }
+        if ra == 1 {
+            shape.remove(shape.len() - 1 - usize::from(rb != 1));
+        }
+        if shape == out.shape() {
+            out
+        } else {
+            out.view(&shape)
+        }
+    }
+
+    /// `self @ other^T` where `other`'s last two dimensions are transposed
+    /// without copying it: the product a `Linear` layer computes with its
+    /// `[out, in]` weight.
+    ///
+    /// # Panics
+    /// When either operand has rank below 2, or the inner dimensions differ.
+    ///
+    /// ```
+    /// use forge::Tensor;
+    /// let x = Tensor::<f32>::from_vec(vec![1.0, 2.0], &[1, 2]);
+    /// let w = Tensor::<f32>::from_vec(vec![1.0, 0.0, 0.0, 1.0, 1.0, 1.0], &[3, 2]);
+    /// assert_eq!(x.matmul_t(&w).to_vec(), vec![1.0, 2.0, 3.0]);
+    /// ```
+    pub fn matmul_t(&self, other: &Self) -> Self {
+        self.bmm_ex(other, false, true, "matmul_t")
+    }
+
+    /// `op(self) @ op(other)` for operands of rank >= 2 whose batch
+    /// dimensions broadcast; `op` transposes the last two dimensions when
+    /// its flag is set.
+    pub(crate) fn bmm_ex(&self, other: &Self, ta: bool, tb: bool, op: &str) -> Self {
+        let (a, b) = (self, other);
+        assert!(
+            a.rank() >= 2 && b.rank() >= 2,
+            "{op}: {:?} x {:?}: operands need rank 2 or more",
+            a.shape(),
+            b.shape()
+        );
+        let (ar, ac) = (a.shape[a.rank() - 2], a.shape[a.rank() - 1]);
+        let (br, bc) = (b.shape[b.rank() - 2], b.shape[b.rank() - 1]);
+        let (m, k) = if ta { (ac, ar) } else { (ar, ac) };
+        let (k2, n) = if tb { (bc, br) } else { (br, bc) };
+        assert!(
+            k == k2,
+            "{op}: {:?} x {:?}: inner dimensions {k} and {k2} differ",
+            a.shape(),
+            b.shape()
+        );
+        let (ba, bb) = (&a.shape[..a.rank() - 2], &b.shape[..b.rank() - 2]);
+        let batch = broadcast_shapes(ba, bb).unwrap_or_else(|| {
+            panic!(
+                "{op}: {:?} x {:?}: batch dimensions cannot be broadcast",
+                a.shape(),
+                b.shape()
+            )
+        });
+        let nb = numel(&batch);
+        let sa = broadcast_strides(ba, &batch);
+        let sb = broadcast_strides(bb, &batch);
+        let mut out = vec![E::zero(); nb * m * n];
+        let (a_mat, b_mat) = (ar * ac, br * bc);
+        let mut idx = vec![0usize; batch.len()];
+        for i in 0..nb {
+            // batch offsets in units of whole matrices
+            let (mut oa, mut ob) = (0usize, 0usize);
+            let mut rem = i;
+            for d in (0..batch.len()).rev() {
+                idx[d] = rem % batch[d];
+                rem /= batch[d];
+                oa += idx[d] * sa[d];
+                ob += idx[d] * sb[d];
+            }
+            let a_data = &a.as_slice()[oa * a_mat..(oa + 1) * a_mat];
+            let b_data = &b.as_slice()[ob * b_mat..(ob + 1) * b_mat];
+            let am = if ta {
+                Mat::transposed(a_data, ac)
+            } else {
+                Mat::row_major(a_data, ac)
+            };
+            let bm = if tb {
+                Mat::transposed(b_data, bc)
+            } else {
+                Mat::row_major(b_data, bc)
+            };
+            gemm(
+                m,
+                k,
+                n,
+                am,
+                bm,
+                E::zero(),
+                &mut out[i * m * n..(i + 1) * m * n],
+            );
+        }
+        let mut shape = batch;
+        shape.extend([m, n]);
+        Tensor::from_parts(Arc::new(out), shape.into(), None).record(
+            "matmul",
+            vec![self.clone(), other.clone()],
+            move |ctx| {
+                let (a, b, g) = (&ctx.inputs[0], &ctx.inputs[1], ctx.grad);
+                let ga = ctx.needs(0).then(|| {
+                    let ga = if ta {
+                        b.bmm_ex(g, tb, true, "matmul backward")
+                    } else {
+                        g.bmm_ex(b, false, !tb, "matmul backward")
+                    };
+                    ga.sum_to(a.shape())
+                });
+                let gb = ctx.needs(1).then(|| {
+                    let gb = if tb {
+                        g.bmm_ex(a, true, ta, "matmul backward")
+                    } else {
+                        a.bmm_ex(g, !ta, false, "matmul backward")
+                    };
+                    gb.sum_to(b.shape())
+                });
+                vec![ga, gb]
+            },
+        )
+    }
+}

@@ -1,0 +1,257 @@
+//! Shape ops that the core needs: reshape, broadcast (`expand`) and its
+//! adjoint `sum_to`, transpose and permute.
+
+use crate::cpu::broadcast;
+use crate::cpu::reduce::fold_axes;
+use crate::tensor::{broadcast_shapes, norm_axis, numel, strides, Device, Float, Tensor};
+use std::sync::Arc;
+
+impl<E: Float, D: Device> Tensor<E, D> {
+    /// The same data in a new shape with the same number of elements. One
+    /// dimension may be `-1` (inferred). Copies nothing.
+    ///
+    /// # Panics
+    /// When the element counts differ or more than one `-1` is given.
+    ///
+    /// ```
+    /// let t = forge::Tensor::<f32>::zeros(&[2, 6]);
+    /// assert_eq!(t.reshape(&[3, -1]).shape(), &[3, 4]);
+    /// ```
+    pub fn reshape(&self, shape: &[isize]) -> Self {
+        let known: usize = shape
+            .iter()
+            .filter(|&&d| d >= 0)
+            .map(|&d| d as usize)
+            .product();
+        let unknown = shape.iter().filter(|&&d| d < 0).count();
+        assert!(unknown <= 1, "reshape: more than one -1 in {shape:?}");
+        let new: Vec<usize> = shape
+            .iter()
+            .map(|&d| {
+                if d >= 0 {
+                    d as usize
+                } else {
+                    self.numel().checked_div(known).unwrap_or(0)
+                }
+            })
+            .collect();
+        assert!(
+            numel(&new) == self.numel(),
+            "reshape: cannot view shape {:?} ({} elements) as {:?}",
+            self.shape(),
+            self.numel(),
+            shape
+        );
+        self.view(&new)
+    }
+
+    /// Reshape to an exact `usize` shape (no inference).
+    ///
+    /// # Panics
+    /// When the element counts differ.
+    ///
+    /// ```
+    /// let t = forge::Tensor::<f32>::zeros(&[6]);
+    /// assert_eq!(t.view(&[2, 3]).shape(), &[2, 3]);
+    /// ```
+    pub fn view(&self, shape: &[usize]) -> Self {
+        assert!(
+            numel(shape) == self.numel(),
+            "view: cannot view shape {:?} as {:?}",
+            self.shape(),
+            shape
+        );
+        if shape == self.shape() {
+            return self.clone();
+        }
+        Tensor::from_parts(self.data.clone(), shape.into(), None).record(
+            "reshape",
+            vec![self.clone()],
+            |ctx| vec![Some(ctx.grad.view(ctx.inputs[0].shape()))],
+        )
+    }
+
+    /// Broadcasts to `shape` (NumPy rules), materialising the copies
+    /// (`torch.expand`). The gradient sums over the broadcast dimensions.
+    ///
+    /// # Panics
+    /// When `self` cannot be broadcast to `shape`.
+    ///
+    /// ```
+    /// let t = forge::Tensor::<f32>::from_vec(vec![1.0, 2.0], &[2, 1]);
+    /// assert_eq!(t.expand(&[2, 3]).to_vec(), vec![1.0, 1.0, 1.0, 2.0, 2.0, 2.0]);
+    /// ```
+    pub fn expand(&self, shape: &[usize]) -> Self {
+        assert!(
+            broadcast_shapes(self.shape(), shape).as_deref() == Some(shape),
+            "expand: shape {:?} cannot be broadcast to {:?}",
+            self.shape(),
+            shape
+        );
+        if shape == self.shape() {
+            return self.clone();
+        }
+        let data = broadcast::expand(self.as_slice(), self.shape(), shape);
+        Tensor::from_parts(Arc::new(data), shape.into(), None).record(
+            "expand",
+            vec![self.clone()],
+            |ctx| vec![Some(ctx.grad.sum_to(ctx.inputs[0].shape()))],
+        )
+    }
+
+    /// Sums over the dimensions along which `shape` would be broadcast to
+    /// `self`'s shape: the adjoint of [`expand`](Self::expand).
+    ///
+    /// # Panics
+    /// When `shape` does not broadcast to `self`'s shape.
+    ///
+    /// ```
+    /// let t = forge::Tensor::<f32>::ones(&[2, 3]);
+    /// assert_eq!(t.sum_to(&[1, 3]).to_vec(), vec![2.0, 2.0, 2.0]);
+    /// ```
+    pub fn sum_to(&self, shape: &[usize]) -> Self {
+        if shape == self.shape() {
+            return self.clone();
+        }
+        assert!(
+            broadcast_shapes(shape, self.shape()).as_deref() == Some(self.shape()),
+            "sum_to: shape {:?} does not broadcast to {:?}",
+            shape,
+            self.shape()
+        );
+        let lead = self.rank() - shape.len();
+        let axes: Vec<usize> = (0..self.rank())
+            .filter(|&i| i < lead || (shape[i - lead] == 1 && self.shape[i] != 1))
+            .collect();
+        let data = fold_axes(self.as_slice(), self.shape(), &axes, E::zero(), |a, x| {
+            a + x
+        });
+        Tensor::from_parts(Arc::new(data), shape.into(), None).record(
+            "sum_to",
+            vec![self.clone()],
+            |ctx| vec![Some(ctx.grad.expand(ctx.inputs[0].shape()))],
+        )
+    }
+
+    /// Reorders the dimensions: output dimension `i` is input dimension
+    /// `dims[i]` (negative axes allowed). Copies the data.
+    ///
+    /// # Panics
+    /// When `dims` is not a permutation of the axes.
+    ///
+    /// ```
+    /// let t = forge::Tensor::<f32>::from_vec((0..6).map(|i| i as f32).collect(), &[2, 3]);
+    /// assert_eq!(t.permute(&[1, 0]).to_vec(), vec![0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
+    /// ```
+    pub fn permute(&self, dims: &[isize]) -> Self {
+        let rank = self.rank();
+        let p: Vec<usize> = dims
+            .iter()
+            .map(|&d| norm_axis("permute", d, rank))
+            .collect();
+        let mut seen = vec![false; rank];
+        for &d in &p {
+            seen[d] = true;
+        }
+        assert!(
+            p.len() == rank && seen.iter().all(|&s| s),
+            "permute: {dims:?} is not a permutation of the axes of shape {:?}",
+            self.shape()
+        );
+        if p.iter().enumerate().all(|(i, &d)| i == d) {
+            return self.clone();
+        }
+        let in_strides = strides(self.shape());
+        let out_shape: Vec<usize> = p.iter().map(|&d| self.shape[d]).collect();
+        let src_strides: Vec<usize> = p.iter().map(|&d| in_strides[d]).collect();
+        let data = gather_strided(self.as_slice(), &out_shape, &src_strides);
+        let mut inv = vec![0isize; rank];
+        for (i, &d) in p.iter().enumerate() {
+            inv[d] = i as isize;
+        }
+        Tensor::from_parts(Arc::new(data), out_shape.into(), None).record(
+            "permute",
+            vec![self.clone()],
+            move |ctx| vec![Some(ctx.grad.permute(&inv))],
+        )
+    }
+
+    /// Swaps two dimensions.
+    ///
+    /// # Panics
+    /// When an axis is out of range.
+    ///
+    /// ```
+    /// let t = forge::Tensor::<f32>::zeros(&[2, 3, 4]);
+    /// assert_eq!(t.transpose(0, -1).shape(), &[4, 3, 2]);
+    /// ```
+    pub fn transpose(&self, a: isize, b: isize) -> Self {
+        let rank = self.rank();
+        let (a, b) = (
+            norm_axis("transpose", a, rank),
+            norm_axis("transpose", b, rank),
+        );
+        let mut p: Vec<isize> = (0..rank as isize).collect();
+        p.swap(a, b);
+        self.permute(&p)
+    }
+
+    /// The transpose of a matrix (the last two dimensions swapped).
+    ///
+    /// # Panics
+    /// When the rank is below 2.
+    ///
+    /// ```
+    /// assert_eq!(forge::Tensor::<f32>::zeros(&[2, 3]).t().shape(), &[3, 2]);
+    /// ```
+    pub fn t(&self) -> Self {
+        assert!(
+            self.rank() >= 2,
+            "t: tensor of shape {:?} has rank below 2",
+            self.shape()
+        );
+        self.transpose(-2, -1)
+    }
+}
+
+/// Copies elements read with `src_strides` into a contiguous buffer of
+/// `out_shape`.
+pub(crate) fn gather_strided<E: Copy>(
+    src: &[E],
+    out_shape: &[usize],
+    src_strides: &[usize],
+) -> Vec<E> {
+    let n = numel(out_shape);
+    let mut out = Vec::with_capacity(n);
+    if n == 0 {
+        return out;
+    }
+    let rank = out_shape.len();
+    if rank == 0 {
+        out.push(src[0]);
+        return out;
+    }
+    let inner = out_shape[rank - 1];
+    let is = src_strides[rank - 1];
+    let mut idx = vec![0usize; rank];
+    let mut off = 0usize;
+    for _ in 0..n / inner {
+        if is == 1 {
+            out.extend_from_slice(&src[off..off + inner]);
+        } else {
+            out.extend((0..inner).map(|j| src[off + j * is]));
+        }
+        let mut d = rank - 1;
+        while d > 0 {
+            d -= 1;
+            idx[d] += 1;
+            off += src_strides[d];
+            if idx[d] < out_shape[d] {
+                break;
+            }
+            off -= src_strides[d] * out_shape[d];
+            idx[d] = 0;
+        }
+    }
+    out
+}

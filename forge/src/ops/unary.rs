@@ -1,0 +1,475 @@
+//! Unary elementwise ops and activation functions.
+//!
+//! Each rule is `grad * f'(x)` with `f'` written in tensor ops. Rules that
+//! are cheapest in terms of the output `y = f(x)` use the saved output in a
+//! plain backward pass, and recompute `y` from `x` on the tape when the
+//! gradient must be differentiable again.
+
+use crate::autograd::BackwardCtx;
+use crate::tensor::{Device, Float, Tensor};
+use std::sync::Arc;
+
+type Rule<E, D> = fn(&Tensor<E, D>, &Tensor<E, D>, &Tensor<E, D>) -> Tensor<E, D>;
+
+impl<E: Float, D: Device> Tensor<E, D> {
+    /// Applies `f` elementwise with no recording.
+    pub(crate) fn map(&self, f: impl Fn(E) -> E) -> Self {
+        let data = self.as_slice().iter().map(|&x| f(x)).collect();
+        Tensor::from_parts(Arc::new(data), self.shape.clone(), None)
+    }
+
+    /// `y = f(x)`; the rule maps `(grad, x, y)` to the input gradient, and
+    /// `fwd` recomputes `y` on the tape for higher-order gradients.
+    fn unary(
+        &self,
+        name: &'static str,
+        f: impl Fn(E) -> E,
+        fwd: fn(&Self) -> Self,
+        rule: Rule<E, D>,
+    ) -> Self {
+        let y = self.map(f);
+        let saved = y.clone();
+        y.record(
+            name,
+            vec![self.clone()],
+            move |ctx: &BackwardCtx<'_, E, D>| {
+                let x = &ctx.inputs[0];
+                let y = if ctx.create_graph {
+                    fwd(x)
+                } else {
+                    saved.clone()
+                };
+                vec![Some(rule(ctx.grad, x, &y))]
+            },
+        )
+    }
+
+    /// `-x`. Also available as the unary `-` operator.
+    ///
+    /// ```
+    /// let t = forge::Tensor::<f32>::from_vec(vec![1.0, -2.0], &[2]);
+    /// assert_eq!(t.neg().to_vec(), vec![-1.0, 2.0]);
+    /// ```
+    pub fn neg(&self) -> Self {
+        self.map(|x| -x)
+            .record("neg", vec![self.clone()], |ctx| vec![Some(ctx.grad.neg())])
+    }
+
+    /// `e^x`.
+    ///
+    /// ```
+    /// let t = forge::Tensor::<f64>::zeros(&[1]);
+    /// assert_eq!(t.exp().item(), 1.0);
+    /// ```
+    pub fn exp(&self) -> Self {
+        self.unary("exp", |x| x.exp(), |t| t.exp(), |g, _, y| g.mul(y))
+    }
+
+    /// Natural logarithm.
+    ///
+    /// ```
+    /// let t = forge::Tensor::<f64>::ones(&[1]);
+    /// assert_eq!(t.log().item(), 0.0);
+    /// ```
+    pub fn log(&self) -> Self {
+        self.unary("log", |x| x.ln(), |t| t.log(), |g, x, _| g.div(x))
+    }
+
+    /// `ln(1 + x)`, accurate for small `x`.
+    ///
+    /// ```
+    /// let t = forge::Tensor::<f64>::zeros(&[1]);
+    /// assert_eq!(t.log1p().item(), 0.0);
+    /// ```
+    pub fn log1p(&self) -> Self {
+        self.unary(
+            "log1p",
+            |x| x.ln_1p(),
+            |t| t.log1p(),
+            |g, x, _| g.div(&x.add_scalar(E::one())),
+        )
+    }
+
+    /// Square root.
+    ///
+    /// ```
+    /// let t = forge::Tensor::<f64>::from_vec(vec![4.0], &[1]);
+    /// assert_eq!(t.sqrt().item(), 2.0);
+    /// ```
+    pub fn sqrt(&self) -> Self {
+        self.unary(
+            "sqrt",
+            |x| x.sqrt(),
+            |t| t.sqrt(),
+            |g, _, y| g.div(&y.mul_scalar(E::from_f64(2.0))),
+        )
+    }
+
+    /// `1 / sqrt(x)`.
+    ///
+    /// ```
+    /// let t = forge::Tensor::<f64>::from_vec(vec![4.0], &[1]);
+    /// assert_eq!(t.rsqrt().item(), 0.5);
+    /// ```
+    pub fn rsqrt(&self) -> Self {
+        // d/dx x^(-1/2) = -1/2 y^3
+        self.unary(
+            "rsqrt",
+            |x| x.sqrt().recip(),
+            |t| t.rsqrt(),
+            |g, _, y| g.mul(&y.mul(y).mul(y)).mul_scalar(E::from_f64(-0.5)),
+        )
+    }
+
+    /// `|x|`; the gradient at 0 is 0, as in PyTorch.
+    ///
+    /// ```
+    /// let t = forge::Tensor::<f32>::from_vec(vec![-3.0], &[1]);
+    /// assert_eq!(t.abs().item(), 3.0);
+    /// ```
+    pub fn abs(&self) -> Self {
+        self.unary("abs", |x| x.abs(), |t| t.abs(), |g, x, _| g.mul(&x.sign()))
+    }
+
+    /// The sign of each element (-1, 0 or 1). Not differentiable (its
+    /// gradient is zero almost everywhere): the result is detached.
+    ///
+    /// ```
+    /// let t = forge::Tensor::<f32>::from_vec(vec![-3.0, 0.0, 2.0], &[3]);
+    /// assert_eq!(t.sign().to_vec(), vec![-1.0, 0.0, 1.0]);
+    /// ```
+    pub fn sign(&self) -> Self {
+        self.map(|x| {
+            if x > E::zero() {
+                E::one()
+            } else if x < E::zero() {
+                -E::one()
+            } else {
+                E::zero()
+            }
+        })
+    }
+
+    /// Sine.
+    ///
+    /// ```
+    /// assert_eq!(forge::Tensor::<f64>::zeros(&[1]).sin().item(), 0.0);
+    /// ```
+    pub fn sin(&self) -> Self {
+        self.unary("sin", |x| x.sin(), |t| t.sin(), |g, x, _| g.mul(&x.cos()))
+    }
+
+    /// Cosine.
+    ///
+    /// ```
+    /// assert_eq!(forge::Tensor::<f64>::zeros(&[1]).cos().item(), 1.0);
+    /// ```
+    pub fn cos(&self) -> Self {
+        self.unary(
+            "cos",
+            |x| x.cos(),
+            |t| t.cos(),
+            |g, x, _| g.mul(&x.sin()).neg(),
+        )
+    }
+
+    /// Tangent.
+    ///
+    /// ```
+    /// assert_eq!(forge::Tensor::<f64>::zeros(&[1]).tan().item(), 0.0);
+    /// ```
+    pub fn tan(&self) -> Self {
+        self.unary(
+            "tan",
+            |x| x.tan(),
+            |t| t.tan(),
+            |g, _, y| g.mul(&y.mul(y).add_scalar(E::one())),
+        )
+    }
+
+    /// Hyperbolic tangent.
+    ///
+    /// ```
+    /// assert_eq!(forge::Tensor::<f64>::zeros(&[1]).tanh().item(), 0.0);
+    /// ```
+    pub fn tanh(&self) -> Self {
+        self.unary(
+            "tanh",
+            |x| x.tanh(),
+            |t| t.tanh(),
+            |g, _, y| g.mul(&y.mul(y).rsub_scalar(E::one())),
+        )
+    }
+
+    /// The logistic function `1 / (1 + e^-x)`.
+    ///
+    /// ```
+    /// assert_eq!(forge::Tensor::<f64>::zeros(&[1]).sigmoid().item(), 0.5);
+    /// ```
+    pub fn sigmoid(&self) -> Self {
+        self.unary(
+            "sigmoid",
+            sigmoid,
+            |t| t.sigmoid(),
+            |g, _, y| g.mul(&y.mul(&y.rsub_scalar(E::one()))),
+        )
+    }
+
+    /// `max(x, 0)`.
+    ///
+    /// ```
+    /// let t = forge::Tensor::<f32>::from_vec(vec![-1.0, 2.0], &[2]);
+    /// assert_eq!(t.relu().to_vec(), vec![0.0, 2.0]);
+    /// ```
+    pub fn relu(&self) -> Self {
+        self.unary(
+            "relu",
+            |x| if x > E::zero() { x } else { E::zero() },
+            |t| t.relu(),
+            |g, x, _| g.mul(&x.map(|v| if v > E::zero() { E::one() } else { E::zero() })),
+        )
+    }
+
+    /// `x` for `x > 0`, `slope * x` otherwise.
+    ///
+    /// ```
+    /// let t = forge::Tensor::<f32>::from_vec(vec![-1.0, 2.0], &[2]);
+    /// assert_eq!(t.leaky_relu(0.1).to_vec(), vec![-0.1, 2.0]);
+    /// ```
+    pub fn leaky_relu(&self, slope: f64) -> Self {
+        let s = E::from_f64(slope);
+        self.map(|x| if x > E::zero() { x } else { x * s }).record(
+            "leaky_relu",
+            vec![self.clone()],
+            move |ctx| {
+                let w = ctx.inputs[0].map(|v| if v > E::zero() { E::one() } else { s });
+                vec![Some(ctx.grad.mul(&w))]
+            },
+        )
+    }
+
+    /// `x` for `x > 0`, `alpha (e^x - 1)` otherwise.
+    ///
+    /// ```
+    /// let t = forge::Tensor::<f64>::from_vec(vec![2.0], &[1]);
+    /// assert_eq!(t.elu(1.0).item(), 2.0);
+    /// ```
+    pub fn elu(&self, alpha: f64) -> Self {
+        let a = E::from_f64(alpha);
+        self.map(|x| if x > E::zero() { x } else { a * x.exp_m1() })
+            .record("elu", vec![self.clone()], move |ctx| {
+                let x = &ctx.inputs[0];
+                let pos = x.map(|v| if v > E::zero() { E::one() } else { E::zero() });
+                let neg = pos.rsub_scalar(E::one());
+                // d/dx = 1 on the positive side, alpha e^x on the other.
+                let d = pos.add(&neg.mul(&x.exp()).mul_scalar(a));
+                vec![Some(ctx.grad.mul(&d))]
+            })
+    }
+
+    /// The Gauss error function.
+    ///
+    /// ```
+    /// assert_eq!(forge::Tensor::<f64>::zeros(&[1]).erf().item(), 0.0);
+    /// ```
+    pub fn erf(&self) -> Self {
+        self.unary(
+            "erf",
+            |x| E::from_f64(libm::erf(x.to_f64())),
+            |t| t.erf(),
+            |g, x, _| {
+                // d/dx erf(x) = 2/sqrt(pi) e^(-x^2)
+                let c = E::from_f64(std::f64::consts::FRAC_2_SQRT_PI);
+                g.mul(&x.square().neg().exp()).mul_scalar(c)
+            },
+        )
+    }
+
+    /// GELU, exact form: `x Phi(x) = x/2 (1 + erf(x / sqrt 2))`.
+    ///
+    /// ```
+    /// assert_eq!(forge::Tensor::<f64>::zeros(&[1]).gelu().item(), 0.0);
+    /// ```
+    pub fn gelu(&self) -> Self {
+        let half = E::from_f64(0.5);
+        let r2 = E::from_f64(std::f64::consts::FRAC_1_SQRT_2);
+        self.map(|x| half * x * (E::one() + E::from_f64(libm::erf((x * r2).to_f64()))))
+            .record("gelu", vec![self.clone()], move |ctx| {
+                let x = &ctx.inputs[0];
+                // Phi(x) + x phi(x), phi(x) = e^(-x^2/2) / sqrt(2 pi)
+                let cdf = x.mul_scalar(r2).erf().add_scalar(E::one()).mul_scalar(half);
+                let inv_sqrt_2pi =
+                    E::from_f64(0.5 * std::f64::consts::FRAC_2_SQRT_PI * r2.to_f64());
+                let pdf = x.square().mul_scalar(-half).exp().mul_scalar(inv_sqrt_2pi);
+                vec![Some(ctx.grad.mul(&cdf.add(&x.mul(&pdf))))]
+            })
+    }
+
+    /// GELU, tanh approximation:
+    /// `x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+    ///
+    /// ```
+    /// assert_eq!(forge::Tensor::<f64>::zeros(&[1]).gelu_tanh().item(), 0.0);
+    /// ```
+    pub fn gelu_tanh(&self) -> Self {
+        let half = E::from_f64(0.5);
+        let c = E::from_f64((2.0 / std::f64::consts::PI).sqrt());
+        let k = E::from_f64(0.044715);
+        self.map(|x| half * x * (E::one() + (c * (x + k * x * x * x)).tanh()))
+            .record("gelu_tanh", vec![self.clone()], move |ctx| {
+                let x = &ctx.inputs[0];
+                let x2 = x.square();
+                let t = x.add(&x2.mul(x).mul_scalar(k)).mul_scalar(c).tanh();
+                let dt = t.square().rsub_scalar(E::one());
+                let du = x2
+                    .mul_scalar(k * E::from_f64(3.0))
+                    .add_scalar(E::one())
+                    .mul_scalar(c);
+                // 1/2 (1 + t) + 1/2 x (1 - t^2) u'
+                let d = t
+                    .add_scalar(E::one())
+                    .mul_scalar(half)
+                    .add(&x.mul(&dt).mul(&du).mul_scalar(half));
+                vec![Some(ctx.grad.mul(&d))]
+            })
+    }
+
+    /// SiLU (swish with beta 1): `x sigmoid(x)`.
+    ///
+    /// ```
+    /// assert_eq!(forge::Tensor::<f64>::zeros(&[1]).silu().item(), 0.0);
+    /// ```
+    pub fn silu(&self) -> Self {
+        self.map(|x| x * sigmoid(x))
+            .record("silu", vec![self.clone()], |ctx| {
+                let x = &ctx.inputs[0];
+                let s = x.sigmoid();
+                // s (1 + x (1 - s))
+                let d = s.mul(&x.mul(&s.rsub_scalar(E::one())).add_scalar(E::one()));
+                vec![Some(ctx.grad.mul(&d))]
+            })
+    }
+
+    /// Mish: `x tanh(softplus(x))`.
+    ///
+    /// ```
+    /// assert_eq!(forge::Tensor::<f64>::zeros(&[1]).mish().item(), 0.0);
+    /// ```
+    pub fn mish(&self) -> Self {
+        self.map(|x| x * softplus(x, E::one(), E::from_f64(20.0)).tanh())
+            .record("mish", vec![self.clone()], |ctx| {
+                let x = &ctx.inputs[0];
+                let t = x.softplus(1.0, 20.0).tanh();
+                // tanh(sp) + x (1 - tanh(sp)^2) sigmoid(x)
+                let d = t.add(&x.mul(&t.square().rsub_scalar(E::one())).mul(&x.sigmoid()));
+                vec![Some(ctx.grad.mul(&d))]
+            })
+    }
+
+    /// Softplus `1/beta ln(1 + e^(beta x))`, linear where `beta x > threshold`
+    /// (PyTorch's defaults are `beta = 1`, `threshold = 20`).
+    ///
+    /// ```
+    /// let y = forge::Tensor::<f64>::zeros(&[1]).softplus(1.0, 20.0).item();
+    /// assert!((y - 2f64.ln()).abs() < 1e-15);
+    /// ```
+    pub fn softplus(&self, beta: f64, threshold: f64) -> Self {
+        let (b, th) = (E::from_f64(beta), E::from_f64(threshold));
+        self.map(|x| softplus(x, b, th))
+            .record("softplus", vec![self.clone()], move |ctx| {
+                let x = &ctx.inputs[0];
+                let lin = x.map(|v| if v * b > th { E::one() } else { E::zero() });
+                // sigmoid(beta x) below the threshold, 1 above it.
+                let d = x
+                    .mul_scalar(b)
+                    .sigmoid()
+                    .mul(&lin.rsub_scalar(E::one()))
+                    .add(&lin);
+                vec![Some(ctx.grad.mul(&d))]
+            })
+    }
+
+    /// `x^2`.
+    ///
+    /// ```
+    /// let t = forge::Tensor::<f32>::from_vec(vec![3.0], &[1]);
+    /// assert_eq!(t.square().item(), 9.0);
+    /// ```
+    pub fn square(&self) -> Self {
+        self.map(|x| x * x)
+            .record("square", vec![self.clone()], |ctx| {
+                vec![Some(
+                    ctx.grad.mul(&ctx.inputs[0]).mul_scalar(E::from_f64(2.0)),
+                )]
+            })
+    }
+
+    /// `1 / x`.
+    ///
+    /// ```
+    /// let t = forge::Tensor::<f32>::from_vec(vec![4.0], &[1]);
+    /// assert_eq!(t.reciprocal().item(), 0.25);
+    /// ```
+    pub fn reciprocal(&self) -> Self {
+        self.unary(
+            "reciprocal",
+            |x| x.recip(),
+            |t| t.reciprocal(),
+            |g, _, y| g.mul(&y.square()).neg(),
+        )
+    }
+
+    /// `x^p` for a constant exponent.
+    ///
+    /// ```
+    /// let t = forge::Tensor::<f64>::from_vec(vec![4.0], &[1]);
+    /// assert_eq!(t.powf(1.5).item(), 8.0);
+    /// ```
+    pub fn powf(&self, p: f64) -> Self {
+        let pe = E::from_f64(p);
+        self.map(|x| x.powf(pe))
+            .record("powf", vec![self.clone()], move |ctx| {
+                let x = &ctx.inputs[0];
+                vec![Some(ctx.grad.mul(&x.powf(p - 1.0)).mul_scalar(pe))]
+            })
+    }
+
+    /// Clamps every element into `[min, max]`; `None` leaves a side open.
+    /// The gradient passes where `min <= x <= max`, as in PyTorch.
+    ///
+    /// ```
+    /// let t = forge::Tensor::<f32>::from_vec(vec![-2.0, 0.5, 3.0], &[3]);
+    /// assert_eq!(t.clamp(Some(-1.0), Some(1.0)).to_vec(), vec![-1.0, 0.5, 1.0]);
+    /// ```
+    pub fn clamp(&self, min: Option<f64>, max: Option<f64>) -> Self {
+        let lo = min.map(E::from_f64);
+        let hi = max.map(E::from_f64);
+        let inside = move |x: E| lo.is_none_or(|l| x >= l) && hi.is_none_or(|h| x <= h);
+        self.map(move |x| {
+            let x = lo.map_or(x, |l| if x < l { l } else { x });
+            hi.map_or(x, |h| if x > h { h } else { x })
+        })
+        .record("clamp", vec![self.clone()], move |ctx| {
+            let m = ctx.inputs[0].map(|v| if inside(v) { E::one() } else { E::zero() });
+            vec![Some(ctx.grad.mul(&m))]
+        })
+    }
+}
+
+fn sigmoid<E: Float>(x: E) -> E {
+    if x >= E::zero() {
+        E::one() / (E::one() + (-x).exp())
+    } else {
+        let e = x.exp();
+        e / (E::one() + e)
+    }
+}
+
+fn softplus<E: Float>(x: E, beta: E, threshold: E) -> E {
+    let bx = beta * x;
+    if bx > threshold {
+        x
+    } else {
+        bx.exp().ln_1p() / beta
+    }
+}

@@ -1,0 +1,260 @@
+//! [`Tensor`]: an immutable, reference-counted n-dimensional array that can
+//! record the operations applied to it for reverse-mode differentiation.
+
+mod create;
+mod device;
+mod display;
+mod element;
+mod random;
+mod shape;
+
+pub use device::{Cpu, Device};
+pub use element::{DType, Element, Float};
+pub use random::Rng;
+pub use shape::{broadcast_shapes, norm_axis, numel, strides};
+
+use crate::autograd::Node;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// An n-dimensional array of `E` on device `D`.
+///
+/// A `Tensor` is a cheap handle: cloning it copies two reference counts, not
+/// the data. Values never change after creation; every operation returns a
+/// new tensor. A tensor that [requires a gradient](Tensor::requires_grad),
+/// and every tensor computed from one, carries a node of the autograd tape.
+///
+/// ```
+/// use forge::Tensor;
+/// let x = Tensor::<f64>::from_vec(vec![1.0, 2.0, 3.0], &[3]).requires_grad();
+/// let y = (&x * &x).sum();
+/// let g = y.backward();
+/// assert_eq!(g.get(&x).unwrap().to_vec(), vec![2.0, 4.0, 6.0]);
+/// ```
+pub struct Tensor<E: Element = f32, D: Device = Cpu> {
+    pub(crate) data: Arc<Vec<E>>,
+    pub(crate) shape: Arc<[usize]>,
+    pub(crate) node: Option<Arc<Node<E, D>>>,
+    _device: PhantomData<D>,
+}
+
+impl<E: Element, D: Device> Clone for Tensor<E, D> {
+    fn clone(&self) -> Self {
+        Tensor {
+            data: self.data.clone(),
+            shape: self.shape.clone(),
+            node: self.node.clone(),
+            _device: PhantomData,
+        }
+    }
+}
+
+impl<E: Element, D: Device> Tensor<E, D> {
+    /// Builds a tensor from row-major data and a shape.
+    ///
+    /// # Panics
+    /// When `data.len()` differs from the product of `shape`.
+    ///
+    /// ```
+    /// let t = forge::Tensor::<f32>::from_vec(vec![1.0, 2.0, 3.0, 4.0], &[2, 2]);
+    /// assert_eq!(t.shape(), &[2, 2]);
+    /// ```
+    pub fn from_vec(data: Vec<E>, shape: &[usize]) -> Self {
+        let n = numel(shape);
+        assert!(
+            data.len() == n,
+            "from_vec: {} values do not fill shape {:?} ({} elements)",
+            data.len(),
+            shape,
+            n
+        );
+        Self::from_parts(Arc::new(data), shape.into(), None)
+    }
+
+    pub(crate) fn from_parts(
+        data: Arc<Vec<E>>,
+        shape: Arc<[usize]>,
+        node: Option<Arc<Node<E, D>>>,
+    ) -> Self {
+        debug_assert_eq!(data.len(), numel(&shape));
+        Tensor {
+            data,
+            shape,
+            node,
+            _device: PhantomData,
+        }
+    }
+
+    /// The shape, outermost dimension first.
+    ///
+    /// ```
+    /// assert_eq!(forge::Tensor::<f32>::zeros(&[2, 3]).shape(), &[2, 3]);
+    /// ```
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// The number of dimensions.
+    ///
+    /// ```
+    /// assert_eq!(forge::Tensor::<f32>::zeros(&[2, 3]).rank(), 2);
+    /// ```
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+
+    /// The size of dimension `axis` (negative counts from the end).
+    ///
+    /// # Panics
+    /// When the axis is out of range.
+    ///
+    /// ```
+    /// assert_eq!(forge::Tensor::<f32>::zeros(&[2, 3]).dim(-1), 3);
+    /// ```
+    pub fn dim(&self, axis: isize) -> usize {
+        self.shape[norm_axis("dim", axis, self.rank())]
+    }
+
+    /// The number of elements.
+    ///
+    /// ```
+    /// assert_eq!(forge::Tensor::<f32>::zeros(&[2, 3]).numel(), 6);
+    /// ```
+    pub fn numel(&self) -> usize {
+        self.data.len()
+    }
+
+    /// The element type tag.
+    ///
+    /// ```
+    /// assert_eq!(forge::Tensor::<f64>::zeros(&[1]).dtype(), forge::DType::F64);
+    /// ```
+    pub fn dtype(&self) -> DType {
+        E::DTYPE
+    }
+
+    /// The device the tensor lives on.
+    ///
+    /// ```
+    /// assert_eq!(forge::Tensor::<f32>::zeros(&[1]).device(), forge::Cpu);
+    /// ```
+    pub fn device(&self) -> D {
+        D::default()
+    }
+
+    /// The elements in row-major order, copied out.
+    ///
+    /// ```
+    /// assert_eq!(forge::Tensor::<f32>::ones(&[2]).to_vec(), vec![1.0, 1.0]);
+    /// ```
+    pub fn to_vec(&self) -> Vec<E> {
+        self.data.as_ref().clone()
+    }
+
+    /// The elements in row-major order, borrowed.
+    ///
+    /// ```
+    /// assert_eq!(forge::Tensor::<f32>::ones(&[2]).as_slice(), &[1.0, 1.0]);
+    /// ```
+    pub fn as_slice(&self) -> &[E] {
+        &self.data
+    }
+
+    /// The value of a one-element tensor.
+    ///
+    /// # Panics
+    /// When the tensor has more or fewer than one element.
+    ///
+    /// ```
+    /// assert_eq!(forge::Tensor::<f32>::scalar(4.0).item(), 4.0);
+    /// ```
+    pub fn item(&self) -> E {
+        assert!(
+            self.numel() == 1,
+            "item: tensor of shape {:?} has {} elements, not 1",
+            self.shape(),
+            self.numel()
+        );
+        self.data[0]
+    }
+
+    /// Whether this tensor is recorded on the tape (it requires a gradient
+    /// or was computed from one that does).
+    ///
+    /// ```
+    /// let t = forge::Tensor::<f32>::zeros(&[1]);
+    /// assert!(!t.is_tracked());
+    /// assert!(t.requires_grad().is_tracked());
+    /// ```
+    pub fn is_tracked(&self) -> bool {
+        self.node.is_some()
+    }
+
+    /// The same values with no tape history: gradients do not flow through
+    /// the result. Shares the data, copies nothing.
+    ///
+    /// ```
+    /// let x = forge::Tensor::<f32>::ones(&[2]).requires_grad();
+    /// assert!(!x.detach().is_tracked());
+    /// ```
+    pub fn detach(&self) -> Self {
+        Self::from_parts(self.data.clone(), self.shape.clone(), None)
+    }
+
+    /// The same values as a leaf of the tape, so that `backward` computes
+    /// the gradient with respect to it. Shares the data.
+    ///
+    /// ```
+    /// let w = forge::Tensor::<f32>::ones(&[2]).requires_grad();
+    /// assert!(w.is_tracked());
+    /// ```
+    pub fn requires_grad(&self) -> Self {
+        Self::from_parts(
+            self.data.clone(),
+            self.shape.clone(),
+            Some(Arc::new(Node::leaf())),
+        )
+    }
+
+    /// The tape id of this tensor, if it is tracked. Ids grow with creation
+    /// order; the backward pass visits nodes in descending id order.
+    ///
+    /// ```
+    /// let a = forge::Tensor::<f32>::ones(&[1]).requires_grad();
+    /// let b = forge::Tensor::<f32>::ones(&[1]).requires_grad();
+    /// assert!(a.id().unwrap() < b.id().unwrap());
+    /// ```
+    pub fn id(&self) -> Option<u64> {
+        self.node.as_ref().map(|n| n.id)
+    }
+
+    /// Whether two handles share the same data buffer.
+    ///
+    /// ```
+    /// let a = forge::Tensor::<f32>::ones(&[2]);
+    /// assert!(a.shares_data(&a.clone()));
+    /// ```
+    pub fn shares_data(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.data, &other.data)
+    }
+
+    /// Converts every element to another element type. Not differentiable:
+    /// the result is detached.
+    ///
+    /// ```
+    /// let t = forge::Tensor::<f32>::from_vec(vec![1.5, -2.0], &[2]);
+    /// assert_eq!(t.cast::<f64>().to_vec(), vec![1.5, -2.0]);
+    /// ```
+    pub fn cast<F: Element>(&self) -> Tensor<F, D> {
+        let data: Vec<F> = self.data.iter().map(|&x| F::from_f64(x.to_f64())).collect();
+        Tensor::from_parts(Arc::new(data), self.shape.clone(), None)
+    }
+}
+
+// Tensors are shared across threads; this is part of the public contract.
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Tensor<f32>>();
+    assert_send_sync::<Tensor<f64>>();
+    assert_send_sync::<Tensor<i64>>();
+};

@@ -1,0 +1,74 @@
+//! Shapes, strides and broadcasting rules.
+
+/// Row-major (C-contiguous) strides of a shape, in elements.
+///
+/// ```
+/// assert_eq!(forge::tensor::strides(&[2, 3, 4]), vec![12, 4, 1]);
+/// ```
+pub fn strides(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
+}
+
+/// The number of elements of a shape (1 for a scalar `[]`).
+///
+/// ```
+/// assert_eq!(forge::tensor::numel(&[2, 3]), 6);
+/// assert_eq!(forge::tensor::numel(&[]), 1);
+/// ```
+pub fn numel(shape: &[usize]) -> usize {
+    shape.iter().product()
+}
+
+/// The broadcast shape of two shapes under NumPy/PyTorch rules, or `None`
+/// when they are incompatible.
+///
+/// ```
+/// use forge::tensor::broadcast_shapes;
+/// assert_eq!(broadcast_shapes(&[2, 1, 4], &[3, 1]), Some(vec![2, 3, 4]));
+/// assert_eq!(broadcast_shapes(&[2], &[3]), None);
+/// ```
+pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+    let n = a.len().max(b.len());
+    let mut out = vec![0; n];
+    for i in 0..n {
+        let da = if i + a.len() >= n {
+            a[i + a.len() - n]
+        } else {
+            1
+        };
+        let db = if i + b.len() >= n {
+            b[i + b.len() - n]
+        } else {
+            1
+        };
+        out[i] = if da == db || db == 1 {
+            da
+        } else if da == 1 {
+            db
+        } else {
+            return None;
+        };
+    }
+    Some(out)
+}
+
+/// Normalises a possibly negative axis (`-1` is the last) against a rank.
+///
+/// # Panics
+/// When the axis is out of range, naming the op.
+///
+/// ```
+/// assert_eq!(forge::tensor::norm_axis("sum", -1, 3), 2);
+/// ```
+pub fn norm_axis(op: &str, axis: isize, rank: usize) -> usize {
+    let r = rank as isize;
+    let a = if axis < 0 { axis + r } else { axis };
+    if a < 0 || a >= r.max(1) && !(rank == 0 && a == 0) {
+        panic!("{op}: axis {axis} is out of range for a tensor of rank {rank}");
+    }
+    a as usize
+}

@@ -1,0 +1,1 @@
+//! Examples and integration tests of forge live in `examples/` and `tests/`.

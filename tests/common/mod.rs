@@ -1,0 +1,175 @@
+//! Shared helpers for the integration tests: loading PyTorch fixtures and
+//! comparing tensors with a written-down tolerance.
+#![allow(dead_code)]
+
+use forge::Tensor;
+use safetensors::SafeTensors;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// One fixture file: its tensors (floats as f64, integers as i64) and its
+/// metadata strings.
+pub struct Fixture {
+    pub name: String,
+    pub floats: BTreeMap<String, Tensor<f64>>,
+    pub ints: BTreeMap<String, Tensor<i64>>,
+    pub bytes: BTreeMap<String, Vec<u8>>,
+    pub meta: BTreeMap<String, String>,
+}
+
+pub fn fixture_path(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(rel)
+}
+
+/// Every fixture file in a subfolder whose name starts with `prefix`, sorted.
+pub fn fixtures_with_prefix(dir: &str, prefix: &str) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(fixture_path(dir))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(prefix) && n.ends_with(".safetensors"))
+        .map(|n| format!("{dir}/{n}"))
+        .collect();
+    v.sort();
+    v
+}
+
+impl Fixture {
+    pub fn load(rel: &str) -> Fixture {
+        let bytes = std::fs::read(fixture_path(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
+        let st = SafeTensors::deserialize(&bytes).unwrap();
+        let (_, header) = SafeTensors::read_metadata(&bytes).unwrap();
+        let meta: BTreeMap<String, String> = header
+            .metadata()
+            .as_ref()
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .unwrap_or_default();
+        let mut floats = BTreeMap::new();
+        let mut ints = BTreeMap::new();
+        let mut raw = BTreeMap::new();
+        for (name, view) in st.tensors() {
+            let shape = view.shape().to_vec();
+            let data = view.data();
+            match view.dtype() {
+                safetensors::Dtype::F64 => {
+                    let v = data
+                        .chunks_exact(8)
+                        .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+                        .collect();
+                    floats.insert(name.to_string(), Tensor::from_vec(v, &shape));
+                }
+                safetensors::Dtype::I64 => {
+                    let v = data
+                        .chunks_exact(8)
+                        .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+                        .collect();
+                    ints.insert(name.to_string(), Tensor::from_vec(v, &shape));
+                }
+                safetensors::Dtype::U8 => {
+                    raw.insert(name.to_string(), data.to_vec());
+                }
+                other => panic!("{rel}: unexpected dtype {other:?} for {name}"),
+            }
+        }
+        Fixture {
+            name: rel.to_string(),
+            floats,
+            ints,
+            bytes: raw,
+            meta,
+        }
+    }
+
+    /// A float tensor by name.
+    pub fn t(&self, name: &str) -> Tensor<f64> {
+        self.floats
+            .get(name)
+            .unwrap_or_else(|| panic!("{}: no float tensor {name}", self.name))
+            .clone()
+    }
+
+    /// An integer tensor by name.
+    pub fn i(&self, name: &str) -> Tensor<i64> {
+        self.ints
+            .get(name)
+            .unwrap_or_else(|| panic!("{}: no int tensor {name}", self.name))
+            .clone()
+    }
+
+    pub fn has(&self, name: &str) -> bool {
+        self.floats.contains_key(name) || self.ints.contains_key(name)
+    }
+
+    /// A metadata string.
+    pub fn meta(&self, key: &str) -> &str {
+        self.meta
+            .get(key)
+            .unwrap_or_else(|| panic!("{}: no metadata {key}", self.name))
+    }
+
+    pub fn meta_f64(&self, key: &str) -> f64 {
+        self.meta(key).parse().unwrap()
+    }
+
+    pub fn meta_list(&self, key: &str) -> Vec<String> {
+        let s = self.meta(key);
+        if s.is_empty() {
+            vec![]
+        } else {
+            s.split(',').map(|x| x.trim().to_string()).collect()
+        }
+    }
+
+    /// The file's own tolerances (rtol, atol).
+    pub fn tol(&self) -> (f64, f64) {
+        (self.meta_f64("rtol"), self.meta_f64("atol"))
+    }
+
+    /// Compares `actual` with the stored tensor `name` using the file's
+    /// tolerances.
+    pub fn check(&self, name: &str, actual: &Tensor<f64>) {
+        let (rtol, atol) = self.tol();
+        assert_close(
+            &format!("{}: {name}", self.name),
+            actual,
+            &self.t(name),
+            rtol,
+            atol,
+        );
+    }
+}
+
+/// `|a - e| <= atol + rtol |e|` elementwise, and equal shapes.
+pub fn assert_close(
+    what: &str,
+    actual: &Tensor<f64>,
+    expected: &Tensor<f64>,
+    rtol: f64,
+    atol: f64,
+) {
+    assert_eq!(actual.shape(), expected.shape(), "{what}: shape");
+    for (i, (a, e)) in actual
+        .as_slice()
+        .iter()
+        .zip(expected.as_slice())
+        .enumerate()
+    {
+        let ok = (a - e).abs() <= atol + rtol * e.abs();
+        assert!(
+            ok,
+            "{what}: element {i}: got {a}, expected {e} (|diff| {:e}, rtol {rtol}, atol {atol})",
+            (a - e).abs()
+        );
+    }
+}
+
+/// The largest relative error `|a - e| / max(|e|, floor)`.
+pub fn max_rel_err(actual: &Tensor<f64>, expected: &Tensor<f64>, floor: f64) -> f64 {
+    actual
+        .as_slice()
+        .iter()
+        .zip(expected.as_slice())
+        .map(|(a, e)| (a - e).abs() / e.abs().max(floor))
+        .fold(0.0, f64::max)
+}

@@ -1,0 +1,1 @@
+//! trybuild cases for forge-macros live in `pass/` and `fail/`; `tests/ui.rs` runs them.
