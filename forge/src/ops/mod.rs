@@ -6,6 +6,8 @@
 mod binary;
 mod matmul;
 mod reduce;
+mod reduce_minmax;
+mod reduce_stats;
 mod shape;
 mod unary;
 
