@@ -11,6 +11,8 @@ mod backward;
 mod grad_mode;
 mod gradcheck;
 mod node;
+#[cfg(test)]
+mod tests;
 
 pub use backward::Gradients;
 pub use grad_mode::{is_grad_enabled, no_grad, NoGradGuard};
