@@ -1,1 +1,3 @@
 //! Layers: the [`Layer`] traversal, [`Forward`], `Sequential`, and the layer catalogue.
+
+pub mod functional;

@@ -3,12 +3,19 @@
 //! so that every rule is itself differentiable. See `README.md` beside this
 //! file for the pattern to follow when adding an op.
 
+pub(crate) mod attention;
 mod binary;
+pub(crate) mod dropout;
+pub(crate) mod embedding;
+pub(crate) mod loss;
+pub(crate) mod loss_pointwise;
 mod matmul;
+pub(crate) mod norm;
 mod reduce;
 mod reduce_minmax;
 mod reduce_stats;
 mod shape;
+mod softmax;
 mod unary;
 
 pub use binary::ScalarOperand;

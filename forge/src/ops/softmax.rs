@@ -1,0 +1,214 @@
+//! Log-probability ops: `softmax`, `log_softmax`, `logsumexp` and
+//! `log_sigmoid`, all numerically stable (shifted by the maximum, which is
+//! treated as a constant: the result does not depend on the shift).
+//!
+//! Rules are written in tensor ops, so second derivatives work:
+//! `d softmax = y * (g - sum(g * y))`, `d log_softmax = g - softmax(x) * sum(g)`,
+//! `d logsumexp = g * exp(x - lse)`.
+
+use super::reduce::{reduce_axes, reduced_shape};
+use crate::cpu::reduce::{fold_axes, kept_shape};
+use crate::tensor::{norm_axis, Device, Float, Tensor};
+use std::sync::Arc;
+
+/// `(outer, n, inner)`: the sizes before, along and after `axis`.
+fn split_at_axis(shape: &[usize], axis: usize) -> (usize, usize, usize) {
+    let outer = shape[..axis].iter().product();
+    let inner = shape[axis + 1..].iter().product();
+    (outer, shape[axis], inner)
+}
+
+/// Applies `f(row_in, row_out)` to every line along `axis` (strided by
+/// `inner`), gathering each line into a contiguous buffer first.
+fn per_line<E: Float>(x: &[E], shape: &[usize], axis: usize, f: impl Fn(&[E], &mut [E])) -> Vec<E> {
+    let (outer, n, inner) = split_at_axis(shape, axis);
+    let mut out = vec![E::zero(); x.len()];
+    let mut line = vec![E::zero(); n];
+    let mut res = vec![E::zero(); n];
+    for o in 0..outer {
+        for i in 0..inner {
+            let base = o * n * inner + i;
+            for (j, l) in line.iter_mut().enumerate() {
+                *l = x[base + j * inner];
+            }
+            f(&line, &mut res);
+            for (j, r) in res.iter().enumerate() {
+                out[base + j * inner] = *r;
+            }
+        }
+    }
+    out
+}
+
+/// The maximum of a line, or 0 when it is empty or every entry is `-inf`
+/// (so that `-inf - max` stays `-inf` instead of becoming NaN).
+fn line_max<E: Float>(line: &[E]) -> E {
+    let m = line.iter().fold(E::neg_infinity(), |a, &b| a.max(b));
+    if m == E::neg_infinity() {
+        E::zero()
+    } else {
+        m
+    }
+}
+
+fn softmax_line<E: Float>(line: &[E], out: &mut [E]) {
+    let m = line_max(line);
+    let mut s = E::zero();
+    for (o, &x) in out.iter_mut().zip(line) {
+        *o = (x - m).exp();
+        s += *o;
+    }
+    for o in out.iter_mut() {
+        *o /= s;
+    }
+}
+
+fn log_softmax_line<E: Float>(line: &[E], out: &mut [E]) {
+    let m = line_max(line);
+    let s: E = line.iter().map(|&x| (x - m).exp()).sum();
+    let lse = m + s.ln();
+    for (o, &x) in out.iter_mut().zip(line) {
+        *o = x - lse;
+    }
+}
+
+impl<E: Float, D: Device> Tensor<E, D> {
+    /// `exp(x) / sum(exp(x))` along `axis` (negative counts from the end).
+    ///
+    /// # Panics
+    /// When the axis is out of range.
+    ///
+    /// ```
+    /// let t = forge::Tensor::<f64>::from_vec(vec![1.0, 1.0, 0.0, 1000.0], &[2, 2]);
+    /// assert_eq!(t.softmax(-1).to_vec(), vec![0.5, 0.5, 0.0, 1.0]);
+    /// ```
+    pub fn softmax(&self, axis: isize) -> Self {
+        let ax = norm_axis("softmax", axis, self.rank());
+        if self.rank() == 0 {
+            return self
+                .map(|_| E::one())
+                .record("softmax", vec![self.clone()], |ctx| {
+                    vec![Some(ctx.grad.mul_scalar(E::zero()))]
+                });
+        }
+        let data = per_line(self.as_slice(), self.shape(), ax, softmax_line);
+        let y = Tensor::from_parts(Arc::new(data), self.shape.clone(), None);
+        let saved = y.clone();
+        let a = ax as isize;
+        y.record("softmax", vec![self.clone()], move |ctx| {
+            let y = if ctx.create_graph {
+                ctx.inputs[0].softmax(a)
+            } else {
+                saved.clone()
+            };
+            let gy = ctx.grad.mul(&y);
+            let s = gy.sum_dim(&[a], true);
+            vec![Some(gy.sub(&y.mul(&s)))]
+        })
+    }
+
+    /// `x - logsumexp(x)` along `axis`: log-probabilities, computed without
+    /// forming `softmax` (stable for large logits).
+    ///
+    /// # Panics
+    /// When the axis is out of range.
+    ///
+    /// ```
+    /// let t = forge::Tensor::<f64>::from_vec(vec![0.0, 0.0], &[2]);
+    /// let l = t.log_softmax(0).to_vec();
+    /// assert!((l[0] + 2f64.ln()).abs() < 1e-15);
+    /// ```
+    pub fn log_softmax(&self, axis: isize) -> Self {
+        let ax = norm_axis("log_softmax", axis, self.rank());
+        if self.rank() == 0 {
+            return self
+                .map(|_| E::zero())
+                .record("log_softmax", vec![self.clone()], |ctx| {
+                    vec![Some(ctx.grad.mul_scalar(E::zero()))]
+                });
+        }
+        let data = per_line(self.as_slice(), self.shape(), ax, log_softmax_line);
+        let a = ax as isize;
+        Tensor::from_parts(Arc::new(data), self.shape.clone(), None).record(
+            "log_softmax",
+            vec![self.clone()],
+            move |ctx| {
+                let p = ctx.inputs[0].softmax(a);
+                let s = ctx.grad.sum_dim(&[a], true);
+                vec![Some(ctx.grad.sub(&p.mul(&s)))]
+            },
+        )
+    }
+
+    /// `log(sum(exp(x)))` over every element, as a 0-d tensor.
+    ///
+    /// ```
+    /// let t = forge::Tensor::<f64>::from_vec(vec![1000.0, 1000.0], &[2]);
+    /// assert!((t.logsumexp().item() - (1000.0 + 2f64.ln())).abs() < 1e-12);
+    /// ```
+    pub fn logsumexp(&self) -> Self {
+        self.logsumexp_dim(&[], false)
+    }
+
+    /// `log(sum(exp(x)))` over `dims` (every axis when empty), shifted by the
+    /// maximum for stability; `keepdim` keeps the reduced axes as size 1.
+    ///
+    /// # Panics
+    /// When an axis is out of range or repeated.
+    ///
+    /// ```
+    /// let t = forge::Tensor::<f64>::zeros(&[2, 4]);
+    /// let l = t.logsumexp_dim(&[1], true);
+    /// assert_eq!(l.shape(), &[2, 1]);
+    /// assert!((l.to_vec()[0] - 4f64.ln()).abs() < 1e-15);
+    /// ```
+    pub fn logsumexp_dim(&self, dims: &[isize], keepdim: bool) -> Self {
+        let axes = reduce_axes("logsumexp", dims, self.rank());
+        let kept = kept_shape(self.shape(), &axes);
+        let shape = reduced_shape(self.shape(), &axes, keepdim);
+        let x = self.as_slice();
+        let maxes = fold_axes(x, self.shape(), &axes, E::neg_infinity(), |a, v| a.max(v));
+        let maxes: Vec<E> = maxes
+            .into_iter()
+            .map(|m| if m.is_finite() { m } else { E::zero() })
+            .collect();
+        // Sum exp(x - max) with the max broadcast back over the reduced axes.
+        let m_full = crate::cpu::broadcast::expand(&maxes, &kept, self.shape());
+        let shifted: Vec<E> = x
+            .iter()
+            .zip(&m_full)
+            .map(|(&v, &m)| (v - m).exp())
+            .collect();
+        let sums = fold_axes(&shifted, self.shape(), &axes, E::zero(), |a, v| a + v);
+        let data: Vec<E> = sums.iter().zip(&maxes).map(|(&s, &m)| m + s.ln()).collect();
+        let dims_owned: Vec<isize> = axes.iter().map(|&a| a as isize).collect();
+        Tensor::from_parts(Arc::new(data), shape.into(), None).record(
+            "logsumexp",
+            vec![self.clone()],
+            move |ctx| {
+                let x = &ctx.inputs[0];
+                let lse = x.logsumexp_dim(&dims_owned, true);
+                let p = x.sub(&lse).exp();
+                vec![Some(ctx.grad.view(&kept).mul(&p))]
+            },
+        )
+    }
+
+    /// `log(sigmoid(x)) = min(x, 0) - log(1 + exp(-|x|))`, stable for large
+    /// `|x|` (PyTorch's `logsigmoid`).
+    ///
+    /// ```
+    /// let t = forge::Tensor::<f64>::from_vec(vec![0.0, -800.0, 800.0], &[3]);
+    /// let y = t.log_sigmoid().to_vec();
+    /// assert!((y[0] + 2f64.ln()).abs() < 1e-15);
+    /// assert_eq!(y[1], -800.0);
+    /// assert_eq!(y[2], 0.0);
+    /// ```
+    pub fn log_sigmoid(&self) -> Self {
+        self.map(|x| x.min(E::zero()) - (-x.abs()).exp().ln_1p())
+            .record("log_sigmoid", vec![self.clone()], |ctx| {
+                // d/dx log sigmoid(x) = sigmoid(-x)
+                vec![Some(ctx.grad.mul(&ctx.inputs[0].neg().sigmoid()))]
+            })
+    }
+}
