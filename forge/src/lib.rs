@@ -31,4 +31,6 @@ pub mod tensor;
 
 pub use autograd::{gradcheck, is_grad_enabled, no_grad, Gradients, NoGradGuard};
 pub use error::{ForgeError, Result};
+/// The `half` crate, whose `f16` and `bf16` are forge element types.
+pub use half;
 pub use tensor::{Cpu, DType, Device, Element, Float, Rng, Tensor};

@@ -1,1 +1,21 @@
-//! Files: safetensors checkpoints, optimizer state, the IDX (MNIST) format.
+//! Files: safetensors tensors and checkpoints, atomic writes, the IDX
+//! (MNIST) format.
+//!
+//! ```
+//! use forge::io::{parse_safetensors, serialize_safetensors, AnyTensor};
+//! use std::collections::BTreeMap;
+//! let mut t = BTreeMap::new();
+//! t.insert("w".to_string(), AnyTensor::from(forge::Tensor::<f32>::zeros(&[3])));
+//! let back = parse_safetensors(&serialize_safetensors(&t, &BTreeMap::new())).unwrap();
+//! assert_eq!(back.tensors["w"].shape(), &[3]);
+//! ```
+
+mod atomic;
+mod json;
+mod safetensors;
+
+pub use atomic::{atomic_write, atomic_write_with};
+pub use safetensors::{
+    parse_safetensors, read_safetensors, serialize_safetensors, write_safetensors, AnyTensor,
+    SafeTensorsData, MAX_HEADER_BYTES,
+};
