@@ -8,7 +8,9 @@
 pub mod broadcast;
 pub mod elementwise;
 pub mod gemm;
+pub mod index;
 pub mod reduce;
+pub mod strided;
 mod threads;
 
 pub use threads::{num_threads, parallel_for, set_num_threads};

@@ -5,8 +5,12 @@
 
 pub(crate) mod attention;
 mod binary;
+mod compare;
+mod concat;
 pub(crate) mod dropout;
 pub(crate) mod embedding;
+mod index;
+mod layout;
 pub(crate) mod loss;
 pub(crate) mod loss_pointwise;
 mod matmul;
@@ -16,6 +20,7 @@ mod reduce_minmax;
 mod reduce_stats;
 mod shape;
 mod softmax;
+mod strided;
 mod unary;
 
 pub use binary::ScalarOperand;
