@@ -11,10 +11,12 @@
 //! ```
 
 mod atomic;
+mod idx;
 mod json;
 mod safetensors;
 
 pub use atomic::{atomic_write, atomic_write_with};
+pub use idx::{parse_idx, parse_idx_limited, read_idx, IdxArray, MAX_IDX_BYTES};
 pub use safetensors::{
     parse_safetensors, read_safetensors, serialize_safetensors, write_safetensors, AnyTensor,
     SafeTensorsData, MAX_HEADER_BYTES,
