@@ -8,7 +8,9 @@
 pub mod broadcast;
 pub mod elementwise;
 pub mod gemm;
+pub mod im2col;
 pub mod index;
+pub mod pool;
 pub mod reduce;
 pub mod strided;
 mod threads;

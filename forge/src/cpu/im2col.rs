@@ -1,0 +1,439 @@
+//! Convolution kernels: `im2col` / `col2im` and the three products built on
+//! them (the forward convolution, its input gradient, which is also the
+//! transposed convolution, and its weight gradient).
+//!
+//! Work is split over the batch in fixed chunks: each image is computed by
+//! one single-threaded call, and the weight gradient sums per-chunk partial
+//! results in chunk order, so results do not depend on the thread count.
+
+use super::gemm::{gemm, Mat};
+use super::threads::parallel_for;
+use crate::tensor::Float;
+use std::sync::Mutex;
+
+/// Images per chunk of the weight-gradient reduction. Fixed (never derived
+/// from the thread count) so the summation order is always the same.
+const WEIGHT_GRAD_CHUNK: usize = 4;
+
+/// The geometry of a 2-d convolution
+/// `x [n, c, h, w] (*) weight [o, c / groups, kh, kw] -> y [n, o, oh, ow]`,
+/// where input row `oy * stride - padding + i * dilation` meets kernel row `i`.
+///
+/// ```
+/// use forge::cpu::im2col::ConvGeom;
+/// let g = ConvGeom::new([1, 3, 8, 8], [4, 3, 3, 3], [1, 1], [1, 1], [1, 1], 1).unwrap();
+/// assert_eq!((g.oh, g.ow), (8, 8));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvGeom {
+    /// Batch size.
+    pub n: usize,
+    /// Input channels.
+    pub c: usize,
+    /// Input height.
+    pub h: usize,
+    /// Input width.
+    pub w: usize,
+    /// Output channels.
+    pub o: usize,
+    /// Kernel height.
+    pub kh: usize,
+    /// Kernel width.
+    pub kw: usize,
+    /// Output height.
+    pub oh: usize,
+    /// Output width.
+    pub ow: usize,
+    /// Stride (rows, columns).
+    pub stride: [usize; 2],
+    /// Zero padding on each side (rows, columns).
+    pub padding: [usize; 2],
+    /// Kernel dilation (rows, columns).
+    pub dilation: [usize; 2],
+    /// Channel groups.
+    pub groups: usize,
+}
+
+/// `floor((len + 2 p - d (k - 1) - 1) / s) + 1`, or `None` when the padded
+/// input is smaller than the dilated kernel.
+///
+/// ```
+/// assert_eq!(forge::cpu::im2col::conv_out_len(7, 3, 2, 1, 1), Some(4));
+/// assert_eq!(forge::cpu::im2col::conv_out_len(2, 5, 1, 0, 1), None);
+/// ```
+pub fn conv_out_len(len: usize, k: usize, s: usize, p: usize, d: usize) -> Option<usize> {
+    (len + 2 * p)
+        .checked_sub(d * (k.max(1) - 1) + 1)
+        .map(|v| v / s.max(1) + 1)
+}
+
+impl ConvGeom {
+    /// The geometry of a convolution of an input of shape `x` with a weight
+    /// of shape `wt` (both NCHW), with the output size given by
+    /// [`conv_out_len`]. `None` when the output would be empty.
+    ///
+    /// ```
+    /// use forge::cpu::im2col::ConvGeom;
+    /// let g = ConvGeom::new([2, 4, 7, 8], [6, 2, 3, 2], [2, 1], [1, 0], [1, 2], 2).unwrap();
+    /// assert_eq!((g.oh, g.ow), (4, 6));
+    /// ```
+    pub fn new(
+        x: [usize; 4],
+        wt: [usize; 4],
+        stride: [usize; 2],
+        padding: [usize; 2],
+        dilation: [usize; 2],
+        groups: usize,
+    ) -> Option<Self> {
+        let oh = conv_out_len(x[2], wt[2], stride[0], padding[0], dilation[0])?;
+        let ow = conv_out_len(x[3], wt[3], stride[1], padding[1], dilation[1])?;
+        Some(ConvGeom {
+            n: x[0],
+            c: x[1],
+            h: x[2],
+            w: x[3],
+            o: wt[0],
+            kh: wt[2],
+            kw: wt[3],
+            oh,
+            ow,
+            stride,
+            padding,
+            dilation,
+            groups,
+        })
+    }
+
+    fn cg(&self) -> usize {
+        self.c / self.groups
+    }
+
+    fn og(&self) -> usize {
+        self.o / self.groups
+    }
+
+    /// Rows of one group's column matrix: `c / groups * kh * kw`.
+    fn k_len(&self) -> usize {
+        self.cg() * self.kh * self.kw
+    }
+
+    /// Output positions per image: `oh * ow`.
+    fn l(&self) -> usize {
+        self.oh * self.ow
+    }
+
+    /// The input column of kernel tap `j` at output column `ox`, if inside.
+    #[inline]
+    fn src(pos: usize, tap: usize, s: usize, p: usize, d: usize, len: usize) -> Option<usize> {
+        (pos * s + tap * d).checked_sub(p).filter(|&v| v < len)
+    }
+
+    /// Unfolds one group of one image (`cg` channels of `h x w`) into the
+    /// column matrix `[cg * kh * kw, oh * ow]`; padding reads as zero.
+    fn im2col<E: Float>(&self, x: &[E], cols: &mut [E]) {
+        let (l, ow) = (self.l(), self.ow);
+        let [s0, s1] = self.stride;
+        let [p0, p1] = self.padding;
+        let [d0, d1] = self.dilation;
+        for ci in 0..self.cg() {
+            let plane = &x[ci * self.h * self.w..(ci + 1) * self.h * self.w];
+            for i in 0..self.kh {
+                for j in 0..self.kw {
+                    let row = &mut cols[((ci * self.kh + i) * self.kw + j) * l..][..l];
+                    for oy in 0..self.oh {
+                        let dst = &mut row[oy * ow..(oy + 1) * ow];
+                        match Self::src(oy, i, s0, p0, d0, self.h) {
+                            None => dst.fill(E::zero()),
+                            Some(y) => {
+                                let src = &plane[y * self.w..(y + 1) * self.w];
+                                for (ox, v) in dst.iter_mut().enumerate() {
+                                    *v = match Self::src(ox, j, s1, p1, d1, self.w) {
+                                        Some(xx) => src[xx],
+                                        None => E::zero(),
+                                    };
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The adjoint of [`im2col`](Self::im2col): adds every column entry
+    /// back onto the input position it was read from.
+    fn col2im<E: Float>(&self, cols: &[E], x: &mut [E]) {
+        let (l, ow) = (self.l(), self.ow);
+        let [s0, s1] = self.stride;
+        let [p0, p1] = self.padding;
+        let [d0, d1] = self.dilation;
+        for ci in 0..self.cg() {
+            let plane = &mut x[ci * self.h * self.w..(ci + 1) * self.h * self.w];
+            for i in 0..self.kh {
+                for j in 0..self.kw {
+                    let row = &cols[((ci * self.kh + i) * self.kw + j) * l..][..l];
+                    for oy in 0..self.oh {
+                        let Some(y) = Self::src(oy, i, s0, p0, d0, self.h) else {
+                            continue;
+                        };
+                        let src = &row[oy * ow..(oy + 1) * ow];
+                        let dst = &mut plane[y * self.w..(y + 1) * self.w];
+                        for (ox, &v) in src.iter().enumerate() {
+                            if let Some(xx) = Self::src(ox, j, s1, p1, d1, self.w) {
+                                dst[xx] += v;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Runs `f(chunk_index, chunk)` over consecutive chunks of `chunk_len`
+/// elements of `out` (the last may be shorter), in parallel over fixed chunks.
+pub(crate) fn for_each_chunk_mut<E: Send>(
+    out: &mut [E],
+    chunk_len: usize,
+    f: impl Fn(usize, &mut [E]) + Sync,
+) {
+    if out.is_empty() || chunk_len == 0 {
+        return;
+    }
+    let chunks: Vec<Mutex<&mut [E]>> = out.chunks_mut(chunk_len).map(Mutex::new).collect();
+    parallel_for(chunks.len(), |i| {
+        // Each chunk index is visited exactly once, so the lock never waits.
+        let mut guard = chunks[i].lock().unwrap_or_else(|e| e.into_inner());
+        f(i, &mut guard);
+    });
+}
+
+/// The forward convolution: `y [n, o, oh, ow]` from `x [n, c, h, w]`,
+/// `weight [o, c / groups, kh, kw]` and an optional `bias [o]`.
+///
+/// # Panics
+/// When a buffer's length does not match the geometry.
+///
+/// ```
+/// use forge::cpu::im2col::{conv2d_forward, ConvGeom};
+/// // A 1x1 convolution that doubles its single channel.
+/// let g = ConvGeom::new([1, 1, 2, 2], [1, 1, 1, 1], [1, 1], [0, 0], [1, 1], 1).unwrap();
+/// let y = conv2d_forward(&g, &[1.0f32, 2.0, 3.0, 4.0], &[2.0], Some(&[1.0]));
+/// assert_eq!(y, vec![3.0, 5.0, 7.0, 9.0]);
+/// ```
+pub fn conv2d_forward<E: Float>(g: &ConvGeom, x: &[E], weight: &[E], bias: Option<&[E]>) -> Vec<E> {
+    let (k_len, l, og, cg) = (g.k_len(), g.l(), g.og(), g.cg());
+    assert_eq!(x.len(), g.n * g.c * g.h * g.w, "conv2d_forward: input");
+    assert_eq!(weight.len(), g.o * k_len, "conv2d_forward: weight");
+    let mut y = vec![E::zero(); g.n * g.o * l];
+    for_each_chunk_mut(&mut y, g.o * l, |b, y_img| {
+        if let Some(bias) = bias {
+            for (o, row) in y_img.chunks_mut(l).enumerate() {
+                row.fill(bias[o]);
+            }
+        }
+        let x_img = &x[b * g.c * g.h * g.w..(b + 1) * g.c * g.h * g.w];
+        let mut cols = vec![E::zero(); k_len * l];
+        for grp in 0..g.groups {
+            g.im2col(&x_img[grp * cg * g.h * g.w..], &mut cols);
+            gemm(
+                og,
+                k_len,
+                l,
+                Mat::row_major(&weight[grp * og * k_len..(grp + 1) * og * k_len], k_len),
+                Mat::row_major(&cols, l),
+                E::one(),
+                &mut y_img[grp * og * l..(grp + 1) * og * l],
+            );
+        }
+    });
+    y
+}
+
+/// The gradient of the convolution with respect to its input, which is also
+/// the transposed convolution: `x_grad [n, c, h, w]` from
+/// `y_grad [n, o, oh, ow]` and `weight [o, c / groups, kh, kw]`, plus an
+/// optional per-input-channel `bias [c]` (used by the transposed convolution).
+///
+/// # Panics
+/// When a buffer's length does not match the geometry.
+///
+/// ```
+/// use forge::cpu::im2col::{conv2d_backward_input, ConvGeom};
+/// let g = ConvGeom::new([1, 1, 2, 2], [1, 1, 1, 1], [1, 1], [0, 0], [1, 1], 1).unwrap();
+/// let gx = conv2d_backward_input(&g, &[1.0f32, 1.0, 1.0, 1.0], &[3.0], None);
+/// assert_eq!(gx, vec![3.0; 4]);
+/// ```
+pub fn conv2d_backward_input<E: Float>(
+    g: &ConvGeom,
+    y_grad: &[E],
+    weight: &[E],
+    bias: Option<&[E]>,
+) -> Vec<E> {
+    let (k_len, l, og, cg) = (g.k_len(), g.l(), g.og(), g.cg());
+    let plane = g.h * g.w;
+    assert_eq!(
+        y_grad.len(),
+        g.n * g.o * l,
+        "conv2d_backward_input: gradient"
+    );
+    assert_eq!(weight.len(), g.o * k_len, "conv2d_backward_input: weight");
+    let mut gx = vec![E::zero(); g.n * g.c * plane];
+    for_each_chunk_mut(&mut gx, g.c * plane, |b, gx_img| {
+        if let Some(bias) = bias {
+            for (c, p) in gx_img.chunks_mut(plane).enumerate() {
+                p.fill(bias[c]);
+            }
+        }
+        let gy_img = &y_grad[b * g.o * l..(b + 1) * g.o * l];
+        let mut cols = vec![E::zero(); k_len * l];
+        for grp in 0..g.groups {
+            gemm(
+                k_len,
+                og,
+                l,
+                Mat::transposed(&weight[grp * og * k_len..(grp + 1) * og * k_len], k_len),
+                Mat::row_major(&gy_img[grp * og * l..(grp + 1) * og * l], l),
+                E::zero(),
+                &mut cols,
+            );
+            g.col2im(&cols, &mut gx_img[grp * cg * plane..(grp + 1) * cg * plane]);
+        }
+    });
+    gx
+}
+
+/// The gradient of the convolution with respect to its weight:
+/// `weight_grad [o, c / groups, kh, kw]` from `x [n, c, h, w]` and
+/// `y_grad [n, o, oh, ow]`, summed over the batch in a fixed order.
+///
+/// # Panics
+/// When a buffer's length does not match the geometry.
+///
+/// ```
+/// use forge::cpu::im2col::{conv2d_backward_weight, ConvGeom};
+/// let g = ConvGeom::new([1, 1, 2, 2], [1, 1, 1, 1], [1, 1], [0, 0], [1, 1], 1).unwrap();
+/// let gw = conv2d_backward_weight(&g, &[1.0f32, 2.0, 3.0, 4.0], &[1.0; 4]);
+/// assert_eq!(gw, vec![10.0]);
+/// ```
+pub fn conv2d_backward_weight<E: Float>(g: &ConvGeom, x: &[E], y_grad: &[E]) -> Vec<E> {
+    let (k_len, l, og, cg) = (g.k_len(), g.l(), g.og(), g.cg());
+    let img = g.c * g.h * g.w;
+    assert_eq!(x.len(), g.n * img, "conv2d_backward_weight: input");
+    assert_eq!(
+        y_grad.len(),
+        g.n * g.o * l,
+        "conv2d_backward_weight: gradient"
+    );
+    let wlen = g.o * k_len;
+    let n_chunks = g.n.div_ceil(WEIGHT_GRAD_CHUNK);
+    let mut partials = vec![E::zero(); n_chunks * wlen];
+    for_each_chunk_mut(&mut partials, wlen, |ch, part| {
+        let mut cols = vec![E::zero(); k_len * l];
+        for b in ch * WEIGHT_GRAD_CHUNK..((ch + 1) * WEIGHT_GRAD_CHUNK).min(g.n) {
+            let x_img = &x[b * img..(b + 1) * img];
+            let gy_img = &y_grad[b * g.o * l..(b + 1) * g.o * l];
+            for grp in 0..g.groups {
+                g.im2col(&x_img[grp * cg * g.h * g.w..], &mut cols);
+                gemm(
+                    og,
+                    l,
+                    k_len,
+                    Mat::row_major(&gy_img[grp * og * l..(grp + 1) * og * l], l),
+                    Mat::transposed(&cols, l),
+                    E::one(),
+                    &mut part[grp * og * k_len..(grp + 1) * og * k_len],
+                );
+            }
+        }
+    });
+    let mut gw = vec![E::zero(); wlen];
+    for part in partials.chunks(wlen) {
+        for (a, &b) in gw.iter_mut().zip(part) {
+            *a += b;
+        }
+    }
+    gw
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Direct window sums, the definition the kernels must agree with.
+    fn naive(g: &ConvGeom, x: &[f64], wt: &[f64]) -> Vec<f64> {
+        let (cg, og) = (g.cg(), g.og());
+        let mut y = vec![0.0; g.n * g.o * g.oh * g.ow];
+        for b in 0..g.n {
+            for o in 0..g.o {
+                let grp = o / og;
+                for oy in 0..g.oh {
+                    for ox in 0..g.ow {
+                        let mut s = 0.0;
+                        for ci in 0..cg {
+                            for i in 0..g.kh {
+                                for j in 0..g.kw {
+                                    let y0 = ConvGeom::src(
+                                        oy,
+                                        i,
+                                        g.stride[0],
+                                        g.padding[0],
+                                        g.dilation[0],
+                                        g.h,
+                                    );
+                                    let x0 = ConvGeom::src(
+                                        ox,
+                                        j,
+                                        g.stride[1],
+                                        g.padding[1],
+                                        g.dilation[1],
+                                        g.w,
+                                    );
+                                    if let (Some(yy), Some(xx)) = (y0, x0) {
+                                        let c = grp * cg + ci;
+                                        s += x[((b * g.c + c) * g.h + yy) * g.w + xx]
+                                            * wt[((o * cg + ci) * g.kh + i) * g.kw + j];
+                                    }
+                                }
+                            }
+                        }
+                        y[((b * g.o + o) * g.oh + oy) * g.ow + ox] = s;
+                    }
+                }
+            }
+        }
+        y
+    }
+
+    #[test]
+    fn forward_matches_window_sums() {
+        let g = ConvGeom::new([3, 4, 7, 8], [6, 2, 3, 2], [2, 1], [1, 2], [1, 2], 2).unwrap();
+        let x: Vec<f64> = (0..3 * 4 * 7 * 8)
+            .map(|i| ((i * 37) % 11) as f64 - 5.0)
+            .collect();
+        let w: Vec<f64> = (0..6 * 2 * 3 * 2)
+            .map(|i| ((i * 13) % 7) as f64 - 3.0)
+            .collect();
+        assert_eq!(conv2d_forward(&g, &x, &w, None), naive(&g, &x, &w));
+    }
+
+    #[test]
+    fn backward_kernels_are_adjoints() {
+        // <conv(x, w), gy> = <x, backward_input(gy, w)> = <w, backward_weight(x, gy)>,
+        // exact for small integers.
+        let g = ConvGeom::new([5, 4, 6, 5], [4, 2, 3, 3], [2, 1], [1, 1], [1, 2], 2).unwrap();
+        let x: Vec<f64> = (0..5 * 4 * 6 * 5)
+            .map(|i| ((i * 7) % 5) as f64 - 2.0)
+            .collect();
+        let w: Vec<f64> = (0..4 * 2 * 9).map(|i| ((i * 3) % 5) as f64 - 2.0).collect();
+        let gy: Vec<f64> = (0..5 * 4 * g.oh * g.ow)
+            .map(|i| ((i * 11) % 7) as f64 - 3.0)
+            .collect();
+        let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(p, q)| p * q).sum::<f64>();
+        let y = conv2d_forward(&g, &x, &w, None);
+        let gx = conv2d_backward_input(&g, &gy, &w, None);
+        let gw = conv2d_backward_weight(&g, &x, &gy);
+        assert_eq!(dot(&y, &gy), dot(&x, &gx));
+        assert_eq!(dot(&y, &gy), dot(&w, &gw));
+    }
+}

@@ -1,0 +1,284 @@
+//! Pooling kernels over the last two dimensions of a stack of planes.
+//!
+//! Every pooling window is a rectangle `rows[oy] x cols[ox]` of input
+//! positions (already clipped to the input, so padding never appears in a
+//! window). Max pooling returns, per output, the position of the maximum
+//! inside its plane; the values and gradients then move with
+//! [`gather`] / [`scatter_add`]. Average pooling sums a window and divides by
+//! a per-output divisor ([`avg_forward`], adjoint [`avg_backward`]).
+//! Planes are processed in parallel in fixed chunks; each output is computed
+//! by one call in a fixed order, so results do not depend on the thread count.
+
+use super::im2col::for_each_chunk_mut;
+use crate::tensor::Float;
+
+/// The windows of a pooling over `h x w` planes producing `oh x ow` planes.
+///
+/// ```
+/// use forge::cpu::pool::PoolWindows;
+/// let p = PoolWindows::sliding([5, 5], [2, 2], [2, 2], [0, 0]).unwrap();
+/// assert_eq!((p.oh(), p.ow()), (2, 2));
+/// assert_eq!(p.rows, vec![(0, 2), (2, 4)]);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolWindows {
+    /// Input height.
+    pub h: usize,
+    /// Input width.
+    pub w: usize,
+    /// Half-open input row range `[start, end)` of each output row.
+    pub rows: Vec<(usize, usize)>,
+    /// Half-open input column range of each output column.
+    pub cols: Vec<(usize, usize)>,
+}
+
+/// Window ranges along one axis for a sliding window (floor mode); `None`
+/// when the padded input is shorter than the kernel.
+fn sliding_axis(len: usize, k: usize, s: usize, p: usize) -> Option<Vec<(usize, usize)>> {
+    let out = (len + 2 * p).checked_sub(k)? / s + 1;
+    Some(
+        (0..out)
+            .map(|o| {
+                let start = (o * s).saturating_sub(p);
+                let end = (o * s + k).saturating_sub(p).min(len);
+                (start, end)
+            })
+            .collect(),
+    )
+}
+
+/// PyTorch's adaptive bins `[floor(i * len / out), ceil((i + 1) * len / out))`.
+fn adaptive_axis(len: usize, out: usize) -> Vec<(usize, usize)> {
+    (0..out)
+        .map(|i| ((i * len) / out, ((i + 1) * len).div_ceil(out)))
+        .collect()
+}
+
+impl PoolWindows {
+    /// Sliding windows of size `kernel`, moved by `stride`, over the input
+    /// padded by `padding` on each side (floor mode). `None` when the padded
+    /// input is smaller than the kernel or a stride is zero.
+    ///
+    /// ```
+    /// use forge::cpu::pool::PoolWindows;
+    /// let p = PoolWindows::sliding([7, 6], [3, 3], [2, 2], [1, 1]).unwrap();
+    /// assert_eq!(p.rows, vec![(0, 2), (1, 4), (3, 6), (5, 7)]);
+    /// ```
+    pub fn sliding(
+        input: [usize; 2],
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        padding: [usize; 2],
+    ) -> Option<Self> {
+        if stride.contains(&0) {
+            return None;
+        }
+        Some(PoolWindows {
+            h: input[0],
+            w: input[1],
+            rows: sliding_axis(input[0], kernel[0], stride[0], padding[0])?,
+            cols: sliding_axis(input[1], kernel[1], stride[1], padding[1])?,
+        })
+    }
+
+    /// Adaptive bins producing an `out` plane; bins may overlap.
+    ///
+    /// ```
+    /// use forge::cpu::pool::PoolWindows;
+    /// let p = PoolWindows::adaptive([7, 5], [3, 2]);
+    /// assert_eq!(p.rows, vec![(0, 3), (2, 5), (4, 7)]);
+    /// assert_eq!(p.cols, vec![(0, 3), (2, 5)]);
+    /// ```
+    pub fn adaptive(input: [usize; 2], out: [usize; 2]) -> Self {
+        PoolWindows {
+            h: input[0],
+            w: input[1],
+            rows: adaptive_axis(input[0], out[0]),
+            cols: adaptive_axis(input[1], out[1]),
+        }
+    }
+
+    /// Output height.
+    ///
+    /// ```
+    /// assert_eq!(forge::cpu::pool::PoolWindows::adaptive([4, 4], [2, 3]).oh(), 2);
+    /// ```
+    pub fn oh(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Output width.
+    ///
+    /// ```
+    /// assert_eq!(forge::cpu::pool::PoolWindows::adaptive([4, 4], [2, 3]).ow(), 3);
+    /// ```
+    pub fn ow(&self) -> usize {
+        self.cols.len()
+    }
+
+    /// The number of input elements in each window, row-major over the output.
+    ///
+    /// ```
+    /// let p = forge::cpu::pool::PoolWindows::sliding([3, 3], [2, 2], [2, 2], [1, 1]).unwrap();
+    /// assert_eq!(p.counts(), vec![1, 2, 2, 4]);
+    /// ```
+    pub fn counts(&self) -> Vec<usize> {
+        let mut v = Vec::with_capacity(self.oh() * self.ow());
+        for &(r0, r1) in &self.rows {
+            for &(c0, c1) in &self.cols {
+                v.push((r1 - r0) * (c1 - c0));
+            }
+        }
+        v
+    }
+
+    fn in_plane(&self) -> usize {
+        self.h * self.w
+    }
+
+    fn out_plane(&self) -> usize {
+        self.oh() * self.ow()
+    }
+}
+
+/// For each output of each plane of `x` (planes of `h * w`), the position of
+/// its window's maximum inside the plane (the first one on ties; a NaN
+/// wins). An empty window yields position 0.
+///
+/// ```
+/// use forge::cpu::pool::{max_argmax, PoolWindows};
+/// let p = PoolWindows::sliding([2, 2], [2, 2], [2, 2], [0, 0]).unwrap();
+/// assert_eq!(max_argmax(&p, &[1.0f32, 4.0, 3.0, 2.0]), vec![1]);
+/// ```
+pub fn max_argmax<E: Float>(win: &PoolWindows, x: &[E]) -> Vec<usize> {
+    let (ip, op) = (win.in_plane(), win.out_plane());
+    let planes = x.len() / ip.max(1);
+    let mut idx = vec![0usize; planes * op];
+    for_each_chunk_mut(&mut idx, op, |p, out| {
+        let plane = &x[p * ip..(p + 1) * ip];
+        let mut k = 0;
+        for &(r0, r1) in &win.rows {
+            for &(c0, c1) in &win.cols {
+                let mut best: Option<(usize, E)> = None;
+                for r in r0..r1 {
+                    for c in c0..c1 {
+                        let v = plane[r * win.w + c];
+                        let better = match best {
+                            None => true,
+                            Some((_, b)) => v > b || (v.is_nan() && !b.is_nan()),
+                        };
+                        if better {
+                            best = Some((r * win.w + c, v));
+                        }
+                    }
+                }
+                out[k] = best.map_or(0, |(i, _)| i);
+                k += 1;
+            }
+        }
+    });
+    idx
+}
+
+/// `out[p, k] = x[p, idx[p, k]]` for planes of `in_plane` inputs and
+/// `out_plane` outputs.
+///
+/// ```
+/// let y = forge::cpu::pool::gather(&[1.0f32, 2.0, 3.0, 4.0], &[1, 0], 2, 1);
+/// assert_eq!(y, vec![2.0, 3.0]);
+/// ```
+pub fn gather<E: Float>(x: &[E], idx: &[usize], in_plane: usize, out_plane: usize) -> Vec<E> {
+    let mut out = vec![E::zero(); idx.len()];
+    for_each_chunk_mut(&mut out, out_plane, |p, o| {
+        let plane = &x[p * in_plane..(p + 1) * in_plane];
+        for (v, &i) in o.iter_mut().zip(&idx[p * out_plane..]) {
+            *v = plane[i];
+        }
+    });
+    out
+}
+
+/// The adjoint of [`gather`]: `x[p, idx[p, k]] += g[p, k]`, over `planes`
+/// planes, in increasing `k` within each plane.
+///
+/// ```
+/// let x = forge::cpu::pool::scatter_add(&[1.0f32, 2.0], &[1, 1], 2, 2, 1);
+/// assert_eq!(x, vec![0.0, 3.0]);
+/// ```
+pub fn scatter_add<E: Float>(
+    g: &[E],
+    idx: &[usize],
+    in_plane: usize,
+    out_plane: usize,
+    planes: usize,
+) -> Vec<E> {
+    let mut x = vec![E::zero(); planes * in_plane];
+    for_each_chunk_mut(&mut x, in_plane, |p, plane| {
+        let range = p * out_plane..(p + 1) * out_plane;
+        for (&v, &i) in g[range.clone()].iter().zip(&idx[range]) {
+            plane[i] += v;
+        }
+    });
+    x
+}
+
+/// Average pooling: each output is its window's sum divided by `div[k]`
+/// (one divisor per output position of a plane).
+///
+/// ```
+/// use forge::cpu::pool::{avg_forward, PoolWindows};
+/// let p = PoolWindows::adaptive([2, 2], [1, 1]);
+/// assert_eq!(avg_forward(&p, &[1.0f64, 2.0, 3.0, 6.0], &[4.0]), vec![3.0]);
+/// ```
+pub fn avg_forward<E: Float>(win: &PoolWindows, x: &[E], div: &[E]) -> Vec<E> {
+    let (ip, op) = (win.in_plane(), win.out_plane());
+    let planes = x.len() / ip.max(1);
+    let mut out = vec![E::zero(); planes * op];
+    for_each_chunk_mut(&mut out, op, |p, o| {
+        let plane = &x[p * ip..(p + 1) * ip];
+        let mut k = 0;
+        for &(r0, r1) in &win.rows {
+            for &(c0, c1) in &win.cols {
+                let mut s = E::zero();
+                for r in r0..r1 {
+                    for &v in &plane[r * win.w + c0..r * win.w + c1] {
+                        s += v;
+                    }
+                }
+                o[k] = s / div[k];
+                k += 1;
+            }
+        }
+    });
+    out
+}
+
+/// The adjoint of [`avg_forward`]: every input in output `k`'s window
+/// receives `g[k] / div[k]`.
+///
+/// ```
+/// use forge::cpu::pool::{avg_backward, PoolWindows};
+/// let p = PoolWindows::adaptive([2, 2], [1, 1]);
+/// assert_eq!(avg_backward(&p, &[8.0f64], &[4.0]), vec![2.0; 4]);
+/// ```
+pub fn avg_backward<E: Float>(win: &PoolWindows, g: &[E], div: &[E]) -> Vec<E> {
+    let (ip, op) = (win.in_plane(), win.out_plane());
+    let planes = g.len() / op.max(1);
+    let mut x = vec![E::zero(); planes * ip];
+    for_each_chunk_mut(&mut x, ip, |p, plane| {
+        let gp = &g[p * op..(p + 1) * op];
+        let mut k = 0;
+        for &(r0, r1) in &win.rows {
+            for &(c0, c1) in &win.cols {
+                let v = gp[k] / div[k];
+                for r in r0..r1 {
+                    for dst in &mut plane[r * win.w + c0..r * win.w + c1] {
+                        *dst += v;
+                    }
+                }
+                k += 1;
+            }
+        }
+    });
+    x
+}
