@@ -1,1 +1,56 @@
 //! Optimizers, learning-rate schedules and gradient clipping.
+//!
+//! - [`Sgd`], [`Adam`], [`AdamW`], [`Adagrad`], [`Adadelta`], [`RmsProp`]:
+//!   PyTorch's update rules, each one fused pass over a parameter's values
+//!   (f32 or f64), checked against PyTorch's numbers
+//!   (`tests/optim_parity.rs`). They are all [`Optimizer<R, E>`] with a
+//!   different [`UpdateRule`] `R`.
+//! - State is kept per parameter, keyed by tensor path (`fc1.weight`),
+//!   created on the first step and checked by shape on every step
+//!   ([`ParamState`]).
+//! - [`ParamGroup`]: per-path options (no weight decay on biases, a smaller
+//!   rate for an encoder), PyTorch's parameter groups.
+//! - [`schedule`]: [`StepLr`], [`MultiStepLr`], [`ExponentialLr`],
+//!   [`CosineAnnealingLr`], [`LinearLr`], [`SequentialLr`], [`OneCycleLr`],
+//!   [`NoamLr`].
+//! - [`clip_grad_norm`] and [`clip_grad_value`].
+//!
+//! ```
+//! use forge::optim::{AdamW, ParamGroup};
+//! use forge::Tensor;
+//! let mut w = Tensor::<f64>::from_vec(vec![1.0, -1.0], &[2]).requires_grad();
+//! let mut b = Tensor::<f64>::from_vec(vec![0.5], &[1]).requires_grad();
+//! let mut opt = AdamW::new(1e-2).with_group(ParamGroup::suffix("b").weight_decay(0.0));
+//! for _ in 0..3 {
+//!     let loss = ((&w * &w).sum() + (&b * &b).sum()).sum();
+//!     let grads = loss.backward();
+//!     opt.step_params(vec![("w", &mut w), ("b", &mut b)], &grads).unwrap();
+//! }
+//! assert_eq!(opt.state("w").unwrap().step(), 3);
+//! assert!(w.as_slice()[0] < 1.0 && b.item() < 0.5);
+//! ```
+
+mod adadelta;
+mod adagrad;
+mod adam;
+mod clip;
+mod group;
+mod optimizer;
+mod rmsprop;
+pub mod schedule;
+mod sgd;
+mod state;
+
+pub use adadelta::{Adadelta, AdadeltaConfig};
+pub use adagrad::{Adagrad, AdagradConfig};
+pub use adam::{Adam, AdamConfig, AdamW, AdamWConfig};
+pub use clip::{clip_grad_norm, clip_grad_value};
+pub use group::{ParamGroup, PathFn, PathMatch};
+pub use optimizer::{GradSource, Hyper, Optimizer, UpdateRule};
+pub use rmsprop::{RmsProp, RmsPropConfig};
+pub use schedule::{
+    Anneal, CosineAnnealingLr, ExponentialLr, LinearLr, LrScheduler, LrTarget, MultiStepLr, NoamLr,
+    OneCycleLr, Schedule, SequentialLr, StepLr,
+};
+pub use sgd::{Sgd, SgdConfig};
+pub use state::ParamState;

@@ -1,0 +1,146 @@
+//! Adagrad: `torch.optim.Adagrad`.
+
+use super::optimizer::{Hyper, Optimizer, UpdateRule};
+use crate::tensor::Float;
+use crate::{ForgeError, Result};
+use serde::{Deserialize, Serialize};
+
+/// `torch.optim.Adagrad` (use it through [`Adagrad`]).
+///
+/// Per element: `g += wd p`; `clr = lr / (1 + (t-1) lr_decay)`;
+/// `sum += g^2`; `p -= clr g / (sqrt(sum) + eps)`, with `sum` starting at
+/// `initial_accumulator_value`.
+///
+/// ```
+/// let c = forge::optim::AdagradConfig::default();
+/// assert_eq!((c.lr_decay, c.initial_accumulator_value, c.eps), (0.0, 0.0, 1e-10));
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AdagradConfig {
+    /// Learning-rate decay per step.
+    pub lr_decay: f64,
+    /// The value the squared-gradient sum starts from.
+    pub initial_accumulator_value: f64,
+    /// Added to the denominator.
+    pub eps: f64,
+    /// Maximize the objective instead of minimizing it.
+    pub maximize: bool,
+}
+
+impl Default for AdagradConfig {
+    fn default() -> Self {
+        AdagradConfig {
+            lr_decay: 0.0,
+            initial_accumulator_value: 0.0,
+            eps: 1e-10,
+            maximize: false,
+        }
+    }
+}
+
+/// Adagrad: `Optimizer<AdagradConfig, E>`.
+///
+/// ```
+/// use forge::optim::Adagrad;
+/// use forge::{Gradients, Tensor};
+/// let mut w = Tensor::<f64>::from_vec(vec![1.0], &[1]).requires_grad();
+/// let mut g = Gradients::new();
+/// g.insert(&w, Tensor::from_vec(vec![2.0], &[1]));
+/// let mut opt = Adagrad::new(0.1).lr_decay(0.0).initial_accumulator_value(0.0);
+/// opt.step_params(vec![("w", &mut w)], &g).unwrap();
+/// assert!((w.item() - 0.9).abs() < 1e-9); // 1 - 0.1 * 2 / sqrt(4)
+/// ```
+pub type Adagrad<E = f32> = Optimizer<AdagradConfig, E>;
+
+impl<E: Float> Optimizer<AdagradConfig, E> {
+    /// Adagrad with rate `lr` and PyTorch's defaults.
+    ///
+    /// ```
+    /// assert_eq!(forge::optim::Adagrad::<f32>::new(0.01).lr(), 0.01);
+    /// ```
+    pub fn new(lr: f64) -> Self {
+        Self::with_rule(lr, AdagradConfig::default())
+    }
+
+    /// Sets the learning-rate decay.
+    ///
+    /// ```
+    /// assert_eq!(forge::optim::Adagrad::<f32>::new(0.1).lr_decay(0.01).rule().lr_decay, 0.01);
+    /// ```
+    pub fn lr_decay(mut self, d: f64) -> Self {
+        self.rule.lr_decay = d;
+        self
+    }
+
+    /// Sets the initial value of the squared-gradient sum.
+    ///
+    /// ```
+    /// let o = forge::optim::Adagrad::<f32>::new(0.1).initial_accumulator_value(0.1);
+    /// assert_eq!(o.rule().initial_accumulator_value, 0.1);
+    /// ```
+    pub fn initial_accumulator_value(mut self, v: f64) -> Self {
+        self.rule.initial_accumulator_value = v;
+        self
+    }
+
+    /// Sets eps.
+    ///
+    /// ```
+    /// assert_eq!(forge::optim::Adagrad::<f32>::new(0.1).eps(1e-8).rule().eps, 1e-8);
+    /// ```
+    pub fn eps(mut self, eps: f64) -> Self {
+        self.rule.eps = eps;
+        self
+    }
+
+    /// Maximizes instead of minimizing.
+    ///
+    /// ```
+    /// assert!(forge::optim::Adagrad::<f32>::new(0.1).maximize(true).rule().maximize);
+    /// ```
+    pub fn maximize(mut self, on: bool) -> Self {
+        self.rule.maximize = on;
+        self
+    }
+}
+
+impl UpdateRule for AdagradConfig {
+    const NAME: &'static str = "Adagrad";
+
+    fn buffers(&self) -> Vec<(&'static str, f64)> {
+        vec![("sum", self.initial_accumulator_value)]
+    }
+
+    fn validate(&self) -> Result<()> {
+        for (what, v) in [
+            ("lr_decay", self.lr_decay),
+            ("initial_accumulator_value", self.initial_accumulator_value),
+            ("eps", self.eps),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(ForgeError::Invalid(format!(
+                    "Adagrad: {what} must be finite and >= 0, got {v}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn update<E: Float>(&self, h: &Hyper, step: u64, b: &mut [Vec<E>], p: &[E], g: &[E]) -> Vec<E> {
+        let clr = E::from_f64(h.lr / (1.0 + (step as f64 - 1.0) * self.lr_decay));
+        let wd = E::from_f64(h.weight_decay);
+        let use_wd = h.weight_decay != 0.0;
+        let eps = E::from_f64(self.eps);
+        let sum = &mut b[0];
+        let mut out = Vec::with_capacity(p.len());
+        for i in 0..p.len() {
+            let mut g = if self.maximize { -g[i] } else { g[i] };
+            if use_wd {
+                g += wd * p[i];
+            }
+            sum[i] += g * g;
+            out.push(p[i] - clr * (g / (sum[i].sqrt() + eps)));
+        }
+        out
+    }
+}

@@ -1,0 +1,111 @@
+//! Gradient clipping: `torch.nn.utils.clip_grad_norm_` and
+//! `clip_grad_value_`.
+
+use crate::autograd::Gradients;
+use crate::tensor::{Element, Float, Tensor};
+
+/// Scales every gradient so that their total norm is at most `max_norm`,
+/// and returns the total norm *before* clipping.
+///
+/// The total norm is the `norm_type`-norm of all gradients concatenated
+/// (`f64::INFINITY` for the largest absolute value). Every gradient is
+/// multiplied by `min(max_norm / (total + 1e-6), 1)`, as PyTorch does: a
+/// total exactly equal to `max_norm` is still scaled by
+/// `max_norm / (max_norm + 1e-6)`. The norm is accumulated in a fixed
+/// order (ascending tensor id), so the result is reproducible.
+///
+/// # Panics
+/// When `norm_type` is not positive (or NaN).
+///
+/// ```
+/// use forge::{Gradients, Tensor};
+/// use forge::optim::clip_grad_norm;
+/// let w = Tensor::<f64>::zeros(&[2]).requires_grad();
+/// let mut g = Gradients::new();
+/// g.insert(&w, Tensor::from_vec(vec![3.0, 4.0], &[2]));
+/// let total = clip_grad_norm(&mut g, 1.0, 2.0);
+/// assert_eq!(total, 5.0);
+/// let c = g.get(&w).unwrap().to_vec();
+/// assert!((c[0] - 0.6).abs() < 1e-6 && (c[1] - 0.8).abs() < 1e-6);
+/// ```
+pub fn clip_grad_norm<E: Float>(grads: &mut Gradients<E>, max_norm: f64, norm_type: f64) -> E {
+    assert!(
+        norm_type > 0.0,
+        "clip_grad_norm: norm_type must be positive, got {norm_type}"
+    );
+    let total = if norm_type == f64::INFINITY {
+        grads
+            .iter()
+            .flat_map(|g| g.as_slice().iter())
+            .fold(0.0f64, |m, x| {
+                let a = Element::to_f64(*x).abs();
+                if a > m || a.is_nan() {
+                    a
+                } else {
+                    m
+                }
+            })
+    } else {
+        // Per-tensor norms, then the norm of the norms (PyTorch's order).
+        let p = norm_type;
+        let norms: Vec<f64> = grads
+            .iter()
+            .map(|g| lp_norm(g.as_slice().iter().map(|x| Element::to_f64(*x)), p))
+            .collect();
+        lp_norm(norms.into_iter(), p)
+    };
+    let coef = (max_norm / (total + 1e-6)).min(1.0);
+    let c = E::from_f64(coef);
+    for g in grads.iter_mut() {
+        *g = g.map(|x| x * c);
+    }
+    E::from_f64(total)
+}
+
+fn lp_norm(xs: impl Iterator<Item = f64>, p: f64) -> f64 {
+    if p == 2.0 {
+        xs.map(|x| x * x).sum::<f64>().sqrt()
+    } else if p == 1.0 {
+        xs.map(f64::abs).sum()
+    } else {
+        xs.map(|x| x.abs().powf(p)).sum::<f64>().powf(1.0 / p)
+    }
+}
+
+/// Clamps every gradient element to `[-clip_value, clip_value]`.
+///
+/// # Panics
+/// When `clip_value` is negative or NaN.
+///
+/// ```
+/// use forge::{Gradients, Tensor};
+/// let w = Tensor::<f32>::zeros(&[3]).requires_grad();
+/// let mut g = Gradients::new();
+/// g.insert(&w, Tensor::from_vec(vec![-2.0, 0.05, 7.0], &[3]));
+/// forge::optim::clip_grad_value(&mut g, 0.1);
+/// assert_eq!(g.get(&w).unwrap().to_vec(), vec![-0.1, 0.05, 0.1]);
+/// ```
+pub fn clip_grad_value<E: Float>(grads: &mut Gradients<E>, clip_value: f64) {
+    assert!(
+        clip_value >= 0.0,
+        "clip_grad_value: clip_value must be >= 0, got {clip_value}"
+    );
+    let hi = E::from_f64(clip_value);
+    let lo = -hi;
+    for g in grads.iter_mut() {
+        let v: Vec<E> = g
+            .as_slice()
+            .iter()
+            .map(|&x| {
+                if x < lo {
+                    lo
+                } else if x > hi {
+                    hi
+                } else {
+                    x
+                }
+            })
+            .collect();
+        *g = Tensor::from_vec(v, g.shape());
+    }
+}

@@ -1,0 +1,224 @@
+//! Learning-rate schedules that drive an optimizer's rate, giving exactly
+//! the rate PyTorch's `torch.optim.lr_scheduler` gives at each step.
+//!
+//! A schedule is a function of the step: [`LrScheduler::lr_at`]`(k)` is the
+//! rate used by the `k`-th optimizer step (k = 0 for the first), which is
+//! PyTorch's `optimizer.param_groups[0]['lr']` read just before its `k`-th
+//! `optimizer.step()` when `scheduler.step()` is called after every
+//! optimizer step. The loop is the same as PyTorch's, with one extra call
+//! before it (PyTorch's constructors set the first rate on the optimizer;
+//! forge's do not touch it):
+//!
+//! ```
+//! use forge::optim::{LrScheduler, Sgd, StepLr};
+//! let mut opt = Sgd::<f32>::new(0.1);
+//! let mut sched = StepLr::new(0.1, 2, 0.5);
+//! sched.apply(&mut opt); // rate for step 0
+//! let mut seen = vec![];
+//! for _ in 0..5 {
+//!     seen.push(opt.lr()); // ... opt.step(...) here ...
+//!     sched.step(&mut opt);
+//! }
+//! assert_eq!(seen, vec![0.1, 0.1, 0.05, 0.05, 0.025]);
+//! ```
+//!
+//! Every schedule is plain data (serde), and [`Schedule`] holds any of
+//! them, for chaining ([`SequentialLr`]) and for saving.
+
+mod cosine;
+mod noam;
+mod onecycle;
+mod sequential;
+mod simple;
+
+pub use cosine::CosineAnnealingLr;
+pub use noam::NoamLr;
+pub use onecycle::{Anneal, OneCycleLr};
+pub use sequential::SequentialLr;
+pub use simple::{ExponentialLr, LinearLr, MultiStepLr, StepLr};
+
+use super::optimizer::{Optimizer, UpdateRule};
+use crate::tensor::Float;
+use crate::Result;
+use serde::{Deserialize, Serialize};
+
+/// Something whose learning rate (and momentum) a schedule sets: every
+/// [`Optimizer`].
+///
+/// ```
+/// use forge::optim::{LrTarget, Sgd};
+/// let mut opt = Sgd::<f32>::new(0.1);
+/// LrTarget::set_lr(&mut opt, 0.2);
+/// assert_eq!(opt.lr(), 0.2);
+/// ```
+pub trait LrTarget {
+    /// Sets the learning rate.
+    fn set_lr(&mut self, lr: f64);
+    /// Sets the momentum (beta1 for Adam); returns whether there is one.
+    fn set_momentum(&mut self, momentum: f64) -> bool;
+}
+
+impl<R: UpdateRule, E: Float> LrTarget for Optimizer<R, E> {
+    fn set_lr(&mut self, lr: f64) {
+        Optimizer::set_lr(self, lr);
+    }
+    fn set_momentum(&mut self, momentum: f64) -> bool {
+        self.rule.set_momentum(momentum)
+    }
+}
+
+/// A learning-rate schedule: a rate for every step, and a step counter.
+///
+/// ```
+/// use forge::optim::{ExponentialLr, LrScheduler};
+/// let s = ExponentialLr::new(1.0, 0.5);
+/// assert_eq!(s.lr_at(3), 0.125);
+/// ```
+pub trait LrScheduler {
+    /// The rate for optimizer step `step` (0 = the first).
+    fn lr_at(&self, step: u64) -> f64;
+    /// The momentum for step `step`, for schedules that cycle it.
+    fn momentum_at(&self, _step: u64) -> Option<f64> {
+        None
+    }
+    /// The step the schedule is at (how many times [`step`](Self::step)
+    /// was called).
+    fn current_step(&self) -> u64;
+    /// Moves the schedule to `step` (for resuming).
+    fn set_step(&mut self, step: u64);
+    /// Checks the parameters (a schedule read from a file is checked
+    /// before use).
+    ///
+    /// # Errors
+    /// [`ForgeError::Invalid`](crate::ForgeError::Invalid) for out-of-range
+    /// parameters.
+    fn validate(&self) -> Result<()>;
+
+    /// The rate at the current step.
+    ///
+    /// ```
+    /// use forge::optim::{LrScheduler, StepLr};
+    /// assert_eq!(StepLr::new(0.1, 3, 0.5).lr(), 0.1);
+    /// ```
+    fn lr(&self) -> f64 {
+        self.lr_at(self.current_step())
+    }
+
+    /// Sets the optimizer's rate (and momentum, if cycled) for the
+    /// current step.
+    ///
+    /// ```
+    /// use forge::optim::{LinearLr, LrScheduler, Sgd};
+    /// let mut opt = Sgd::<f32>::new(0.1);
+    /// LinearLr::new(0.1, 0.1, 1.0, 5).apply(&mut opt);
+    /// assert!((opt.lr() - 0.01).abs() < 1e-15);
+    /// ```
+    fn apply<O: LrTarget + ?Sized>(&self, opt: &mut O) {
+        let k = self.current_step();
+        opt.set_lr(self.lr_at(k));
+        if let Some(m) = self.momentum_at(k) {
+            opt.set_momentum(m);
+        }
+    }
+
+    /// Advances one step and sets the optimizer's rate for it: call once
+    /// after every optimizer step.
+    ///
+    /// ```
+    /// use forge::optim::{LrScheduler, MultiStepLr, Sgd};
+    /// let mut opt = Sgd::<f32>::new(1.0);
+    /// let mut s = MultiStepLr::new(1.0, &[1], 0.1);
+    /// s.step(&mut opt);
+    /// assert_eq!(opt.lr(), 0.1);
+    /// ```
+    fn step<O: LrTarget + ?Sized>(&mut self, opt: &mut O) {
+        self.set_step(self.current_step() + 1);
+        self.apply(opt);
+    }
+}
+
+/// Any schedule, as one serializable type: what [`SequentialLr`] chains and
+/// what a training checkpoint stores.
+///
+/// ```
+/// use forge::optim::{LrScheduler, Schedule, StepLr};
+/// let s: Schedule = StepLr::new(0.1, 1, 0.5).into();
+/// assert_eq!(s.lr_at(1), 0.05);
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Schedule {
+    /// [`StepLr`].
+    Step(StepLr),
+    /// [`MultiStepLr`].
+    MultiStep(MultiStepLr),
+    /// [`ExponentialLr`].
+    Exponential(ExponentialLr),
+    /// [`CosineAnnealingLr`].
+    CosineAnnealing(CosineAnnealingLr),
+    /// [`LinearLr`].
+    Linear(LinearLr),
+    /// [`SequentialLr`].
+    Sequential(SequentialLr),
+    /// [`OneCycleLr`].
+    OneCycle(OneCycleLr),
+    /// [`NoamLr`].
+    Noam(NoamLr),
+}
+
+macro_rules! each {
+    ($s:expr, $x:ident => $e:expr) => {
+        match $s {
+            Schedule::Step($x) => $e,
+            Schedule::MultiStep($x) => $e,
+            Schedule::Exponential($x) => $e,
+            Schedule::CosineAnnealing($x) => $e,
+            Schedule::Linear($x) => $e,
+            Schedule::Sequential($x) => $e,
+            Schedule::OneCycle($x) => $e,
+            Schedule::Noam($x) => $e,
+        }
+    };
+}
+
+impl LrScheduler for Schedule {
+    fn lr_at(&self, step: u64) -> f64 {
+        each!(self, s => s.lr_at(step))
+    }
+    fn momentum_at(&self, step: u64) -> Option<f64> {
+        each!(self, s => s.momentum_at(step))
+    }
+    fn current_step(&self) -> u64 {
+        each!(self, s => s.current_step())
+    }
+    fn set_step(&mut self, step: u64) {
+        each!(self, s => s.set_step(step))
+    }
+    fn validate(&self) -> Result<()> {
+        each!(self, s => s.validate())
+    }
+}
+
+macro_rules! into_schedule {
+    ($($t:ident => $v:ident),*) => {$(
+        impl From<$t> for Schedule {
+            fn from(s: $t) -> Schedule {
+                Schedule::$v(s)
+            }
+        }
+    )*};
+}
+
+into_schedule!(StepLr => Step, MultiStepLr => MultiStep, ExponentialLr => Exponential,
+    CosineAnnealingLr => CosineAnnealing, LinearLr => Linear, SequentialLr => Sequential,
+    OneCycleLr => OneCycle, NoamLr => Noam);
+
+/// `Err(Invalid)` unless `v` is finite and `>= 0`.
+pub(crate) fn non_negative(what: &str, v: f64) -> Result<()> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(())
+    } else {
+        Err(crate::ForgeError::Invalid(format!(
+            "{what} must be finite and >= 0, got {v}"
+        )))
+    }
+}

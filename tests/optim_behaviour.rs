@@ -1,0 +1,179 @@
+//! Optimizer behaviour beyond the update formulas: state keyed by path and
+//! checked by shape, skipped parameters, parameter groups, reset, errors.
+
+use forge::optim::*;
+use forge::{ForgeError, Gradients, Tensor};
+use std::collections::BTreeMap;
+
+fn grads_for(pairs: &[(&Tensor<f64>, Vec<f64>)]) -> Gradients<f64> {
+    let mut g = Gradients::new();
+    for (p, v) in pairs {
+        g.insert(p, Tensor::from_vec(v.clone(), p.shape()));
+    }
+    g
+}
+
+#[test]
+fn shape_change_is_a_state_error_naming_path_and_shapes() {
+    let mut w = Tensor::<f64>::ones(&[2, 3]).requires_grad();
+    let mut opt = Adam::new(0.1);
+    let g = grads_for(&[(&w, vec![0.1; 6])]);
+    opt.step_params(vec![("fc.weight", &mut w)], &g).unwrap();
+    let mut other = Tensor::<f64>::ones(&[3, 2]).requires_grad();
+    let g = grads_for(&[(&other, vec![0.1; 6])]);
+    let e = opt
+        .step_params(vec![("fc.weight", &mut other)], &g)
+        .unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, ForgeError::State(_)), "{e:?}");
+    assert!(
+        msg.contains("fc.weight") && msg.contains("[2, 3]") && msg.contains("[3, 2]"),
+        "{msg}"
+    );
+    assert_eq!(other.to_vec(), vec![1.0; 6], "nothing changed");
+}
+
+#[test]
+fn an_error_on_one_parameter_changes_no_parameter() {
+    let mut a = Tensor::<f64>::ones(&[2]).requires_grad();
+    let mut b = Tensor::<f64>::ones(&[2]).requires_grad();
+    let mut opt = Sgd::new(0.1).momentum(0.9);
+    let g = grads_for(&[(&a, vec![1.0, 1.0]), (&b, vec![1.0, 1.0])]);
+    opt.step_params(vec![("a", &mut a), ("b", &mut b)], &g)
+        .unwrap();
+    let before = (a.to_vec(), opt.state("a").cloned());
+    let mut b3 = Tensor::<f64>::ones(&[3]).requires_grad();
+    let g = grads_for(&[(&a, vec![1.0, 1.0]), (&b3, vec![1.0; 3])]);
+    assert!(opt
+        .step_params(vec![("a", &mut a), ("b", &mut b3)], &g)
+        .is_err());
+    assert_eq!((a.to_vec(), opt.state("a").cloned()), before);
+}
+
+#[test]
+fn a_parameter_without_gradient_is_skipped_and_its_state_kept() {
+    let mut a = Tensor::<f64>::ones(&[1]).requires_grad();
+    let mut b = Tensor::<f64>::ones(&[1]).requires_grad();
+    let mut opt = Adam::new(0.1);
+    let g = grads_for(&[(&a, vec![1.0]), (&b, vec![1.0])]);
+    opt.step_params(vec![("a", &mut a), ("b", &mut b)], &g)
+        .unwrap();
+    let b_state = opt.state("b").cloned();
+    let b_val = b.to_vec();
+    let g = grads_for(&[(&a, vec![1.0])]);
+    opt.step_params(vec![("a", &mut a), ("b", &mut b)], &g)
+        .unwrap();
+    assert_eq!(opt.state("a").unwrap().step(), 2);
+    assert_eq!(opt.state("b").cloned(), b_state);
+    assert_eq!(b.to_vec(), b_val);
+}
+
+#[test]
+fn untracked_parameters_stay_untracked_and_path_maps_work() {
+    let mut w = Tensor::<f64>::from_vec(vec![1.0, 2.0], &[2]);
+    let mut grads = BTreeMap::new();
+    grads.insert(
+        "w".to_string(),
+        Tensor::<f64>::from_vec(vec![1.0, 1.0], &[2]),
+    );
+    let mut opt = Sgd::new(0.5);
+    opt.step_params(vec![("w", &mut w)], &grads).unwrap();
+    assert_eq!(w.to_vec(), vec![0.5, 1.5]);
+    assert!(!w.is_tracked());
+    // A wrong-shaped gradient is a shape error.
+    grads.insert("w".to_string(), Tensor::<f64>::ones(&[3]));
+    let e = opt.step_params(vec![("w", &mut w)], &grads).unwrap_err();
+    assert!(matches!(e, ForgeError::Shape { .. }), "{e:?}");
+}
+
+#[test]
+fn groups_set_weight_decay_and_scale_the_rate_by_path() {
+    let mut w = Tensor::<f64>::from_vec(vec![1.0], &[1]).requires_grad();
+    let mut b = Tensor::<f64>::from_vec(vec![1.0], &[1]).requires_grad();
+    let mut e = Tensor::<f64>::from_vec(vec![1.0], &[1]).requires_grad();
+    let mut opt = Sgd::new(0.1)
+        .weight_decay(0.5)
+        .with_group(ParamGroup::matching(|p| p.ends_with("bias")).weight_decay(0.0))
+        .with_group(ParamGroup::prefix("encoder.").lr_scale(0.1));
+    let g = grads_for(&[(&w, vec![0.0]), (&b, vec![0.0]), (&e, vec![1.0])]);
+    opt.step_params(
+        vec![
+            ("fc.weight", &mut w),
+            ("fc.bias", &mut b),
+            ("encoder.w", &mut e),
+        ],
+        &g,
+    )
+    .unwrap();
+    assert_eq!(w.item(), 1.0 - 0.1 * 0.5); // decayed
+    assert_eq!(b.item(), 1.0); // no decay on biases
+    assert!((e.item() - (1.0 - 0.01 * (1.0 + 0.5))).abs() < 1e-15); // lr 0.01, wd 0.5
+                                                                    // A schedule changing the rate keeps the group's ratio.
+    opt.set_lr(0.2);
+    assert!((opt.hyper_for("encoder.w").lr - 0.02).abs() < 1e-15);
+}
+
+#[test]
+fn reset_forgets_state_and_restarts_bias_correction() {
+    let mut w = Tensor::<f64>::ones(&[1]).requires_grad();
+    let mut opt = Adam::new(0.1);
+    let g = grads_for(&[(&w, vec![1.0])]);
+    opt.step_params(vec![("w", &mut w)], &g).unwrap();
+    let first = 1.0 - w.item();
+    opt.reset();
+    assert_eq!(opt.state_paths().count(), 0);
+    let before = w.item();
+    let g = grads_for(&[(&w, vec![1.0])]);
+    opt.step_params(vec![("w", &mut w)], &g).unwrap();
+    assert_eq!(before - w.item(), first);
+    assert_eq!(opt.state("w").unwrap().step(), 1);
+}
+
+#[test]
+fn out_of_range_settings_are_invalid_errors() {
+    let mut w = Tensor::<f64>::ones(&[1]).requires_grad();
+    let g = grads_for(&[(&w, vec![1.0])]);
+    let e = Sgd::new(-1.0)
+        .step_params(vec![("w", &mut w)], &g)
+        .unwrap_err();
+    assert!(matches!(e, ForgeError::Invalid(_)), "{e:?}");
+    let e = Sgd::new(0.1)
+        .nesterov(true)
+        .step_params(vec![("w", &mut w)], &g)
+        .unwrap_err();
+    assert!(matches!(e, ForgeError::Invalid(_)), "{e:?}");
+    let e = Adam::new(0.1)
+        .betas(1.0, 0.9)
+        .step_params(vec![("w", &mut w)], &g)
+        .unwrap_err();
+    assert!(matches!(e, ForgeError::Invalid(_)), "{e:?}");
+    assert_eq!(w.item(), 1.0);
+}
+
+#[test]
+fn maximize_moves_uphill() {
+    let mut w = Tensor::<f64>::ones(&[1]).requires_grad();
+    let g = grads_for(&[(&w, vec![1.0])]);
+    Sgd::new(0.1)
+        .maximize(true)
+        .step_params(vec![("w", &mut w)], &g)
+        .unwrap();
+    assert_eq!(w.item(), 1.1);
+}
+
+#[test]
+fn onecycle_three_phase_and_linear_anneal_follow_pytorch_formulas() {
+    // PyTorch (three_phase=True, linear): phases end at 2, 4, 9 for 10 steps, pct 0.3.
+    let s = OneCycleLr {
+        three_phase: true,
+        anneal: Anneal::Linear,
+        ..OneCycleLr::new(1.0, 10)
+    };
+    let lrs: Vec<f64> = (0..10).map(|k| s.lr_at(k)).collect();
+    assert_eq!(lrs[0], 0.04);
+    assert_eq!(lrs[2], 1.0);
+    assert!((lrs[4] - 0.04).abs() < 1e-15);
+    assert!(lrs[3] > 0.04 && lrs[5] < 0.04);
+    assert!((lrs[9] - 0.04 / 1e4).abs() < 1e-15);
+    assert!((lrs[1] - 0.52).abs() < 1e-15);
+}
