@@ -102,3 +102,73 @@ fn mismatched_labels_are_an_error() {
     assert!(InMemoryDataset::new(Tensor::<f32>::scalar(1.0), vec![0]).is_err());
     assert!(InMemoryDataset::new(x, vec![0, 1, 2]).is_ok());
 }
+
+mod mnist {
+    use forge::data::mnist::{Mnist, MnistOptions, MNIST_MEAN, MNIST_STD};
+    use forge::data::{DataLoader, Dataset};
+    use forge::ForgeError;
+
+    const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/mnist");
+
+    #[test]
+    fn bundled_files_have_the_documented_counts_and_labels() {
+        let m = Mnist::load(DIR).unwrap();
+        assert_eq!(m.train.len(), 8_004);
+        assert_eq!(m.test.len(), 1_996);
+        for split in [&m.train, &m.test] {
+            assert_eq!(split.inputs().shape()[1..], [1, 28, 28]);
+            assert!(split.labels().iter().all(|l| (0..10).contains(l)));
+            // Every digit occurs (the split is stratified).
+            for d in 0..10 {
+                assert!(split.labels().contains(&d), "digit {d} missing");
+            }
+            let px = split.inputs().as_slice();
+            assert!(px.iter().all(|v| (0.0..=1.0).contains(v)));
+            assert!(px.contains(&0.0) && px.contains(&1.0));
+        }
+        // Pixel mean near MNIST's 0.1307.
+        let px = m.train.inputs().as_slice();
+        let mean = px.iter().map(|&v| v as f64).sum::<f64>() / px.len() as f64;
+        assert!((mean - 0.1307).abs() < 0.01, "mean {mean}");
+        // A loader over it yields [B, 1, 28, 28] and [B].
+        let (x, y) = DataLoader::new(&m.test, 64).iter().next().unwrap();
+        assert_eq!((x.shape(), y.shape()), (&[64, 1, 28, 28][..], &[64][..]));
+    }
+
+    #[test]
+    fn normalisation_is_an_affine_map_of_the_raw_pixels() {
+        let raw = Mnist::load(DIR).unwrap();
+        let norm = Mnist::load_with(DIR, MnistOptions { normalize: true }).unwrap();
+        assert_eq!(raw.test.labels(), norm.test.labels());
+        for (&r, &n) in raw
+            .test
+            .inputs()
+            .as_slice()
+            .iter()
+            .zip(norm.test.inputs().as_slice())
+        {
+            assert!((n - (r - MNIST_MEAN) / MNIST_STD).abs() < 1e-5);
+        }
+    }
+
+    #[test]
+    fn missing_or_foreign_files_are_errors() {
+        assert!(matches!(
+            Mnist::load("/definitely/not/here"),
+            Err(ForgeError::Io { .. })
+        ));
+        // A folder whose "images" are the label file: wrong rank, an error.
+        let dir = std::env::temp_dir().join(format!("forge-mnist-bad-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let labels = std::path::Path::new(DIR).join("test-labels-idx1-ubyte.gz");
+        for name in ["train-images-idx3-ubyte.gz", "test-images-idx3-ubyte.gz"] {
+            std::fs::copy(&labels, dir.join(name)).unwrap();
+        }
+        for name in ["train-labels-idx1-ubyte.gz", "test-labels-idx1-ubyte.gz"] {
+            std::fs::copy(&labels, dir.join(name)).unwrap();
+        }
+        let err = Mnist::load(&dir).unwrap_err();
+        assert!(matches!(err, ForgeError::Format(_)), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -6,7 +6,7 @@
 //! - [`DataLoader`]: walks a dataset in batches, optionally shuffled with a
 //!   seed (the same seed gives the same order, epoch after epoch), keeping
 //!   or dropping the last partial batch.
-//! - `mnist::Mnist`: the bundled MNIST digits as two in-memory datasets.
+//! - [`mnist::Mnist`]: the bundled MNIST digits as two in-memory datasets.
 //!
 //! ```
 //! use forge::data::{DataLoader, InMemoryDataset};
@@ -22,6 +22,6 @@
 
 mod dataset;
 mod loader;
-
+pub mod mnist;
 pub use dataset::{Collate, Dataset, InMemoryDataset};
 pub use loader::{Batches, DataLoader};
