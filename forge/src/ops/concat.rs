@@ -2,6 +2,7 @@
 //! gradient of `cat` narrows the output gradient back to each input; the
 //! pieces of a split are narrows, whose gradients pad back.
 
+use super::plan;
 use crate::cpu::index::concat;
 use crate::tensor::{norm_axis, numel, Device, Float, Tensor};
 use std::sync::Arc;
@@ -22,21 +23,9 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(c.to_vec()[3], 1.0);
     /// ```
     pub fn cat(tensors: &[&Self], axis: isize) -> Self {
-        assert!(!tensors.is_empty(), "cat: no tensors to concatenate");
+        let shapes: Vec<&[usize]> = tensors.iter().map(|t| t.shape()).collect();
+        let a = plan::check_cat(&shapes, axis);
         let first = tensors[0];
-        let rank = first.rank();
-        assert!(rank > 0, "cat: cannot concatenate 0-d tensors");
-        let a = norm_axis("cat", axis, rank);
-        for t in tensors {
-            let fits =
-                t.rank() == rank && (0..rank).all(|d| d == a || t.shape()[d] == first.shape()[d]);
-            assert!(
-                fits,
-                "cat: shapes {:?} and {:?} differ outside axis {axis}",
-                first.shape(),
-                t.shape()
-            );
-        }
         if tensors.len() == 1 {
             return first.clone();
         }
@@ -79,17 +68,8 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(Tensor::stack(&[&a, &a, &a], 1).shape(), &[2, 3, 3]);
     /// ```
     pub fn stack(tensors: &[&Self], axis: isize) -> Self {
-        assert!(!tensors.is_empty(), "stack: no tensors to stack");
-        let shape = tensors[0].shape();
-        for t in tensors {
-            assert!(
-                t.shape() == shape,
-                "stack: shapes {:?} and {:?} differ",
-                shape,
-                t.shape()
-            );
-        }
-        let a = norm_axis("stack", axis, shape.len() + 1) as isize;
+        let shapes: Vec<&[usize]> = tensors.iter().map(|t| t.shape()).collect();
+        let a = plan::check_stack(&shapes, axis);
         let parts: Vec<Self> = tensors.iter().map(|t| t.unsqueeze(a)).collect();
         let refs: Vec<&Self> = parts.iter().collect();
         Self::cat(&refs, a)

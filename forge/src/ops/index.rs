@@ -3,23 +3,12 @@
 //! index_select and index_add, gather and scatter_add) uses the other as its
 //! backward rule, so gradients are differentiable again.
 
+use super::plan;
 use crate::cpu::broadcast::zip_broadcast;
 use crate::cpu::index;
 use crate::cpu::strided::signed_strides;
 use crate::tensor::{broadcast_shapes, norm_axis, Device, Float, Tensor};
 use std::sync::Arc;
-
-/// Checks that every index lies in `0..size` and converts them.
-fn checked_indices(op: &str, idx: &[i64], axis: usize, size: usize) -> Vec<usize> {
-    idx.iter()
-        .map(|&i| {
-            if i < 0 || i as u64 >= size as u64 {
-                panic!("{op}: index {i} is out of range for dimension {axis} of size {size}");
-            }
-            i as usize
-        })
-        .collect()
-}
 
 impl<E: Float, D: Device> Tensor<E, D> {
     /// Python-style slicing along one axis, `x[start:end:step]`: negative
@@ -35,26 +24,10 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(t.slice(0, -2, 100, 1).to_vec(), vec![4.0, 5.0]);
     /// ```
     pub fn slice(&self, axis: isize, start: isize, end: isize, step: usize) -> Self {
-        let a = norm_axis("slice", axis, self.rank());
-        assert!(
-            step > 0,
-            "slice: step must be positive (axis {axis} of shape {:?})",
-            self.shape()
-        );
-        assert!(self.rank() > 0, "slice: cannot slice a 0-d tensor");
-        let n = self.shape[a] as isize;
-        let clamp = |v: isize| (if v < 0 { v + n } else { v }).clamp(0, n) as usize;
-        let (s, e) = (clamp(start), clamp(end));
-        let len = if e > s { (e - s).div_ceil(step) } else { 0 };
-        if s == 0 && len == n as usize && step == 1 {
-            return self.clone();
+        match plan::slice(self.shape(), axis, start, end, step) {
+            Some(v) => self.strided_view("slice", v.offset, &v.shape, &v.strides),
+            None => self.clone(),
         }
-        let mut strides = signed_strides(self.shape());
-        let offset = s * strides[a] as usize;
-        strides[a] *= step as isize;
-        let mut shape = self.shape().to_vec();
-        shape[a] = len;
-        self.strided_view("slice", offset, &shape, &strides)
     }
 
     /// The `len` elements starting at `start` along `axis`.
@@ -67,13 +40,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(t.narrow(1, 1, 2).to_vec(), vec![1.0, 2.0, 4.0, 5.0]);
     /// ```
     pub fn narrow(&self, axis: isize, start: usize, len: usize) -> Self {
-        let a = norm_axis("narrow", axis, self.rank());
-        let n = self.shape().get(a).copied().unwrap_or(1);
-        assert!(
-            start.checked_add(len).is_some_and(|e| e <= n),
-            "narrow: start {start} + length {len} exceeds size {n} of dimension {axis} (shape {:?})",
-            self.shape()
-        );
+        plan::check_narrow(self.shape(), axis, start, len);
         self.slice(axis, start as isize, (start + len) as isize, 1)
     }
 
@@ -91,17 +58,8 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(t.index_select(0, &i).to_vec(), vec![5.0, 6.0, 1.0, 2.0]);
     /// ```
     pub fn index_select(&self, axis: isize, idx: &Tensor<i64, D>) -> Self {
-        let a = norm_axis("index_select", axis, self.rank());
-        assert!(
-            idx.rank() <= 1 && self.rank() > 0,
-            "index_select: index of shape {:?} must be 1-d (input shape {:?})",
-            idx.shape(),
-            self.shape()
-        );
-        let ix = checked_indices("index_select", idx.as_slice(), a, self.shape[a]);
+        let (a, ix, shape) = plan::index_select(self.shape(), axis, idx.shape(), idx.as_slice());
         let data = index::index_select(self.as_slice(), self.shape(), a, &ix);
-        let mut shape = self.shape().to_vec();
-        shape[a] = ix.len();
         let idx = idx.clone();
         Tensor::from_parts(Arc::new(data), shape.into(), None).record(
             "index_select",
@@ -143,7 +101,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
             idx.shape(),
             src.shape()
         );
-        let ix = checked_indices("index_add", idx.as_slice(), a, self.shape[a]);
+        let ix = plan::indices("index_add", idx.as_slice(), a, self.shape[a]);
         let mut data = self.to_vec();
         index::index_add(&mut data, self.shape(), a, &ix, src.as_slice());
         let idx = idx.clone();
@@ -185,7 +143,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
             idx.shape(),
             self.shape()
         );
-        let ix = checked_indices("gather", idx.as_slice(), a, self.shape[a]);
+        let ix = plan::indices("gather", idx.as_slice(), a, self.shape[a]);
         let data = index::gather(self.as_slice(), self.shape(), a, &ix, idx.shape());
         let idx = idx.clone();
         Tensor::from_parts(Arc::new(data), idx.shape.clone(), None).record(
@@ -232,7 +190,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
             idx.shape(),
             src.shape()
         );
-        let ix = checked_indices("scatter_add", idx.as_slice(), a, self.shape[a]);
+        let ix = plan::indices("scatter_add", idx.as_slice(), a, self.shape[a]);
         let mut data = self.to_vec();
         index::scatter_add(
             &mut data,

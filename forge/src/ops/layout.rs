@@ -2,6 +2,7 @@
 //! tril/triu and diagonal. Each is a view, a strided copy or a composition
 //! of differentiable ops, so every gradient is differentiable again.
 
+use super::plan;
 use crate::cpu::strided::signed_strides;
 use crate::tensor::{norm_axis, Device, Float, Tensor};
 
@@ -18,13 +19,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(t.squeeze(0).shape(), &[2, 1, 3]);
     /// ```
     pub fn squeeze(&self, axis: isize) -> Self {
-        let a = norm_axis("squeeze", axis, self.rank());
-        if self.rank() == 0 || self.shape[a] != 1 {
-            return self.clone();
-        }
-        let mut shape = self.shape().to_vec();
-        shape.remove(a);
-        self.view(&shape)
+        self.view(&plan::squeeze(self.shape(), axis))
     }
 
     /// Removes every dimension of size 1.
@@ -50,16 +45,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(t.unsqueeze(-1).shape(), &[2, 3, 1]);
     /// ```
     pub fn unsqueeze(&self, axis: isize) -> Self {
-        let r = self.rank() as isize;
-        assert!(
-            (-r - 1..=r).contains(&axis),
-            "unsqueeze: axis {axis} is out of range {}..={r} for a tensor of rank {r}",
-            -r - 1
-        );
-        let a = (if axis < 0 { axis + r + 1 } else { axis }) as usize;
-        let mut shape = self.shape().to_vec();
-        shape.insert(a, 1);
-        self.view(&shape)
+        self.view(&plan::unsqueeze(self.shape(), axis))
     }
 
     /// Merges dimensions `start..=end` into one (a 0-d tensor becomes
@@ -74,20 +60,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(t.flatten(0, -1).shape(), &[120]);
     /// ```
     pub fn flatten(&self, start: isize, end: isize) -> Self {
-        if self.rank() == 0 {
-            return self.view(&[1]);
-        }
-        let s = norm_axis("flatten", start, self.rank());
-        let e = norm_axis("flatten", end, self.rank());
-        assert!(
-            s <= e,
-            "flatten: start axis {start} comes after end axis {end} for shape {:?}",
-            self.shape()
-        );
-        let mut shape = self.shape[..s].to_vec();
-        shape.push(self.shape[s..=e].iter().product());
-        shape.extend_from_slice(&self.shape[e + 1..]);
-        self.view(&shape)
+        self.view(&plan::flatten(self.shape(), start, end))
     }
 
     /// Reverses the order of the elements along each axis in `dims`.
