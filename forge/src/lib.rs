@@ -27,10 +27,12 @@ pub mod models;
 pub mod nn;
 pub mod ops;
 pub mod optim;
+pub mod prelude;
 pub mod tensor;
 
 pub use autograd::{gradcheck, is_grad_enabled, no_grad, Gradients, NoGradGuard};
 pub use error::{ForgeError, Result};
 /// The `half` crate, whose `f16` and `bf16` are forge element types.
 pub use half;
+pub use nn::{Forward, Layer};
 pub use tensor::{Cpu, DType, Device, Element, Float, Rng, Tensor};

@@ -1,4 +1,35 @@
-//! Layers: the [`Layer`] traversal, [`Forward`], `Sequential`, and the layer catalogue.
+//! Layers: the [`Layer`] traversal (written by `#[derive(Layer)]`),
+//! [`Forward`], the typed [`Sequential`], and the layer catalogue
+//! ([`Linear`], activations, [`Flatten`], [`Reshape`], [`Lambda`]).
+//!
+//! A model is a Rust type. The derive writes the code that walks its
+//! tensors; parameters, freezing, state dicts, train/eval mode and
+//! optimizers are built on that walk. This is the README's example:
+//!
+#![doc = include_str!("example.md")]
 
+mod activation;
 pub mod functional;
 pub mod init;
+mod forward;
+mod layer;
+mod linear;
+mod sequential;
+mod shape_layers;
+mod visit;
+
+pub use activation::{Elu, Gelu, GeluTanh, LeakyRelu, Mish, Relu, Sigmoid, Silu, Softplus, Tanh};
+pub use forward::Forward;
+pub use layer::Layer;
+pub use linear::Linear;
+pub use sequential::{SeqChain, SeqForward, SeqVisit, Sequential};
+pub use shape_layers::{Flatten, Lambda, Reshape};
+pub use visit::{
+    join_path, AsFrozen, Scoped, TensorKind, TensorVisitor, TensorVisitorMut, Visit, Visitable,
+};
+
+#[doc(hidden)]
+pub use visit::__private;
+
+/// `#[derive(Layer)]`: see [`forge_macros::Layer`](macro@forge_macros::Layer).
+pub use forge_macros::Layer;

@@ -1,0 +1,375 @@
+//! The traversal vocabulary: [`TensorKind`], the visitors, [`Visit`] (how a
+//! field is walked), [`Visitable`] (the compile-time check on field types)
+//! and [`join_path`], the one function that builds tensor paths.
+
+use crate::tensor::{Element, Float, Tensor};
+
+/// The role of a stored tensor.
+///
+/// ```
+/// use forge::nn::TensorKind;
+/// assert_ne!(TensorKind::Weight, TensorKind::Frozen);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TensorKind {
+    /// A learnable weight. It is trainable while it is tracked (see
+    /// [`Tensor::is_tracked`]); [`Layer::freeze`](crate::nn::Layer::freeze)
+    /// detaches it, [`Layer::unfreeze`](crate::nn::Layer::unfreeze) tracks it
+    /// again.
+    Weight,
+    /// A `#[frozen]` tensor (a batch norm's running mean, a fixed mask):
+    /// saved and loaded with the state dict, never trained, never unfrozen.
+    Frozen,
+}
+
+/// Joins a parent path and a child segment with `.`; an empty parent gives
+/// the segment alone. Every path forge builds goes through this function, so
+/// every key has the same shape.
+///
+/// ```
+/// use forge::nn::join_path;
+/// assert_eq!(join_path("", "fc1"), "fc1");
+/// assert_eq!(join_path("blocks.3", "attn"), "blocks.3.attn");
+/// ```
+pub fn join_path(parent: &str, segment: &str) -> String {
+    if parent.is_empty() {
+        segment.to_string()
+    } else {
+        let mut s = String::with_capacity(parent.len() + 1 + segment.len());
+        s.push_str(parent);
+        s.push('.');
+        s.push_str(segment);
+        s
+    }
+}
+
+/// Receives every tensor of a layer by shared reference, with its full path
+/// and kind: what [`Layer::visit_tensors`](crate::nn::Layer::visit_tensors)
+/// drives. `parameters()`, `state_dict()` and friends are visitors.
+///
+/// A closure `FnMut(&str, &Tensor<E>, TensorKind)` is a visitor.
+///
+/// ```
+/// use forge::prelude::*;
+/// use forge::nn::TensorKind;
+/// let fc = Linear::<f32>::new(3, 2, &mut Rng::new(0));
+/// let mut seen = Vec::new();
+/// fc.visit_tensors(&mut |path: &str, t: &Tensor, kind: TensorKind| {
+///     seen.push((path.to_string(), t.shape().to_vec(), kind));
+/// });
+/// assert_eq!(seen[0], ("weight".to_string(), vec![2, 3], TensorKind::Weight));
+/// assert_eq!(seen[1], ("bias".to_string(), vec![2], TensorKind::Weight));
+/// ```
+pub trait TensorVisitor<E: Float> {
+    /// One stored tensor.
+    fn visit(&mut self, path: &str, tensor: &Tensor<E>, kind: TensorKind);
+
+    /// A `#[training]` flag at `path` and its value (does nothing by default).
+    fn visit_mode(&mut self, path: &str, training: bool) {
+        let _ = (path, training);
+    }
+
+    /// A sublayer (a field whose type is itself a derived layer, or an
+    /// element of a `Sequential`) is entered at `path` (does nothing by
+    /// default). `type_name` is [`std::any::type_name`] of the layer.
+    fn visit_layer(&mut self, path: &str, type_name: &'static str) {
+        let _ = (path, type_name);
+    }
+}
+
+impl<E: Float, F: FnMut(&str, &Tensor<E>, TensorKind)> TensorVisitor<E> for F {
+    fn visit(&mut self, path: &str, tensor: &Tensor<E>, kind: TensorKind) {
+        self(path, tensor, kind)
+    }
+}
+
+/// Receives every tensor of a layer by mutable reference, so it can replace
+/// it (tensors are immutable values: "changing a weight" means storing a new
+/// handle): what [`Layer::visit_tensors_mut`](crate::nn::Layer::visit_tensors_mut)
+/// drives. Freezing, loading and optimizer steps are such visitors.
+///
+/// A closure `FnMut(&str, &mut Tensor<E>, TensorKind)` is a visitor.
+///
+/// ```
+/// use forge::prelude::*;
+/// use forge::nn::TensorKind;
+/// let mut fc = Linear::<f32>::new(3, 2, &mut Rng::new(0));
+/// fc.visit_tensors_mut(&mut |_: &str, t: &mut Tensor, _: TensorKind| {
+///     *t = Tensor::zeros_like(t);
+/// });
+/// assert_eq!(fc.weight.to_vec(), vec![0.0; 6]);
+/// ```
+pub trait TensorVisitorMut<E: Float> {
+    /// One stored tensor; assign to `*tensor` to replace it.
+    fn visit(&mut self, path: &str, tensor: &mut Tensor<E>, kind: TensorKind);
+
+    /// A `#[training]` flag at `path` (does nothing by default); assign to
+    /// `*training` to switch the layer's mode.
+    fn visit_mode(&mut self, path: &str, training: &mut bool) {
+        let _ = (path, training);
+    }
+}
+
+impl<E: Float, F: FnMut(&str, &mut Tensor<E>, TensorKind)> TensorVisitorMut<E> for F {
+    fn visit(&mut self, path: &str, tensor: &mut Tensor<E>, kind: TensorKind) {
+        self(path, tensor, kind)
+    }
+}
+
+/// A visitor that prefixes every path with a parent path: how a container
+/// or a sublayer puts its own name in front of its children's names.
+///
+/// ```
+/// use forge::prelude::*;
+/// use forge::nn::{Scoped, TensorKind, TensorVisitor};
+/// let mut paths = Vec::new();
+/// let mut v = |p: &str, _: &Tensor, _: TensorKind| paths.push(p.to_string());
+/// let mut scoped = Scoped::new("encoder", &mut v);
+/// scoped.visit("weight", &Tensor::zeros(&[1]), TensorKind::Weight);
+/// assert_eq!(paths, ["encoder.weight"]);
+/// ```
+pub struct Scoped<'a, V: ?Sized> {
+    prefix: &'a str,
+    inner: &'a mut V,
+}
+
+impl<'a, V: ?Sized> Scoped<'a, V> {
+    /// Wraps `inner` so that every path it receives starts with `prefix`.
+    ///
+    /// ```
+    /// use forge::nn::{Scoped, TensorKind, TensorVisitorMut};
+    /// use forge::Tensor;
+    /// let mut v = |p: &str, _: &mut Tensor, _: TensorKind| assert_eq!(p, "a.b");
+    /// Scoped::new("a", &mut v).visit("b", &mut Tensor::zeros(&[1]), TensorKind::Weight);
+    /// ```
+    pub fn new(prefix: &'a str, inner: &'a mut V) -> Self {
+        Scoped { prefix, inner }
+    }
+}
+
+impl<E: Float, V: TensorVisitor<E> + ?Sized> TensorVisitor<E> for Scoped<'_, V> {
+    fn visit(&mut self, path: &str, tensor: &Tensor<E>, kind: TensorKind) {
+        self.inner
+            .visit(&join_path(self.prefix, path), tensor, kind)
+    }
+    fn visit_mode(&mut self, path: &str, training: bool) {
+        self.inner
+            .visit_mode(&join_path(self.prefix, path), training)
+    }
+    fn visit_layer(&mut self, path: &str, type_name: &'static str) {
+        self.inner
+            .visit_layer(&join_path(self.prefix, path), type_name)
+    }
+}
+
+impl<E: Float, V: TensorVisitorMut<E> + ?Sized> TensorVisitorMut<E> for Scoped<'_, V> {
+    fn visit(&mut self, path: &str, tensor: &mut Tensor<E>, kind: TensorKind) {
+        self.inner
+            .visit(&join_path(self.prefix, path), tensor, kind)
+    }
+    fn visit_mode(&mut self, path: &str, training: &mut bool) {
+        self.inner
+            .visit_mode(&join_path(self.prefix, path), training)
+    }
+}
+
+/// A visitor that reports every tensor as [`TensorKind::Frozen`]: what the
+/// derive wraps around a `#[frozen]` field.
+///
+/// ```
+/// use forge::prelude::*;
+/// use forge::nn::{AsFrozen, TensorKind, TensorVisitor};
+/// let mut v = |_: &str, _: &Tensor, k: TensorKind| assert_eq!(k, TensorKind::Frozen);
+/// AsFrozen::new(&mut v).visit("scale", &Tensor::zeros(&[1]), TensorKind::Weight);
+/// ```
+pub struct AsFrozen<'a, V: ?Sized> {
+    inner: &'a mut V,
+}
+
+impl<'a, V: ?Sized> AsFrozen<'a, V> {
+    /// Wraps `inner` so that every tensor it receives is frozen.
+    ///
+    /// ```
+    /// use forge::nn::{AsFrozen, TensorKind, TensorVisitorMut};
+    /// use forge::Tensor;
+    /// let mut v = |_: &str, _: &mut Tensor, k: TensorKind| assert_eq!(k, TensorKind::Frozen);
+    /// AsFrozen::new(&mut v).visit("m", &mut Tensor::zeros(&[1]), TensorKind::Weight);
+    /// ```
+    pub fn new(inner: &'a mut V) -> Self {
+        AsFrozen { inner }
+    }
+}
+
+impl<E: Float, V: TensorVisitor<E> + ?Sized> TensorVisitor<E> for AsFrozen<'_, V> {
+    fn visit(&mut self, path: &str, tensor: &Tensor<E>, _kind: TensorKind) {
+        self.inner.visit(path, tensor, TensorKind::Frozen)
+    }
+    fn visit_mode(&mut self, path: &str, training: bool) {
+        self.inner.visit_mode(path, training)
+    }
+    fn visit_layer(&mut self, path: &str, type_name: &'static str) {
+        self.inner.visit_layer(path, type_name)
+    }
+}
+
+impl<E: Float, V: TensorVisitorMut<E> + ?Sized> TensorVisitorMut<E> for AsFrozen<'_, V> {
+    fn visit(&mut self, path: &str, tensor: &mut Tensor<E>, _kind: TensorKind) {
+        self.inner.visit(path, tensor, TensorKind::Frozen)
+    }
+    fn visit_mode(&mut self, path: &str, training: &mut bool) {
+        self.inner.visit_mode(path, training)
+    }
+}
+
+/// How one field of a layer is walked: the trait behind every non-`#[skip]`
+/// field of a `#[derive(Layer)]` struct. Implemented by [`Tensor`], every
+/// derived layer, [`Sequential`](crate::nn::Sequential), and `Option<T>`,
+/// `Vec<T>`, `[T; N]`, `Box<T>` of those.
+///
+/// `name` is the field's segment (`"fc1"`, `"3"`); the implementation
+/// reports its tensors under it, prefixing deeper segments with
+/// [`Scoped`]. A hand-written layer implements it by entering itself:
+///
+/// ```
+/// use forge::nn::{Layer, Scoped, TensorVisitor, TensorVisitorMut, Visit, Visitable};
+/// use forge::{Float, Tensor};
+///
+/// /// A layer written without the derive.
+/// struct Scale<E: Float> { s: Tensor<E> }
+/// impl<E: Float> Layer<E> for Scale<E> {
+///     fn visit_tensors(&self, v: &mut dyn TensorVisitor<E>) {
+///         self.s.visit("s", v)
+///     }
+///     fn visit_tensors_mut(&mut self, v: &mut dyn TensorVisitorMut<E>) {
+///         self.s.visit_mut("s", v)
+///     }
+/// }
+/// impl<E: Float> Visit<E> for Scale<E> {
+///     fn visit(&self, name: &str, v: &mut dyn TensorVisitor<E>) {
+///         v.visit_layer(name, std::any::type_name::<Self>());
+///         self.visit_tensors(&mut Scoped::new(name, v))
+///     }
+///     fn visit_mut(&mut self, name: &str, v: &mut dyn TensorVisitorMut<E>) {
+///         self.visit_tensors_mut(&mut Scoped::new(name, v))
+///     }
+/// }
+/// impl<E: Float> Visitable for Scale<E> {}
+///
+/// let l = Scale { s: Tensor::<f32>::ones(&[2]).requires_grad() };
+/// assert_eq!(l.named_parameters()[0].0, "s");
+/// let nested = vec![l];
+/// let mut paths = vec![];
+/// nested.visit("layers", &mut |p: &str, _: &Tensor, _| paths.push(p.to_string()));
+/// assert_eq!(paths, ["layers.0.s"]);
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be visited as a part of a `Layer<{E}>`",
+    label = "not a tensor, a layer, or an Option/Vec/array/Box of them",
+    note = "add #[skip] to fields that hold no tensors",
+    note = "if `{Self}` holds tensors, add #[derive(Layer)] to it"
+)]
+pub trait Visit<E: Float>: Visitable {
+    /// Reports this value's tensors (and `#[training]` flags) under `name`.
+    fn visit(&self, name: &str, v: &mut dyn TensorVisitor<E>);
+    /// Reports this value's tensors (and `#[training]` flags) under `name`
+    /// for replacement.
+    fn visit_mut(&mut self, name: &str, v: &mut dyn TensorVisitorMut<E>);
+}
+
+/// The element-type-free marker of types that [`Visit`] can walk. The
+/// derive checks every concrete field type against it, so a field that
+/// holds no tensors is an error at the field itself, with a hint to add
+/// `#[skip]`. The derive implements it for every derived layer.
+///
+/// ```
+/// fn check<T: forge::nn::Visitable>() {}
+/// check::<forge::Tensor>();
+/// check::<Vec<Option<forge::nn::Linear>>>();
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` holds no tensors a `Layer` can visit",
+    label = "not a tensor, a layer, or an Option/Vec/array/Box of them",
+    note = "add #[skip] to fields that hold no tensors",
+    note = "if `{Self}` holds tensors, add #[derive(Layer)] to it"
+)]
+pub trait Visitable {}
+
+impl<E: Element, D: crate::tensor::Device> Visitable for Tensor<E, D> {}
+impl<T: Visitable> Visitable for Option<T> {}
+impl<T: Visitable> Visitable for Vec<T> {}
+impl<T: Visitable, const N: usize> Visitable for [T; N] {}
+impl<T: Visitable + ?Sized> Visitable for Box<T> {}
+
+impl<E: Float> Visit<E> for Tensor<E> {
+    fn visit(&self, name: &str, v: &mut dyn TensorVisitor<E>) {
+        v.visit(name, self, TensorKind::Weight)
+    }
+    fn visit_mut(&mut self, name: &str, v: &mut dyn TensorVisitorMut<E>) {
+        v.visit(name, self, TensorKind::Weight)
+    }
+}
+
+impl<E: Float, T: Visit<E>> Visit<E> for Option<T> {
+    fn visit(&self, name: &str, v: &mut dyn TensorVisitor<E>) {
+        if let Some(x) = self {
+            x.visit(name, v)
+        }
+    }
+    fn visit_mut(&mut self, name: &str, v: &mut dyn TensorVisitorMut<E>) {
+        if let Some(x) = self {
+            x.visit_mut(name, v)
+        }
+    }
+}
+
+fn visit_slice<E: Float, T: Visit<E>>(xs: &[T], name: &str, v: &mut dyn TensorVisitor<E>) {
+    let mut scoped = Scoped::new(name, v);
+    for (i, x) in xs.iter().enumerate() {
+        x.visit(&i.to_string(), &mut scoped);
+    }
+}
+
+fn visit_slice_mut<E: Float, T: Visit<E>>(
+    xs: &mut [T],
+    name: &str,
+    v: &mut dyn TensorVisitorMut<E>,
+) {
+    let mut scoped = Scoped::new(name, v);
+    for (i, x) in xs.iter_mut().enumerate() {
+        x.visit_mut(&i.to_string(), &mut scoped);
+    }
+}
+
+impl<E: Float, T: Visit<E>> Visit<E> for Vec<T> {
+    fn visit(&self, name: &str, v: &mut dyn TensorVisitor<E>) {
+        visit_slice(self, name, v)
+    }
+    fn visit_mut(&mut self, name: &str, v: &mut dyn TensorVisitorMut<E>) {
+        visit_slice_mut(self, name, v)
+    }
+}
+
+impl<E: Float, T: Visit<E>, const N: usize> Visit<E> for [T; N] {
+    fn visit(&self, name: &str, v: &mut dyn TensorVisitor<E>) {
+        visit_slice(self, name, v)
+    }
+    fn visit_mut(&mut self, name: &str, v: &mut dyn TensorVisitorMut<E>) {
+        visit_slice_mut(self, name, v)
+    }
+}
+
+impl<E: Float, T: Visit<E> + ?Sized> Visit<E> for Box<T> {
+    fn visit(&self, name: &str, v: &mut dyn TensorVisitor<E>) {
+        (**self).visit(name, v)
+    }
+    fn visit_mut(&mut self, name: &str, v: &mut dyn TensorVisitorMut<E>) {
+        (**self).visit_mut(name, v)
+    }
+}
+
+/// Items the derive's generated code names; not part of the public API.
+#[doc(hidden)]
+pub mod __private {
+    /// Compile-time check that a field type can be visited.
+    pub fn assert_visitable<T: ?Sized + super::Visitable>() {}
+}

@@ -1,0 +1,18 @@
+//! The names most programs need: `use forge::prelude::*;`.
+//!
+//! ```
+//! use forge::prelude::*;
+//! let mut rng = Rng::new(0);
+//! let model = sequential![Linear::<f32>::new(2, 4, &mut rng), Relu, Linear::new(4, 1, &mut rng)];
+//! let y = no_grad(|| model.forward(Tensor::zeros(&[3, 2])));
+//! assert_eq!(y.shape(), &[3, 1]);
+//! ```
+
+pub use crate::autograd::{no_grad, Gradients};
+pub use crate::error::ForgeError;
+pub use crate::nn::{
+    Elu, Flatten, Forward, Gelu, GeluTanh, Lambda, Layer, LeakyRelu, Linear, Mish, Relu, Reshape,
+    Sequential, Sigmoid, Silu, Softplus, Tanh,
+};
+pub use crate::tensor::{Cpu, Device, Element, Float, Rng, Tensor};
+pub use crate::{sequential, sequential_type};
