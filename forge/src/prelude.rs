@@ -11,8 +11,8 @@
 pub use crate::autograd::{no_grad, Gradients};
 pub use crate::error::ForgeError;
 pub use crate::nn::{
-    Elu, Flatten, Forward, Gelu, GeluTanh, Lambda, Layer, LeakyRelu, Linear, Mish, Relu, Reshape,
-    Sequential, Sigmoid, Silu, Softplus, Tanh,
+    Elu, Flatten, Forward, Gelu, GeluTanh, Lambda, Layer, LeakyRelu, Linear, LogSoftmax, Mish,
+    Relu, Reshape, Sequential, Sigmoid, Silu, Softmax, Softplus, Tanh,
 };
 pub use crate::tensor::{Cpu, Device, Element, Float, Rng, Tensor};
 pub use crate::{sequential, sequential_type};

@@ -160,3 +160,57 @@ impl<E: Float> Forward<Tensor<E>> for Softplus {
         x.softplus(self.beta, self.threshold)
     }
 }
+
+/// `exp(x) / sum(exp(x))` along `axis` (negative counts from the end).
+///
+/// # Shapes
+/// Any input shape with the axis in range; the output has the same shape.
+///
+/// # Panics
+/// When the axis is out of range for the input.
+///
+/// ```
+/// use forge::prelude::*;
+/// let y = Softmax { axis: -1 }.forward(Tensor::<f64>::from_vec(vec![0.0, 0.0], &[1, 2]));
+/// assert_eq!(y.to_vec(), vec![0.5, 0.5]);
+/// ```
+#[derive(Layer, Clone, Copy, Debug, PartialEq)]
+pub struct Softmax {
+    /// The axis that sums to one.
+    #[skip]
+    pub axis: isize,
+}
+
+impl<E: Float> Forward<Tensor<E>> for Softmax {
+    type Output = Tensor<E>;
+    fn forward(&self, x: Tensor<E>) -> Tensor<E> {
+        x.softmax(self.axis)
+    }
+}
+
+/// `log(softmax(x))` along `axis`, computed stably.
+///
+/// # Shapes
+/// Any input shape with the axis in range; the output has the same shape.
+///
+/// # Panics
+/// When the axis is out of range for the input.
+///
+/// ```
+/// use forge::prelude::*;
+/// let y = LogSoftmax { axis: 0 }.forward(Tensor::<f64>::from_vec(vec![0.0, 0.0], &[2]));
+/// assert!((y.to_vec()[0] + 2f64.ln()).abs() < 1e-15);
+/// ```
+#[derive(Layer, Clone, Copy, Debug, PartialEq)]
+pub struct LogSoftmax {
+    /// The axis of the distribution.
+    #[skip]
+    pub axis: isize,
+}
+
+impl<E: Float> Forward<Tensor<E>> for LogSoftmax {
+    type Output = Tensor<E>;
+    fn forward(&self, x: Tensor<E>) -> Tensor<E> {
+        x.log_softmax(self.axis)
+    }
+}

@@ -1,6 +1,7 @@
 //! Layers: the [`Layer`] traversal (written by `#[derive(Layer)]`),
 //! [`Forward`], the typed [`Sequential`], and the layer catalogue
-//! ([`Linear`], activations, [`Flatten`], [`Reshape`], [`Lambda`]).
+//! ([`Linear`], activations, [`Softmax`], [`Flatten`], [`Reshape`], [`Lambda`],
+//! and [`functional`] forms).
 //!
 //! A model is a Rust type. The derive writes the code that walks its
 //! tensors; parameters, freezing, state dicts, train/eval mode and
@@ -18,7 +19,9 @@ mod sequential;
 mod shape_layers;
 mod visit;
 
-pub use activation::{Elu, Gelu, GeluTanh, LeakyRelu, Mish, Relu, Sigmoid, Silu, Softplus, Tanh};
+pub use activation::{
+    Elu, Gelu, GeluTanh, LeakyRelu, LogSoftmax, Mish, Relu, Sigmoid, Silu, Softmax, Softplus, Tanh,
+};
 pub use forward::Forward;
 pub use layer::Layer;
 pub use linear::Linear;
