@@ -10,9 +10,9 @@
 #![doc = include_str!("example.md")]
 
 mod activation;
+mod forward;
 pub mod functional;
 pub mod init;
-mod forward;
 mod layer;
 mod linear;
 mod sequential;
