@@ -1,0 +1,300 @@
+//! forge's micro-benchmarks, printed next to the reference figures of
+//! `../shared/bench/README.md` (copied below with their source).
+//!
+//! ```sh
+//! cargo run --release --example bench                     # every section
+//! cargo run --release --example bench -- --only gemm      # one section (comma-separated list)
+//! cargo run --release --example bench -- --list           # the sections
+//! cargo run --release --example bench -- --quick          # fewer repetitions
+//! ```
+//!
+//! To add a section: write `fn my_section(opts: &Opts)` printing its lines
+//! (use [`measure`] and [`Row`]) and add it to [`SECTIONS`].
+
+use forge::cpu::set_num_threads;
+use forge::{Float, Rng, Tensor};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+/// Command-line options shared by every section.
+struct Opts {
+    /// Fewer repetitions (a smoke run).
+    quick: bool,
+}
+
+/// A section: its name for `--only`, what it measures, and its function.
+type Section = (&'static str, &'static str, fn(&Opts));
+
+const SECTIONS: &[Section] = &[
+    (
+        "gemm",
+        "sgemm/dgemm GFLOP/s at 256, 512, 1024 (Tensor::matmul), 1 and 2 threads",
+        gemm,
+    ),
+    (
+        "elementwise",
+        "add and exp throughput on 1M and 16M f32, 1 and 2 threads",
+        elementwise,
+    ),
+];
+
+// ---- Reference figures ------------------------------------------------------
+// Source: ../shared/bench/README.md, "Reference figures on this machine"
+// (2 cores, AMD EPYC Zen 4, AVX-512, 3.64 GHz), measured 2026-11-29.
+
+/// Measured FMA peak per core, GFLOP/s ("Physical limit").
+const PEAK_F32_PER_CORE: f64 = 117.0;
+const PEAK_F64_PER_CORE: f64 = 58.0;
+
+/// "gemm, GFLOP/s": size, matrixmultiply 0.3 1T, matrixmultiply 2T,
+/// torch.mm (MKL) 1T, torch.mm 2T; f32, square M = K = N.
+const REF_SGEMM: [(usize, [f64; 4]); 3] = [
+    (256, [102.0, 152.0, 101.0, 173.0]),
+    (512, [102.0, 185.0, 100.0, 179.0]),
+    (1024, [99.0, 189.0, 97.0, 189.0]),
+];
+
+/// "f64: matrixmultiply reaches 45-53 GFLOP/s on one thread" (no size
+/// breakdown and no 2-thread figure is given; the midpoint is used).
+const REF_DGEMM_1T: f64 = 49.0;
+
+// ---- Timing -----------------------------------------------------------------
+
+/// The median and the best time of `f` in seconds, after one warm-up call,
+/// over at least `min_reps` calls and about `budget` of wall time. The
+/// machine is shared: the median is the figure, the best shows what the
+/// code reaches when it has the cores to itself.
+fn measure(opts: &Opts, min_reps: usize, budget: Duration, mut f: impl FnMut()) -> Timing {
+    f();
+    let (min_reps, budget) = if opts.quick {
+        (min_reps.min(3), budget / 10)
+    } else {
+        (min_reps, budget)
+    };
+    let start = Instant::now();
+    let mut times = Vec::new();
+    while times.len() < min_reps || (start.elapsed() < budget && times.len() < 10_000) {
+        let t = Instant::now();
+        f();
+        times.push(t.elapsed().as_secs_f64());
+    }
+    times.sort_by(f64::total_cmp);
+    Timing {
+        median: times[times.len() / 2],
+        best: times[0],
+    }
+}
+
+/// Seconds per call.
+#[derive(Clone, Copy)]
+struct Timing {
+    median: f64,
+    best: f64,
+}
+
+impl Timing {
+    /// `(median rate, best rate)` for `work` units per call.
+    fn rate(self, work: f64) -> (f64, f64) {
+        (work / self.median, work / self.best)
+    }
+}
+
+/// One printed line: a label, a measured figure, and references with ratios.
+struct Row {
+    label: String,
+    /// The figure from the median time.
+    value: f64,
+    /// The figure from the best time.
+    best: f64,
+    unit: &'static str,
+    refs: Vec<(&'static str, f64)>,
+    note: String,
+}
+
+impl Row {
+    fn print(&self) {
+        let mut s = format!(
+            "{:<16} {:>8.2} {:<7} (best {:>7.2})",
+            self.label, self.value, self.unit, self.best
+        );
+        for (name, r) in &self.refs {
+            s.push_str(&format!(" | {name} {r:.1} ({:.2}x)", self.value / r));
+        }
+        if !self.note.is_empty() {
+            s.push_str(&format!(" | {}", self.note));
+        }
+        println!("{s}");
+    }
+}
+
+// ---- Sections ---------------------------------------------------------------
+
+fn square<E: Float>(n: usize, rng: &mut Rng) -> Tensor<E> {
+    Tensor::from_fn(&[n, n], |_| E::from_f64(rng.uniform() * 2.0 - 1.0))
+}
+
+fn gemm_one<E: Float>(opts: &Opts, n: usize, threads: usize) -> (f64, f64) {
+    let mut rng = Rng::new(n as u64);
+    let a = square::<E>(n, &mut rng);
+    let b = square::<E>(n, &mut rng);
+    set_num_threads(threads);
+    let t = measure(opts, 10, Duration::from_millis(700), || {
+        black_box(black_box(&a).matmul(black_box(&b)));
+    });
+    t.rate(2.0 * (n * n * n) as f64 / 1e9)
+}
+
+fn gemm(opts: &Opts) {
+    println!("gemm: C = A B, square f32/f64, through Tensor::matmul (output allocated per call)");
+    for (n, [mm1, mm2, torch1, torch2]) in REF_SGEMM {
+        for (threads, mm, torch) in [(1, mm1, torch1), (2, mm2, torch2)] {
+            let (g, best) = gemm_one::<f32>(opts, n, threads);
+            let peak = PEAK_F32_PER_CORE * threads as f64;
+            Row {
+                label: format!("sgemm {n:>4} {threads}T"),
+                value: g,
+                best,
+                unit: "GFLOP/s",
+                refs: vec![("matrixmultiply", mm), ("torch.mm", torch)],
+                note: format!("{:.0}% of the f32 peak", 100.0 * g / peak),
+            }
+            .print();
+        }
+    }
+    for (n, _) in REF_SGEMM {
+        for threads in [1, 2] {
+            let (g, best) = gemm_one::<f64>(opts, n, threads);
+            let peak = PEAK_F64_PER_CORE * threads as f64;
+            let refs = if threads == 1 {
+                vec![("matrixmultiply", REF_DGEMM_1T)]
+            } else {
+                vec![]
+            };
+            Row {
+                label: format!("dgemm {n:>4} {threads}T"),
+                value: g,
+                best,
+                unit: "GFLOP/s",
+                refs,
+                note: format!("{:.0}% of the f64 peak", 100.0 * g / peak),
+            }
+            .print();
+        }
+    }
+}
+
+fn elementwise(opts: &Opts) {
+    println!(
+        "elementwise f32 (output allocated per call); GB/s counts bytes read + written.\n\
+         No reference figure in ../shared/bench/README.md: the reference is a plain\n\
+         slice copy of the same size (read n + write n floats) measured in this run."
+    );
+    let mut rng = Rng::new(7);
+    for n in [1usize << 20, 1 << 24] {
+        let a = Tensor::<f32>::from_fn(&[n], |_| rng.uniform() as f32 * 4.0 - 2.0);
+        let b = Tensor::<f32>::from_fn(&[n], |_| rng.uniform() as f32 * 4.0 - 2.0);
+        let budget = Duration::from_millis(if n > 1 << 20 { 1500 } else { 500 });
+        let src = a.as_slice();
+        let copy = measure(opts, 10, budget, || {
+            let v: Vec<f32> = black_box(src).to_vec();
+            black_box(v);
+        });
+        let (copy_gbs, copy_best) = copy.rate((8 * n) as f64 / 1e9);
+        let label_n = if n == 1 << 20 { "1M" } else { "16M" };
+        Row {
+            label: format!("copy {label_n:>3}"),
+            value: copy_gbs,
+            best: copy_best,
+            unit: "GB/s",
+            refs: vec![],
+            note: format!("{:.2} Gelem/s", copy.rate(n as f64 / 1e9).0),
+        }
+        .print();
+        for threads in [1, 2] {
+            set_num_threads(threads);
+            let add = measure(opts, 10, budget, || {
+                black_box(black_box(&a) + black_box(&b));
+            });
+            let exp = measure(opts, 10, budget, || {
+                black_box(black_box(&a).exp());
+            });
+            for (op, t, bytes) in [("add", add, 12), ("exp", exp, 8)] {
+                let (gbs, best) = t.rate((bytes * n) as f64 / 1e9);
+                Row {
+                    label: format!("{op} {label_n:>3} {threads}T"),
+                    value: gbs,
+                    best,
+                    unit: "GB/s",
+                    refs: vec![("copy", copy_gbs)],
+                    note: format!("{:.2} Gelem/s", t.rate(n as f64 / 1e9).0),
+                }
+                .print();
+            }
+        }
+    }
+}
+
+// ---- Driver -----------------------------------------------------------------
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut only: Option<Vec<String>> = None;
+    let mut opts = Opts { quick: false };
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "--only" => {
+                i += 1;
+                let names = args.get(i).unwrap_or_else(|| usage("--only needs a name"));
+                only = Some(names.split(',').map(str::to_string).collect());
+            }
+            "--list" => {
+                for (name, what, _) in SECTIONS {
+                    println!("{name:<12} {what}");
+                }
+                return;
+            }
+            "--quick" => opts.quick = true,
+            other => usage(&format!("unknown argument {other}")),
+        }
+        i += 1;
+    }
+    if let Some(names) = &only {
+        for n in names {
+            if !SECTIONS.iter().any(|(s, _, _)| s == n) {
+                usage(&format!("no section named {n}"));
+            }
+        }
+    }
+    let default_threads = forge::cpu::num_threads();
+    println!(
+        "forge bench ({} build), {} hardware threads",
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        },
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    if let Ok(load) = std::fs::read_to_string("/proc/loadavg") {
+        println!("load average before the run: {}", load.trim());
+    }
+    for (name, _, run) in SECTIONS {
+        let selected = match &only {
+            None => true,
+            Some(o) => o.iter().any(|n| n == name),
+        };
+        if selected {
+            println!();
+            run(&opts);
+            set_num_threads(default_threads);
+        }
+    }
+}
+
+fn usage(msg: &str) -> ! {
+    eprintln!("bench: {msg}\nusage: bench [--only NAME[,NAME..]] [--list] [--quick]");
+    let names: Vec<&str> = SECTIONS.iter().map(|s| s.0).collect();
+    eprintln!("sections: {}", names.join(", "));
+    std::process::exit(2);
+}
