@@ -38,6 +38,7 @@ mod group;
 mod optimizer;
 mod rmsprop;
 pub mod schedule;
+mod set_state;
 mod sgd;
 mod state;
 

@@ -1,0 +1,133 @@
+//! Setting one parameter's optimizer state from tensors: how state trained
+//! elsewhere (a PyTorch `optimizer.state_dict()` exported by name, for
+//! instance) is taken over.
+
+use super::optimizer::{Optimizer, UpdateRule};
+use super::state::ParamState;
+use crate::tensor::{Float, Tensor};
+use crate::{ForgeError, Result};
+
+impl<R: UpdateRule, E: Float> Optimizer<R, E> {
+    /// Replaces the state of the parameter at `path` by `step` steps taken
+    /// and the given buffers (PyTorch's names: `exp_avg`, `exp_avg_sq`,
+    /// `momentum_buffer`, ...). The next step of that parameter is step
+    /// `step + 1`. Buffers the rule keeps but `buffers` omits start at the
+    /// rule's initial value; the parameter's shape is taken from the
+    /// buffers (and checked against the parameter at the next step).
+    ///
+    /// # Errors
+    /// [`ForgeError::State`] when a buffer is not one this rule keeps, is
+    /// given twice, or the buffers' shapes differ; nothing is changed then.
+    ///
+    /// ```
+    /// use forge::optim::AdamW;
+    /// use forge::Tensor;
+    /// let mut opt = AdamW::<f64>::new(1e-3);
+    /// let m = Tensor::from_vec(vec![0.1, 0.2], &[2]);
+    /// let v = Tensor::from_vec(vec![0.01, 0.04], &[2]);
+    /// opt.set_state("w", 400, &[("exp_avg", m), ("exp_avg_sq", v)]).unwrap();
+    /// assert_eq!(opt.state("w").unwrap().step(), 400);
+    /// assert_eq!(opt.state("w").unwrap().buffer("exp_avg_sq").unwrap().to_vec(), vec![0.01, 0.04]);
+    /// assert!(opt.set_state("w", 1, &[("momentum_buffer", Tensor::zeros(&[2]))]).is_err());
+    /// ```
+    pub fn set_state(
+        &mut self,
+        path: &str,
+        step: u64,
+        buffers: &[(&str, Tensor<E>)],
+    ) -> Result<()> {
+        let wanted = self.rule.buffers();
+        let Some((_, first)) = buffers.first() else {
+            return Err(ForgeError::State(format!(
+                "{path}: set_state needs at least one buffer to know the parameter's shape"
+            )));
+        };
+        let shape = first.shape().to_vec();
+        let mut state = ParamState::new(&shape, &[]);
+        state.step = step;
+        for (name, t) in buffers {
+            if !wanted.iter().any(|(w, _)| w == name) {
+                return Err(ForgeError::State(format!(
+                    "{path}: state buffer {name} is not used by {} (it keeps {:?})",
+                    R::NAME,
+                    wanted.iter().map(|(w, _)| *w).collect::<Vec<_>>()
+                )));
+            }
+            if state.buffers.iter().any(|(n, _)| n == name) {
+                return Err(ForgeError::State(format!(
+                    "{path}: buffer {name} given twice"
+                )));
+            }
+            if t.shape() != shape.as_slice() {
+                return Err(ForgeError::State(format!(
+                    "{path}: buffer {name} has shape {:?}, the first buffer {:?}",
+                    t.shape(),
+                    shape
+                )));
+            }
+            state.buffers.push((name.to_string(), t.to_vec()));
+        }
+        state.conform(path, &wanted)?;
+        self.state.insert(path.to_string(), state);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::optim::{AdamW, Sgd};
+    use crate::Tensor;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn a_step_from_set_state_equals_the_uninterrupted_step() {
+        let g1 = BTreeMap::from([(
+            "w".to_string(),
+            Tensor::<f64>::from_vec(vec![0.3, -1.2, 0.5], &[3]),
+        )]);
+        let g2 = BTreeMap::from([(
+            "w".to_string(),
+            Tensor::<f64>::from_vec(vec![-0.1, 0.4, 2.0], &[3]),
+        )]);
+        let mut w = Tensor::<f64>::from_vec(vec![1.0, 2.0, -3.0], &[3]).requires_grad();
+        let mut a = AdamW::<f64>::new(0.01).betas(0.9, 0.95);
+        a.step_params([("w", &mut w)], &g1).unwrap();
+        let s = a.state("w").unwrap().clone();
+        let mut resumed = w.clone();
+        a.step_params([("w", &mut w)], &g2).unwrap();
+
+        let mut b = AdamW::<f64>::new(0.01).betas(0.9, 0.95);
+        let bufs: Vec<(&str, Tensor<f64>)> = s
+            .buffer_names()
+            .into_iter()
+            .map(|n| (n, s.buffer(n).unwrap()))
+            .collect();
+        b.set_state("w", s.step(), &bufs).unwrap();
+        b.step_params([("w", &mut resumed)], &g2).unwrap();
+        assert_eq!(resumed.to_vec(), w.to_vec());
+        assert_eq!(b.state("w").unwrap().step(), 2);
+    }
+
+    #[test]
+    fn bad_buffers_are_refused_and_change_nothing() {
+        let mut o = AdamW::<f32>::new(0.1);
+        let z = |n: usize| Tensor::<f32>::zeros(&[n]);
+        assert!(o.set_state("w", 1, &[]).is_err());
+        assert!(o
+            .set_state("w", 1, &[("exp_avg", z(2)), ("exp_avg", z(2))])
+            .is_err());
+        assert!(o
+            .set_state("w", 1, &[("exp_avg", z(2)), ("exp_avg_sq", z(3))])
+            .is_err());
+        assert!(o.state("w").is_none());
+        // A buffer left out starts at the rule's initial value.
+        o.set_state("w", 5, &[("exp_avg", z(2))]).unwrap();
+        assert_eq!(
+            o.state("w").unwrap().buffer("exp_avg_sq").unwrap().to_vec(),
+            vec![0.0, 0.0]
+        );
+        let mut sgd = Sgd::<f32>::new(0.1).momentum(0.9);
+        assert!(sgd.set_state("w", 1, &[("exp_avg", z(2))]).is_err());
+        sgd.set_state("w", 1, &[("momentum_buffer", z(2))]).unwrap();
+    }
+}
