@@ -11,6 +11,10 @@
 pub use crate::autograd::{no_grad, Gradients};
 pub use crate::error::ForgeError;
 pub use crate::nn::{
+    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d,
+    AvgPool2d, Conv1d, Conv2d, ConvTranspose2d, MaxPool1d, MaxPool2d,
+};
+pub use crate::nn::{
     Elu, Flatten, Forward, Gelu, GeluTanh, Lambda, Layer, LeakyRelu, Linear, LogSoftmax, Mish,
     Relu, Reshape, Sequential, Sigmoid, Silu, Softmax, Softplus, Tanh,
 };

@@ -1,7 +1,8 @@
 //! Layers: the [`Layer`] traversal (written by `#[derive(Layer)]`),
 //! [`Forward`], the typed [`Sequential`], and the layer catalogue
-//! ([`Linear`], activations, [`Softmax`], [`Flatten`], [`Reshape`], [`Lambda`],
-//! and [`functional`] forms).
+//! ([`Linear`], the convolutions [`Conv1d`] / [`Conv2d`] / [`ConvTranspose2d`],
+//! the pooling layers, activations, [`Softmax`], [`Flatten`], [`Reshape`],
+//! [`Lambda`], [`init`] and [`functional`] forms).
 //!
 //! A model is a Rust type. The derive writes the code that walks its
 //! tensors; parameters, freezing, state dicts, train/eval mode and
@@ -10,11 +11,13 @@
 #![doc = include_str!("example.md")]
 
 mod activation;
+mod conv;
 mod forward;
 pub mod functional;
 pub mod init;
 mod layer;
 mod linear;
+mod pool;
 mod sequential;
 mod shape_layers;
 mod visit;
@@ -22,9 +25,14 @@ mod visit;
 pub use activation::{
     Elu, Gelu, GeluTanh, LeakyRelu, LogSoftmax, Mish, Relu, Sigmoid, Silu, Softmax, Softplus, Tanh,
 };
+pub use conv::{Conv1d, Conv2d, ConvTranspose2d, IntoPair};
 pub use forward::Forward;
 pub use layer::Layer;
 pub use linear::Linear;
+pub use pool::{
+    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d,
+    AvgPool2d, MaxPool1d, MaxPool2d,
+};
 pub use sequential::{SeqChain, SeqForward, SeqVisit, Sequential};
 pub use shape_layers::{Flatten, Lambda, Reshape};
 pub use visit::{

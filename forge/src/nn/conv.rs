@@ -1,0 +1,804 @@
+//! Convolution layers: [`Conv1d`], [`Conv2d`], [`ConvTranspose2d`], with
+//! PyTorch's parameter names (`weight`, `bias`), layouts and default
+//! initialisation (weight and bias `U(-1/sqrt(fan_in), 1/sqrt(fan_in))`).
+//!
+//! Built with a constructor and builder methods:
+//!
+//! ```
+//! use forge::prelude::*;
+//! use forge::nn::Conv2d;
+//! let conv = Conv2d::<f32>::new(3, 16, 3, &mut Rng::new(0)).stride(2).padding(1);
+//! let y = conv.forward(Tensor::zeros(&[8, 3, 32, 32]));
+//! assert_eq!(y.shape(), &[8, 16, 16, 16]);
+//! ```
+
+use super::forward::Forward;
+use super::init::default_bound;
+use crate::error::{ForgeError, Result};
+use crate::tensor::{Float, Rng, Tensor};
+use forge_macros::Layer;
+
+/// A size given as one number for every spatial dimension (`3`) or one per
+/// dimension (`[3, 2]` or `(3, 2)`).
+pub trait IntoPair {
+    /// The size for (rows, columns).
+    ///
+    /// ```
+    /// use forge::nn::IntoPair;
+    /// assert_eq!(3.into_pair(), [3, 3]);
+    /// assert_eq!([3, 2].into_pair(), [3, 2]);
+    /// ```
+    fn into_pair(self) -> [usize; 2];
+}
+
+impl IntoPair for usize {
+    fn into_pair(self) -> [usize; 2] {
+        [self, self]
+    }
+}
+
+impl IntoPair for [usize; 2] {
+    fn into_pair(self) -> [usize; 2] {
+        self
+    }
+}
+
+impl IntoPair for (usize, usize) {
+    fn into_pair(self) -> [usize; 2] {
+        [self.0, self.1]
+    }
+}
+
+/// A trainable weight and bias drawn from `U(-b, b)`, `b = 1/sqrt(fan_in)`.
+fn init_params<E: Float>(
+    wshape: &[usize],
+    fan_in: usize,
+    bias_len: usize,
+    rng: &mut Rng,
+) -> (Tensor<E>, Option<Tensor<E>>) {
+    let b = default_bound(fan_in);
+    let w = Tensor::uniform(wshape, -b, b, rng).requires_grad();
+    let bias = Tensor::uniform(&[bias_len], -b, b, rng).requires_grad();
+    (w, Some(bias))
+}
+
+/// Re-derives a freshly initialised weight and bias for `groups` groups:
+/// keeps the first `1/groups` of weight dimension 1 and widens both by
+/// `sqrt(groups)`, since `U(-b, b) sqrt(g)` is exactly `U(-b', b')` for the
+/// grouped layer's bound `b' = b sqrt(g)` (its fan-in is `g` times smaller).
+fn regroup<E: Float>(
+    layer: &str,
+    weight: &Tensor<E>,
+    bias: &Option<Tensor<E>>,
+    groups: usize,
+) -> (Tensor<E>, Option<Tensor<E>>) {
+    let d1 = weight.shape()[1];
+    assert!(
+        groups > 0 && d1 / groups * groups == d1,
+        "{layer}: weight {:?} dimension 1 ({d1}) is not divisible by groups {groups}",
+        weight.shape()
+    );
+    let scale = E::from_f64((groups as f64).sqrt());
+    let w = weight
+        .detach()
+        .narrow(1, 0, d1 / groups)
+        .mul_scalar(scale)
+        .requires_grad();
+    let b = bias
+        .as_ref()
+        .map(|b| b.detach().mul_scalar(scale).requires_grad());
+    (w, b)
+}
+
+fn check_weights<E: Float>(
+    layer: &str,
+    weight: &Tensor<E>,
+    bias: &Option<Tensor<E>>,
+    rank: usize,
+    bias_len: impl Fn(&[usize]) -> usize,
+) -> Result<()> {
+    if weight.rank() != rank {
+        return Err(ForgeError::Shape {
+            name: format!("{layer}.weight"),
+            expected: vec![0; rank],
+            found: weight.shape().to_vec(),
+        });
+    }
+    if let Some(b) = bias {
+        let n = bias_len(weight.shape());
+        if b.shape() != [n] {
+            return Err(ForgeError::Shape {
+                name: format!("{layer}.bias"),
+                expected: vec![n],
+                found: b.shape().to_vec(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Applies `f` to a batched input; an unbatched one (rank `rank - 1`) is
+/// given a batch of one and returned without it.
+fn batched<E: Float>(
+    x: Tensor<E>,
+    rank: usize,
+    f: impl FnOnce(&Tensor<E>) -> Tensor<E>,
+) -> Tensor<E> {
+    if x.rank() + 1 == rank {
+        f(&x.unsqueeze(0)).squeeze(0)
+    } else {
+        f(&x)
+    }
+}
+
+/// The channel dimension of a batched or unbatched input.
+fn channels_of(shape: &[usize], rank: usize) -> Option<usize> {
+    match shape.len() {
+        r if r == rank => Some(shape[1]),
+        r if r + 1 == rank => Some(shape[0]),
+        _ => None,
+    }
+}
+
+/// 2-d convolution layer (`torch.nn.Conv2d`).
+///
+/// # Shapes
+/// - `weight`: `[out_channels, in_channels / groups, kh, kw]`
+/// - `bias`: `[out_channels]` (absent after [`no_bias`](Conv2d::no_bias))
+/// - input `[N, in_channels, H, W]` or unbatched `[in_channels, H, W]`
+/// - output `[N, out_channels, OH, OW]`, `OH = floor((H + 2 padding - dilation (kh - 1) - 1) / stride) + 1`
+///
+/// ```
+/// use forge::prelude::*;
+/// use forge::nn::Conv2d;
+/// let conv = Conv2d::<f32>::new(4, 8, [3, 1], &mut Rng::new(0)).groups(2).dilation(2);
+/// assert_eq!(conv.weight.shape(), &[8, 2, 3, 1]);
+/// assert_eq!(conv.forward(Tensor::zeros(&[1, 4, 9, 9])).shape(), &[1, 8, 5, 9]);
+/// ```
+#[derive(Layer, Clone, Debug)]
+pub struct Conv2d<E: Float = f32> {
+    /// `[out_channels, in_channels / groups, kh, kw]`.
+    pub weight: Tensor<E>,
+    /// `[out_channels]`, if the layer has a bias.
+    pub bias: Option<Tensor<E>>,
+    /// Stride (rows, columns).
+    #[skip]
+    pub stride: [usize; 2],
+    /// Zero padding on each side (rows, columns).
+    #[skip]
+    pub padding: [usize; 2],
+    /// Kernel dilation (rows, columns).
+    #[skip]
+    pub dilation: [usize; 2],
+    /// Channel groups.
+    #[skip]
+    pub groups: usize,
+}
+
+impl<E: Float> Conv2d<E> {
+    /// A trainable layer with stride 1, no padding, dilation 1, one group
+    /// and a bias, initialised as PyTorch does (weight and bias
+    /// `U(-1/sqrt(fan_in), 1/sqrt(fan_in))`, `fan_in = in_channels kh kw`).
+    ///
+    /// # Panics
+    /// When a size is zero.
+    ///
+    /// ```
+    /// use forge::prelude::*;
+    /// let conv = forge::nn::Conv2d::<f64>::new(2, 3, 2, &mut Rng::new(1));
+    /// assert_eq!(conv.weight.shape(), &[3, 2, 2, 2]);
+    /// assert!(conv.weight.to_vec().iter().all(|w| w.abs() <= 1.0 / 8f64.sqrt()));
+    /// ```
+    pub fn new(
+        in_channels: usize,
+        out_channels: usize,
+        kernel: impl IntoPair,
+        rng: &mut Rng,
+    ) -> Self {
+        let k = kernel.into_pair();
+        assert!(
+            in_channels > 0 && out_channels > 0 && k[0] > 0 && k[1] > 0,
+            "Conv2d: in_channels {in_channels}, out_channels {out_channels} and kernel {k:?} must be positive"
+        );
+        let (weight, bias) = init_params(
+            &[out_channels, in_channels, k[0], k[1]],
+            in_channels * k[0] * k[1],
+            out_channels,
+            rng,
+        );
+        Conv2d {
+            weight,
+            bias,
+            stride: [1, 1],
+            padding: [0, 0],
+            dilation: [1, 1],
+            groups: 1,
+        }
+    }
+
+    /// A layer with the given weight `[out, in / groups, kh, kw]` and
+    /// optional bias `[out]`, used as given, with stride 1, no padding,
+    /// dilation 1 and one group (set them with the builder methods).
+    ///
+    /// # Errors
+    /// [`ForgeError::Shape`] when the weight is not 4-d or the bias is not `[out]`.
+    ///
+    /// ```
+    /// let w = forge::Tensor::<f32>::ones(&[2, 1, 1, 1]);
+    /// let conv = forge::nn::Conv2d::from_weights(w, None).unwrap();
+    /// assert_eq!(conv.out_channels(), 2);
+    /// ```
+    pub fn from_weights(weight: Tensor<E>, bias: Option<Tensor<E>>) -> Result<Self> {
+        check_weights("Conv2d", &weight, &bias, 4, |s| s[0])?;
+        Ok(Conv2d {
+            weight,
+            bias,
+            stride: [1, 1],
+            padding: [0, 0],
+            dilation: [1, 1],
+            groups: 1,
+        })
+    }
+
+    /// Sets the stride.
+    ///
+    /// ```
+    /// let c = forge::nn::Conv2d::<f32>::new(1, 1, 3, &mut forge::Rng::new(0)).stride([2, 1]);
+    /// assert_eq!(c.stride, [2, 1]);
+    /// ```
+    pub fn stride(mut self, stride: impl IntoPair) -> Self {
+        self.stride = stride.into_pair();
+        self
+    }
+
+    /// Sets the zero padding on each side.
+    ///
+    /// ```
+    /// let c = forge::nn::Conv2d::<f32>::new(1, 1, 3, &mut forge::Rng::new(0)).padding(1);
+    /// assert_eq!(c.padding, [1, 1]);
+    /// ```
+    pub fn padding(mut self, padding: impl IntoPair) -> Self {
+        self.padding = padding.into_pair();
+        self
+    }
+
+    /// Sets the kernel dilation.
+    ///
+    /// ```
+    /// let c = forge::nn::Conv2d::<f32>::new(1, 1, 3, &mut forge::Rng::new(0)).dilation(2);
+    /// assert_eq!(c.dilation, [2, 2]);
+    /// ```
+    pub fn dilation(mut self, dilation: impl IntoPair) -> Self {
+        self.dilation = dilation.into_pair();
+        self
+    }
+
+    /// Splits the channels into `groups` groups, re-deriving the freshly
+    /// initialised weight as `[out, in / groups, kh, kw]` with the grouped
+    /// layer's default distribution. Call it on a new layer (with one group).
+    ///
+    /// # Panics
+    /// When the layer already has groups, or `in_channels` or
+    /// `out_channels` is not divisible by `groups`.
+    ///
+    /// ```
+    /// let c = forge::nn::Conv2d::<f32>::new(4, 6, 3, &mut forge::Rng::new(0)).groups(2);
+    /// assert_eq!(c.weight.shape(), &[6, 2, 3, 3]);
+    /// ```
+    pub fn groups(mut self, groups: usize) -> Self {
+        assert!(self.groups == 1, "Conv2d: groups can only be set once");
+        let out = self.out_channels();
+        assert!(
+            groups > 0 && out / groups * groups == out,
+            "Conv2d: out_channels {out} is not divisible by groups {groups}"
+        );
+        (self.weight, self.bias) = regroup("Conv2d", &self.weight, &self.bias, groups);
+        self.groups = groups;
+        self
+    }
+
+    /// Removes the bias.
+    ///
+    /// ```
+    /// let c = forge::nn::Conv2d::<f32>::new(1, 1, 3, &mut forge::Rng::new(0)).no_bias();
+    /// assert!(c.bias.is_none());
+    /// ```
+    pub fn no_bias(mut self) -> Self {
+        self.bias = None;
+        self
+    }
+
+    /// The number of input channels (`weight.shape()[1] * groups`).
+    ///
+    /// ```
+    /// assert_eq!(forge::nn::Conv2d::<f32>::new(3, 8, 3, &mut forge::Rng::new(0)).in_channels(), 3);
+    /// ```
+    pub fn in_channels(&self) -> usize {
+        self.weight.shape()[1] * self.groups
+    }
+
+    /// The number of output channels (`weight.shape()[0]`).
+    ///
+    /// ```
+    /// assert_eq!(forge::nn::Conv2d::<f32>::new(3, 8, 3, &mut forge::Rng::new(0)).out_channels(), 8);
+    /// ```
+    pub fn out_channels(&self) -> usize {
+        self.weight.shape()[0]
+    }
+}
+
+impl<E: Float> Forward<Tensor<E>> for Conv2d<E> {
+    type Output = Tensor<E>;
+
+    /// The convolution of `x` (`[N, C, H, W]` or `[C, H, W]`).
+    ///
+    /// # Panics
+    /// When `x` has the wrong rank or number of channels (the message names
+    /// the layer, the expected and the received shapes), or is smaller than
+    /// the dilated kernel.
+    fn forward(&self, x: Tensor<E>) -> Tensor<E> {
+        let (c, o) = (self.in_channels(), self.out_channels());
+        let k = &self.weight.shape()[2..];
+        assert!(
+            channels_of(x.shape(), 4) == Some(c),
+            "Conv2d({c} -> {o}, kernel {k:?}): expected input [N, {c}, H, W] or [{c}, H, W], got {:?}",
+            x.shape()
+        );
+        batched(x, 4, |x| {
+            x.conv2d(
+                &self.weight,
+                self.bias.as_ref(),
+                self.stride,
+                self.padding,
+                self.dilation,
+                self.groups,
+            )
+        })
+    }
+}
+
+/// 1-d convolution layer (`torch.nn.Conv1d`).
+///
+/// # Shapes
+/// - `weight`: `[out_channels, in_channels / groups, k]`
+/// - `bias`: `[out_channels]`
+/// - input `[N, in_channels, L]` or unbatched `[in_channels, L]`
+/// - output `[N, out_channels, OL]`, `OL = floor((L + 2 padding - dilation (k - 1) - 1) / stride) + 1`
+///
+/// ```
+/// use forge::prelude::*;
+/// let conv = forge::nn::Conv1d::<f32>::new(3, 4, 3, &mut Rng::new(0)).stride(2).padding(1);
+/// assert_eq!(conv.forward(Tensor::zeros(&[2, 3, 11])).shape(), &[2, 4, 6]);
+/// ```
+#[derive(Layer, Clone, Debug)]
+pub struct Conv1d<E: Float = f32> {
+    /// `[out_channels, in_channels / groups, k]`.
+    pub weight: Tensor<E>,
+    /// `[out_channels]`, if the layer has a bias.
+    pub bias: Option<Tensor<E>>,
+    /// Stride.
+    #[skip]
+    pub stride: usize,
+    /// Zero padding on each side.
+    #[skip]
+    pub padding: usize,
+    /// Kernel dilation.
+    #[skip]
+    pub dilation: usize,
+    /// Channel groups.
+    #[skip]
+    pub groups: usize,
+}
+
+impl<E: Float> Conv1d<E> {
+    /// A trainable layer with stride 1, no padding, dilation 1, one group
+    /// and a bias, initialised as PyTorch does (`fan_in = in_channels k`).
+    ///
+    /// # Panics
+    /// When a size is zero.
+    ///
+    /// ```
+    /// let conv = forge::nn::Conv1d::<f32>::new(2, 3, 5, &mut forge::Rng::new(0));
+    /// assert_eq!(conv.weight.shape(), &[3, 2, 5]);
+    /// ```
+    pub fn new(in_channels: usize, out_channels: usize, kernel: usize, rng: &mut Rng) -> Self {
+        assert!(
+            in_channels > 0 && out_channels > 0 && kernel > 0,
+            "Conv1d: in_channels {in_channels}, out_channels {out_channels} and kernel {kernel} must be positive"
+        );
+        let (weight, bias) = init_params(
+            &[out_channels, in_channels, kernel],
+            in_channels * kernel,
+            out_channels,
+            rng,
+        );
+        Conv1d {
+            weight,
+            bias,
+            stride: 1,
+            padding: 0,
+            dilation: 1,
+            groups: 1,
+        }
+    }
+
+    /// A layer with the given weight `[out, in / groups, k]` and optional
+    /// bias `[out]`, used as given.
+    ///
+    /// # Errors
+    /// [`ForgeError::Shape`] when the weight is not 3-d or the bias is not `[out]`.
+    ///
+    /// ```
+    /// let w = forge::Tensor::<f32>::ones(&[2, 1, 3]);
+    /// assert!(forge::nn::Conv1d::from_weights(w, None).is_ok());
+    /// ```
+    pub fn from_weights(weight: Tensor<E>, bias: Option<Tensor<E>>) -> Result<Self> {
+        check_weights("Conv1d", &weight, &bias, 3, |s| s[0])?;
+        Ok(Conv1d {
+            weight,
+            bias,
+            stride: 1,
+            padding: 0,
+            dilation: 1,
+            groups: 1,
+        })
+    }
+
+    /// Sets the stride.
+    ///
+    /// ```
+    /// let c = forge::nn::Conv1d::<f32>::new(1, 1, 3, &mut forge::Rng::new(0)).stride(2);
+    /// assert_eq!(c.stride, 2);
+    /// ```
+    pub fn stride(mut self, stride: usize) -> Self {
+        self.stride = stride;
+        self
+    }
+
+    /// Sets the zero padding on each side.
+    ///
+    /// ```
+    /// let c = forge::nn::Conv1d::<f32>::new(1, 1, 3, &mut forge::Rng::new(0)).padding(1);
+    /// assert_eq!(c.padding, 1);
+    /// ```
+    pub fn padding(mut self, padding: usize) -> Self {
+        self.padding = padding;
+        self
+    }
+
+    /// Sets the kernel dilation.
+    ///
+    /// ```
+    /// let c = forge::nn::Conv1d::<f32>::new(1, 1, 3, &mut forge::Rng::new(0)).dilation(2);
+    /// assert_eq!(c.dilation, 2);
+    /// ```
+    pub fn dilation(mut self, dilation: usize) -> Self {
+        self.dilation = dilation;
+        self
+    }
+
+    /// Splits the channels into `groups` groups (see [`Conv2d::groups`]).
+    ///
+    /// # Panics
+    /// When the layer already has groups, or a channel count is not
+    /// divisible by `groups`.
+    ///
+    /// ```
+    /// let c = forge::nn::Conv1d::<f32>::new(4, 4, 3, &mut forge::Rng::new(0)).groups(4);
+    /// assert_eq!(c.weight.shape(), &[4, 1, 3]);
+    /// ```
+    pub fn groups(mut self, groups: usize) -> Self {
+        assert!(self.groups == 1, "Conv1d: groups can only be set once");
+        let out = self.out_channels();
+        assert!(
+            groups > 0 && out / groups * groups == out,
+            "Conv1d: out_channels {out} is not divisible by groups {groups}"
+        );
+        (self.weight, self.bias) = regroup("Conv1d", &self.weight, &self.bias, groups);
+        self.groups = groups;
+        self
+    }
+
+    /// Removes the bias.
+    ///
+    /// ```
+    /// let c = forge::nn::Conv1d::<f32>::new(1, 1, 3, &mut forge::Rng::new(0)).no_bias();
+    /// assert!(c.bias.is_none());
+    /// ```
+    pub fn no_bias(mut self) -> Self {
+        self.bias = None;
+        self
+    }
+
+    /// The number of input channels.
+    ///
+    /// ```
+    /// assert_eq!(forge::nn::Conv1d::<f32>::new(3, 8, 3, &mut forge::Rng::new(0)).in_channels(), 3);
+    /// ```
+    pub fn in_channels(&self) -> usize {
+        self.weight.shape()[1] * self.groups
+    }
+
+    /// The number of output channels.
+    ///
+    /// ```
+    /// assert_eq!(forge::nn::Conv1d::<f32>::new(3, 8, 3, &mut forge::Rng::new(0)).out_channels(), 8);
+    /// ```
+    pub fn out_channels(&self) -> usize {
+        self.weight.shape()[0]
+    }
+}
+
+impl<E: Float> Forward<Tensor<E>> for Conv1d<E> {
+    type Output = Tensor<E>;
+
+    /// The convolution of `x` (`[N, C, L]` or `[C, L]`).
+    ///
+    /// # Panics
+    /// When `x` has the wrong rank or number of channels (the message names
+    /// the layer, the expected and the received shapes), or is shorter than
+    /// the dilated kernel.
+    fn forward(&self, x: Tensor<E>) -> Tensor<E> {
+        let (c, o, k) = (
+            self.in_channels(),
+            self.out_channels(),
+            self.weight.shape()[2],
+        );
+        assert!(
+            channels_of(x.shape(), 3) == Some(c),
+            "Conv1d({c} -> {o}, kernel {k}): expected input [N, {c}, L] or [{c}, L], got {:?}",
+            x.shape()
+        );
+        batched(x, 3, |x| {
+            x.conv1d(
+                &self.weight,
+                self.bias.as_ref(),
+                self.stride,
+                self.padding,
+                self.dilation,
+                self.groups,
+            )
+        })
+    }
+}
+
+/// 2-d transposed convolution layer (`torch.nn.ConvTranspose2d`).
+///
+/// # Shapes
+/// - `weight`: `[in_channels, out_channels / groups, kh, kw]`
+/// - `bias`: `[out_channels]`
+/// - input `[N, in_channels, H, W]` or unbatched `[in_channels, H, W]`
+/// - output `[N, out_channels, OH, OW]`,
+///   `OH = (H - 1) stride - 2 padding + dilation (kh - 1) + output_padding + 1`
+///
+/// PyTorch initialises it with the fan-in computed from weight dimension 1:
+/// `U(-b, b)`, `b = 1/sqrt(out_channels / groups * kh * kw)`.
+///
+/// ```
+/// use forge::prelude::*;
+/// let up = forge::nn::ConvTranspose2d::<f32>::new(8, 4, 3, &mut Rng::new(0))
+///     .stride(2).padding(1).output_padding(1);
+/// assert_eq!(up.forward(Tensor::zeros(&[1, 8, 5, 5])).shape(), &[1, 4, 10, 10]);
+/// ```
+#[derive(Layer, Clone, Debug)]
+pub struct ConvTranspose2d<E: Float = f32> {
+    /// `[in_channels, out_channels / groups, kh, kw]`.
+    pub weight: Tensor<E>,
+    /// `[out_channels]`, if the layer has a bias.
+    pub bias: Option<Tensor<E>>,
+    /// Stride (rows, columns).
+    #[skip]
+    pub stride: [usize; 2],
+    /// Padding removed from each side of the output (rows, columns).
+    #[skip]
+    pub padding: [usize; 2],
+    /// Extra rows / columns added to one side of the output.
+    #[skip]
+    pub output_padding: [usize; 2],
+    /// Kernel dilation (rows, columns).
+    #[skip]
+    pub dilation: [usize; 2],
+    /// Channel groups.
+    #[skip]
+    pub groups: usize,
+}
+
+impl<E: Float> ConvTranspose2d<E> {
+    /// A trainable layer with stride 1, no padding or output padding,
+    /// dilation 1, one group and a bias, initialised as PyTorch does.
+    ///
+    /// # Panics
+    /// When a size is zero.
+    ///
+    /// ```
+    /// let up = forge::nn::ConvTranspose2d::<f64>::new(2, 4, 2, &mut forge::Rng::new(0));
+    /// assert_eq!(up.weight.shape(), &[2, 4, 2, 2]);
+    /// assert!(up.weight.to_vec().iter().all(|w| w.abs() <= 0.25)); // fan_in 4 * 2 * 2
+    /// ```
+    pub fn new(
+        in_channels: usize,
+        out_channels: usize,
+        kernel: impl IntoPair,
+        rng: &mut Rng,
+    ) -> Self {
+        let k = kernel.into_pair();
+        assert!(
+            in_channels > 0 && out_channels > 0 && k[0] > 0 && k[1] > 0,
+            "ConvTranspose2d: in_channels {in_channels}, out_channels {out_channels} and kernel {k:?} must be positive"
+        );
+        let (weight, bias) = init_params(
+            &[in_channels, out_channels, k[0], k[1]],
+            out_channels * k[0] * k[1],
+            out_channels,
+            rng,
+        );
+        ConvTranspose2d {
+            weight,
+            bias,
+            stride: [1, 1],
+            padding: [0, 0],
+            output_padding: [0, 0],
+            dilation: [1, 1],
+            groups: 1,
+        }
+    }
+
+    /// A layer with the given weight `[in, out / groups, kh, kw]` and
+    /// optional bias `[out]` (one group; set others with
+    /// [`groups`](Self::groups) only on a new layer), used as given.
+    ///
+    /// # Errors
+    /// [`ForgeError::Shape`] when the weight is not 4-d or the bias is not
+    /// `[weight.shape()[1]]`.
+    ///
+    /// ```
+    /// let w = forge::Tensor::<f32>::ones(&[2, 3, 1, 1]);
+    /// let up = forge::nn::ConvTranspose2d::from_weights(w, None).unwrap();
+    /// assert_eq!(up.out_channels(), 3);
+    /// ```
+    pub fn from_weights(weight: Tensor<E>, bias: Option<Tensor<E>>) -> Result<Self> {
+        check_weights("ConvTranspose2d", &weight, &bias, 4, |s| s[1])?;
+        Ok(ConvTranspose2d {
+            weight,
+            bias,
+            stride: [1, 1],
+            padding: [0, 0],
+            output_padding: [0, 0],
+            dilation: [1, 1],
+            groups: 1,
+        })
+    }
+
+    /// Sets the stride.
+    ///
+    /// ```
+    /// let c = forge::nn::ConvTranspose2d::<f32>::new(1, 1, 3, &mut forge::Rng::new(0)).stride(2);
+    /// assert_eq!(c.stride, [2, 2]);
+    /// ```
+    pub fn stride(mut self, stride: impl IntoPair) -> Self {
+        self.stride = stride.into_pair();
+        self
+    }
+
+    /// Sets the padding removed from each side of the output.
+    ///
+    /// ```
+    /// let c = forge::nn::ConvTranspose2d::<f32>::new(1, 1, 3, &mut forge::Rng::new(0)).padding(1);
+    /// assert_eq!(c.padding, [1, 1]);
+    /// ```
+    pub fn padding(mut self, padding: impl IntoPair) -> Self {
+        self.padding = padding.into_pair();
+        self
+    }
+
+    /// Sets the output padding (must stay below the stride or the dilation).
+    ///
+    /// ```
+    /// let c = forge::nn::ConvTranspose2d::<f32>::new(1, 1, 3, &mut forge::Rng::new(0))
+    ///     .stride(2).output_padding(1);
+    /// assert_eq!(c.output_padding, [1, 1]);
+    /// ```
+    pub fn output_padding(mut self, output_padding: impl IntoPair) -> Self {
+        self.output_padding = output_padding.into_pair();
+        self
+    }
+
+    /// Sets the kernel dilation.
+    ///
+    /// ```
+    /// let c = forge::nn::ConvTranspose2d::<f32>::new(1, 1, 3, &mut forge::Rng::new(0)).dilation(2);
+    /// assert_eq!(c.dilation, [2, 2]);
+    /// ```
+    pub fn dilation(mut self, dilation: impl IntoPair) -> Self {
+        self.dilation = dilation.into_pair();
+        self
+    }
+
+    /// Splits the channels into `groups` groups, re-deriving the freshly
+    /// initialised weight as `[in, out / groups, kh, kw]` with the grouped
+    /// layer's default distribution. Call it on a new layer.
+    ///
+    /// # Panics
+    /// When the layer already has groups, or a channel count is not
+    /// divisible by `groups`.
+    ///
+    /// ```
+    /// let c = forge::nn::ConvTranspose2d::<f32>::new(4, 6, 3, &mut forge::Rng::new(0)).groups(2);
+    /// assert_eq!(c.weight.shape(), &[4, 3, 3, 3]);
+    /// assert_eq!(c.out_channels(), 6);
+    /// ```
+    pub fn groups(mut self, groups: usize) -> Self {
+        assert!(
+            self.groups == 1,
+            "ConvTranspose2d: groups can only be set once"
+        );
+        let c = self.in_channels();
+        assert!(
+            groups > 0 && c / groups * groups == c,
+            "ConvTranspose2d: in_channels {c} is not divisible by groups {groups}"
+        );
+        (self.weight, self.bias) = regroup("ConvTranspose2d", &self.weight, &self.bias, groups);
+        self.groups = groups;
+        self
+    }
+
+    /// Removes the bias.
+    ///
+    /// ```
+    /// let c = forge::nn::ConvTranspose2d::<f32>::new(1, 1, 3, &mut forge::Rng::new(0)).no_bias();
+    /// assert!(c.bias.is_none());
+    /// ```
+    pub fn no_bias(mut self) -> Self {
+        self.bias = None;
+        self
+    }
+
+    /// The number of input channels (`weight.shape()[0]`).
+    ///
+    /// ```
+    /// assert_eq!(forge::nn::ConvTranspose2d::<f32>::new(3, 8, 3, &mut forge::Rng::new(0)).in_channels(), 3);
+    /// ```
+    pub fn in_channels(&self) -> usize {
+        self.weight.shape()[0]
+    }
+
+    /// The number of output channels (`weight.shape()[1] * groups`).
+    ///
+    /// ```
+    /// assert_eq!(forge::nn::ConvTranspose2d::<f32>::new(3, 8, 3, &mut forge::Rng::new(0)).out_channels(), 8);
+    /// ```
+    pub fn out_channels(&self) -> usize {
+        self.weight.shape()[1] * self.groups
+    }
+}
+
+impl<E: Float> Forward<Tensor<E>> for ConvTranspose2d<E> {
+    type Output = Tensor<E>;
+
+    /// The transposed convolution of `x` (`[N, C, H, W]` or `[C, H, W]`).
+    ///
+    /// # Panics
+    /// When `x` has the wrong rank or number of channels (the message names
+    /// the layer, the expected and the received shapes), or the output
+    /// would be empty.
+    fn forward(&self, x: Tensor<E>) -> Tensor<E> {
+        let (c, o) = (self.in_channels(), self.out_channels());
+        let k = &self.weight.shape()[2..];
+        assert!(
+            channels_of(x.shape(), 4) == Some(c),
+            "ConvTranspose2d({c} -> {o}, kernel {k:?}): expected input [N, {c}, H, W] or [{c}, H, W], got {:?}",
+            x.shape()
+        );
+        batched(x, 4, |x| {
+            x.conv_transpose2d(
+                &self.weight,
+                self.bias.as_ref(),
+                self.stride,
+                self.padding,
+                self.output_padding,
+                self.groups,
+                self.dilation,
+            )
+        })
+    }
+}
