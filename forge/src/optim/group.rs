@@ -8,6 +8,10 @@ use std::sync::Arc;
 /// A predicate on a tensor path, deciding which parameters a
 /// [`ParamGroup`] applies to.
 ///
+/// The type is deliberately not recursive (no nested "any of"): a file
+/// cannot describe an arbitrarily deep value. To give several patterns the
+/// same options, add one group per pattern.
+///
 /// Every variant but [`Custom`](PathMatch::Custom) is plain data and is
 /// saved with the optimizer. A closure cannot be written to a file: after
 /// [`Optimizer::load`](crate::optim::Optimizer::load) a `Custom` matcher is
@@ -31,8 +35,6 @@ pub enum PathMatch {
     Contains(String),
     /// Exactly these paths.
     Exact(Vec<String>),
-    /// Any of the inner matchers.
-    Any(Vec<PathMatch>),
     /// A closure; not saved (see the type's documentation).
     Custom(#[serde(skip)] Option<PathFn>),
 }
@@ -46,8 +48,8 @@ impl PathMatch {
     ///
     /// ```
     /// use forge::optim::PathMatch;
-    /// let m = PathMatch::Any(vec![PathMatch::Suffix("bias".into()), PathMatch::Contains("norm".into())]);
-    /// assert!(m.matches("ln.norm.weight") && m.matches("fc.bias") && !m.matches("fc.weight"));
+    /// let m = PathMatch::Exact(vec!["fc.bias".into(), "ln.weight".into()]);
+    /// assert!(m.matches("ln.weight") && m.matches("fc.bias") && !m.matches("fc.weight"));
     /// ```
     pub fn matches(&self, path: &str) -> bool {
         match self {
@@ -55,13 +57,11 @@ impl PathMatch {
             PathMatch::Suffix(s) => path.ends_with(s.as_str()),
             PathMatch::Contains(s) => path.contains(s.as_str()),
             PathMatch::Exact(v) => v.iter().any(|p| p == path),
-            PathMatch::Any(v) => v.iter().any(|m| m.matches(path)),
             PathMatch::Custom(f) => f.as_ref().is_some_and(|f| f(path)),
         }
     }
 
-    /// Whether this matcher (or one inside it) is a closure lost in a
-    /// save/load round trip.
+    /// Whether this matcher is a closure lost in a save/load round trip.
     ///
     /// ```
     /// use forge::optim::PathMatch;
@@ -71,7 +71,6 @@ impl PathMatch {
     pub fn is_unbound(&self) -> bool {
         match self {
             PathMatch::Custom(f) => f.is_none(),
-            PathMatch::Any(v) => v.iter().any(PathMatch::is_unbound),
             _ => false,
         }
     }
@@ -84,7 +83,6 @@ impl fmt::Debug for PathMatch {
             PathMatch::Suffix(s) => write!(f, "Suffix({s:?})"),
             PathMatch::Contains(s) => write!(f, "Contains({s:?})"),
             PathMatch::Exact(v) => write!(f, "Exact({v:?})"),
-            PathMatch::Any(v) => write!(f, "Any({v:?})"),
             PathMatch::Custom(Some(_)) => write!(f, "Custom(<closure>)"),
             PathMatch::Custom(None) => write!(f, "Custom(<unbound>)"),
         }

@@ -36,6 +36,7 @@ mod adam;
 mod clip;
 mod group;
 mod optimizer;
+mod persist;
 mod rmsprop;
 pub mod schedule;
 mod set_state;
@@ -48,6 +49,7 @@ pub use adam::{Adam, AdamConfig, AdamW, AdamWConfig};
 pub use clip::{clip_grad_norm, clip_grad_value};
 pub use group::{ParamGroup, PathFn, PathMatch};
 pub use optimizer::{GradSource, Hyper, Optimizer, UpdateRule};
+pub use persist::{Persist, FORMAT_VERSION, MAGIC};
 pub use rmsprop::{RmsProp, RmsPropConfig};
 pub use schedule::{
     Anneal, CosineAnnealingLr, ExponentialLr, LinearLr, LrScheduler, LrTarget, MultiStepLr, NoamLr,

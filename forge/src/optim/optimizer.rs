@@ -295,9 +295,25 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
         }
     }
 
-    /// Checks the settings before a step: finite non-negative rates, the
-    /// rule's own ranges, and no group matcher lost in a file round trip.
+    /// Checks the settings before a step: the ranges, and no group matcher
+    /// lost in a file round trip.
     fn validate_settings(&self) -> Result<()> {
+        self.validate_ranges()?;
+        for (i, g) in self.groups.iter().enumerate() {
+            if g.matcher.is_unbound() {
+                return Err(ForgeError::State(format!(
+                    "{}: parameter group {i} was built with a closure (ParamGroup::matching), \
+                     which a file cannot store; rebuild the optimizer in code and call \
+                     `restore(path)` to take the saved state",
+                    R::NAME
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Finite non-negative rates and decays, and the rule's own ranges.
+    fn validate_ranges(&self) -> Result<()> {
         let bad = |what: &str, v: f64| {
             Err(ForgeError::Invalid(format!(
                 "{}: {what} must be finite and >= 0, got {v}",
@@ -310,15 +326,7 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
         if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
             return bad("weight_decay", self.weight_decay);
         }
-        for (i, g) in self.groups.iter().enumerate() {
-            if g.matcher.is_unbound() {
-                return Err(ForgeError::State(format!(
-                    "{}: parameter group {i} was built with a closure (ParamGroup::matching), \
-                     which a file cannot store; rebuild the optimizer in code and call \
-                     `restore(path)` to take the saved state",
-                    R::NAME
-                )));
-            }
+        for g in &self.groups {
             if !(g.lr_scale.is_finite() && g.lr_scale >= 0.0) {
                 return bad("group lr_scale", g.lr_scale);
             }
@@ -329,6 +337,18 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
             }
         }
         self.rule.validate()
+    }
+
+    /// Checks an optimizer decoded from a file: settings in range, every
+    /// state's buffers of its shape's size and known to the rule.
+    pub(crate) fn check_loaded(&self) -> Result<()> {
+        self.validate_ranges()?;
+        let wanted = self.rule.buffers();
+        for (path, s) in &self.state {
+            s.validate(path)?;
+            s.check_buffers(path, &wanted)?;
+        }
+        Ok(())
     }
 
     /// Checks one parameter against its gradient and its state without

@@ -22,8 +22,8 @@
 //! assert_eq!(seen, vec![0.1, 0.1, 0.05, 0.05, 0.025]);
 //! ```
 //!
-//! Every schedule is plain data (serde), and [`Schedule`] holds any of
-//! them, for chaining ([`SequentialLr`]) and for saving.
+//! Every schedule is plain data (serde); [`Schedule`] holds any of them
+//! (for saving), [`Phase`] any that [`SequentialLr`] chains.
 
 mod cosine;
 mod noam;
@@ -137,80 +137,88 @@ pub trait LrScheduler {
     }
 }
 
-/// Any schedule, as one serializable type: what [`SequentialLr`] chains and
-/// what a training checkpoint stores.
-///
-/// ```
-/// use forge::optim::{LrScheduler, Schedule, StepLr};
-/// let s: Schedule = StepLr::new(0.1, 1, 0.5).into();
-/// assert_eq!(s.lr_at(1), 0.05);
-/// ```
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum Schedule {
-    /// [`StepLr`].
-    Step(StepLr),
-    /// [`MultiStepLr`].
-    MultiStep(MultiStepLr),
-    /// [`ExponentialLr`].
-    Exponential(ExponentialLr),
-    /// [`CosineAnnealingLr`].
-    CosineAnnealing(CosineAnnealingLr),
-    /// [`LinearLr`].
-    Linear(LinearLr),
-    /// [`SequentialLr`].
-    Sequential(SequentialLr),
-    /// [`OneCycleLr`].
-    OneCycle(OneCycleLr),
-    /// [`NoamLr`].
-    Noam(NoamLr),
-}
-
-macro_rules! each {
-    ($s:expr, $x:ident => $e:expr) => {
-        match $s {
-            Schedule::Step($x) => $e,
-            Schedule::MultiStep($x) => $e,
-            Schedule::Exponential($x) => $e,
-            Schedule::CosineAnnealing($x) => $e,
-            Schedule::Linear($x) => $e,
-            Schedule::Sequential($x) => $e,
-            Schedule::OneCycle($x) => $e,
-            Schedule::Noam($x) => $e,
+/// Declares an enum over schedule types with its `LrScheduler` impl and
+/// `From` conversions.
+macro_rules! schedule_enum {
+    ($(#[$doc:meta])* $name:ident { $($v:ident($t:ident)),* $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+        pub enum $name {
+            $(
+                #[doc = concat!("[`", stringify!($t), "`].")]
+                $v($t),
+            )*
         }
+
+        impl LrScheduler for $name {
+            fn lr_at(&self, step: u64) -> f64 {
+                match self { $($name::$v(s) => s.lr_at(step),)* }
+            }
+            fn momentum_at(&self, step: u64) -> Option<f64> {
+                match self { $($name::$v(s) => s.momentum_at(step),)* }
+            }
+            fn current_step(&self) -> u64 {
+                match self { $($name::$v(s) => s.current_step(),)* }
+            }
+            fn set_step(&mut self, step: u64) {
+                match self { $($name::$v(s) => s.set_step(step),)* }
+            }
+            fn validate(&self) -> Result<()> {
+                match self { $($name::$v(s) => s.validate(),)* }
+            }
+        }
+
+        $(
+            impl From<$t> for $name {
+                fn from(s: $t) -> $name {
+                    $name::$v(s)
+                }
+            }
+        )*
     };
 }
 
-impl LrScheduler for Schedule {
-    fn lr_at(&self, step: u64) -> f64 {
-        each!(self, s => s.lr_at(step))
-    }
-    fn momentum_at(&self, step: u64) -> Option<f64> {
-        each!(self, s => s.momentum_at(step))
-    }
-    fn current_step(&self) -> u64 {
-        each!(self, s => s.current_step())
-    }
-    fn set_step(&mut self, step: u64) {
-        each!(self, s => s.set_step(step))
-    }
-    fn validate(&self) -> Result<()> {
-        each!(self, s => s.validate())
+schedule_enum! {
+    /// Any schedule, as one serializable type: what a training checkpoint
+    /// stores, and what [`Persist`](crate::optim::Persist) saves.
+    ///
+    /// ```
+    /// use forge::optim::{LrScheduler, Schedule, StepLr};
+    /// let s: Schedule = StepLr::new(0.1, 1, 0.5).into();
+    /// assert_eq!(s.lr_at(1), 0.05);
+    /// ```
+    Schedule {
+        Step(StepLr),
+        MultiStep(MultiStepLr),
+        Exponential(ExponentialLr),
+        CosineAnnealing(CosineAnnealingLr),
+        Linear(LinearLr),
+        Sequential(SequentialLr),
+        OneCycle(OneCycleLr),
+        Noam(NoamLr),
     }
 }
 
-macro_rules! into_schedule {
-    ($($t:ident => $v:ident),*) => {$(
-        impl From<$t> for Schedule {
-            fn from(s: $t) -> Schedule {
-                Schedule::$v(s)
-            }
-        }
-    )*};
+schedule_enum! {
+    /// A schedule that [`SequentialLr`] can chain: any schedule but another
+    /// `SequentialLr` (so that a file never describes an arbitrarily deep
+    /// value).
+    ///
+    /// ```
+    /// use forge::optim::{LrScheduler, Phase, StepLr};
+    /// let s: Phase = StepLr::new(0.1, 1, 0.5).into();
+    /// assert_eq!(s.lr_at(2), 0.025);
+    /// ```
+    Phase {
+        Step(StepLr),
+        MultiStep(MultiStepLr),
+        Exponential(ExponentialLr),
+        CosineAnnealing(CosineAnnealingLr),
+        Linear(LinearLr),
+        OneCycle(OneCycleLr),
+        Noam(NoamLr),
+    }
 }
-
-into_schedule!(StepLr => Step, MultiStepLr => MultiStep, ExponentialLr => Exponential,
-    CosineAnnealingLr => CosineAnnealing, LinearLr => Linear, SequentialLr => Sequential,
-    OneCycleLr => OneCycle, NoamLr => Noam);
 
 /// `Err(Invalid)` unless `v` is finite and `>= 0`.
 pub(crate) fn non_negative(what: &str, v: f64) -> Result<()> {

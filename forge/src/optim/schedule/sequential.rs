@@ -1,6 +1,6 @@
 //! `SequentialLR`: schedules one after the other.
 
-use super::{LrScheduler, Schedule};
+use super::{LrScheduler, Phase};
 use crate::{ForgeError, Result};
 use serde::{Deserialize, Serialize};
 
@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SequentialLr {
     /// The schedules, in order.
-    pub schedules: Vec<Schedule>,
+    pub schedules: Vec<Phase>,
     /// The steps at which the next schedule takes over (one fewer than
     /// schedules, increasing).
     pub milestones: Vec<u64>,
@@ -41,7 +41,7 @@ impl SequentialLr {
     /// let s = SequentialLr::new(vec![StepLr::new(0.1, 2, 0.5).into(), ExponentialLr::new(0.1, 0.9).into()], &[4]);
     /// assert_eq!(s.milestones, vec![4]);
     /// ```
-    pub fn new(schedules: Vec<Schedule>, milestones: &[u64]) -> Self {
+    pub fn new(schedules: Vec<Phase>, milestones: &[u64]) -> Self {
         let s = SequentialLr {
             schedules,
             milestones: milestones.to_vec(),
@@ -72,7 +72,7 @@ impl SequentialLr {
     }
 
     /// The schedule in force at `step` and the step it is at.
-    fn locate(&self, step: u64) -> Option<(&Schedule, u64)> {
+    fn locate(&self, step: u64) -> Option<(&Phase, u64)> {
         let i = self.milestones.iter().filter(|&&m| m <= step).count();
         let start = if i == 0 { 0 } else { self.milestones[i - 1] };
         self.schedules.get(i).map(|s| (s, step - start))
