@@ -45,6 +45,24 @@ impl<T> Sequential<T> {
     }
 }
 
+impl<T> Sequential<T> {
+    /// Applies the layers in order (the same as [`Forward::forward`]; this
+    /// inherent method makes a mismatch between layers a readable error
+    /// naming the layer and the input it cannot take).
+    ///
+    /// ```
+    /// use forge::prelude::*;
+    /// let m = sequential![Relu, Lambda::new(|x: Tensor| x.sum())];
+    /// assert_eq!(m.forward(Tensor::ones(&[3])).item(), 3.0);
+    /// ```
+    pub fn forward<I>(&self, x: I) -> T::Output
+    where
+        T: SeqForward<I>,
+    {
+        self.0.forward_chain(x)
+    }
+}
+
 impl<T: SeqChain> Sequential<T> {
     /// The number of layers.
     ///

@@ -268,7 +268,7 @@ impl<E: Float, V: TensorVisitorMut<E> + ?Sized> TensorVisitorMut<E> for AsFrozen
     note = "add #[skip] to fields that hold no tensors",
     note = "if `{Self}` holds tensors, add #[derive(Layer)] to it"
 )]
-pub trait Visit<E: Float>: Visitable {
+pub trait Visit<E: Float> {
     /// Reports this value's tensors (and `#[training]` flags) under `name`.
     fn visit(&self, name: &str, v: &mut dyn TensorVisitor<E>);
     /// Reports this value's tensors (and `#[training]` flags) under `name`
@@ -279,7 +279,8 @@ pub trait Visit<E: Float>: Visitable {
 /// The element-type-free marker of types that [`Visit`] can walk. The
 /// derive checks every concrete field type against it, so a field that
 /// holds no tensors is an error at the field itself, with a hint to add
-/// `#[skip]`. The derive implements it for every derived layer.
+/// `#[skip]`. The derive implements it for every derived layer; a
+/// hand-written layer implements it (empty) next to [`Visit`].
 ///
 /// ```
 /// fn check<T: forge::nn::Visitable>() {}

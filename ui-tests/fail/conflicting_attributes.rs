@@ -1,0 +1,10 @@
+use forge::prelude::*;
+
+#[derive(Layer)]
+struct Model {
+    #[frozen]
+    #[skip]
+    scale: Tensor,
+}
+
+fn main() {}

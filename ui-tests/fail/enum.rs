@@ -1,0 +1,9 @@
+use forge::prelude::*;
+
+#[derive(Layer)]
+enum Either {
+    A(Linear),
+    B(Linear),
+}
+
+fn main() {}

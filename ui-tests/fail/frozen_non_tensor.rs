@@ -1,0 +1,10 @@
+use forge::prelude::*;
+
+#[derive(Layer)]
+struct Model {
+    #[frozen]
+    backbone: Linear,
+    head: Linear,
+}
+
+fn main() {}

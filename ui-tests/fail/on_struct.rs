@@ -1,0 +1,9 @@
+use forge::prelude::*;
+
+#[derive(Layer)]
+#[frozen]
+struct Model {
+    fc: Linear,
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use forge::prelude::*;
+
+#[derive(Layer)]
+struct Dropout {
+    #[training]
+    mode: u8,
+}
+
+fn main() {}

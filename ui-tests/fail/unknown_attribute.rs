@@ -1,0 +1,9 @@
+use forge::prelude::*;
+
+#[derive(Layer)]
+struct Model {
+    #[frozn]
+    scale: Tensor,
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use forge::prelude::*;
+
+#[derive(Layer)]
+struct Model {
+    fc: Linear,
+    hidden: usize,
+}
+
+fn main() {}
