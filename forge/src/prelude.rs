@@ -10,6 +10,7 @@
 
 pub use crate::autograd::{no_grad, Gradients};
 pub use crate::error::ForgeError;
+pub use crate::io::LayerIo;
 pub use crate::nn::{
     AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d,
     AvgPool2d, Conv1d, Conv2d, ConvTranspose2d, MaxPool1d, MaxPool2d,
@@ -18,5 +19,6 @@ pub use crate::nn::{
     Elu, Flatten, Forward, Gelu, GeluTanh, Lambda, Layer, LeakyRelu, Linear, LogSoftmax, Mish,
     Relu, Reshape, Sequential, Sigmoid, Silu, Softmax, Softplus, Tanh,
 };
+pub use crate::optim::{LrScheduler, Persist};
 pub use crate::tensor::{Cpu, Device, Element, Float, Rng, Tensor};
 pub use crate::{sequential, sequential_type};

@@ -11,11 +11,13 @@
 //! ```
 
 mod atomic;
+mod checkpoint;
 mod idx;
 mod json;
 mod safetensors;
 
 pub use atomic::{atomic_write, atomic_write_with};
+pub use checkpoint::{LayerIo, TrainingCheckpoint};
 pub use idx::{parse_idx, parse_idx_limited, read_idx, IdxArray, MAX_IDX_BYTES};
 pub use safetensors::{
     parse_safetensors, read_safetensors, serialize_safetensors, write_safetensors, AnyTensor,

@@ -35,6 +35,7 @@ mod adagrad;
 mod adam;
 mod clip;
 mod group;
+mod model;
 mod optimizer;
 mod persist;
 mod rmsprop;

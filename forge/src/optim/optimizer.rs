@@ -297,7 +297,7 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
 
     /// Checks the settings before a step: the ranges, and no group matcher
     /// lost in a file round trip.
-    fn validate_settings(&self) -> Result<()> {
+    pub(crate) fn validate_settings(&self) -> Result<()> {
         self.validate_ranges()?;
         for (i, g) in self.groups.iter().enumerate() {
             if g.matcher.is_unbound() {
@@ -353,7 +353,12 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
 
     /// Checks one parameter against its gradient and its state without
     /// changing anything. Returns whether it has a gradient.
-    fn check_param(&self, path: &str, param: &Tensor<E>, grad: Option<&Tensor<E>>) -> Result<bool> {
+    pub(crate) fn check_param(
+        &self,
+        path: &str,
+        param: &Tensor<E>,
+        grad: Option<&Tensor<E>>,
+    ) -> Result<bool> {
         let Some(g) = grad else { return Ok(false) };
         if g.shape() != param.shape() {
             return Err(ForgeError::Shape {
@@ -378,7 +383,12 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
     }
 
     /// Updates one checked parameter.
-    fn update_param(&mut self, path: &str, param: &mut Tensor<E>, grad: &Tensor<E>) -> Result<()> {
+    pub(crate) fn update_param(
+        &mut self,
+        path: &str,
+        param: &mut Tensor<E>,
+        grad: &Tensor<E>,
+    ) -> Result<()> {
         let h = self.hyper_for(path);
         let wanted = self.rule.buffers();
         let state = self

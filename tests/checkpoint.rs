@@ -1,0 +1,296 @@
+//! Checkpoints: resumed training equals uninterrupted training bit for bit,
+//! a failed save leaves the previous checkpoint intact, optimizer state
+//! survives freezing, and bad checkpoints are `ForgeError`s.
+
+use forge::io::{atomic_write_with, write_safetensors, AnyTensor, TrainingCheckpoint};
+use forge::optim::{clip_grad_norm, AdamW, AdamWConfig, OneCycleLr, ParamGroup, Schedule, Sgd};
+use forge::prelude::*;
+use forge::DType;
+use std::collections::BTreeMap;
+
+#[derive(Layer)]
+struct Mlp {
+    fc1: Linear,
+    fc2: Linear,
+    #[frozen]
+    scale: Tensor,
+}
+
+impl Forward<Tensor> for Mlp {
+    type Output = Tensor;
+    fn forward(&self, x: Tensor) -> Tensor {
+        self.fc2.forward(self.fc1.forward(x).relu()) * &self.scale
+    }
+}
+
+fn mlp(seed: u64) -> Mlp {
+    let mut rng = Rng::new(seed);
+    Mlp {
+        fc1: Linear::new(4, 16, &mut rng),
+        fc2: Linear::new(16, 2, &mut rng),
+        scale: Tensor::full(&[2], 1.5),
+    }
+}
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("forge-ckpt-test-{}-{name}", std::process::id()))
+}
+
+fn data() -> (Tensor, Tensor) {
+    let x = Tensor::from_fn(&[32, 4], |i| ((i as f32) * 0.731).sin());
+    let y = Tensor::from_fn(&[32, 2], |i| ((i as f32) * 0.377).cos());
+    (x, y)
+}
+
+fn optimizer() -> AdamW {
+    AdamW::new(0.01).with_group(ParamGroup::suffix("bias").weight_decay(0.0))
+}
+
+fn schedule() -> Schedule {
+    OneCycleLr::new(0.05, 20).into()
+}
+
+fn train(model: &mut Mlp, opt: &mut AdamW, sched: &mut Schedule, steps: usize) {
+    let (x, y) = data();
+    for _ in 0..steps {
+        let loss = (model.forward(x.clone()) - &y).square().mean();
+        let mut grads = loss.backward();
+        clip_grad_norm(&mut grads, 1.0, 2.0);
+        opt.step(model, &grads).unwrap();
+        sched.step(opt);
+    }
+}
+
+fn values(m: &Mlp) -> Vec<(String, Vec<f32>)> {
+    m.state_dict()
+        .into_iter()
+        .map(|(k, t)| (k, t.to_vec()))
+        .collect()
+}
+
+#[test]
+fn resumed_training_equals_uninterrupted_training() {
+    let (mut a, mut opt_a, mut sched_a) = (mlp(1), optimizer(), schedule());
+    sched_a.apply(&mut opt_a);
+    train(&mut a, &mut opt_a, &mut sched_a, 20);
+
+    let (mut b, mut opt_b, mut sched_b) = (mlp(1), optimizer(), schedule());
+    sched_b.apply(&mut opt_b);
+    train(&mut b, &mut opt_b, &mut sched_b, 10);
+    let path = tmp("resume.safetensors");
+    TrainingCheckpoint::save(&path, &b, &opt_b, &sched_b, 10).unwrap();
+    drop((b, opt_b, sched_b));
+
+    let mut c = mlp(99); // different initial values, overwritten by the load
+    let ck: TrainingCheckpoint<AdamWConfig, f32, Schedule> =
+        TrainingCheckpoint::load(&path, &mut c).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(ck.step, 10);
+    let (mut opt_c, mut sched_c) = (ck.optimizer, ck.schedule);
+    assert!(c.fc1.weight.is_tracked(), "loaded weights stay trainable");
+    train(&mut c, &mut opt_c, &mut sched_c, 10);
+
+    assert_eq!(values(&a), values(&c));
+    assert_eq!(opt_a.to_bytes().unwrap(), opt_c.to_bytes().unwrap());
+    assert_eq!(sched_a, sched_c);
+}
+
+#[test]
+fn model_save_and_load_round_trip_exactly_and_in_half_precision() {
+    let a = mlp(3);
+    let path = tmp("model.safetensors");
+    a.save(&path).unwrap();
+    let b = mlp(4).loaded(&path).unwrap();
+    assert_eq!(values(&a), values(&b));
+    for dtype in [DType::F16, DType::BF16] {
+        a.save_as(&path, dtype).unwrap();
+        let data = forge::io::read_safetensors(&path).unwrap();
+        assert!(data.tensors.values().all(|t| t.dtype() == dtype));
+        let mut c = mlp(5);
+        c.load_weights(&path).unwrap();
+        for ((_, x), (_, y)) in values(&a).iter().zip(values(&c)) {
+            for (p, q) in x.iter().zip(&y) {
+                assert!(
+                    (p - q).abs() <= 1e-2 * p.abs().max(1e-3),
+                    "{dtype}: {p} vs {q}"
+                );
+            }
+        }
+    }
+    assert!(matches!(
+        a.save_as(&path, DType::I64),
+        Err(ForgeError::Invalid(_))
+    ));
+    std::fs::remove_file(&path).unwrap();
+}
+
+/// A writer that fails after `n` bytes: the atomic write must leave the
+/// previous checkpoint loadable and byte-for-byte unchanged.
+#[test]
+fn a_save_failing_part_way_leaves_the_previous_checkpoint() {
+    let (mut m, mut opt, mut sched) = (mlp(1), optimizer(), schedule());
+    train(&mut m, &mut opt, &mut sched, 3);
+    let path = tmp("crash.safetensors");
+    TrainingCheckpoint::save(&path, &m, &opt, &sched, 3).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    train(&mut m, &mut opt, &mut sched, 3);
+    let next = TrainingCheckpoint::to_bytes(&m, &opt, &sched, 6).unwrap();
+    for n in [0, 1, 8, 100, next.len() / 2, next.len() - 1] {
+        let r = atomic_write_with(&path, |w| {
+            w.write_all(&next[..n])?;
+            Err(std::io::Error::other("disk full"))
+        });
+        assert!(r.is_err());
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            before,
+            "after failing at {n} bytes"
+        );
+        let mut fresh = mlp(7);
+        let ck: TrainingCheckpoint<AdamWConfig, f32, Schedule> =
+            TrainingCheckpoint::load(&path, &mut fresh).unwrap();
+        assert_eq!(ck.step, 3);
+    }
+    // No temporary file is left behind.
+    let dir = path.parent().unwrap();
+    let stem = path.file_name().unwrap().to_string_lossy().to_string();
+    let leftovers = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            let n = e.file_name().to_string_lossy().to_string();
+            n.contains(&stem) && n != stem
+        })
+        .count();
+    assert_eq!(leftovers, 0);
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn optimizer_state_survives_freeze_and_unfreeze() {
+    let mut m = mlp(2);
+    let mut opt = Sgd::<f32>::new(0.1).momentum(0.9);
+    let (x, y) = data();
+    let step = |m: &mut Mlp, opt: &mut Sgd<f32>| {
+        let grads = (m.forward(x.clone()) - &y).square().mean().backward();
+        opt.step(m, &grads).unwrap();
+    };
+    step(&mut m, &mut opt);
+    m.freeze_prefix("fc1");
+    step(&mut m, &mut opt);
+    assert_eq!(
+        opt.state("fc1.weight").unwrap().step(),
+        1,
+        "frozen: not stepped"
+    );
+    assert_eq!(opt.state("fc2.weight").unwrap().step(), 2);
+    m.unfreeze();
+    step(&mut m, &mut opt);
+    assert_eq!(opt.state("fc1.weight").unwrap().step(), 2);
+    assert!(opt.check_compatible(&m).is_ok());
+}
+
+#[test]
+fn a_checkpoint_that_does_not_fit_reports_every_key_at_once() {
+    let path = tmp("bad.safetensors");
+    let mut t = BTreeMap::new();
+    t.insert(
+        "fc1.weight".to_string(),
+        AnyTensor::from(Tensor::<f32>::zeros(&[16, 5])),
+    ); // wrong shape
+    t.insert(
+        "fc2.weight".to_string(),
+        AnyTensor::from(Tensor::<f32>::zeros(&[2, 16])),
+    );
+    t.insert(
+        "fc2.bias".to_string(),
+        AnyTensor::from(Tensor::<f32>::zeros(&[2])),
+    );
+    t.insert(
+        "scale".to_string(),
+        AnyTensor::from(Tensor::<f32>::zeros(&[2])),
+    );
+    t.insert(
+        "head.weight".to_string(),
+        AnyTensor::from(Tensor::<f32>::zeros(&[1])),
+    ); // unexpected
+       // fc1.bias missing
+    write_safetensors(&path, &t, &BTreeMap::new()).unwrap();
+    let mut m = mlp(1);
+    let before = values(&m);
+    match m.load_weights(&path).unwrap_err() {
+        ForgeError::StateDict {
+            missing,
+            unexpected,
+            mismatched,
+        } => {
+            assert_eq!(missing, ["fc1.bias"]);
+            assert_eq!(unexpected, ["head.weight"]);
+            assert_eq!(
+                mismatched,
+                [("fc1.weight".to_string(), vec![16, 4], vec![16, 5])]
+            );
+        }
+        e => panic!("{e:?}"),
+    }
+    assert_eq!(values(&m), before, "nothing loaded");
+    // An integer tensor where a weight belongs.
+    t.clear();
+    t.insert(
+        "fc1.weight".to_string(),
+        AnyTensor::from(Tensor::<i64>::zeros(&[16, 4])),
+    );
+    write_safetensors(&path, &t, &BTreeMap::new()).unwrap();
+    assert!(matches!(
+        m.load_weights(&path),
+        Err(ForgeError::DType { .. })
+    ));
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn an_unknown_dtype_is_an_error() {
+    let header = br#"{"fc1.weight":{"dtype":"F8_E4M3","shape":[2],"data_offsets":[0,2]}}"#;
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(header);
+    bytes.extend_from_slice(&[0, 0]);
+    let path = tmp("dtype.safetensors");
+    std::fs::write(&path, &bytes).unwrap();
+    let e = mlp(1).load_weights(&path).unwrap_err();
+    assert!(e.to_string().contains("F8_E4M3"), "{e}");
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn optimizer_state_of_another_model_is_refused_and_the_model_kept() {
+    // State for fc1.weight [16, 4]; the checkpoint's model has [16, 4] too,
+    // but we pair it with the state of a narrower model.
+    let mut small = Mlp {
+        fc1: Linear::new(3, 16, &mut Rng::new(0)),
+        ..mlp(0)
+    };
+    let mut opt = optimizer();
+    let x = Tensor::ones(&[1, 3]);
+    let grads = small.forward(x).sum().backward();
+    opt.step(&mut small, &grads).unwrap();
+    let e = opt.check_compatible(&mlp(1)).unwrap_err();
+    assert!(
+        matches!(e, ForgeError::State(ref m) if m.contains("fc1.weight")),
+        "{e}"
+    );
+
+    let path = tmp("other.safetensors");
+    TrainingCheckpoint::save(&path, &mlp(1), &opt, &schedule(), 1).unwrap();
+    let mut target = mlp(2);
+    let before = values(&target);
+    let r: forge::Result<TrainingCheckpoint<AdamWConfig, f32, Schedule>> =
+        TrainingCheckpoint::load(&path, &mut target);
+    assert!(matches!(r, Err(ForgeError::State(_))));
+    assert_eq!(values(&target), before, "model unchanged");
+    // A plain model file is not a training checkpoint.
+    target.save(&path).unwrap();
+    let r: forge::Result<TrainingCheckpoint<AdamWConfig, f32, Schedule>> =
+        TrainingCheckpoint::load(&path, &mut target);
+    assert!(matches!(r, Err(ForgeError::Format(_))));
+    std::fs::remove_file(&path).unwrap();
+}
