@@ -54,7 +54,7 @@ pub use persist::{Persist, FORMAT_VERSION, MAGIC};
 pub use rmsprop::{RmsProp, RmsPropConfig};
 pub use schedule::{
     Anneal, CosineAnnealingLr, ExponentialLr, LinearLr, LrScheduler, LrTarget, MultiStepLr, NoamLr,
-    OneCycleLr, Schedule, SequentialLr, StepLr,
+    OneCycleLr, Phase, Schedule, SequentialLr, StepLr,
 };
 pub use sgd::{Sgd, SgdConfig};
 pub use state::ParamState;
