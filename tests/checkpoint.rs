@@ -294,3 +294,97 @@ fn optimizer_state_of_another_model_is_refused_and_the_model_kept() {
     assert!(matches!(r, Err(ForgeError::Format(_))));
     std::fs::remove_file(&path).unwrap();
 }
+
+/// The child half of `a_killed_save_leaves_the_previous_checkpoint`: when
+/// run with `FORGE_CKPT_CHILD=<path>`, it writes a new checkpoint to
+/// `<path>` slowly (1 KiB per millisecond) so that the parent can kill it
+/// part-way. Without the variable it does nothing.
+#[test]
+fn killed_save_child() {
+    let Ok(path) = std::env::var("FORGE_CKPT_CHILD") else {
+        return;
+    };
+    let (mut m, mut opt, mut sched) = (mlp(1), optimizer(), schedule());
+    train(&mut m, &mut opt, &mut sched, 5);
+    let mut bytes = TrainingCheckpoint::to_bytes(&m, &opt, &sched, 5).unwrap();
+    bytes.resize(bytes.len().max(4 << 20), 0); // at least 4 MiB: seconds to write
+    let _ = atomic_write_with(&path, |w| {
+        for chunk in bytes.chunks(1024) {
+            w.write_all(chunk)?;
+            w.flush()?;
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        Ok(())
+    });
+    panic!("the parent should have killed this process");
+}
+
+#[test]
+fn a_killed_save_leaves_the_previous_checkpoint() {
+    let path = tmp("killed.safetensors");
+    let (mut m, mut opt, mut sched) = (mlp(1), optimizer(), schedule());
+    train(&mut m, &mut opt, &mut sched, 2);
+    TrainingCheckpoint::save(&path, &m, &opt, &sched, 2).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "killed_save_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("FORGE_CKPT_CHILD", &path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the child's temporary file exists and has grown, then kill.
+    let dir = path.parent().unwrap().to_path_buf();
+    let stem = path.file_name().unwrap().to_string_lossy().to_string();
+    let tmp_files = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| {
+                let n = p.file_name().unwrap().to_string_lossy().to_string();
+                n.contains(&stem) && n != stem
+            })
+            .collect()
+    };
+    let start = std::time::Instant::now();
+    loop {
+        let grown = tmp_files().iter().any(|p| {
+            std::fs::metadata(p)
+                .map(|m| m.len() > 64 * 1024)
+                .unwrap_or(false)
+        });
+        if grown {
+            break;
+        }
+        assert!(
+            start.elapsed().as_secs() < 60,
+            "the child never started writing"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the child exited early"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        before,
+        "previous checkpoint unchanged"
+    );
+    let mut fresh = mlp(3);
+    let ck: TrainingCheckpoint<AdamWConfig, f32, Schedule> =
+        TrainingCheckpoint::load(&path, &mut fresh).unwrap();
+    assert_eq!(ck.step, 2);
+    for p in tmp_files() {
+        std::fs::remove_file(p).unwrap(); // the killed writer's temporary file
+    }
+    std::fs::remove_file(&path).unwrap();
+}
