@@ -180,6 +180,7 @@ pub fn derive(input: &DeriveInput) -> Result<TokenStream> {
         }
 
         #[automatically_derived]
+        #[diagnostic::do_not_recommend]
         impl #plain_impl ::forge::nn::Visitable for #name #ty_generics #where_clause {}
 
         #(#checks)*

@@ -200,6 +200,7 @@ impl<E: Float, T: SeqVisit<E>> Visit<E> for Sequential<T> {
     }
 }
 
+#[diagnostic::do_not_recommend]
 impl<T> Visitable for Sequential<T> {}
 
 /// Builds a [`Sequential`] from any number of layers:

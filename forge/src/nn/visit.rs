@@ -295,10 +295,18 @@ pub trait Visit<E: Float> {
 )]
 pub trait Visitable {}
 
+// `do_not_recommend` keeps rustc from listing "other types that implement
+// Visitable" (every layer) under a bad field: the note to add #[skip] is the
+// useful part, and the error text stays stable as layers are added.
+#[diagnostic::do_not_recommend]
 impl<E: Element, D: crate::tensor::Device> Visitable for Tensor<E, D> {}
+#[diagnostic::do_not_recommend]
 impl<T: Visitable> Visitable for Option<T> {}
+#[diagnostic::do_not_recommend]
 impl<T: Visitable> Visitable for Vec<T> {}
+#[diagnostic::do_not_recommend]
 impl<T: Visitable, const N: usize> Visitable for [T; N] {}
+#[diagnostic::do_not_recommend]
 impl<T: Visitable + ?Sized> Visitable for Box<T> {}
 
 impl<E: Float> Visit<E> for Tensor<E> {
