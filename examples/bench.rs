@@ -36,6 +36,11 @@ const SECTIONS: &[Section] = &[
         "add and exp throughput on 1M and 16M f32, 1 and 2 threads",
         elementwise,
     ),
+    (
+        "conv2d",
+        "Conv2d 3->64, 3x3, padding 1, batch 64, 32x32, f32: forward and forward+backward, 1 and 2 threads",
+        conv2d,
+    ),
 ];
 
 // ---- Reference figures ------------------------------------------------------
@@ -230,6 +235,53 @@ fn elementwise(opts: &Opts) {
                 }
                 .print();
             }
+        }
+    }
+}
+
+fn conv2d(opts: &Opts) {
+    println!(
+        "conv2d: forge::nn::Conv2d 3->64, 3x3, padding 1, input [64, 3, 32, 32] f32 (im2col + gemm).\n\
+         GFLOP/s counts 2 N O OH OW C kh kw = 0.226 GFLOP per forward, twice that per\n\
+         gradient (input, weight). No reference figure in ../shared/bench/README.md."
+    );
+    use forge::nn::Conv2d;
+    use forge::Forward;
+    let mut rng = Rng::new(11);
+    let conv = Conv2d::<f32>::new(3, 64, 3, &mut rng).padding(1);
+    let x = Tensor::<f32>::normal(&[64, 3, 32, 32], 0.0, 1.0, &mut rng);
+    let xg = x.requires_grad();
+    let gout = Tensor::<f32>::normal(&[64, 64, 32, 32], 0.0, 1.0, &mut rng);
+    let gflop = 2.0 * (64 * 64 * 32 * 32 * 3 * 9) as f64 / 1e9;
+    for threads in [1, 2] {
+        set_num_threads(threads);
+        let budget = Duration::from_millis(1500);
+        let fwd = measure(opts, 10, budget, || {
+            black_box(forge::no_grad(|| conv.forward(black_box(x.clone()))));
+        });
+        let fwd_bwd_w = measure(opts, 10, budget, || {
+            let y = conv.forward(black_box(x.clone()));
+            black_box(y.backward_with(&gout, false));
+        });
+        let fwd_bwd_xw = measure(opts, 10, budget, || {
+            let y = conv.forward(black_box(xg.clone()));
+            black_box(y.backward_with(&gout, false));
+        });
+        for (what, t, work) in [
+            ("forward", fwd, gflop),
+            ("fwd+bwd w,b", fwd_bwd_w, 2.0 * gflop),
+            ("fwd+bwd x,w,b", fwd_bwd_xw, 3.0 * gflop),
+        ] {
+            let (g, _) = t.rate(work);
+            Row {
+                label: format!("{what} {threads}T"),
+                value: t.median * 1e3,
+                best: t.best * 1e3,
+                unit: "ms",
+                refs: vec![],
+                note: format!("{g:.1} GFLOP/s"),
+            }
+            .print();
         }
     }
 }

@@ -237,3 +237,24 @@ fn conv_transpose2d_channel_mismatch_names_shapes() {
         [1, 1],
     );
 }
+
+/// The bias gradient of `sum(y^2) / 2` is the channel sum of `y`, which
+/// depends on every input: its own gradient goes through the dedicated
+/// bias-gradient op's rule.
+#[test]
+fn conv2d_bias_gradient_is_differentiable() {
+    let (x, w, b) = (
+        rand(&[2, 2, 4, 3], 16),
+        rand(&[3, 2, 2, 2], 17),
+        rand(&[3], 18),
+    );
+    check_second_order(
+        "conv2d bias double backward",
+        |v| {
+            let y = v[0].conv2d(&v[1], Some(&v[2]), [1, 1], [1, 0], [1, 1], 1);
+            let g = y.square().sum().mul_scalar(0.5).backward_with_graph();
+            g.get(&v[2]).unwrap().square().sum()
+        },
+        &[x, w, b],
+    );
+}

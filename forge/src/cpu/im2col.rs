@@ -356,6 +356,24 @@ pub fn conv2d_backward_weight<E: Float>(g: &ConvGeom, x: &[E], y_grad: &[E]) -> 
     gw
 }
 
+/// Per-channel sums of `g [n, c, l]`: `out[c] = sum_b sum_i g[b, c, i]`,
+/// in a fixed order (batch-major, each run of `l` summed left to right).
+///
+/// ```
+/// let g = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]; // [2, 2, 2]
+/// assert_eq!(forge::cpu::im2col::channel_sums(&g, 2, 2, 2), vec![14.0, 22.0]);
+/// ```
+pub fn channel_sums<E: Float>(g: &[E], n: usize, c: usize, l: usize) -> Vec<E> {
+    assert_eq!(g.len(), n * c * l, "channel_sums: gradient");
+    let mut out = vec![E::zero(); c];
+    for img in g.chunks(c * l.max(1)).take(n) {
+        for (o, run) in out.iter_mut().zip(img.chunks(l.max(1))) {
+            *o += run.iter().fold(E::zero(), |a, &v| a + v);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,7 +15,9 @@
 //!
 //! A bias gradient is the output gradient summed over batch and space.
 
-use crate::cpu::im2col::{conv2d_backward_input, conv2d_backward_weight, conv2d_forward, ConvGeom};
+use crate::cpu::im2col::{
+    channel_sums, conv2d_backward_input, conv2d_backward_weight, conv2d_forward, ConvGeom,
+};
 use crate::tensor::{Device, Float, Tensor};
 use std::sync::Arc;
 
@@ -267,7 +269,7 @@ fn conv_apply<E: Float, D: Device>(
             ctx.needs(1).then(|| conv_w_apply(x, g, geom)),
         ];
         if ctx.inputs.len() == 3 {
-            out.push(ctx.needs(2).then(|| g.sum_dim(&[0, 2, 3], false)));
+            out.push(ctx.needs(2).then(|| channel_sum(g)));
         }
         out
     })
@@ -295,9 +297,26 @@ fn conv_t_apply<E: Float, D: Device>(
                 ctx.needs(1).then(|| conv_w_apply(g, y, geom)),
             ];
             if ctx.inputs.len() == 3 {
-                out.push(ctx.needs(2).then(|| g.sum_dim(&[0, 2, 3], false)));
+                out.push(ctx.needs(2).then(|| channel_sum(g)));
             }
             out
+        },
+    )
+}
+
+/// The bias gradient: `g [n, c, h, w]` summed over batch and space to `[c]`
+/// (a contiguous pass per channel, much faster than a general `sum_dim`).
+/// Its rule broadcasts the incoming `[c]` gradient back to `g`'s shape.
+fn channel_sum<E: Float, D: Device>(g: &Tensor<E, D>) -> Tensor<E, D> {
+    let s = g.shape();
+    let (n, c, l) = (s[0], s[1], s[2] * s[3]);
+    let data = channel_sums(g.as_slice(), n, c, l);
+    Tensor::from_parts(Arc::new(data), [c].into(), None).record(
+        "conv_bias_grad",
+        vec![g.clone()],
+        |ctx| {
+            let s = ctx.inputs[0].shape();
+            vec![Some(ctx.grad.view(&[1, s[1], 1, 1]).expand(s))]
         },
     )
 }
