@@ -127,3 +127,112 @@ fn sdpa_rejects_mismatched_features() {
     let v = qkv(&mut rng);
     scaled_dot_product_attention(&v[0], &v[2], &v[2], None, false);
 }
+
+// ---- layers ----
+
+use forge::nn::{Layer, MultiheadAttention};
+use std::collections::BTreeMap;
+
+const MHA_PARAMS: [&str; 4] = [
+    "in_proj_weight",
+    "in_proj_bias",
+    "out_proj.weight",
+    "out_proj.bias",
+];
+
+fn fixture_mha(f: &Fixture) -> MultiheadAttention<f64> {
+    let e: usize = f.meta("embed_dim").parse().unwrap();
+    let h: usize = f.meta("num_heads").parse().unwrap();
+    assert_eq!(f.meta("batch_first"), "true");
+    let mut mha = MultiheadAttention::<f64>::new(e, h, 0.0, true, &mut Rng::new(9));
+    let sd: BTreeMap<String, Tensor<f64>> =
+        MHA_PARAMS.iter().map(|n| (n.to_string(), f.t(n))).collect();
+    mha.load_state_dict(&sd).unwrap();
+    mha
+}
+
+#[test]
+fn multihead_attention_with_key_padding_matches_pytorch() {
+    let f = Fixture::load("nn/attention_nn_multihead_key_padding.safetensors");
+    let mha = fixture_mha(&f);
+    let pad = f.i("key_padding_mask").cast::<bool>();
+    let x = f.t("x").requires_grad();
+    let (out, w) = mha.attend(&x, &x, &x, Some(&pad), None, false);
+    f.check("out", &out);
+    f.check("attn_weights", &w);
+    let g = out.backward_with(&f.t("gout"), false);
+    f.check("grad_x", g.get(&x).unwrap());
+    let params = mha.named_parameters();
+    assert_eq!(params.len(), 4);
+    for (name, p) in params {
+        f.check(&format!("grad_{name}"), g.get(&p).unwrap());
+    }
+}
+
+#[test]
+fn multihead_attention_second_order_and_sequence_first_layout() {
+    let f = Fixture::load("nn/attention_nn_multihead_key_padding.safetensors");
+    let mha = fixture_mha(&f);
+    let pad = f.i("key_padding_mask").cast::<bool>();
+    // A small slice of the input keeps the finite differences quick.
+    let x = Tensor::<f64>::from_vec(f.t("x").to_vec()[..2 * 3 * 16].to_vec(), &[2, 3, 16]);
+    let pad3 = Tensor::<bool>::from_vec(vec![false, false, true, false, false, false], &[2, 3]);
+    second_order::check(
+        "MultiheadAttention",
+        |x| mha.attend(x, x, x, Some(&pad3), None, true).0,
+        &x,
+        1e-6,
+    );
+    // The same layer with batch_first = false on transposed inputs.
+    let mut seq_first = mha.clone();
+    seq_first.batch_first = false;
+    let x = f.t("x");
+    let (a, wa) = mha.attend(&x, &x, &x, Some(&pad), None, false);
+    let xt = x.transpose(0, 1);
+    let (b, wb) = seq_first.attend(&xt, &xt, &xt, Some(&pad), None, false);
+    assert_eq!(a.to_vec(), b.transpose(0, 1).to_vec());
+    assert_eq!(wa.to_vec(), wb.to_vec());
+}
+
+#[test]
+fn multihead_attention_masks_follow_pytorch_conventions() {
+    let mut rng = Rng::new(4);
+    let mha = MultiheadAttention::<f64>::new(8, 2, 0.0, true, &mut rng);
+    let x = Tensor::<f64>::normal(&[2, 4, 8], 0.0, 1.0, &mut rng);
+    // attn_mask true = not allowed: an upper-triangular mask is causal.
+    let tri: Vec<bool> = (0..16).map(|k| k % 4 > k / 4).collect();
+    let tri = Tensor::<bool>::from_vec(tri, &[4, 4]);
+    let (a, wa) = mha.attend(&x, &x, &x, None, Some(&tri), false);
+    let (b, wb) = mha.attend(&x, &x, &x, None, None, true);
+    assert_eq!(a.to_vec(), b.to_vec());
+    assert_eq!(wa.to_vec(), wb.to_vec());
+    // Per-head masks [N * H, L, S] broadcast the same way.
+    let per_head = Tensor::<bool>::from_vec(tri.to_vec().repeat(4), &[4, 4, 4]);
+    let (c, _) = mha.attend(&x, &x, &x, None, Some(&per_head), false);
+    assert_eq!(a.to_vec(), c.to_vec());
+}
+
+#[test]
+fn multihead_attention_state_dict_round_trip() {
+    let a = MultiheadAttention::<f32>::new(8, 4, 0.0, true, &mut Rng::new(1));
+    let mut b = MultiheadAttention::<f32>::new(8, 4, 0.0, true, &mut Rng::new(2));
+    let x = Tensor::<f32>::normal(&[2, 3, 8], 0.0, 1.0, &mut Rng::new(3));
+    assert_ne!(
+        a.forward(x.clone()).0.to_vec(),
+        b.forward(x.clone()).0.to_vec()
+    );
+    b.load_state_dict(&a.state_dict()).unwrap();
+    assert_eq!(a.forward(x.clone()).0.to_vec(), b.forward(x).0.to_vec());
+    assert_eq!(b.parameters().len(), 4);
+}
+
+use forge::nn::Forward;
+
+#[test]
+#[should_panic(
+    expected = "MultiheadAttention(embed_dim 8, 4 heads): expected query of shape [N, L, E] with E = 8, got [2, 3, 6]"
+)]
+fn multihead_attention_rejects_wrong_width() {
+    let a = MultiheadAttention::<f32>::new(8, 4, 0.0, true, &mut Rng::new(1));
+    a.forward(Tensor::zeros(&[2, 3, 6]));
+}

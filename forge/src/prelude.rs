@@ -16,6 +16,11 @@ pub use crate::nn::{
     AvgPool2d, Conv1d, Conv2d, ConvTranspose2d, MaxPool1d, MaxPool2d,
 };
 pub use crate::nn::{
+    BatchNorm1d, BatchNorm2d, Dropout, Embedding, GroupNorm, LayerNorm, MultiheadAttention,
+    PositionalEncoding, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
+    TransformerEncoderLayer,
+};
+pub use crate::nn::{
     Elu, Flatten, Forward, Gelu, GeluTanh, Lambda, Layer, LeakyRelu, Linear, LogSoftmax, Mish,
     Relu, Reshape, Sequential, Sigmoid, Silu, Softmax, Softplus, Tanh,
 };

@@ -1,8 +1,10 @@
 //! Layers: the [`Layer`] traversal (written by `#[derive(Layer)]`),
 //! [`Forward`], the typed [`Sequential`], and the layer catalogue
 //! ([`Linear`], the convolutions [`Conv1d`] / [`Conv2d`] / [`ConvTranspose2d`],
-//! the pooling layers, activations, [`Softmax`], [`Flatten`], [`Reshape`],
-//! [`Lambda`], [`init`] and [`functional`] forms).
+//! the pooling layers, normalisation ([`BatchNorm2d`], [`LayerNorm`], ...),
+//! [`Embedding`], [`Dropout`], attention ([`MultiheadAttention`], transformer
+//! blocks), activations, [`Softmax`], [`Flatten`], [`Reshape`], [`Lambda`],
+//! [`init`] and [`functional`] forms, losses included).
 //!
 //! A model is a Rust type. The derive writes the code that walks its
 //! tensors; parameters, freezing, state dicts, train/eval mode and
@@ -11,30 +13,45 @@
 #![doc = include_str!("example.md")]
 
 mod activation;
+mod attention;
+mod buffer;
 mod conv;
+mod dropout;
+mod embedding;
 mod forward;
 pub mod functional;
 pub mod init;
 mod layer;
 mod linear;
+mod norm;
 mod pool;
 mod sequential;
 mod shape_layers;
+mod transformer;
 mod visit;
 
 pub use activation::{
     Elu, Gelu, GeluTanh, LeakyRelu, LogSoftmax, Mish, Relu, Sigmoid, Silu, Softmax, Softplus, Tanh,
 };
+pub use attention::{MultiheadAttention, PositionalEncoding};
+pub use buffer::Buffer;
 pub use conv::{Conv1d, Conv2d, ConvTranspose2d, IntoPair};
+pub use dropout::Dropout;
+pub use embedding::Embedding;
 pub use forward::Forward;
 pub use layer::Layer;
 pub use linear::Linear;
+pub use norm::{BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm};
 pub use pool::{
     AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d,
     AvgPool2d, MaxPool1d, MaxPool2d,
 };
 pub use sequential::{SeqChain, SeqForward, SeqVisit, Sequential};
 pub use shape_layers::{Flatten, Lambda, Reshape};
+pub use transformer::{
+    Activation, DecoderMasks, EncoderMasks, TransformerConfig, TransformerDecoder,
+    TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer,
+};
 pub use visit::{
     join_path, AsFrozen, Scoped, TensorKind, TensorVisitor, TensorVisitorMut, Visit, Visitable,
 };

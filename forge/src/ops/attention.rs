@@ -42,29 +42,15 @@ fn additive_mask<E: Float, D: Device>(
     Some(Tensor::from_vec(data, &shape))
 }
 
-/// Attention probabilities and output; see [`scaled_dot_product_attention`].
-pub(crate) fn attention_parts<E: Float, D: Device>(
+/// The attention probabilities `softmax(q k^T / sqrt(d) + mask)`, shape
+/// `(..., L, S)`; see [`scaled_dot_product_attention`].
+pub(crate) fn attention_probs<E: Float, D: Device>(
     q: &Tensor<E, D>,
     k: &Tensor<E, D>,
-    v: &Tensor<E, D>,
     attn_mask: Option<&Tensor<bool, D>>,
     is_causal: bool,
-) -> (Tensor<E, D>, Tensor<E, D>) {
+) -> Tensor<E, D> {
     let op = "scaled_dot_product_attention";
-    assert!(
-        q.rank() >= 2 && k.rank() >= 2 && v.rank() >= 2,
-        "{op}: q, k, v need rank >= 2, got shapes {:?}, {:?}, {:?}",
-        q.shape(),
-        k.shape(),
-        v.shape()
-    );
-    assert!(
-        q.dim(-1) == k.dim(-1) && k.dim(-2) == v.dim(-2),
-        "{op}: q {:?}, k {:?}, v {:?}: q and k need the same last dimension and k and v the same sequence length",
-        q.shape(),
-        k.shape(),
-        v.shape()
-    );
     let (l, s, e) = (q.dim(-2), k.dim(-2), q.dim(-1));
     let scores = q
         .matmul_t(k)
@@ -81,8 +67,25 @@ pub(crate) fn attention_parts<E: Float, D: Device>(
         }
         None => scores,
     };
-    let p = scores.softmax(-1);
-    (p.matmul(v), p)
+    scores.softmax(-1)
+}
+
+fn check_qkv<E: Float, D: Device>(q: &Tensor<E, D>, k: &Tensor<E, D>, v: &Tensor<E, D>) {
+    let op = "scaled_dot_product_attention";
+    assert!(
+        q.rank() >= 2 && k.rank() >= 2 && v.rank() >= 2,
+        "{op}: q, k, v need rank >= 2, got shapes {:?}, {:?}, {:?}",
+        q.shape(),
+        k.shape(),
+        v.shape()
+    );
+    assert!(
+        q.dim(-1) == k.dim(-1) && k.dim(-2) == v.dim(-2),
+        "{op}: q {:?}, k {:?}, v {:?}: q and k need the same last dimension and k and v the same sequence length",
+        q.shape(),
+        k.shape(),
+        v.shape()
+    );
 }
 
 /// `softmax(q k^T / sqrt(d) + mask) v` for `q` of shape `(..., L, d)`, `k`
@@ -116,5 +119,6 @@ pub fn scaled_dot_product_attention<E: Float, D: Device>(
     attn_mask: Option<&Tensor<bool, D>>,
     is_causal: bool,
 ) -> Tensor<E, D> {
-    attention_parts(q, k, v, attn_mask, is_causal).0
+    check_qkv(q, k, v);
+    attention_probs(q, k, attn_mask, is_causal).matmul(v)
 }
