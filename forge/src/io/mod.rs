@@ -21,5 +21,5 @@ pub use checkpoint::{LayerIo, TrainingCheckpoint};
 pub use idx::{parse_idx, parse_idx_limited, read_idx, IdxArray, MAX_IDX_BYTES};
 pub use safetensors::{
     parse_safetensors, read_safetensors, serialize_safetensors, write_safetensors, AnyTensor,
-    SafeTensorsData, MAX_HEADER_BYTES,
+    SafeTensorsData, MAX_HEADER_BYTES, MAX_RANK,
 };

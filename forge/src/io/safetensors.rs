@@ -21,6 +21,9 @@ use std::path::Path;
 /// uses the same 100 MB cap).
 pub const MAX_HEADER_BYTES: usize = 100_000_000;
 
+/// The most dimensions a tensor may have (PyTorch's limit too).
+pub const MAX_RANK: usize = 64;
+
 /// The reserved header key holding the string metadata.
 const METADATA_KEY: &str = "__metadata__";
 
@@ -281,6 +284,11 @@ fn parse_entry(p: &mut Parser, name: &str) -> Result<Entry> {
             "shape" => {
                 let mut dims = Vec::new();
                 p.array(|p| {
+                    if dims.len() == MAX_RANK {
+                        return Err(
+                            p.err(format!("tensor '{name}': more than {MAX_RANK} dimensions"))
+                        );
+                    }
                     let v = p.uint()?;
                     dims.push(to_usize(p, v)?);
                     Ok(())

@@ -167,6 +167,7 @@ fn header_content_errors() {
             "overflows",
         ),
         (entry("F64", "[2305843009213693952]", "[0,0]"), vec![], "overflows"),
+        (entry("U8", &format!("[{}1]", "1,".repeat(64)), "[0,1]"), vec![0], "more than 64"),
         (entry("U8", "[1]", "[0,99999999999999999999]"), vec![0], "too large"),
         (entry("BOOL", "[2]", "[0,2]"), vec![1, 2], "invalid BOOL"),
         (r#"{"t":{"dtype":"F32","shape":[1]}}"#.into(), vec![0; 4], "missing field 'data_offsets'"),
