@@ -12,6 +12,11 @@
 //! (use [`measure`] and [`Row`]) and add it to [`SECTIONS`].
 
 use forge::cpu::set_num_threads;
+use forge::models::gpt::{Gpt, GptConfig};
+use forge::models::resnet::resnet18;
+use forge::nn::functional::cross_entropy;
+use forge::nn::Forward;
+use forge::optim::{AdamW, Sgd};
 use forge::{Float, Rng, Tensor};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -40,6 +45,16 @@ const SECTIONS: &[Section] = &[
         "conv2d",
         "Conv2d 3->64, 3x3, padding 1, batch 64, 32x32, f32: forward and forward+backward, 1 and 2 threads",
         conv2d,
+    ),
+    (
+        "gpt",
+        "GPT training step (4 layers, 4 heads, n_embd 128, block 64, vocab 256, batch 16, AdamW), 1 and 2 threads",
+        gpt_train,
+    ),
+    (
+        "resnet18",
+        "ResNet-18 training step (10 classes, batch 16, 3x32x32, SGD momentum), 1 and 2 threads",
+        resnet18_train,
     ),
 ];
 
@@ -283,6 +298,91 @@ fn conv2d(opts: &Opts) {
             }
             .print();
         }
+    }
+}
+
+// ---- Models (GPT, ResNet18) -------------------------------------------------
+// Source: ../shared/bench/README.md, "PyTorch 2.15 eager (MKL, oneDNN),
+// float32, ms per step": (threads, low, high) ms per training step.
+
+/// GPT: 4 layers, 4 heads, n_embd 128, block 64, vocab 256, AdamW, batch 16.
+const REF_GPT_TRAIN_MS: [(usize, f64, f64); 2] = [(1, 81.0, 85.0), (2, 49.0, 55.0)];
+
+fn gpt_train(opts: &Opts) {
+    println!(
+        "GPT training step (forward, cross-entropy, backward, AdamW), batch 16 x 64 tokens,\n\
+         4 layers, 4 heads, n_embd 128, vocab 256, f32 (forge's GELU is the tanh form,\n\
+         the PyTorch script's the erf form; same shapes and FLOPs, 5.50 GFLOP per step)"
+    );
+    let cfg = GptConfig {
+        vocab_size: 256,
+        block_size: 64,
+        n_layer: 4,
+        n_head: 4,
+        n_embd: 128,
+        bias: true,
+    };
+    let mut rng = Rng::new(0);
+    let mut gpt = Gpt::<f32>::new(cfg, &mut rng);
+    let x = Tensor::<i64>::from_fn(&[16, 64], |_| rng.below(256) as i64);
+    let y = Tensor::<i64>::from_fn(&[16, 64], |_| rng.below(256) as i64);
+    let mut opt = AdamW::<f32>::new(3e-4).weight_decay(0.1);
+    for (threads, lo, hi) in REF_GPT_TRAIN_MS {
+        set_num_threads(threads);
+        let t = measure(opts, 5, Duration::from_secs(4), || {
+            let grads = gpt.loss(&x, &y).backward();
+            opt.step(&mut gpt, &grads).expect("shapes match");
+        });
+        Row {
+            label: format!("gpt train b16 {threads}T"),
+            value: t.median * 1e3,
+            best: t.best * 1e3,
+            unit: "ms",
+            refs: vec![("torch", (lo + hi) / 2.0)],
+            note: format!(
+                "torch {lo}-{hi} ms; {:.0} tok/s; {:.1} GFLOP/s",
+                16.0 * 64.0 / t.median,
+                5.50 / t.median
+            ),
+        }
+        .print();
+    }
+}
+
+/// ResNet-18 (torchvision, 10 classes) on 3x32x32, SGD momentum 0.9, batch 16.
+const REF_RESNET18_TRAIN_MS: [(usize, f64, f64); 2] = [(1, 73.0, 74.0), (2, 46.0, 47.0)];
+
+fn resnet18_train(opts: &Opts) {
+    println!(
+        "ResNet-18 training step (forward, cross-entropy, backward, SGD momentum 0.9),\n\
+         torchvision's network with 10 classes, batch 16 x 3x32x32, f32, training-mode\n\
+         batch norm (3.48 GFLOP per step)"
+    );
+    let mut rng = Rng::new(0);
+    let mut m = resnet18::<f32>(10, &mut rng);
+    let x = Tensor::<f32>::normal(&[16, 3, 32, 32], 0.0, 1.0, &mut rng);
+    let y = Tensor::<i64>::from_fn(&[16], |_| rng.below(10) as i64);
+    let mut opt = Sgd::<f32>::new(0.01).momentum(0.9);
+    for (threads, lo, hi) in REF_RESNET18_TRAIN_MS {
+        set_num_threads(threads);
+        let t = measure(opts, 5, Duration::from_secs(4), || {
+            let loss = cross_entropy(&m.forward(x.clone()), &y, Default::default());
+            let grads = loss.backward();
+            opt.step(&mut m, &grads).expect("shapes match");
+        });
+        Row {
+            label: format!("resnet18 train b16 {threads}T"),
+            value: t.median * 1e3,
+            best: t.best * 1e3,
+            unit: "ms",
+            refs: vec![("torch", (lo + hi) / 2.0)],
+            note: format!(
+                "torch {lo}-{hi} ms; {:.0} img/s; {:.1} GFLOP/s",
+                16.0 / t.median,
+                3.48 / t.median
+            ),
+        }
+        .print();
     }
 }
 
