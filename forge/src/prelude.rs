@@ -21,8 +21,8 @@ pub use crate::nn::{
     TransformerEncoderLayer,
 };
 pub use crate::nn::{
-    Elu, Flatten, Forward, Gelu, GeluTanh, Lambda, Layer, LeakyRelu, Linear, LogSoftmax, Mish,
-    Relu, Reshape, Sequential, Sigmoid, Silu, Softmax, Softplus, Tanh,
+    Elu, Flatten, Forward, Gelu, GeluTanh, Gru, Lambda, Layer, LeakyRelu, Linear, LogSoftmax, Lstm,
+    Mish, Relu, Reshape, Rnn, RnnConfig, Sequential, Sigmoid, Silu, Softmax, Softplus, Tanh,
 };
 pub use crate::optim::{LrScheduler, Persist};
 pub use crate::tensor::{Cpu, Device, Element, Float, Rng, Tensor};

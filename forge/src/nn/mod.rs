@@ -4,7 +4,8 @@
 //! the pooling layers, normalisation ([`BatchNorm2d`], [`LayerNorm`], ...),
 //! [`Embedding`], [`Dropout`], attention ([`MultiheadAttention`], transformer
 //! blocks), activations, [`Softmax`], [`Flatten`], [`Reshape`], [`Lambda`],
-//! [`init`] and [`functional`] forms, losses included).
+//! the recurrent [`Rnn`] / [`Lstm`] / [`Gru`], [`init`] and [`functional`]
+//! forms, losses included).
 //!
 //! A model is a Rust type. The derive writes the code that walks its
 //! tensors; parameters, freezing, state dicts, train/eval mode and
@@ -20,11 +21,14 @@ mod dropout;
 mod embedding;
 mod forward;
 pub mod functional;
+mod gru;
 pub mod init;
 mod layer;
 mod linear;
+mod lstm;
 mod norm;
 mod pool;
+mod rnn;
 mod sequential;
 mod shape_layers;
 mod transformer;
@@ -39,13 +43,16 @@ pub use conv::{Conv1d, Conv2d, ConvTranspose2d, IntoPair};
 pub use dropout::Dropout;
 pub use embedding::Embedding;
 pub use forward::Forward;
+pub use gru::Gru;
 pub use layer::Layer;
 pub use linear::Linear;
+pub use lstm::Lstm;
 pub use norm::{BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm};
 pub use pool::{
     AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d,
     AvgPool2d, MaxPool1d, MaxPool2d,
 };
+pub use rnn::{CellWeights, Rnn, RnnConfig, RnnNonlinearity};
 pub use sequential::{SeqChain, SeqForward, SeqVisit, Sequential};
 pub use shape_layers::{Flatten, Lambda, Reshape};
 pub use transformer::{

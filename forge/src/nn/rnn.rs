@@ -1,0 +1,626 @@
+//! The recurrent layers' shared machinery ([`RnnConfig`], [`CellWeights`],
+//! the multi-layer, bidirectional time loop and the state-dict names) and
+//! the Elman [`Rnn`]. [`Lstm`](super::Lstm) and [`Gru`](super::Gru) supply
+//! only their cell step.
+//!
+//! Every recurrent layer is built from differentiable tensor ops (the input
+//! projection of a whole sequence is one `matmul_t` per layer and
+//! direction; the loop over time does the hidden projection and the gates),
+//! so gradients, and gradients of gradients, flow to the input, the
+//! initial states and every weight.
+
+use super::forward::Forward;
+use super::init;
+use super::visit::{TensorKind, TensorVisitor, TensorVisitorMut};
+use crate::tensor::{Float, Rng, Tensor};
+
+/// The hyperparameters every recurrent layer shares, with PyTorch's names
+/// and defaults (`num_layers = 1`, `bias = true`, `batch_first = false`,
+/// `bidirectional = false`).
+///
+/// ```
+/// use forge::nn::RnnConfig;
+/// let c = RnnConfig::new(5, 7).num_layers(2).batch_first(true).bidirectional(true);
+/// assert_eq!((c.input_size, c.hidden_size, c.num_layers), (5, 7, 2));
+/// assert!(c.bias && c.batch_first && c.bidirectional);
+/// assert_eq!(c.num_directions(), 2);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RnnConfig {
+    /// Features of each input step (`I`).
+    pub input_size: usize,
+    /// Features of the hidden state (`H`).
+    pub hidden_size: usize,
+    /// Stacked layers; layer `k > 0` reads the output sequence of layer `k - 1`.
+    pub num_layers: usize,
+    /// Whether the cells have the biases `bias_ih_l{k}` and `bias_hh_l{k}`.
+    pub bias: bool,
+    /// Input and output are `[N, T, features]` instead of `[T, N, features]`
+    /// (the states stay `[layers * directions, N, H]`).
+    pub batch_first: bool,
+    /// Adds a reverse direction to every layer; outputs are
+    /// `[forward, reverse]` on the last dimension.
+    pub bidirectional: bool,
+}
+
+impl RnnConfig {
+    /// One unidirectional layer with biases, time-major, as PyTorch's
+    /// defaults.
+    ///
+    /// ```
+    /// let c = forge::nn::RnnConfig::new(3, 4);
+    /// assert_eq!(c.num_layers, 1);
+    /// assert!(c.bias && !c.batch_first && !c.bidirectional);
+    /// ```
+    pub fn new(input_size: usize, hidden_size: usize) -> Self {
+        RnnConfig {
+            input_size,
+            hidden_size,
+            num_layers: 1,
+            bias: true,
+            batch_first: false,
+            bidirectional: false,
+        }
+    }
+
+    /// Sets the number of stacked layers.
+    ///
+    /// ```
+    /// assert_eq!(forge::nn::RnnConfig::new(3, 4).num_layers(3).num_layers, 3);
+    /// ```
+    pub fn num_layers(mut self, num_layers: usize) -> Self {
+        self.num_layers = num_layers;
+        self
+    }
+
+    /// Sets whether the cells have biases.
+    ///
+    /// ```
+    /// assert!(!forge::nn::RnnConfig::new(3, 4).bias(false).bias);
+    /// ```
+    pub fn bias(mut self, bias: bool) -> Self {
+        self.bias = bias;
+        self
+    }
+
+    /// Sets whether inputs and outputs are batch-major (`[N, T, ..]`).
+    ///
+    /// ```
+    /// assert!(forge::nn::RnnConfig::new(3, 4).batch_first(true).batch_first);
+    /// ```
+    pub fn batch_first(mut self, batch_first: bool) -> Self {
+        self.batch_first = batch_first;
+        self
+    }
+
+    /// Sets whether every layer also runs in reverse time order.
+    ///
+    /// ```
+    /// assert!(forge::nn::RnnConfig::new(3, 4).bidirectional(true).bidirectional);
+    /// ```
+    pub fn bidirectional(mut self, bidirectional: bool) -> Self {
+        self.bidirectional = bidirectional;
+        self
+    }
+
+    /// 2 when bidirectional, else 1.
+    ///
+    /// ```
+    /// assert_eq!(forge::nn::RnnConfig::new(3, 4).num_directions(), 1);
+    /// ```
+    pub fn num_directions(&self) -> usize {
+        if self.bidirectional {
+            2
+        } else {
+            1
+        }
+    }
+}
+
+/// The weights of one layer and direction of a recurrent layer, in PyTorch's
+/// layout: the gate blocks of `G` rows each (`G = 1` for [`Rnn`], 4 for
+/// [`Lstm`](super::Lstm), 3 for [`Gru`](super::Gru)) are stacked row-wise.
+///
+/// ```
+/// use forge::prelude::*;
+/// use forge::nn::{Lstm, RnnConfig};
+/// let lstm = Lstm::<f32>::new(RnnConfig::new(5, 7), &mut Rng::new(0));
+/// let cell = lstm.cell(0, false);
+/// assert_eq!(cell.weight_ih.shape(), &[28, 5]);
+/// assert_eq!(cell.weight_hh.shape(), &[28, 7]);
+/// assert_eq!(cell.bias_hh.as_ref().unwrap().shape(), &[28]);
+/// ```
+#[derive(Clone, Debug)]
+pub struct CellWeights<E: Float = f32> {
+    /// `[G * H, input]` (`weight_ih_l{k}`); `input` is `I` for layer 0 and
+    /// `directions * H` above it.
+    pub weight_ih: Tensor<E>,
+    /// `[G * H, H]` (`weight_hh_l{k}`).
+    pub weight_hh: Tensor<E>,
+    /// `[G * H]` (`bias_ih_l{k}`), if the layer has biases.
+    pub bias_ih: Option<Tensor<E>>,
+    /// `[G * H]` (`bias_hh_l{k}`), if the layer has biases.
+    pub bias_hh: Option<Tensor<E>>,
+}
+
+/// One time step of a cell: the input projection of this step (`[N, G H]`,
+/// biases included as the layer asked), the state before the step (`h`, and
+/// `c` for the LSTM, each `[N, H]`) and the cell's weights give the state
+/// after the step (its first entry is the step's output).
+pub(crate) type Step<'a, E> =
+    &'a dyn Fn(&Tensor<E>, &[Tensor<E>], &CellWeights<E>) -> Vec<Tensor<E>>;
+
+/// The weights and the time loop shared by every recurrent layer.
+#[derive(Clone, Debug)]
+pub(crate) struct Recurrent<E: Float> {
+    pub(crate) config: RnnConfig,
+    /// `Rnn`, `Lstm` or `Gru`: names the layer in panic messages.
+    pub(crate) kind: &'static str,
+    /// The cells in PyTorch's order: layer-major, forward before reverse.
+    pub(crate) cells: Vec<CellWeights<E>>,
+}
+
+impl<E: Float> Recurrent<E> {
+    /// Draws every weight and bias from `U(-1/sqrt(H), 1/sqrt(H))`, in the
+    /// order of PyTorch's parameters.
+    pub(crate) fn new(kind: &'static str, config: RnnConfig, gates: usize, rng: &mut Rng) -> Self {
+        let RnnConfig {
+            input_size,
+            hidden_size: h,
+            num_layers,
+            ..
+        } = config;
+        assert!(
+            input_size > 0 && h > 0 && num_layers > 0,
+            "{kind}: input_size ({input_size}), hidden_size ({h}) and num_layers ({num_layers}) must be positive"
+        );
+        let bound = 1.0 / (h as f64).sqrt();
+        let mut draw =
+            |shape: &[usize]| init::uniform::<E>(shape, -bound, bound, rng).requires_grad();
+        let d = config.num_directions();
+        let mut cells = Vec::with_capacity(num_layers * d);
+        for layer in 0..num_layers {
+            let fan_in = if layer == 0 { input_size } else { d * h };
+            for _ in 0..d {
+                let weight_ih = draw(&[gates * h, fan_in]);
+                let weight_hh = draw(&[gates * h, h]);
+                let (bias_ih, bias_hh) = if config.bias {
+                    (Some(draw(&[gates * h])), Some(draw(&[gates * h])))
+                } else {
+                    (None, None)
+                };
+                cells.push(CellWeights {
+                    weight_ih,
+                    weight_hh,
+                    bias_ih,
+                    bias_hh,
+                });
+            }
+        }
+        Recurrent {
+            config,
+            kind,
+            cells,
+        }
+    }
+
+    /// `Lstm(5 -> 7)`: how panic messages name the layer.
+    pub(crate) fn label(&self) -> String {
+        format!(
+            "{}({} -> {})",
+            self.kind, self.config.input_size, self.config.hidden_size
+        )
+    }
+
+    /// The cell of `layer` in the given direction.
+    pub(crate) fn cell(&self, layer: usize, reverse: bool) -> &CellWeights<E> {
+        let d = self.config.num_directions();
+        assert!(
+            layer < self.config.num_layers && (!reverse || d == 2),
+            "{}: no cell for layer {layer}{} (num_layers {}, bidirectional {})",
+            self.label(),
+            if reverse { " reverse" } else { "" },
+            self.config.num_layers,
+            self.config.bidirectional
+        );
+        &self.cells[layer * d + usize::from(reverse)]
+    }
+
+    /// `_l{k}` or `_l{k}_reverse`: PyTorch's suffix of cell `index`.
+    fn suffix(&self, index: usize) -> String {
+        let d = self.config.num_directions();
+        let rev = if index % d == 1 { "_reverse" } else { "" };
+        format!("_l{}{rev}", index / d)
+    }
+
+    pub(crate) fn visit(&self, v: &mut dyn TensorVisitor<E>) {
+        for (i, c) in self.cells.iter().enumerate() {
+            let s = self.suffix(i);
+            v.visit(&format!("weight_ih{s}"), &c.weight_ih, TensorKind::Weight);
+            v.visit(&format!("weight_hh{s}"), &c.weight_hh, TensorKind::Weight);
+            if let Some(b) = &c.bias_ih {
+                v.visit(&format!("bias_ih{s}"), b, TensorKind::Weight);
+            }
+            if let Some(b) = &c.bias_hh {
+                v.visit(&format!("bias_hh{s}"), b, TensorKind::Weight);
+            }
+        }
+    }
+
+    pub(crate) fn visit_mut(&mut self, v: &mut dyn TensorVisitorMut<E>) {
+        for i in 0..self.cells.len() {
+            let s = self.suffix(i);
+            let c = &mut self.cells[i];
+            v.visit(
+                &format!("weight_ih{s}"),
+                &mut c.weight_ih,
+                TensorKind::Weight,
+            );
+            v.visit(
+                &format!("weight_hh{s}"),
+                &mut c.weight_hh,
+                TensorKind::Weight,
+            );
+            if let Some(b) = &mut c.bias_ih {
+                v.visit(&format!("bias_ih{s}"), b, TensorKind::Weight);
+            }
+            if let Some(b) = &mut c.bias_hh {
+                v.visit(&format!("bias_hh{s}"), b, TensorKind::Weight);
+            }
+        }
+    }
+
+    /// Runs every layer and direction over the sequence `x`.
+    ///
+    /// `init` holds the initial states named `state_names` (`h0`, `c0`),
+    /// each `[L * D, N, H]` (`[L * D, H]` for an unbatched `x`), or `None`
+    /// for zeros. `fold_bias_hh` adds `bias_hh` to the input projection
+    /// (valid when the cell adds it unchanged to the hidden projection).
+    /// Returns the output sequence and the final states stacked like `init`.
+    pub(crate) fn run(
+        &self,
+        x: Tensor<E>,
+        init: Option<&[Tensor<E>]>,
+        state_names: &[&str],
+        fold_bias_hh: bool,
+        step: Step<'_, E>,
+    ) -> (Tensor<E>, Vec<Tensor<E>>) {
+        let cfg = &self.config;
+        let (h, d) = (cfg.hidden_size, cfg.num_directions());
+        let unbatched = x.rank() == 2;
+        let rank_ok = x.rank() == 3 || unbatched;
+        let i_ok = rank_ok && x.shape()[x.rank() - 1] == cfg.input_size;
+        let steps_ok = rank_ok && x.shape()[usize::from(cfg.batch_first && !unbatched)] > 0;
+        assert!(
+            i_ok && steps_ok,
+            "{}: expected input of shape {} or [T, {}] with T >= 1, got {:?}",
+            self.label(),
+            if cfg.batch_first {
+                format!("[N, T, {}]", cfg.input_size)
+            } else {
+                format!("[T, N, {}]", cfg.input_size)
+            },
+            cfg.input_size,
+            x.shape()
+        );
+        // time-major [T, N, I]
+        let x = if unbatched {
+            x.unsqueeze(1)
+        } else if cfg.batch_first {
+            x.transpose(0, 1)
+        } else {
+            x
+        };
+        let (t_len, n) = (x.dim(0), x.dim(1));
+        let rows = cfg.num_layers * d;
+        let states: Vec<Vec<Tensor<E>>> = match init {
+            None => {
+                let zero = Tensor::<E>::zeros(&[n, h]);
+                vec![vec![zero; rows]; state_names.len()]
+            }
+            Some(init) => {
+                let expected: Vec<usize> = if unbatched {
+                    vec![rows, h]
+                } else {
+                    vec![rows, n, h]
+                };
+                init.iter()
+                    .zip(state_names)
+                    .map(|(s, name)| {
+                        assert!(
+                            s.shape() == expected,
+                            "{}: expected {name} of shape {expected:?}, got {:?}",
+                            self.label(),
+                            s.shape()
+                        );
+                        (0..rows).map(|r| s.narrow(0, r, 1).view(&[n, h])).collect()
+                    })
+                    .collect()
+            }
+        };
+        let mut finals: Vec<Vec<Tensor<E>>> = vec![Vec::with_capacity(rows); state_names.len()];
+        let mut input = x;
+        for layer in 0..cfg.num_layers {
+            let mut outs = Vec::with_capacity(d);
+            for dir in 0..d {
+                let idx = layer * d + dir;
+                let w = &self.cells[idx];
+                let fan_in = input.dim(2);
+                let mut xp = input.view(&[t_len * n, fan_in]).matmul_t(&w.weight_ih);
+                if let Some(b) = &w.bias_ih {
+                    xp = xp.add(b);
+                }
+                if fold_bias_hh {
+                    if let Some(b) = &w.bias_hh {
+                        xp = xp.add(b);
+                    }
+                }
+                let gh = xp.dim(1);
+                let xs = unbind_steps(&xp.view(&[t_len, n, gh]));
+                let mut state: Vec<Tensor<E>> = states.iter().map(|s| s[idx].clone()).collect();
+                let mut ys: Vec<Option<Tensor<E>>> = vec![None; t_len];
+                let order: Box<dyn Iterator<Item = usize>> = if dir == 0 {
+                    Box::new(0..t_len)
+                } else {
+                    Box::new((0..t_len).rev())
+                };
+                for t in order {
+                    state = step(&xs[t], &state, w);
+                    ys[t] = Some(state[0].clone());
+                }
+                let ys: Vec<Tensor<E>> = ys.into_iter().flatten().collect();
+                let refs: Vec<&Tensor<E>> = ys.iter().collect();
+                outs.push(Tensor::stack(&refs, 0));
+                for (f, s) in finals.iter_mut().zip(state) {
+                    f.push(s);
+                }
+            }
+            input = if d == 2 {
+                Tensor::cat(&[&outs[0], &outs[1]], 2)
+            } else {
+                outs.pop().expect("one direction")
+            };
+        }
+        let out = if unbatched {
+            input.squeeze(1)
+        } else if cfg.batch_first {
+            input.transpose(0, 1)
+        } else {
+            input
+        };
+        let finals = finals
+            .iter()
+            .map(|f| {
+                let refs: Vec<&Tensor<E>> = f.iter().collect();
+                let s = Tensor::stack(&refs, 0);
+                if unbatched {
+                    s.squeeze(1)
+                } else {
+                    s
+                }
+            })
+            .collect();
+        (out, finals)
+    }
+}
+
+/// The `T` steps `[N, F]` of a `[T, N, F]` tensor. When it is tracked the
+/// steps are cut by halving, so that the backward pass (each cut pads its
+/// gradient back to the size of what it cut) costs `T log T` rather than
+/// `T^2` sequence-sized buffers.
+fn unbind_steps<E: Float>(x: &Tensor<E>) -> Vec<Tensor<E>> {
+    let (t, n, f) = (x.dim(0), x.dim(1), x.dim(2));
+    if !x.is_tracked() {
+        return (0..t).map(|i| x.narrow(0, i, 1).view(&[n, f])).collect();
+    }
+    fn halve<E: Float>(x: &Tensor<E>, out: &mut Vec<Tensor<E>>) {
+        let t = x.dim(0);
+        if t == 1 {
+            out.push(x.view(&[x.dim(1), x.dim(2)]));
+        } else {
+            let mid = t / 2;
+            halve(&x.narrow(0, 0, mid), out);
+            halve(&x.narrow(0, mid, t - mid), out);
+        }
+    }
+    let mut out = Vec::with_capacity(t);
+    halve(x, &mut out);
+    out
+}
+
+/// Implements `Layer`, `Visit` and `Visitable` for a recurrent layer with a
+/// `inner: Recurrent<E>` field: its tensors are reported under PyTorch's
+/// names (`weight_ih_l0`, `bias_hh_l1_reverse`, ...).
+macro_rules! recurrent_layer {
+    ($ty:ident) => {
+        impl<E: Float> $crate::nn::Layer<E> for $ty<E> {
+            fn visit_tensors(&self, v: &mut dyn $crate::nn::TensorVisitor<E>) {
+                self.inner.visit(v)
+            }
+            fn visit_tensors_mut(&mut self, v: &mut dyn $crate::nn::TensorVisitorMut<E>) {
+                self.inner.visit_mut(v)
+            }
+        }
+
+        impl<E: Float> $crate::nn::Visit<E> for $ty<E> {
+            fn visit(&self, name: &str, v: &mut dyn $crate::nn::TensorVisitor<E>) {
+                v.visit_layer(name, ::core::any::type_name::<Self>());
+                self.inner.visit(&mut $crate::nn::Scoped::new(name, v))
+            }
+            fn visit_mut(&mut self, name: &str, v: &mut dyn $crate::nn::TensorVisitorMut<E>) {
+                self.inner.visit_mut(&mut $crate::nn::Scoped::new(name, v))
+            }
+        }
+
+        impl<E: Float> $crate::nn::Visitable for $ty<E> {}
+
+        impl<E: Float> $ty<E> {
+            /// The layer's hyperparameters.
+            ///
+            /// ```
+            /// use forge::prelude::*;
+            /// use forge::nn::RnnConfig;
+            #[doc = concat!("let m = forge::nn::", stringify!($ty), "::<f32>::new(RnnConfig::new(3, 4).num_layers(2), &mut Rng::new(0));")]
+            /// assert_eq!(m.config().num_layers, 2);
+            /// ```
+            pub fn config(&self) -> &$crate::nn::RnnConfig {
+                &self.inner.config
+            }
+
+            /// The weights of `layer` (0-based) in the forward or reverse
+            /// direction (`weight_ih_l{layer}[_reverse]`, ...).
+            ///
+            /// # Panics
+            /// When the layer does not exist, or `reverse` is asked of a
+            /// unidirectional layer.
+            ///
+            /// ```
+            /// use forge::prelude::*;
+            /// use forge::nn::RnnConfig;
+            #[doc = concat!("let m = forge::nn::", stringify!($ty), "::<f32>::new(RnnConfig::new(3, 4).bidirectional(true), &mut Rng::new(0));")]
+            /// assert_eq!(m.cell(0, true).weight_hh.dim(1), 4);
+            /// ```
+            pub fn cell(&self, layer: usize, reverse: bool) -> &$crate::nn::CellWeights<E> {
+                self.inner.cell(layer, reverse)
+            }
+        }
+    };
+}
+pub(crate) use recurrent_layer;
+
+/// The nonlinearity of an [`Rnn`] cell (PyTorch's `nonlinearity`).
+///
+/// ```
+/// assert_ne!(forge::nn::RnnNonlinearity::Tanh, forge::nn::RnnNonlinearity::Relu);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum RnnNonlinearity {
+    /// `tanh` (the default).
+    #[default]
+    Tanh,
+    /// `relu`.
+    Relu,
+}
+
+/// An Elman recurrent layer (`nn.RNN`):
+/// `h_t = act(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh)` with `act` tanh
+/// (or relu), stacked `num_layers` deep and optionally bidirectional.
+///
+/// Parameters have PyTorch's state-dict names: `weight_ih_l{k}` `[H, in]`,
+/// `weight_hh_l{k}` `[H, H]`, `bias_ih_l{k}`, `bias_hh_l{k}` `[H]`, and the
+/// same with `_reverse` for the reverse direction.
+///
+/// # Shapes
+/// - input `[T, N, I]` (`[N, T, I]` with `batch_first`), or unbatched `[T, I]`
+/// - `h0`, `h_n`: `[L * D, N, H]` (even with `batch_first`), or `[L * D, H]`
+/// - output `[T, N, D * H]` (`[N, T, D * H]` with `batch_first`), or `[T, D * H]`
+///
+/// ```
+/// use forge::prelude::*;
+/// use forge::nn::{Rnn, RnnConfig};
+/// let rnn = Rnn::<f32>::new(RnnConfig::new(5, 7).batch_first(true), &mut Rng::new(0));
+/// let (out, h_n) = rnn.forward(Tensor::ones(&[3, 6, 5]));
+/// assert_eq!(out.shape(), &[3, 6, 7]);
+/// assert_eq!(h_n.shape(), &[1, 3, 7]);
+/// // h_n is the last step of the output
+/// assert_eq!(out.narrow(1, 5, 1).to_vec(), h_n.to_vec());
+/// ```
+#[derive(Clone, Debug)]
+pub struct Rnn<E: Float = f32> {
+    inner: Recurrent<E>,
+    nonlinearity: RnnNonlinearity,
+}
+
+recurrent_layer!(Rnn);
+
+impl<E: Float> Rnn<E> {
+    /// A tanh layer with every weight and bias drawn from
+    /// `U(-1/sqrt(H), 1/sqrt(H))`, as PyTorch.
+    ///
+    /// # Panics
+    /// When `input_size`, `hidden_size` or `num_layers` is zero.
+    ///
+    /// ```
+    /// use forge::prelude::*;
+    /// use forge::nn::{Rnn, RnnConfig};
+    /// let rnn = Rnn::<f64>::new(RnnConfig::new(2, 4).num_layers(2), &mut Rng::new(0));
+    /// let names: Vec<String> = rnn.state_dict().into_keys().collect();
+    /// assert_eq!(names[..2], ["bias_hh_l0", "bias_hh_l1"]);
+    /// assert!(rnn.parameters().iter().all(|p| p.to_vec().iter().all(|v| v.abs() <= 0.5)));
+    /// ```
+    pub fn new(config: RnnConfig, rng: &mut Rng) -> Self {
+        Self::with_nonlinearity(config, RnnNonlinearity::Tanh, rng)
+    }
+
+    /// A layer with the given nonlinearity, initialised as [`Rnn::new`].
+    ///
+    /// # Panics
+    /// When `input_size`, `hidden_size` or `num_layers` is zero.
+    ///
+    /// ```
+    /// use forge::prelude::*;
+    /// use forge::nn::{Rnn, RnnConfig, RnnNonlinearity};
+    /// let rnn = Rnn::<f32>::with_nonlinearity(RnnConfig::new(2, 3), RnnNonlinearity::Relu, &mut Rng::new(0));
+    /// let (out, _) = rnn.forward(Tensor::ones(&[4, 1, 2]));
+    /// assert!(out.to_vec().iter().all(|&v| v >= 0.0));
+    /// ```
+    pub fn with_nonlinearity(
+        config: RnnConfig,
+        nonlinearity: RnnNonlinearity,
+        rng: &mut Rng,
+    ) -> Self {
+        Rnn {
+            inner: Recurrent::new("Rnn", config, 1, rng),
+            nonlinearity,
+        }
+    }
+
+    /// The cell's nonlinearity.
+    ///
+    /// ```
+    /// use forge::prelude::*;
+    /// use forge::nn::{Rnn, RnnConfig, RnnNonlinearity};
+    /// let rnn = Rnn::<f32>::new(RnnConfig::new(2, 3), &mut Rng::new(0));
+    /// assert_eq!(rnn.nonlinearity(), RnnNonlinearity::Tanh);
+    /// ```
+    pub fn nonlinearity(&self) -> RnnNonlinearity {
+        self.nonlinearity
+    }
+
+    fn run(&self, x: Tensor<E>, h0: Option<Tensor<E>>) -> (Tensor<E>, Tensor<E>) {
+        let relu = self.nonlinearity == RnnNonlinearity::Relu;
+        let step = |xp: &Tensor<E>, s: &[Tensor<E>], w: &CellWeights<E>| {
+            let a = xp.add(&s[0].matmul_t(&w.weight_hh));
+            vec![if relu { a.relu() } else { a.tanh() }]
+        };
+        let init = h0.map(|h| vec![h]);
+        let (out, mut finals) = self.inner.run(x, init.as_deref(), &["h0"], true, &step);
+        (out, finals.remove(0))
+    }
+}
+
+impl<E: Float> Forward<Tensor<E>> for Rnn<E> {
+    type Output = (Tensor<E>, Tensor<E>);
+
+    /// `(output, h_n)` from a zero initial state.
+    ///
+    /// # Panics
+    /// When the input is not `[T, N, I]` / `[N, T, I]` / `[T, I]` with the
+    /// layer's `I` and `T >= 1`; the message names the layer and both shapes.
+    fn forward(&self, x: Tensor<E>) -> Self::Output {
+        self.run(x, None)
+    }
+}
+
+impl<E: Float> Forward<(Tensor<E>, Tensor<E>)> for Rnn<E> {
+    type Output = (Tensor<E>, Tensor<E>);
+
+    /// `(output, h_n)` from `(input, h0)`.
+    ///
+    /// # Panics
+    /// As the zero-state form, and when `h0` is not `[L * D, N, H]`
+    /// (`[L * D, H]` for an unbatched input).
+    fn forward(&self, (x, h0): (Tensor<E>, Tensor<E>)) -> Self::Output {
+        self.run(x, Some(h0))
+    }
+}
