@@ -15,7 +15,7 @@ use forge::cpu::set_num_threads;
 use forge::models::gpt::{Gpt, GptConfig};
 use forge::models::resnet::resnet18;
 use forge::nn::functional::cross_entropy;
-use forge::nn::Forward;
+use forge::nn::{Forward, Lstm, RnnConfig};
 use forge::optim::{AdamW, Sgd};
 use forge::{Float, Rng, Tensor};
 use std::hint::black_box;
@@ -55,6 +55,11 @@ const SECTIONS: &[Section] = &[
         "resnet18",
         "ResNet-18 training step (10 classes, batch 16, 3x32x32, SGD momentum), 1 and 2 threads",
         resnet18_train,
+    ),
+    (
+        "lstm",
+        "LSTM step: forward + backward of a 1-layer nn::Lstm, batch 64, seq 32, 128 -> 128, f32",
+        lstm_step,
     ),
 ];
 
@@ -383,6 +388,41 @@ fn resnet18_train(opts: &Opts) {
             ),
         }
         .print();
+    }
+}
+
+fn lstm_step(opts: &Opts) {
+    println!(
+        "LSTM step (f32): x [T 32, N 64, I 128] -> H 128, one layer; forward (out, h_n, c_n)\n\
+         then backward of out.sum() to x and every weight. No reference figure in\n\
+         ../shared/bench/README.md; GFLOP/s counts the 6 matmuls' flops (2 forward + 4 backward)."
+    );
+    let (t, n, i, h) = (32, 64, 128, 128);
+    let mut rng = Rng::new(11);
+    let lstm = Lstm::<f32>::new(RnnConfig::new(i, h), &mut rng);
+    let x = Tensor::<f32>::uniform(&[t, n, i], -1.0, 1.0, &mut rng).requires_grad();
+    // forward: x W_ih^T and h W_hh^T over all steps; backward: two products each
+    let flops = 3.0 * 2.0 * (t * n * 4 * h * (i + h)) as f64 / 1e9;
+    for threads in [1, 2] {
+        set_num_threads(threads);
+        let fwd = measure(opts, 5, Duration::from_millis(1500), || {
+            black_box(lstm.forward(black_box(x.clone())));
+        });
+        let step = measure(opts, 5, Duration::from_millis(3000), || {
+            let (out, _) = lstm.forward(black_box(x.clone()));
+            black_box(out.sum().backward());
+        });
+        for (what, tm, work) in [("forward", fwd, flops / 3.0), ("fwd+bwd", step, flops)] {
+            Row {
+                label: format!("lstm {what} {threads}T"),
+                value: tm.median * 1e3,
+                best: tm.best * 1e3,
+                unit: "ms",
+                refs: vec![],
+                note: format!("{:.1} GFLOP/s", tm.rate(work).0),
+            }
+            .print();
+        }
     }
 }
 
