@@ -61,7 +61,20 @@ const SECTIONS: &[Section] = &[
         "LSTM step: forward + backward of a 1-layer nn::Lstm, batch 64, seq 32, 128 -> 128, f32",
         lstm_step,
     ),
+    (
+        "mnist",
+        "LeNet-5 and MLP training step (forward, loss, backward, Adam) at batch 64/128, 1 and 2 threads, vs PyTorch",
+        mnist,
+    ),
 ];
+
+#[path = "bench_sections/mnist.rs"]
+mod mnist_section;
+
+/// The `mnist` section (in `bench_sections/mnist.rs`).
+fn mnist(opts: &Opts) {
+    mnist_section::run(opts.quick);
+}
 
 // ---- Reference figures ------------------------------------------------------
 // Source: ../shared/bench/README.md, "Reference figures on this machine"

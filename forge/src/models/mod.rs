@@ -10,9 +10,11 @@
 //!   torchvision's state-dict names and parameter counts.
 //! - [`precision`]: half-precision (f16 / bf16) weights and checkpoints for
 //!   any model.
+//! - [`mnist`]: LeNet-5 and a 784-512-256-10 MLP for 28x28 digits.
 
 pub mod alexnet;
 pub mod gpt;
+pub mod mnist;
 pub mod precision;
 pub mod resnet;
 pub mod transformer;

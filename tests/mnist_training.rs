@@ -1,0 +1,130 @@
+//! Training on the bundled MNIST digits: a short MLP run (a few hundred
+//! steps) must reach 90% test accuracy; a saved and reloaded model must
+//! predict exactly the same. The full runs (LeNet-5 for 10 epochs >= 97%,
+//! the MLP for 5 epochs >= 95%) run only with `FORGE_LONG_TESTS=1`.
+
+use forge::data::mnist::{Mnist, MnistOptions};
+use forge::data::{DataLoader, Dataset, InMemoryDataset};
+use forge::models::mnist::{argmax_rows, LeNet5, MnistMlp};
+use forge::nn::functional::{cross_entropy, CrossEntropyOptions};
+use forge::nn::{Forward, Layer};
+use forge::optim::Adam;
+use forge::{Rng, Tensor};
+
+fn mnist() -> Mnist {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/data/mnist");
+    Mnist::load_with(dir, MnistOptions { normalize: true }).expect("bundled MNIST loads")
+}
+
+/// Trains for `steps` Adam steps (lr 1e-3, batch 64, shuffled with `seed`).
+fn fit<M: Layer + Forward<Tensor, Output = Tensor>>(
+    model: &mut M,
+    train: &InMemoryDataset,
+    steps: usize,
+    seed: u64,
+) {
+    let mut opt = Adam::<f32>::new(1e-3);
+    let mut loader = DataLoader::new(train, 64).shuffle(seed);
+    let mut done = 0;
+    while done < steps {
+        for (x, y) in loader.iter().take(steps - done) {
+            let loss = cross_entropy(&model.forward(x), &y, CrossEntropyOptions::default());
+            let grads = loss.backward();
+            model.for_each_parameter_mut(&mut |path, p| {
+                opt.step_params(vec![(path, p)], &grads).unwrap();
+            });
+            done += 1;
+        }
+    }
+}
+
+/// The predicted class of every test image, in eval mode, without a graph.
+fn predict<M: Layer + Forward<Tensor, Output = Tensor>>(
+    model: &mut M,
+    test: &InMemoryDataset,
+) -> Vec<usize> {
+    model.eval();
+    let mut loader = DataLoader::new(test, 500);
+    let preds = forge::no_grad(|| {
+        loader
+            .iter()
+            .flat_map(|(x, _)| {
+                let logits = model.forward(x);
+                assert!(!logits.is_tracked(), "no graph under no_grad");
+                argmax_rows(&logits)
+            })
+            .collect()
+    });
+    model.train();
+    preds
+}
+
+fn accuracy(preds: &[usize], test: &InMemoryDataset) -> f64 {
+    let hits = preds
+        .iter()
+        .zip(test.labels())
+        .filter(|(p, &y)| **p as i64 == y)
+        .count();
+    hits as f64 / test.len() as f64
+}
+
+fn long_tests() -> bool {
+    std::env::var("FORGE_LONG_TESTS").is_ok_and(|v| v == "1")
+}
+
+#[test]
+fn short_mlp_run_reaches_90_percent_and_reloads_exactly() {
+    let data = mnist();
+    let mut model = MnistMlp::new(&mut Rng::new(0));
+    fit(&mut model, &data.train, 300, 1);
+    let preds = predict(&mut model, &data.test);
+    let acc = accuracy(&preds, &data.test);
+    assert!(acc >= 0.90, "test accuracy {acc} after 300 steps");
+
+    let dir = std::env::temp_dir().join(format!("forge-mnist-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("mlp.safetensors");
+    let tensors = model
+        .state_dict()
+        .into_iter()
+        .map(|(k, t)| (k, forge::io::AnyTensor::from(t)))
+        .collect();
+    forge::io::write_safetensors(&path, &tensors, &Default::default()).unwrap();
+    let mut fresh = MnistMlp::new(&mut Rng::new(99));
+    assert_ne!(
+        predict(&mut fresh, &data.test),
+        preds,
+        "a fresh model differs"
+    );
+    let file = forge::io::read_safetensors(&path).unwrap();
+    let dict = file
+        .tensors
+        .iter()
+        .map(|(k, t)| (k.clone(), t.to_float()))
+        .collect();
+    fresh.load_state_dict(&dict).unwrap();
+    assert_eq!(predict(&mut fresh, &data.test), preds);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn full_runs_reach_the_targets() {
+    if !long_tests() {
+        eprintln!("skipped: set FORGE_LONG_TESTS=1 for the full MNIST runs");
+        return;
+    }
+    let data = mnist();
+    let steps_per_epoch = data.train.len().div_ceil(64);
+
+    let mut mlp = MnistMlp::new(&mut Rng::new(0));
+    fit(&mut mlp, &data.train, 5 * steps_per_epoch, 1);
+    let acc = accuracy(&predict(&mut mlp, &data.test), &data.test);
+    eprintln!("MLP, 5 epochs: test accuracy {acc:.4}");
+    assert!(acc >= 0.95, "MLP test accuracy {acc} after 5 epochs");
+
+    let mut lenet = LeNet5::new(&mut Rng::new(0));
+    fit(&mut lenet, &data.train, 10 * steps_per_epoch, 1);
+    let acc = accuracy(&predict(&mut lenet, &data.test), &data.test);
+    eprintln!("LeNet-5, 10 epochs: test accuracy {acc:.4}");
+    assert!(acc >= 0.97, "LeNet-5 test accuracy {acc} after 10 epochs");
+}
