@@ -452,6 +452,7 @@ macro_rules! recurrent_layer {
             }
         }
 
+        #[diagnostic::do_not_recommend]
         impl<E: Float> $crate::nn::Visitable for $ty<E> {}
 
         impl<E: Float> $ty<E> {
