@@ -22,6 +22,8 @@ usage: cargo run --release --example mnist_predict -- --checkpoint PATH [options
   --model mlp|lenet       the network the checkpoint holds (default lenet)
   --data DIR              folder with the IDX files (default data/mnist)
   --no-normalize          the checkpoint was trained with --no-normalize
+  --precision f32|bf16|f16  round the loaded weights to this storage type
+                          (arithmetic stays f32), as a half-precision check
 ";
 
 struct Opts {
@@ -29,6 +31,7 @@ struct Opts {
     model: String,
     data: PathBuf,
     normalize: bool,
+    precision: String,
 }
 
 fn parse() -> Result<Opts, String> {
@@ -37,6 +40,7 @@ fn parse() -> Result<Opts, String> {
         model: "lenet".into(),
         data: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/data/mnist")),
         normalize: true,
+        precision: "f32".into(),
     };
     let mut have_checkpoint = false;
     let mut it = std::env::args().skip(1);
@@ -50,6 +54,7 @@ fn parse() -> Result<Opts, String> {
             "--model" => o.model = value()?,
             "--data" => o.data = value()?.into(),
             "--no-normalize" => o.normalize = false,
+            "--precision" => o.precision = value()?,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown option {other:?}")),
         }
@@ -87,6 +92,13 @@ where
     M: Layer + Forward<Tensor, Output = Tensor>,
 {
     load_checkpoint(&mut model, &opts.checkpoint)?;
+    match opts.precision.as_str() {
+        "f32" => {}
+        "bf16" => forge::models::precision::round_weights::<forge::half::bf16, f32, M>(&mut model),
+        "f16" => forge::models::precision::round_weights::<forge::half::f16, f32, M>(&mut model),
+        other => return Err(format!("unknown precision {other:?} (f32, bf16 or f16)").into()),
+    }
+    println!("weights stored as {}", opts.precision);
     model.eval();
     let data = Mnist::load_with(
         &opts.data,
