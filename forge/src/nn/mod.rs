@@ -17,6 +17,7 @@ mod activation;
 mod attention;
 mod buffer;
 mod conv;
+mod conv_transpose;
 mod dropout;
 mod embedding;
 mod forward;
@@ -39,7 +40,8 @@ pub use activation::{
 };
 pub use attention::{MultiheadAttention, PositionalEncoding};
 pub use buffer::Buffer;
-pub use conv::{Conv1d, Conv2d, ConvTranspose2d, IntoPair};
+pub use conv::{Conv1d, Conv2d, IntoPair};
+pub use conv_transpose::ConvTranspose2d;
 pub use dropout::Dropout;
 pub use embedding::Embedding;
 pub use forward::Forward;
