@@ -19,6 +19,7 @@
 extern crate self as forge;
 
 pub mod autograd;
+pub mod base;
 pub mod cpu;
 pub mod data;
 pub mod error;

@@ -1,6 +1,6 @@
 //! Binary kernels with NumPy broadcasting.
 
-use crate::tensor::{numel, strides};
+use crate::base::{numel, strides};
 
 /// Strides of `shape` as seen from the broadcast shape `out` (0 on
 /// broadcast dimensions, leading missing dimensions included).

@@ -2,7 +2,7 @@
 //! fixed row blocks.
 
 use super::threads::{num_threads, parallel_for};
-use crate::tensor::Float;
+use crate::base::Float;
 
 /// Rows per parallel block. Fixed so that every output row is computed by the
 /// same single-threaded call whatever the thread count.

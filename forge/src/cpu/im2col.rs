@@ -8,7 +8,7 @@
 
 use super::gemm::{gemm, Mat};
 use super::threads::parallel_for;
-use crate::tensor::Float;
+use crate::base::Float;
 use std::sync::Mutex;
 
 /// Images per chunk of the weight-gradient reduction. Fixed (never derived

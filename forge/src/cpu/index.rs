@@ -2,7 +2,7 @@
 //! and concatenation. Indices arrive validated (in range) as `usize`.
 
 use super::strided::{for_each_row, signed_strides};
-use crate::tensor::numel;
+use crate::base::numel;
 use std::ops::Add;
 
 /// Splits `shape` around `axis`: (product before, size at, product after).

@@ -1,4 +1,6 @@
-//! CPU kernels on plain slices. Nothing here knows about tensors or the tape.
+//! CPU kernels on plain slices. Nothing here knows about tensors or the tape:
+//! the only forge module the kernels import is [`crate::base`] (element
+//! types and shape arithmetic).
 //!
 //! Parallel kernels split their work into chunks whose boundaries depend only
 //! on the problem size, never on the thread count, and each output element is

@@ -10,7 +10,7 @@
 //! by one call in a fixed order, so results do not depend on the thread count.
 
 use super::im2col::for_each_chunk_mut;
-use crate::tensor::Float;
+use crate::base::Float;
 
 /// The windows of a pooling over `h x w` planes producing `oh x ow` planes.
 ///

@@ -3,7 +3,7 @@
 //! Every output element is folded over its inputs in ascending index order,
 //! so the result does not depend on threading.
 
-use crate::tensor::{numel, strides, Float};
+use crate::base::{numel, strides, Float};
 
 /// The shape with `axes` set to 1 (the `keepdim` shape).
 ///

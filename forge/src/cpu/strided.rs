@@ -5,7 +5,7 @@
 //! A view is an `offset` plus one signed stride per dimension of a shape:
 //! element `i` of the view lives at `offset + sum_k i_k * strides[k]`.
 
-use crate::tensor::numel;
+use crate::base::numel;
 
 /// Calls `f` once per row of `shape` (every index of all dimensions but the
 /// last; once for rank 0 and 1) with the offsets of that row's first element
@@ -141,7 +141,7 @@ pub fn strided_write<E: Copy>(
 /// assert_eq!(forge::cpu::strided::signed_strides(&[2, 3]), vec![3, 1]);
 /// ```
 pub fn signed_strides(shape: &[usize]) -> Vec<isize> {
-    crate::tensor::strides(shape)
+    crate::base::strides(shape)
         .into_iter()
         .map(|s| s as isize)
         .collect()

@@ -4,14 +4,12 @@
 mod create;
 mod device;
 mod display;
-mod element;
 mod random;
-mod shape;
 
+pub use crate::base::{broadcast_shapes, norm_axis, numel, strides};
+pub use crate::base::{DType, Element, Float};
 pub use device::{Cpu, Device};
-pub use element::{DType, Element, Float};
 pub use random::Rng;
-pub use shape::{broadcast_shapes, norm_axis, numel, strides};
 
 use crate::autograd::Node;
 use std::marker::PhantomData;
