@@ -2,7 +2,8 @@
 //! a failed save leaves the previous checkpoint intact, optimizer state
 //! survives freezing, and bad checkpoints are `ForgeError`s.
 
-use forge::io::{atomic_write_with, write_safetensors, AnyTensor, TrainingCheckpoint};
+use forge::checkpoint::TrainingCheckpoint;
+use forge::io::{atomic_write_with, write_safetensors, AnyTensor};
 use forge::optim::{clip_grad_norm, AdamW, AdamWConfig, OneCycleLr, ParamGroup, Schedule, Sgd};
 use forge::prelude::*;
 use forge::DType;

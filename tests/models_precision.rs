@@ -7,8 +7,8 @@
 mod common;
 
 use common::Fixture;
+use forge::checkpoint::LayerIo;
 use forge::half::{bf16, f16};
-use forge::io::LayerIo;
 use forge::models::gpt::{Gpt, GptConfig};
 use forge::models::precision::round_weights;
 use forge::nn::Layer;

@@ -20,6 +20,7 @@ extern crate self as forge;
 
 pub mod autograd;
 pub mod base;
+pub mod checkpoint;
 pub mod cpu;
 pub mod data;
 pub mod error;

@@ -9,8 +9,8 @@
 //! ```
 
 pub use crate::autograd::{no_grad, Gradients};
+pub use crate::checkpoint::LayerIo;
 pub use crate::error::ForgeError;
-pub use crate::io::LayerIo;
 pub use crate::nn::{
     AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d,
     AvgPool2d, Conv1d, Conv2d, ConvTranspose2d, MaxPool1d, MaxPool2d,

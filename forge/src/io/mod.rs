@@ -1,5 +1,6 @@
-//! Files: safetensors tensors and checkpoints, atomic writes, the IDX
-//! (MNIST) format.
+//! Files and tensors only: safetensors, atomic writes, the IDX (MNIST)
+//! format. Model and training checkpoints are built on this in
+//! [`checkpoint`](crate::checkpoint).
 //!
 //! ```
 //! use forge::io::{parse_safetensors, serialize_safetensors, AnyTensor};
@@ -11,13 +12,11 @@
 //! ```
 
 mod atomic;
-mod checkpoint;
 mod idx;
 mod json;
 mod safetensors;
 
 pub use atomic::{atomic_write, atomic_write_with};
-pub use checkpoint::{LayerIo, TrainingCheckpoint};
 pub use idx::{parse_idx, parse_idx_limited, read_idx, IdxArray, MAX_IDX_BYTES};
 pub use safetensors::{
     parse_safetensors, read_safetensors, serialize_safetensors, write_safetensors, AnyTensor,

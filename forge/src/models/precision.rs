@@ -4,9 +4,9 @@
 //! [`round_weights`] rounds every stored tensor of a model to a storage
 //! type and back, in place: the model then computes exactly what the same
 //! model loaded from a half-precision checkpoint computes
-//! ([`LayerIo::save_as`](crate::io::LayerIo::save_as) with `DType::BF16`
+//! ([`LayerIo::save_as`](crate::checkpoint::LayerIo::save_as) with `DType::BF16`
 //! or `DType::F16` writes one, half the size of an f32 file, and
-//! [`LayerIo::load_weights`](crate::io::LayerIo::load_weights) reads it
+//! [`LayerIo::load_weights`](crate::checkpoint::LayerIo::load_weights) reads it
 //! into a model of any float type).
 //!
 //! ```

@@ -1,0 +1,173 @@
+//! A model's tensors as safetensors keyed by tensor path ([`LayerIo`]).
+
+use crate::io::{
+    atomic_write, read_safetensors, serialize_safetensors, AnyTensor, SafeTensorsData,
+};
+use crate::nn::Layer;
+use crate::tensor::{DType, Float, Tensor};
+use crate::{ForgeError, Result};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Saving and loading a model's tensors (weights and `#[frozen]` tensors)
+/// as safetensors keyed by tensor path, for every [`Layer`].
+///
+/// ```
+/// use forge::checkpoint::LayerIo;
+/// use forge::prelude::*;
+/// let path = std::env::temp_dir().join(format!("forge-layerio-doc-{}.safetensors", std::process::id()));
+/// let mut rng = Rng::new(0);
+/// let a = Linear::<f32>::new(3, 2, &mut rng);
+/// a.save(&path).unwrap();
+/// let mut b = Linear::<f32>::new(3, 2, &mut rng);
+/// b.load_weights(&path).unwrap();
+/// assert_eq!(a.weight.to_vec(), b.weight.to_vec());
+/// std::fs::remove_file(&path).unwrap();
+/// ```
+pub trait LayerIo<E: Float>: Layer<E> {
+    /// Writes every tensor in the model's own element type, atomically.
+    ///
+    /// # Errors
+    /// [`ForgeError::Io`] with the path.
+    ///
+    /// ```
+    /// use forge::checkpoint::LayerIo;
+    /// use forge::io::read_safetensors;
+    /// use forge::prelude::*;
+    /// let path = std::env::temp_dir().join(format!("forge-save-doc-{}.safetensors", std::process::id()));
+    /// Linear::<f32>::new(3, 2, &mut Rng::new(0)).save(&path).unwrap();
+    /// let keys: Vec<_> = read_safetensors(&path).unwrap().tensors.into_keys().collect();
+    /// assert_eq!(keys, ["bias", "weight"]);
+    /// std::fs::remove_file(&path).unwrap();
+    /// ```
+    fn save(&self, path: impl AsRef<Path>) -> Result<()> {
+        self.save_as(path, E::DTYPE)
+    }
+
+    /// Writes every tensor converted to `dtype` (F16, BF16, F32 or F64),
+    /// atomically: `save_as(path, DType::BF16)` halves a checkpoint.
+    ///
+    /// # Errors
+    /// [`ForgeError::Invalid`] for a non-float dtype; [`ForgeError::Io`].
+    ///
+    /// ```
+    /// use forge::checkpoint::LayerIo;
+    /// use forge::prelude::*;
+    /// use forge::DType;
+    /// let path = std::env::temp_dir().join(format!("forge-save-as-doc-{}.safetensors", std::process::id()));
+    /// let a = Linear::<f32>::new(3, 2, &mut Rng::new(0));
+    /// a.save_as(&path, DType::F16).unwrap();
+    /// let mut b = Linear::<f32>::new(3, 2, &mut Rng::new(1));
+    /// b.load_weights(&path).unwrap(); // f16 file into an f32 model
+    /// assert!((a.weight.to_vec()[0] - b.weight.to_vec()[0]).abs() < 1e-3);
+    /// std::fs::remove_file(&path).unwrap();
+    /// ```
+    fn save_as(&self, path: impl AsRef<Path>, dtype: DType) -> Result<()> {
+        let tensors = tensors_as(&self.state_dict(), "", dtype)?;
+        atomic_write(path, &serialize_safetensors(&tensors, &BTreeMap::new()))
+    }
+
+    /// Replaces the model's tensors by a file's, converting any float
+    /// storage type (f16, bf16, f32, f64) to the model's. Nothing changes
+    /// unless the whole file fits.
+    ///
+    /// # Errors
+    /// [`ForgeError::StateDict`] listing every missing, unexpected and
+    /// mis-shaped key at once; [`ForgeError::DType`] for a non-float
+    /// tensor; [`ForgeError::Format`] / [`ForgeError::Io`] for unreadable
+    /// files.
+    ///
+    /// ```
+    /// use forge::checkpoint::LayerIo;
+    /// use forge::prelude::*;
+    /// let path = std::env::temp_dir().join(format!("forge-load-doc-{}.safetensors", std::process::id()));
+    /// Linear::<f32>::new(3, 2, &mut Rng::new(0)).save(&path).unwrap();
+    /// let mut wrong = Linear::<f32>::new(4, 2, &mut Rng::new(0));
+    /// let e = wrong.load_weights(&path).unwrap_err();
+    /// assert!(matches!(e, ForgeError::StateDict { .. }));
+    /// std::fs::remove_file(&path).unwrap();
+    /// ```
+    fn load_weights(&mut self, path: impl AsRef<Path>) -> Result<()> {
+        let data = read_safetensors(path)?;
+        let dict = float_dict(&data, "")?;
+        self.load_state_dict(&dict)
+    }
+
+    /// The model with its tensors loaded from `path`: build a model of the
+    /// right architecture, then `model.loaded(path)?`.
+    ///
+    /// # Errors
+    /// As [`load_weights`](Self::load_weights).
+    ///
+    /// ```
+    /// use forge::checkpoint::LayerIo;
+    /// use forge::prelude::*;
+    /// let path = std::env::temp_dir().join(format!("forge-loaded-doc-{}.safetensors", std::process::id()));
+    /// let a = Linear::<f64>::new(2, 2, &mut Rng::new(0));
+    /// a.save(&path).unwrap();
+    /// let b = Linear::<f64>::new(2, 2, &mut Rng::new(9)).loaded(&path).unwrap();
+    /// assert_eq!(a.bias.unwrap().to_vec(), b.bias.unwrap().to_vec());
+    /// std::fs::remove_file(&path).unwrap();
+    /// ```
+    fn loaded(mut self, path: impl AsRef<Path>) -> Result<Self>
+    where
+        Self: Sized,
+    {
+        self.load_weights(path)?;
+        Ok(self)
+    }
+}
+
+impl<E: Float, L: Layer<E> + ?Sized> LayerIo<E> for L {}
+
+/// Converts a state dict to file tensors of `dtype`, keys prefixed.
+pub(crate) fn tensors_as<E: Float>(
+    dict: &BTreeMap<String, Tensor<E>>,
+    prefix: &str,
+    dtype: DType,
+) -> Result<BTreeMap<String, AnyTensor>> {
+    let mut out = BTreeMap::new();
+    for (k, t) in dict {
+        let any = match dtype {
+            DType::F16 => AnyTensor::F16(t.cast()),
+            DType::BF16 => AnyTensor::BF16(t.cast()),
+            DType::F32 => AnyTensor::F32(t.cast()),
+            DType::F64 => AnyTensor::F64(t.cast()),
+            other => {
+                return Err(ForgeError::Invalid(format!(
+                    "checkpoints store float tensors (F16, BF16, F32, F64), not {}",
+                    other.name()
+                )))
+            }
+        };
+        out.insert(format!("{prefix}{k}"), any);
+    }
+    Ok(out)
+}
+
+/// The float tensors whose names start with `prefix` (prefix removed),
+/// converted to `E`.
+pub(crate) fn float_dict<E: Float>(
+    data: &SafeTensorsData,
+    prefix: &str,
+) -> Result<BTreeMap<String, Tensor<E>>> {
+    let mut dict = BTreeMap::new();
+    for (name, t) in &data.tensors {
+        let Some(key) = name.strip_prefix(prefix) else {
+            continue;
+        };
+        match t.dtype() {
+            DType::F16 | DType::BF16 | DType::F32 | DType::F64 => {
+                dict.insert(key.to_string(), t.to_float::<E>());
+            }
+            other => {
+                return Err(ForgeError::DType {
+                    name: name.clone(),
+                    expected: "a float type (F16, BF16, F32, F64)".into(),
+                    found: other.name().into(),
+                })
+            }
+        }
+    }
+    Ok(dict)
+}
