@@ -6,7 +6,15 @@
 //! cargo run --release --example bench -- --only gemm      # one section (comma-separated list)
 //! cargo run --release --example bench -- --list           # the sections
 //! cargo run --release --example bench -- --quick          # fewer repetitions
+//! cargo run --release --example bench -- --json           # JSON lines, as torch_bench.py
+//! cargo run --release --example bench -- --json --models mlp,gpt --threads 1,2
 //! ```
+//!
+//! `--json` runs the plan of `../shared/bench/torch_bench.py` (same models,
+//! modes, batches, schedule and output schema; see `bench_sections/json.rs`)
+//! and prints nothing but one JSON object per line on stdout; it accepts the
+//! script's `--models`, `--threads`, `--warmup`, `--rounds`, `--block`,
+//! `--round` and `--no-infer`. `bench/compare.sh` runs both and tabulates.
 //!
 //! To add a section: write `fn my_section(opts: &Opts)` printing its lines
 //! (use [`measure`] and [`Row`]) and add it to [`SECTIONS`].
@@ -70,6 +78,9 @@ const SECTIONS: &[Section] = &[
 
 #[path = "bench_sections/mnist.rs"]
 mod mnist_section;
+
+#[path = "bench_sections/json.rs"]
+mod json_section;
 
 /// The `mnist` section (in `bench_sections/mnist.rs`).
 fn mnist(opts: &Opts) {
@@ -445,12 +456,23 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut only: Option<Vec<String>> = None;
     let mut opts = Opts { quick: false };
+    let mut json = false;
+    let mut jo = json_section::JsonOpts::default();
     let mut i = 0;
+    let value = |i: &mut usize, name: &str| -> String {
+        *i += 1;
+        args.get(*i)
+            .cloned()
+            .unwrap_or_else(|| usage(&format!("{name} needs a value")))
+    };
+    let number = |s: String, name: &str| -> usize {
+        s.parse()
+            .unwrap_or_else(|_| usage(&format!("{name}: {s} is not a number")))
+    };
     while i < args.len() {
         match args[i].as_str() {
             "--only" => {
-                i += 1;
-                let names = args.get(i).unwrap_or_else(|| usage("--only needs a name"));
+                let names = value(&mut i, "--only");
                 only = Some(names.split(',').map(str::to_string).collect());
             }
             "--list" => {
@@ -460,9 +482,36 @@ fn main() {
                 return;
             }
             "--quick" => opts.quick = true,
+            "--json" => json = true,
+            "--models" => {
+                jo.models = value(&mut i, "--models")
+                    .split(',')
+                    .map(str::to_string)
+                    .collect();
+                for m in &jo.models {
+                    if !json_section::known_model(m) {
+                        usage(&format!("--models: no model named {m}"));
+                    }
+                }
+            }
+            "--threads" => {
+                jo.threads = value(&mut i, "--threads")
+                    .split(',')
+                    .map(|t| number(t.to_string(), "--threads").max(1))
+                    .collect();
+            }
+            "--warmup" => jo.warmup = number(value(&mut i, "--warmup"), "--warmup"),
+            "--rounds" => jo.rounds = number(value(&mut i, "--rounds"), "--rounds"),
+            "--block" => jo.block = number(value(&mut i, "--block"), "--block"),
+            "--round" => jo.round = number(value(&mut i, "--round"), "--round"),
+            "--no-infer" => jo.no_infer = true,
             other => usage(&format!("unknown argument {other}")),
         }
         i += 1;
+    }
+    if json {
+        json_section::run_all(&jo);
+        return;
     }
     if let Some(names) = &only {
         for n in names {
@@ -498,8 +547,11 @@ fn main() {
 }
 
 fn usage(msg: &str) -> ! {
-    eprintln!("bench: {msg}\nusage: bench [--only NAME[,NAME..]] [--list] [--quick]");
+    eprintln!("bench: {msg}\nusage: bench [--only NAME[,NAME..]] [--list] [--quick]\n       \
+         bench --json [--models M[,M..]] [--threads T[,T..]] [--warmup N] [--rounds N] \
+         [--block N] [--round N] [--no-infer]");
     let names: Vec<&str> = SECTIONS.iter().map(|s| s.0).collect();
     eprintln!("sections: {}", names.join(", "));
+    eprintln!("models (--json): {}", json_section::DEFAULT_MODELS.join(", "));
     std::process::exit(2);
 }

@@ -1,0 +1,320 @@
+//! `bench --json`: the same plan, schedule and output schema as
+//! `../shared/bench/torch_bench.py`, so that forge and PyTorch can be run
+//! one after the other and compared row by row (`bench/compare.sh`).
+//!
+//! Each (model, mode, batch) is built afresh, warmed up at every thread
+//! count, then timed in interleaved blocks: `rounds` times, for each thread
+//! count, one untimed step after switching and `block` timed steps. One JSON
+//! object per (model, mode, batch, threads) goes to stdout, with every timed
+//! step in `ms` and the minor page faults per timed step in
+//! `faults_per_step` (from `getrusage` over the timed steps only).
+//!
+//! Modes, as the script defines them: `train` = forward, loss, backward,
+//! optimizer step (forge has no `zero_grad`: gradients are returned, not
+//! accumulated in the parameters); `fwdbwd` = forward, loss, backward;
+//! `fwd` = forward and loss with the tape recording; `infer` = eval mode
+//! under `no_grad`.
+
+use forge::cpu::set_num_threads;
+use forge::models::gpt::{Gpt, GptConfig};
+use forge::models::mnist::{LeNet5, MnistMlp};
+use forge::models::resnet::resnet18;
+use forge::nn::functional::{cross_entropy, mse_loss, Reduction};
+use forge::nn::{Forward, Layer, Linear, Lstm, RnnConfig};
+use forge::optim::{Adam, AdamW, Optimizer, Sgd, UpdateRule};
+use forge::{no_grad, Rng, Tensor};
+use std::hint::black_box;
+use std::time::Instant;
+
+/// Options mirroring `torch_bench.py`'s command line.
+pub struct JsonOpts {
+    pub models: Vec<String>,
+    pub threads: Vec<usize>,
+    pub warmup: usize,
+    pub rounds: usize,
+    pub block: usize,
+    pub round: usize,
+    pub no_infer: bool,
+}
+
+impl Default for JsonOpts {
+    fn default() -> Self {
+        JsonOpts {
+            models: DEFAULT_MODELS.iter().map(|s| s.to_string()).collect(),
+            threads: vec![1, 2],
+            warmup: 5,
+            rounds: 5,
+            block: 10,
+            round: 0,
+            no_infer: false,
+        }
+    }
+}
+
+/// The models run when `--models` is not given.
+pub const DEFAULT_MODELS: &[&str] = &["tiny", "mlp", "lenet", "gpt", "resnet18", "lstm"];
+
+/// `(mode, batch)` pairs per model, as the script's `plan`.
+fn plan(model: &str) -> Option<&'static [(&'static str, usize)]> {
+    Some(match model {
+        "tiny" => &[("train", 1), ("infer", 1)],
+        "mlp" => &[("train", 128), ("fwdbwd", 128), ("fwd", 128), ("infer", 1)],
+        "lenet" => &[("train", 128)],
+        "gpt" => &[("train", 16), ("fwdbwd", 16), ("fwd", 16), ("infer", 1)],
+        "resnet18" => &[("train", 16), ("infer", 1), ("infer", 32)],
+        "lstm" => &[("train", 64), ("infer", 64)],
+        _ => return None,
+    })
+}
+
+/// Whether `model` is one this mode knows.
+pub fn known_model(model: &str) -> bool {
+    plan(model).is_some()
+}
+
+/// The LSTM benchmark model: one LSTM layer 128 -> 128 (batch first) and a
+/// Linear(128, 10) head on the last hidden state.
+#[derive(Layer)]
+struct LstmHead {
+    lstm: Lstm,
+    head: Linear,
+}
+
+impl Forward<Tensor> for LstmHead {
+    type Output = Tensor;
+    fn forward(&self, x: Tensor) -> Tensor {
+        let (_, (h, _)) = self.lstm.forward(x);
+        let (n, hid) = (h.shape()[1], h.shape()[2]);
+        self.head.forward(h.reshape(&[n as isize, hid as isize]))
+    }
+}
+
+/// A step to time, boxed so that every model fits one schedule.
+type Step = Box<dyn FnMut()>;
+
+fn classes(rng: &mut Rng, n: usize, c: usize) -> Tensor<i64> {
+    Tensor::<i64>::from_vec((0..n).map(|_| rng.below(c) as i64).collect(), &[n])
+}
+
+/// A step for an image/vector model with cross-entropy on 10 classes.
+fn classifier_step<M, R>(
+    mut m: M,
+    x: Tensor,
+    y: Tensor<i64>,
+    mut opt: Optimizer<R, f32>,
+    mode: &str,
+) -> Step
+where
+    M: Layer + Forward<Tensor, Output = Tensor> + 'static,
+    R: UpdateRule + 'static,
+{
+    let ce = move |m: &M, x: &Tensor, y: &Tensor<i64>| {
+        cross_entropy(&m.forward(x.clone()), y, Default::default())
+    };
+    match mode {
+        "train" => Box::new(move || {
+            let grads = ce(&m, &x, &y).backward();
+            opt.step(&mut m, &grads).expect("shapes match");
+        }),
+        "fwdbwd" => Box::new(move || {
+            black_box(ce(&m, &x, &y).backward());
+        }),
+        "fwd" => Box::new(move || {
+            black_box(ce(&m, &x, &y));
+        }),
+        "infer" => {
+            m.eval();
+            Box::new(move || {
+                black_box(no_grad(|| m.forward(x.clone())));
+            })
+        }
+        _ => unreachable!("mode {mode}"),
+    }
+}
+
+/// Builds `(step, items, unit)` for one row of the plan; every model starts
+/// from the same seed, as the script's `torch.manual_seed(0)`.
+fn make(model: &str, mode: &str, batch: usize) -> (Step, usize, &'static str) {
+    let mut rng = Rng::new(0);
+    let img = "img/s";
+    match model {
+        "tiny" => {
+            let mut m = Linear::<f32>::new(16, 16, &mut rng);
+            let x = Tensor::<f32>::normal(&[batch, 16], 0.0, 1.0, &mut rng);
+            let y = Tensor::<f32>::normal(&[batch, 16], 0.0, 1.0, &mut rng);
+            let mut opt = Sgd::<f32>::new(1e-3);
+            let step: Step = match mode {
+                "train" => Box::new(move || {
+                    let grads = mse_loss(&m.forward(x.clone()), &y, Reduction::Mean).backward();
+                    opt.step(&mut m, &grads).expect("shapes match");
+                }),
+                _ => {
+                    m.eval();
+                    Box::new(move || {
+                        black_box(no_grad(|| m.forward(x.clone())));
+                    })
+                }
+            };
+            (step, batch, "step/s")
+        }
+        "mlp" | "lenet" => {
+            let x = if model == "mlp" {
+                Tensor::<f32>::normal(&[batch, 784], 0.0, 1.0, &mut rng)
+            } else {
+                Tensor::<f32>::normal(&[batch, 1, 28, 28], 0.0, 1.0, &mut rng)
+            };
+            let y = classes(&mut rng, batch, 10);
+            let adam = Adam::<f32>::new(1e-3);
+            let step = if model == "mlp" {
+                classifier_step(MnistMlp::new(&mut rng), x, y, adam, mode)
+            } else {
+                classifier_step(LeNet5::new(&mut rng), x, y, adam, mode)
+            };
+            (step, batch, img)
+        }
+        "resnet18" => {
+            let m = resnet18::<f32>(10, &mut rng);
+            let x = Tensor::<f32>::normal(&[batch, 3, 32, 32], 0.0, 1.0, &mut rng);
+            let y = classes(&mut rng, batch, 10);
+            let sgd = Sgd::<f32>::new(0.01).momentum(0.9);
+            (classifier_step(m, x, y, sgd, mode), batch, img)
+        }
+        "lstm" => {
+            let m = LstmHead {
+                lstm: Lstm::new(RnnConfig::new(128, 128).batch_first(true), &mut rng),
+                head: Linear::new(128, 10, &mut rng),
+            };
+            let x = Tensor::<f32>::normal(&[batch, 32, 128], 0.0, 1.0, &mut rng);
+            let y = classes(&mut rng, batch, 10);
+            let adam = Adam::<f32>::new(1e-3);
+            (classifier_step(m, x, y, adam, mode), batch, img)
+        }
+        "gpt" => {
+            let cfg = GptConfig {
+                vocab_size: 256,
+                block_size: 64,
+                n_layer: 4,
+                n_head: 4,
+                n_embd: 128,
+                bias: true,
+            };
+            let mut m = Gpt::<f32>::new(cfg, &mut rng);
+            let x = Tensor::<i64>::from_fn(&[batch, 64], |_| rng.below(256) as i64);
+            let y = Tensor::<i64>::from_fn(&[batch, 64], |_| rng.below(256) as i64);
+            let mut opt = AdamW::<f32>::new(3e-4).weight_decay(0.1);
+            let step: Step = match mode {
+                "train" => Box::new(move || {
+                    let grads = m.loss(&x, &y).backward();
+                    opt.step(&mut m, &grads).expect("shapes match");
+                }),
+                "fwdbwd" => Box::new(move || {
+                    black_box(m.loss(&x, &y).backward());
+                }),
+                "fwd" => Box::new(move || {
+                    black_box(m.loss(&x, &y));
+                }),
+                _ => {
+                    m.eval();
+                    Box::new(move || {
+                        black_box(no_grad(|| m.forward(x.clone())));
+                    })
+                }
+            };
+            let (items, unit) = if mode == "infer" {
+                (batch, "seq/s")
+            } else {
+                (batch * 64, "tok/s")
+            };
+            (step, items, unit)
+        }
+        _ => unreachable!("model {model}"),
+    }
+}
+
+/// Minor page faults of the whole process so far.
+fn minor_faults() -> u64 {
+    // SAFETY: getrusage only writes the struct it is given, which is a
+    // properly sized, zero-initialised `rusage`.
+    unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(libc::RUSAGE_SELF, &mut u) == 0 {
+            u.ru_minflt as u64
+        } else {
+            0
+        }
+    }
+}
+
+/// Python's `json.dumps` spelling of a float (always with a fraction).
+fn py_float(v: f64) -> String {
+    let s = format!("{v}");
+    if s.contains('.') || s.contains('e') || s.contains("inf") || s.contains("NaN") {
+        s
+    } else {
+        format!("{s}.0")
+    }
+}
+
+/// Runs one (model, mode, batch) at every thread count, as the script's
+/// `run`, and prints its rows.
+#[allow(clippy::too_many_arguments)]
+fn run(model: &str, mode: &str, batch: usize, o: &JsonOpts, warmup: usize, block: usize) {
+    let (mut step, items, unit) = make(model, mode, batch);
+    let threads = &o.threads;
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); threads.len()];
+    let mut faults = vec![0u64; threads.len()];
+    for &t in threads {
+        set_num_threads(t);
+        for _ in 0..warmup {
+            step();
+        }
+    }
+    for _ in 0..o.rounds {
+        for (ti, &t) in threads.iter().enumerate() {
+            set_num_threads(t);
+            step(); // one untimed step after switching the thread count
+            for _ in 0..block {
+                let f0 = minor_faults();
+                let t0 = Instant::now();
+                step();
+                let dt = t0.elapsed().as_secs_f64() * 1e3;
+                faults[ti] += minor_faults() - f0;
+                times[ti].push(dt);
+            }
+        }
+    }
+    for (ti, &t) in threads.iter().enumerate() {
+        let ms: Vec<String> = times[ti]
+            .iter()
+            .map(|v| py_float((v * 1e4).round() / 1e4))
+            .collect();
+        let n = times[ti].len().max(1);
+        println!(
+            "{{\"bench\": \"train\", \"framework\": \"forge\", \"model\": \"{model}\", \
+             \"mode\": \"{mode}\", \"batch\": {batch}, \"threads\": {t}, \"items\": {items}, \
+             \"unit\": \"{unit}\", \"round\": {}, \"ms\": [{}], \"faults_per_step\": {}}}",
+            o.round,
+            ms.join(", "),
+            py_float((faults[ti] as f64 / n as f64 * 1e4).round() / 1e4)
+        );
+    }
+}
+
+/// The whole plan for the selected models.
+pub fn run_all(o: &JsonOpts) {
+    for model in &o.models {
+        let Some(rows) = plan(model) else {
+            continue;
+        };
+        for &(mode, batch) in rows {
+            if mode == "infer" && o.no_infer {
+                continue;
+            }
+            // tiny / batch-1 inference are sub-ms: more steps, as the script
+            let long = model == "tiny" || (mode == "infer" && batch == 1);
+            let block = o.block * if long { 10 } else { 1 };
+            let warmup = o.warmup * if long { 10 } else { 1 };
+            run(model, mode, batch, o, warmup, block);
+        }
+    }
+}
