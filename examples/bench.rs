@@ -547,11 +547,16 @@ fn main() {
 }
 
 fn usage(msg: &str) -> ! {
-    eprintln!("bench: {msg}\nusage: bench [--only NAME[,NAME..]] [--list] [--quick]\n       \
+    eprintln!(
+        "bench: {msg}\nusage: bench [--only NAME[,NAME..]] [--list] [--quick]\n       \
          bench --json [--models M[,M..]] [--threads T[,T..]] [--warmup N] [--rounds N] \
-         [--block N] [--round N] [--no-infer]");
+         [--block N] [--round N] [--no-infer]"
+    );
     let names: Vec<&str> = SECTIONS.iter().map(|s| s.0).collect();
     eprintln!("sections: {}", names.join(", "));
-    eprintln!("models (--json): {}", json_section::DEFAULT_MODELS.join(", "));
+    eprintln!(
+        "models (--json): {}",
+        json_section::DEFAULT_MODELS.join(", ")
+    );
     std::process::exit(2);
 }
