@@ -13,8 +13,8 @@
 
 mod atomic;
 mod idx;
-mod json;
 mod safetensors;
+mod safetensors_header;
 
 pub use atomic::{atomic_write, atomic_write_with};
 pub use idx::{parse_idx, parse_idx_limited, read_idx, IdxArray, MAX_IDX_BYTES};

@@ -2,18 +2,23 @@
 //! length, a JSON header (`{"name": {"dtype", "shape", "data_offsets"}, ...,
 //! "__metadata__": {string: string}}`), then the raw little-endian data.
 //!
-//! The reader is written from the format description, without `unsafe`, and
-//! validates everything before touching the data: every malformed file is a
-//! [`ForgeError::Format`], never a panic, an out-of-bounds read or an
-//! allocation larger than the file itself.
+//! A thin layer over Hugging Face's [`safetensors`](::safetensors) crate,
+//! which reads and writes the bytes. forge is stricter than the crate: its
+//! own pass over the header (with `serde_json`) refuses duplicate names and
+//! fields, dtypes it does not store, shapes of more than [`MAX_RANK`]
+//! dimensions and offsets that leave gaps, and every message names the
+//! tensor at fault. Every malformed file is a [`ForgeError::Format`], never
+//! a panic, an out-of-bounds read or an allocation larger than the file.
 //!
 //! [safetensors]: https://github.com/huggingface/safetensors
 
 use super::atomic::atomic_write;
-use super::json::{write_string, Parser};
+use super::safetensors_header::{parse_header, Entry, Header};
 use crate::error::{ForgeError, Result};
 use crate::tensor::{DType, Element, Float, Tensor};
+use ::safetensors::{Dtype, SafeTensors, View};
 use std::any::Any;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -25,7 +30,7 @@ pub const MAX_HEADER_BYTES: usize = 100_000_000;
 pub const MAX_RANK: usize = 64;
 
 /// The reserved header key holding the string metadata.
-const METADATA_KEY: &str = "__metadata__";
+pub(super) const METADATA_KEY: &str = "__metadata__";
 
 /// A tensor of any storage type, as stored in a safetensors file.
 ///
@@ -242,128 +247,6 @@ pub struct SafeTensorsData {
     pub metadata: BTreeMap<String, String>,
 }
 
-/// One header entry before validation against the data.
-struct Entry {
-    dtype: DType,
-    shape: Vec<usize>,
-    start: usize,
-    end: usize,
-}
-
-fn dtype_from_name(name: &str) -> Option<DType> {
-    Some(match name {
-        "F16" => DType::F16,
-        "BF16" => DType::BF16,
-        "F32" => DType::F32,
-        "F64" => DType::F64,
-        "I32" => DType::I32,
-        "I64" => DType::I64,
-        "U8" => DType::U8,
-        "BOOL" => DType::Bool,
-        _ => return None,
-    })
-}
-
-fn to_usize(p: &Parser, v: u64) -> Result<usize> {
-    usize::try_from(v).map_err(|_| p.err("integer too large for this platform"))
-}
-
-/// Parses one `{"dtype": .., "shape": [..], "data_offsets": [a, b]}`.
-fn parse_entry(p: &mut Parser, name: &str) -> Result<Entry> {
-    let mut dtype = None;
-    let mut shape = None;
-    let mut offsets = None;
-    p.object(|p, key| {
-        let dup = match key.as_str() {
-            "dtype" => {
-                let s = p.string()?;
-                let d = dtype_from_name(&s)
-                    .ok_or_else(|| p.err(format!("tensor '{name}': unsupported dtype '{s}'")))?;
-                dtype.replace(d).is_some()
-            }
-            "shape" => {
-                let mut dims = Vec::new();
-                p.array(|p| {
-                    if dims.len() == MAX_RANK {
-                        return Err(
-                            p.err(format!("tensor '{name}': more than {MAX_RANK} dimensions"))
-                        );
-                    }
-                    let v = p.uint()?;
-                    dims.push(to_usize(p, v)?);
-                    Ok(())
-                })?;
-                shape.replace(dims).is_some()
-            }
-            "data_offsets" => {
-                let mut v = Vec::new();
-                p.array(|p| {
-                    if v.len() == 2 {
-                        return Err(p.err(format!("tensor '{name}': more than 2 data_offsets")));
-                    }
-                    let x = p.uint()?;
-                    v.push(to_usize(p, x)?);
-                    Ok(())
-                })?;
-                match v[..] {
-                    [a, b] => offsets.replace((a, b)).is_some(),
-                    _ => return Err(p.err(format!("tensor '{name}': data_offsets needs 2 values"))),
-                }
-            }
-            _ => {
-                p.skip_value(2)?;
-                false
-            }
-        };
-        if dup {
-            return Err(p.err(format!("tensor '{name}': duplicate field '{key}'")));
-        }
-        Ok(())
-    })?;
-    let missing = |f: &str| p.err(format!("tensor '{name}': missing field '{f}'"));
-    let (start, end) = offsets.ok_or_else(|| missing("data_offsets"))?;
-    Ok(Entry {
-        dtype: dtype.ok_or_else(|| missing("dtype"))?,
-        shape: shape.ok_or_else(|| missing("shape"))?,
-        start,
-        end,
-    })
-}
-
-/// Parses the JSON header into entries and metadata, refusing duplicates.
-fn parse_header(text: &str) -> Result<(BTreeMap<String, Entry>, BTreeMap<String, String>)> {
-    let mut p = Parser::new(text);
-    let mut entries = BTreeMap::new();
-    let mut metadata = None;
-    p.object(|p, key| {
-        if key == METADATA_KEY {
-            let mut m = BTreeMap::new();
-            p.object(|p, k| {
-                if !p.at_string() {
-                    return Err(p.err(format!("metadata '{k}' is not a string")));
-                }
-                let v = p.string()?;
-                match m.insert(k, v) {
-                    Some(_) => Err(p.err("duplicate metadata key")),
-                    None => Ok(()),
-                }
-            })?;
-            if metadata.replace(m).is_some() {
-                return Err(p.err("duplicate __metadata__"));
-            }
-        } else {
-            let e = parse_entry(p, &key)?;
-            if entries.contains_key(&key) {
-                return Err(p.err(format!("duplicate tensor name '{key}'")));
-            }
-            entries.insert(key, e);
-        }
-        Ok(())
-    })?;
-    p.end()?;
-    Ok((entries, metadata.unwrap_or_default()))
-}
-
 /// Parses a safetensors file held in memory.
 ///
 /// # Errors
@@ -386,55 +269,96 @@ fn parse_header(text: &str) -> Result<(BTreeMap<String, Entry>, BTreeMap<String,
 /// ```
 pub fn parse_safetensors(bytes: &[u8]) -> Result<SafeTensorsData> {
     let fmt = |m: String| ForgeError::Format(format!("safetensors: {m}"));
+    let header_end = header_end(bytes)?;
+    let text = std::str::from_utf8(&bytes[8..header_end]).map_err(|e| {
+        ForgeError::Format(format!("not a safetensors file: header is not UTF-8: {e}"))
+    })?;
+    if let Some(c) = text.trim_start().chars().next().filter(|&c| c != '{') {
+        return Err(ForgeError::Format(format!(
+            "not a safetensors file: the header is not a JSON object (expected '{{', found {c:?})"
+        )));
+    }
+    let Header { entries, metadata } = parse_header(text).map_err(fmt)?;
+    check_layout(&entries, bytes.len() - header_end).map_err(fmt)?;
+
+    // forge's checks passed: the reference crate reads the data (and checks
+    // the layout once more).
+    let file = SafeTensors::deserialize(bytes).map_err(|e| fmt(e.to_string()))?;
+    let mut tensors = BTreeMap::new();
+    for (name, view) in file.iter() {
+        let dtype = entries
+            .get(name)
+            .map(|e| e.dtype)
+            .ok_or_else(|| fmt(format!("tensor '{name}' is missing from forge's reading")))?;
+        let t = AnyTensor::decode(name, dtype, view.shape(), view.data())?;
+        tensors.insert(name.to_string(), t);
+    }
+    if tensors.len() != entries.len() {
+        return Err(fmt(format!(
+            "the safetensors crate read {} tensors where forge read {}",
+            tensors.len(),
+            entries.len()
+        )));
+    }
+    Ok(SafeTensorsData { tensors, metadata })
+}
+
+/// Where the JSON header ends, from the 8-byte length before it. A length
+/// that cannot be right (beyond the file or the limit) means the bytes are
+/// not a safetensors file at all (a text file gives a length of about
+/// 10^18).
+fn header_end(bytes: &[u8]) -> Result<usize> {
+    let not = |m: String| ForgeError::Format(format!("not a safetensors file: {m}"));
     let len_bytes: [u8; 8] = bytes
         .get(..8)
         .and_then(|b| b.try_into().ok())
         .ok_or_else(|| {
-            fmt(format!(
+            not(format!(
                 "{} bytes cannot hold the 8-byte header length",
                 bytes.len()
             ))
         })?;
     let n = u64::from_le_bytes(len_bytes);
     if n > MAX_HEADER_BYTES as u64 {
-        return Err(fmt(format!(
+        return Err(not(format!(
             "header length {n} exceeds the {MAX_HEADER_BYTES}-byte limit"
         )));
     }
-    let header_end = 8usize
+    8usize
         .checked_add(n as usize)
         .filter(|&e| e <= bytes.len())
         .ok_or_else(|| {
-            fmt(format!(
+            not(format!(
                 "header length {n} exceeds the {} bytes that follow it",
                 bytes.len() - 8
             ))
-        })?;
-    let text = std::str::from_utf8(&bytes[8..header_end])
-        .map_err(|e| fmt(format!("header is not UTF-8: {e}")))?;
-    let (entries, metadata) = parse_header(text)?;
-    let data = &bytes[header_end..];
+        })
+}
 
-    // Sizes first, then the layout: sorted by offsets, each tensor must
-    // start where the previous one ended and the last end with the data.
+/// Checks sizes first, then the layout: sorted by offsets, each tensor must
+/// start where the previous one ended and the last end with the data.
+fn check_layout(
+    entries: &BTreeMap<String, Entry>,
+    data_len: usize,
+) -> std::result::Result<(), String> {
     let mut order: Vec<(&String, &Entry)> = Vec::with_capacity(entries.len());
-    for (name, e) in &entries {
+    for (name, e) in entries {
         let numel = e
             .shape
             .iter()
             .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-            .ok_or_else(|| fmt(format!("tensor '{name}': shape {:?} overflows", e.shape)))?;
+            .ok_or_else(|| format!("tensor '{name}': shape {:?} overflows", e.shape))?;
         let nbytes = numel
             .checked_mul(e.dtype.size_in_bytes())
-            .ok_or_else(|| fmt(format!("tensor '{name}': byte size overflows")))?;
+            .ok_or_else(|| format!("tensor '{name}': byte size overflows"))?;
         if e.end < e.start || e.end - e.start != nbytes {
-            return Err(fmt(format!(
+            return Err(format!(
                 "tensor '{name}': data_offsets [{}, {}] do not hold {nbytes} bytes of {} {:?}",
                 e.start,
                 e.end,
                 e.dtype.name(),
                 e.shape
-            )));
+            ));
         }
         order.push((name, e));
     }
@@ -447,29 +371,19 @@ pub fn parse_safetensors(bytes: &[u8]) -> Result<SafeTensorsData> {
             } else {
                 "leaves a gap before"
             };
-            return Err(fmt(format!(
+            return Err(format!(
                 "tensor '{name}' at offset {} {what} byte {cursor}",
                 e.start
-            )));
+            ));
         }
         cursor = e.end;
     }
-    if cursor != data.len() {
-        return Err(fmt(format!(
-            "tensors cover {cursor} bytes of data but the file holds {}",
-            data.len()
-        )));
+    if cursor != data_len {
+        return Err(format!(
+            "tensors cover {cursor} bytes of data but the file holds {data_len}"
+        ));
     }
-
-    let mut tensors = BTreeMap::new();
-    for (name, e) in order {
-        let raw = data
-            .get(e.start..e.end)
-            .ok_or_else(|| fmt(format!("tensor '{name}': offsets out of range")))?;
-        let t = AnyTensor::decode(name, e.dtype, &e.shape, raw)?;
-        tensors.insert(name.clone(), t);
-    }
-    Ok(SafeTensorsData { tensors, metadata })
+    Ok(())
 }
 
 /// Reads and parses a safetensors file.
@@ -493,13 +407,14 @@ pub fn read_safetensors(path: impl AsRef<Path>) -> Result<SafeTensorsData> {
 
 /// Encodes tensors and metadata as a safetensors file.
 ///
-/// Tensors are laid out by decreasing element size, then by name, and the
-/// header is padded with spaces to a multiple of 8 bytes, so every tensor's
+/// The `safetensors` crate lays the tensors out by decreasing element size,
+/// then by name, and the header is padded with spaces to a multiple of 8 bytes, so every tensor's
 /// data is aligned to its element size. `__metadata__` is omitted when
 /// `metadata` is empty. The output is deterministic.
 ///
 /// # Panics
-/// When a tensor is named `__metadata__` (reserved by the format);
+/// When a tensor is named `__metadata__` (reserved by the format), or when
+/// the header would exceed [`MAX_HEADER_BYTES`] (millions of tensors);
 /// [`write_safetensors`] returns an error instead.
 ///
 /// ```
@@ -520,56 +435,76 @@ pub fn serialize_safetensors(
         !tensors.contains_key(METADATA_KEY),
         "serialize_safetensors: a tensor may not be named {METADATA_KEY}"
     );
-    let mut order: Vec<(&String, &AnyTensor)> = tensors.iter().collect();
-    order.sort_by_key(|(name, t)| (std::cmp::Reverse(t.dtype().size_in_bytes()), *name));
+    encode(tensors, metadata).unwrap_or_else(|e| panic!("serialize_safetensors: {e}"))
+}
 
-    let mut header = String::from("{");
-    let mut first = true;
-    let mut sep = |h: &mut String| {
-        if !std::mem::take(&mut first) {
-            h.push(',');
-        }
-    };
-    if !metadata.is_empty() {
-        sep(&mut header);
-        write_string(&mut header, METADATA_KEY);
-        header.push_str(":{");
-        for (i, (k, v)) in metadata.iter().enumerate() {
-            if i > 0 {
-                header.push(',');
-            }
-            write_string(&mut header, k);
-            header.push(':');
-            write_string(&mut header, v);
-        }
-        header.push('}');
+/// The bytes of a file, through the `safetensors` crate. The crate keeps
+/// `__metadata__` in a hash map, whose order changes from run to run, so
+/// the tensors go through the crate and the metadata is added to its
+/// header here, in key order: the output is deterministic.
+fn encode(
+    tensors: &BTreeMap<String, AnyTensor>,
+    metadata: &BTreeMap<String, String>,
+) -> Result<Vec<u8>> {
+    let fmt = |m: String| ForgeError::Format(format!("safetensors: {m}"));
+    let views = tensors
+        .iter()
+        .map(|(name, t)| (name.as_str(), TensorBytes(t)));
+    let mut bytes = ::safetensors::serialize(views, None).map_err(|e| fmt(e.to_string()))?;
+    if metadata.is_empty() {
+        return Ok(bytes);
     }
-    let mut offset = 0usize;
-    for (name, t) in &order {
-        let nbytes = t.numel() * t.dtype().size_in_bytes();
-        sep(&mut header);
-        write_string(&mut header, name);
-        header.push_str(&format!(
-            ":{{\"dtype\":\"{}\",\"shape\":{:?},\"data_offsets\":[{},{}]}}",
-            t.dtype().name(),
-            t.shape(),
-            offset,
-            offset + nbytes
-        ));
-        offset += nbytes;
+    let n = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) as usize;
+    let mut header: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&bytes[8..8 + n]).map_err(|e| fmt(e.to_string()))?;
+    let meta = metadata
+        .iter()
+        .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+        .collect();
+    header.insert(METADATA_KEY.to_string(), serde_json::Value::Object(meta));
+    let mut text = serde_json::to_string(&header).map_err(|e| fmt(e.to_string()))?;
+    while text.len() % 8 != 0 {
+        text.push(' ');
     }
-    header.push('}');
-    while header.len() % 8 != 0 {
-        header.push(' ');
+    if text.len() > MAX_HEADER_BYTES {
+        return Err(fmt(format!(
+            "a header of {} bytes exceeds the {MAX_HEADER_BYTES}-byte limit",
+            text.len()
+        )));
     }
+    let data = bytes.split_off(8 + n);
+    let mut out = Vec::with_capacity(8 + text.len() + data.len());
+    out.extend_from_slice(&(text.len() as u64).to_le_bytes());
+    out.extend_from_slice(text.as_bytes());
+    out.extend_from_slice(&data);
+    Ok(out)
+}
 
-    let mut out = Vec::with_capacity(8 + header.len() + offset);
-    out.extend_from_slice(&(header.len() as u64).to_le_bytes());
-    out.extend_from_slice(header.as_bytes());
-    for (_, t) in order {
-        with_tensor!(t, x => x.as_slice().iter().for_each(|v| v.put(&mut out)));
+/// An [`AnyTensor`] as the `safetensors` crate's [`View`].
+struct TensorBytes<'a>(&'a AnyTensor);
+
+impl View for TensorBytes<'_> {
+    fn dtype(&self) -> Dtype {
+        match self.0.dtype() {
+            DType::F16 => Dtype::F16,
+            DType::BF16 => Dtype::BF16,
+            DType::F32 => Dtype::F32,
+            DType::F64 => Dtype::F64,
+            DType::I32 => Dtype::I32,
+            DType::I64 => Dtype::I64,
+            DType::U8 => Dtype::U8,
+            DType::Bool => Dtype::BOOL,
+        }
     }
-    out
+    fn shape(&self) -> &[usize] {
+        self.0.shape()
+    }
+    fn data(&self) -> Cow<'_, [u8]> {
+        Cow::Owned(self.0.to_le_bytes())
+    }
+    fn data_len(&self) -> usize {
+        self.0.numel() * self.0.dtype().size_in_bytes()
+    }
 }
 
 /// Writes tensors and metadata to a safetensors file, atomically (see
@@ -602,7 +537,7 @@ pub fn write_safetensors(
             "a tensor may not be named {METADATA_KEY}"
         )));
     }
-    atomic_write(path, &serialize_safetensors(tensors, metadata))
+    atomic_write(path, &encode(tensors, metadata)?)
 }
 
 #[cfg(test)]

@@ -196,8 +196,10 @@ fn header_content_errors() {
         (r#"{"__metadata__":{"a":"b","a":"c"}}"#.into(), vec![], "duplicate metadata"),
         (r#"{} {}"#.into(), vec![], "after the header"),
         (r#"[]"#.into(), vec![], "expected '{'"),
-        (r#"{"t":"#.into(), vec![], "expected '{'"),
-        (r#"{"t":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}"#.into(), vec![0], "expected ','"),
+        (r#"{"t":"#.into(), vec![], "ends early"),
+        (r#"{"t":[]}"#.into(), vec![], "expected '{'"),
+        (r#"{"t":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}"#.into(), vec![0], "ends early"),
+        (r#"{"t":{"dtype":"U8" "shape":[1]}}"#.into(), vec![0], "expected `,`"),
     ];
     for (header, data, want) in cases {
         let m = err(&file(&header, &data));
@@ -236,4 +238,37 @@ fn serialize_panics_on_the_reserved_name() {
         AnyTensor::from(Tensor::<u8>::zeros(&[1])),
     );
     serialize_safetensors(&t, &BTreeMap::new());
+}
+
+#[test]
+fn a_text_file_is_not_a_safetensors_file() {
+    let path = std::env::temp_dir().join(format!("forge-not-st-{}.txt", std::process::id()));
+    std::fs::write(&path, "hello, this is a text file\n").unwrap();
+    let e = read_safetensors(&path).unwrap_err().to_string();
+    std::fs::remove_file(&path).unwrap();
+    assert!(e.contains("not a safetensors file"), "{e}");
+    assert!(e.contains(&path.display().to_string()), "{e}");
+    for bytes in [
+        &b"short"[..],
+        &file("[1, 2]", &[])[..],
+        &file("\"x\"", &[])[..],
+    ] {
+        let m = err(bytes);
+        assert!(m.starts_with("not a safetensors file: "), "{m}");
+    }
+}
+
+#[test]
+fn metadata_is_written_in_key_order_whatever_the_map() {
+    let t = all_dtypes();
+    let meta: BTreeMap<String, String> = (0..20)
+        .map(|i| (format!("k{i}"), format!("v{i}")))
+        .collect();
+    let first = serialize_safetensors(&t, &meta);
+    for _ in 0..5 {
+        let again: BTreeMap<String, String> = meta.clone().into_iter().rev().collect();
+        assert_eq!(serialize_safetensors(&t, &again), first);
+    }
+    let back = parse_safetensors(&first).unwrap();
+    assert_eq!((back.tensors, back.metadata), (t, meta));
 }
