@@ -285,11 +285,25 @@ impl<E: Float, D: Device> Tensor<E, D> {
                 );
                 let g = if create_graph { g } else { g.detach() };
                 match pending.remove(&p.id) {
-                    Some(acc) => pending.insert(p.id, &acc + &g),
+                    Some(acc) => pending.insert(p.id, accumulate(acc, &g)),
                     None => pending.insert(p.id, g),
                 };
             }
         }
         out
     }
+}
+
+/// `acc + g` for two gradients of the same shape. When `acc` is untracked
+/// and the tape holds the only handle on its buffer, the sum is written into
+/// that buffer in place; otherwise a new tensor is made. Both compute
+/// `acc[i] + g[i]` for every `i`, so the result is bit-identical either way.
+fn accumulate<E: Float, D: Device>(mut acc: Tensor<E, D>, g: &Tensor<E, D>) -> Tensor<E, D> {
+    if acc.node.is_none() && g.node.is_none() {
+        if let Some(buf) = Arc::get_mut(&mut acc.data) {
+            D::zip_assign(buf, g.as_slice(), |a, b| a + b);
+            return acc;
+        }
+    }
+    &acc + g
 }

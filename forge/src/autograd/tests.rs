@@ -2,11 +2,12 @@
 //! when the loss (and any gradient that holds the graph) is dropped.
 
 use super::Node;
+use crate::cpu::memory::Storage;
 use crate::tensor::{Device, Element, Float, Tensor};
 use std::collections::HashSet;
 use std::sync::{Arc, Weak};
 
-type Handles<E, D> = (Vec<Weak<Node<E, D>>>, Vec<Weak<Vec<E>>>);
+type Handles<E, D> = (Vec<Weak<Node<E, D>>>, Vec<Weak<Storage<E>>>);
 
 /// Weak handles to every node reachable from `t` (itself included) and to
 /// the data of every tensor the graph holds as an op input.
@@ -31,13 +32,13 @@ fn graph_handles<E: Element, D: Device>(t: &Tensor<E, D>) -> Handles<E, D> {
 }
 
 /// The distinct buffers still alive.
-fn survivors<E>(data: &[Weak<Vec<E>>]) -> HashSet<*const Vec<E>> {
+fn survivors<E: Copy>(data: &[Weak<Storage<E>>]) -> HashSet<*const Storage<E>> {
     data.iter()
         .filter_map(|d| d.upgrade().map(|a| Arc::as_ptr(&a)))
         .collect()
 }
 
-fn buffers<E: Element>(ts: &[&Tensor<E>]) -> HashSet<*const Vec<E>> {
+fn buffers<E: Element>(ts: &[&Tensor<E>]) -> HashSet<*const Storage<E>> {
     ts.iter().map(|t| Arc::as_ptr(&t.data)).collect()
 }
 

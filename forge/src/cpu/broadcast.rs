@@ -1,5 +1,7 @@
 //! Binary kernels with NumPy broadcasting.
 
+use super::elementwise::{map, zip, zip_cols, zip_rows};
+use super::memory::Storage;
 use crate::base::{numel, strides};
 
 /// Strides of `shape` as seen from the broadcast shape `out` (0 on
@@ -22,40 +24,89 @@ pub fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<usize> {
         .collect()
 }
 
-/// `out = f(a, b)` where `a` and `b` are broadcast to `out_shape`.
+/// How one operand of a broadcast maps onto the output: the patterns with
+/// a contiguous fast path, or the general strided walk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pattern {
+    /// Same shape as the output.
+    Full,
+    /// One element.
+    Scalar,
+    /// A block of the output's trailing dimensions, repeated (a bias row).
+    Row,
+    /// The output's leading dimensions with the trailing ones of size 1:
+    /// one value per row of `cols` elements.
+    Col(usize),
+    Other,
+}
+
+fn pattern(shape: &[usize], out: &[usize]) -> Pattern {
+    let n: usize = shape.iter().product();
+    if shape == out {
+        return Pattern::Full;
+    }
+    if n == 1 {
+        return Pattern::Scalar;
+    }
+    // Drop leading ones, then compare with the output's tail / head.
+    let lead = shape.iter().take_while(|&&d| d == 1).count();
+    let s = &shape[lead..];
+    if s.len() <= out.len() && s == &out[out.len() - s.len()..] {
+        return Pattern::Row;
+    }
+    let off = out.len() - shape.len();
+    let trail = shape.iter().rev().take_while(|&&d| d == 1).count();
+    let head = &shape[..shape.len() - trail];
+    if out[off..off + head.len()] == *head && out[..off].iter().all(|&d| d == 1) {
+        return Pattern::Col(numel(&out[off + head.len()..]));
+    }
+    Pattern::Other
+}
+
+/// `out = f(a, b)` where `a` and `b` are broadcast to `out_shape`, into a
+/// pooled buffer. Same shapes, a scalar side, a repeated trailing block (a
+/// bias row) and one value per row (a column) take contiguous loops with no
+/// index arithmetic, parallel in fixed chunks when long; other broadcasts
+/// walk the output with a counter over the outer dimensions and run the
+/// innermost one as a tight loop.
 ///
 /// ```
 /// use forge::cpu::broadcast::zip_broadcast;
 /// let v = zip_broadcast(&[1.0f32, 2.0], &[2], &[10.0, 20.0, 30.0], &[3, 1], &[3, 2], |a, b| a + b);
-/// assert_eq!(v, vec![11.0, 12.0, 21.0, 22.0, 31.0, 32.0]);
+/// assert_eq!(&v[..], &[11.0, 12.0, 21.0, 22.0, 31.0, 32.0]);
 /// ```
-pub fn zip_broadcast<A: Copy, B: Copy, C: Copy + Default>(
+pub fn zip_broadcast<A: Copy + Sync, B: Copy + Sync, C: Copy + Send>(
     a: &[A],
     a_shape: &[usize],
     b: &[B],
     b_shape: &[usize],
     out_shape: &[usize],
-    f: impl Fn(A, B) -> C,
-) -> Vec<C> {
+    f: impl Fn(A, B) -> C + Sync,
+) -> Storage<C> {
     let n = numel(out_shape);
-    if a_shape == out_shape && b_shape == out_shape {
-        return a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect();
+    if n == 0 {
+        return Storage::with_capacity(0);
     }
-    if b.len() == 1 && a_shape == out_shape {
-        let y = b[0];
-        return a.iter().map(|&x| f(x, y)).collect();
-    }
-    if a.len() == 1 && b_shape == out_shape {
-        let x = a[0];
-        return b.iter().map(|&y| f(x, y)).collect();
+    match (pattern(a_shape, out_shape), pattern(b_shape, out_shape)) {
+        (Pattern::Full, Pattern::Full) => return zip(a, b, f),
+        (Pattern::Full, Pattern::Scalar) => {
+            let y = b[0];
+            return map(a, |x| f(x, y));
+        }
+        (Pattern::Scalar, Pattern::Full) => {
+            let x = a[0];
+            return map(b, |y| f(x, y));
+        }
+        (Pattern::Full, Pattern::Row) => return zip_rows(a, b, f),
+        (Pattern::Row, Pattern::Full) => return zip_rows(b, a, |y, x| f(x, y)),
+        (Pattern::Full, Pattern::Col(cols)) => return zip_cols(a, b, cols, f),
+        (Pattern::Col(cols), Pattern::Full) => return zip_cols(b, a, cols, |y, x| f(x, y)),
+        _ => {}
     }
     let sa = broadcast_strides(a_shape, out_shape);
     let sb = broadcast_strides(b_shape, out_shape);
     let rank = out_shape.len();
-    let mut out = Vec::with_capacity(n);
-    if n == 0 {
-        return out;
-    }
+    let mut out = Storage::with_capacity(n);
     // Walk the outer dimensions with a counter; run the innermost one as a
     // tight loop with its two strides.
     let inner = out_shape[rank - 1];
@@ -102,9 +153,58 @@ pub fn zip_broadcast<A: Copy, B: Copy, C: Copy + Default>(
 ///
 /// ```
 /// let v = forge::cpu::broadcast::expand(&[1.0f32, 2.0], &[2, 1], &[2, 3]);
-/// assert_eq!(v, vec![1.0, 1.0, 1.0, 2.0, 2.0, 2.0]);
+/// assert_eq!(&v[..], &[1.0, 1.0, 1.0, 2.0, 2.0, 2.0]);
 /// ```
-pub fn expand<A: Copy + Default>(a: &[A], a_shape: &[usize], out_shape: &[usize]) -> Vec<A> {
-    let ones = vec![0u8; 1];
-    zip_broadcast(a, a_shape, &ones, &[], out_shape, |x, _| x)
+pub fn expand<A: Copy + Send + Sync>(a: &[A], a_shape: &[usize], out_shape: &[usize]) -> Storage<A> {
+    zip_broadcast(a, a_shape, &[0u8], &[], out_shape, |x, _| x)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reference: per-element index arithmetic.
+    fn naive(a: &[f64], sa: &[usize], b: &[f64], sb: &[usize], out: &[usize]) -> Vec<f64> {
+        let (ta, tb) = (broadcast_strides(sa, out), broadcast_strides(sb, out));
+        let os = strides(out);
+        (0..numel(out))
+            .map(|i| {
+                let (mut ia, mut ib) = (0, 0);
+                for d in 0..out.len() {
+                    let k = i / os[d] % out[d];
+                    ia += k * ta[d];
+                    ib += k * tb[d];
+                }
+                a[ia] * 10.0 + b[ib]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_pattern_matches_the_index_arithmetic() {
+        let cases: &[(&[usize], &[usize])] = &[
+            (&[2, 3, 4], &[2, 3, 4]),
+            (&[2, 3, 4], &[]),
+            (&[1], &[2, 3, 4]),
+            (&[2, 3, 4], &[4]),
+            (&[2, 3, 4], &[1, 3, 4]),
+            (&[3, 4], &[2, 3, 4]),
+            (&[2, 3, 4], &[2, 3, 1]),
+            (&[2, 3, 4], &[2, 1, 1]),
+            (&[2, 1, 1], &[2, 3, 4]),
+            (&[2, 3, 4], &[3, 1]),
+            (&[2, 1, 4], &[1, 3, 1]),
+            (&[1, 3, 4], &[2, 1, 4]),
+            (&[5, 1], &[1, 6]),
+            (&[1, 2, 3], &[2, 3]),
+            (&[4, 2, 3], &[1, 1, 3]),
+        ];
+        for &(sa, sb) in cases {
+            let out = crate::base::broadcast_shapes(sa, sb).unwrap();
+            let a: Vec<f64> = (0..numel(sa)).map(|i| i as f64).collect();
+            let b: Vec<f64> = (0..numel(sb)).map(|i| i as f64 * 0.5).collect();
+            let got = zip_broadcast(&a, sa, &b, sb, &out, |x, y| x * 10.0 + y);
+            assert_eq!(got.to_vec(), naive(&a, sa, &b, sb, &out), "{sa:?} {sb:?}");
+        }
+    }
 }

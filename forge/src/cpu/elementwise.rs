@@ -1,28 +1,280 @@
-//! Elementwise maps over contiguous slices, written as plain loops the
-//! compiler vectorises.
+//! The elementwise loops every unary, binary and scalar op runs: one pass
+//! over contiguous slices into a pooled [`Storage`], written as plain loops
+//! the compiler vectorises, split into fixed chunks of [`CHUNK`] elements
+//! over the worker threads when the slice is at least [`PAR_MIN`] long.
+//!
+//! Each output element depends only on the inputs at its own index, so the
+//! results are the same whatever the split.
 
-/// `out[i] = f(a[i])`.
+use super::memory::Storage;
+use super::threads::{num_threads, parallel_for};
+use std::mem::MaybeUninit;
+
+/// Elements per parallel chunk (fixed: it does not depend on the thread
+/// count).
+pub const CHUNK: usize = 1 << 14;
+
+/// Slices shorter than this run on the calling thread: dispatch would cost
+/// more than it saves.
+pub const PAR_MIN: usize = 1 << 16;
+
+/// A raw output pointer shared by the chunks of one parallel loop.
+#[derive(Clone, Copy)]
+struct Out<T>(*mut MaybeUninit<T>);
+
+// SAFETY: each chunk writes a disjoint range through the pointer (chunk `i`
+// owns `i * CHUNK .. min((i + 1) * CHUNK, n)`), and the buffer outlives the
+// loop, so sharing the pointer between threads is sound.
+unsafe impl<T: Send> Send for Out<T> {}
+// SAFETY: as above; the pointer itself is never written.
+unsafe impl<T: Send> Sync for Out<T> {}
+
+impl<T> Out<T> {
+    /// The `i`-th chunk of an `n`-element output.
+    ///
+    /// # Safety
+    /// The pointer spans `n` elements, and no other live reference covers
+    /// this chunk.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn chunk(&self, i: usize, n: usize) -> &mut [MaybeUninit<T>] {
+        let start = i * CHUNK;
+        let len = CHUNK.min(n - start);
+        // SAFETY: `start + len <= n` and the chunk is exclusively ours
+        // (caller's contract).
+        unsafe { std::slice::from_raw_parts_mut(self.0.add(start), len) }
+    }
+}
+
+/// Fills a fresh `n`-element storage by `fill(offset, out_chunk)`, one call
+/// per fixed chunk, in parallel when `n >= PAR_MIN`. `fill` must write every
+/// element of the chunk it is given.
+fn build<T: Copy + Send>(
+    n: usize,
+    fill: impl Fn(usize, &mut [MaybeUninit<T>]) + Sync,
+) -> Storage<T> {
+    let mut s = Storage::with_capacity(n);
+    let spare = &mut s.spare_capacity_mut()[..n];
+    if n < PAR_MIN || num_threads() == 1 {
+        fill(0, spare);
+    } else {
+        let out = Out(spare.as_mut_ptr());
+        parallel_for(n.div_ceil(CHUNK), |i| {
+            // SAFETY: chunk `i` is written by this call alone, and `spare`
+            // spans `n` elements for the whole loop.
+            fill(i * CHUNK, unsafe { out.chunk(i, n) })
+        });
+    }
+    // SAFETY: every caller's `fill` writes each element of its chunk, and
+    // the chunks (or the single inline call) cover `0..n`.
+    unsafe { s.set_len(n) };
+    s
+}
+
+/// `out[i] = f(a[i])`, into a pooled buffer.
 ///
 /// ```
 /// let v = forge::cpu::elementwise::map(&[1.0f32, 2.0], |x| x * 2.0);
-/// assert_eq!(v, vec![2.0, 4.0]);
+/// assert_eq!(&v[..], &[2.0, 4.0]);
 /// ```
 #[inline]
-pub fn map<A: Copy, B>(a: &[A], f: impl Fn(A) -> B) -> Vec<B> {
-    a.iter().map(|&x| f(x)).collect()
+pub fn map<A: Copy + Sync, B: Copy + Send>(a: &[A], f: impl Fn(A) -> B + Sync) -> Storage<B> {
+    build(a.len(), |off, out| {
+        let src = &a[off..off + out.len()];
+        for (o, &x) in out.iter_mut().zip(src) {
+            o.write(f(x));
+        }
+    })
 }
 
-/// `out[i] = f(a[i], b[i])` for equal-length slices.
+/// `out[i] = f(a[i], b[i])` for equal-length slices, into a pooled buffer.
 ///
 /// # Panics
 /// When the lengths differ.
 ///
 /// ```
 /// let v = forge::cpu::elementwise::zip(&[1.0f32, 2.0], &[3.0, 4.0], |x, y| x + y);
-/// assert_eq!(v, vec![4.0, 6.0]);
+/// assert_eq!(&v[..], &[4.0, 6.0]);
 /// ```
 #[inline]
-pub fn zip<A: Copy, B: Copy, C>(a: &[A], b: &[B], f: impl Fn(A, B) -> C) -> Vec<C> {
+pub fn zip<A: Copy + Sync, B: Copy + Sync, C: Copy + Send>(
+    a: &[A],
+    b: &[B],
+    f: impl Fn(A, B) -> C + Sync,
+) -> Storage<C> {
     assert_eq!(a.len(), b.len(), "zip: length mismatch");
-    a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect()
+    build(a.len(), |off, out| {
+        let end = off + out.len();
+        for ((o, &x), &y) in out.iter_mut().zip(&a[off..end]).zip(&b[off..end]) {
+            o.write(f(x, y));
+        }
+    })
+}
+
+/// `out[r * cols + j] = f(a[r * cols + j], row[j])`: a matrix of `cols`
+/// columns combined with one row broadcast down it (a bias).
+///
+/// # Panics
+/// When `a.len()` is not a multiple of `row.len()`.
+///
+/// ```
+/// let v = forge::cpu::elementwise::zip_rows(&[1.0f32, 2.0, 3.0, 4.0], &[10.0, 20.0], |x, y| x + y);
+/// assert_eq!(&v[..], &[11.0, 22.0, 13.0, 24.0]);
+/// ```
+#[inline]
+pub fn zip_rows<A: Copy + Sync, B: Copy + Sync, C: Copy + Send>(
+    a: &[A],
+    row: &[B],
+    f: impl Fn(A, B) -> C + Sync,
+) -> Storage<C> {
+    let cols = row.len();
+    assert!(
+        cols > 0 && a.len() % cols == 0 || a.is_empty(),
+        "zip_rows: {} elements are not rows of {cols}",
+        a.len()
+    );
+    if a.is_empty() {
+        return Storage::with_capacity(0);
+    }
+    build(a.len(), |off, out| {
+        let src = &a[off..off + out.len()];
+        // Walk whole rows after the first partial one; the inner loops
+        // are contiguous on both sides.
+        let mut j = off % cols;
+        let mut k = 0;
+        while k < out.len() {
+            let len = (cols - j).min(out.len() - k);
+            for ((o, &x), &y) in out[k..k + len]
+                .iter_mut()
+                .zip(&src[k..k + len])
+                .zip(&row[j..j + len])
+            {
+                o.write(f(x, y));
+            }
+            k += len;
+            j = 0;
+        }
+    })
+}
+
+/// `out[r * cols + j] = f(a[r * cols + j], col[r])`: each row combined with
+/// one value of a column (a per-row scale or shift).
+///
+/// # Panics
+/// When `a.len()` differs from `col.len() * cols`.
+///
+/// ```
+/// let v = forge::cpu::elementwise::zip_cols(&[1.0f32, 2.0, 3.0, 4.0], &[10.0, 20.0], 2, |x, y| x * y);
+/// assert_eq!(&v[..], &[10.0, 20.0, 60.0, 80.0]);
+/// ```
+#[inline]
+pub fn zip_cols<A: Copy + Sync, B: Copy + Sync, C: Copy + Send>(
+    a: &[A],
+    col: &[B],
+    cols: usize,
+    f: impl Fn(A, B) -> C + Sync,
+) -> Storage<C> {
+    assert_eq!(a.len(), col.len() * cols, "zip_cols: shape mismatch");
+    if a.is_empty() {
+        return Storage::with_capacity(0);
+    }
+    build(a.len(), |off, out| {
+        let src = &a[off..off + out.len()];
+        let mut k = 0;
+        while k < out.len() {
+            let r = (off + k) / cols;
+            let len = (cols - (off + k) % cols).min(out.len() - k);
+            let y = col[r];
+            for (o, &x) in out[k..k + len].iter_mut().zip(&src[k..k + len]) {
+                o.write(f(x, y));
+            }
+            k += len;
+        }
+    })
+}
+
+/// `acc[i] = f(acc[i], b[i])` in place, in parallel fixed chunks when long
+/// (the gradient accumulation `acc += g` and optimizer updates).
+///
+/// # Panics
+/// When the lengths differ.
+///
+/// ```
+/// let mut acc = vec![1.0f64, 2.0];
+/// forge::cpu::elementwise::zip_assign(&mut acc, &[0.5, 0.25], |a, b| a + b);
+/// assert_eq!(acc, vec![1.5, 2.25]);
+/// ```
+#[inline]
+pub fn zip_assign<A: Copy + Send + Sync, B: Copy + Sync>(
+    acc: &mut [A],
+    b: &[B],
+    f: impl Fn(A, B) -> A + Sync,
+) {
+    assert_eq!(acc.len(), b.len(), "zip_assign: length mismatch");
+    let n = acc.len();
+    let run = |off: usize, out: &mut [A]| {
+        let src = &b[off..off + out.len()];
+        for (o, &y) in out.iter_mut().zip(src) {
+            *o = f(*o, y);
+        }
+    };
+    if n < PAR_MIN || num_threads() == 1 {
+        return run(0, acc);
+    }
+    // `MaybeUninit<A>` has the layout of `A`; the chunks only read and
+    // write initialised values through it.
+    let out = Out(acc.as_mut_ptr().cast::<MaybeUninit<A>>());
+    parallel_for(n.div_ceil(CHUNK), |i| {
+        // SAFETY: chunk `i` is this call's alone and lies inside `acc`,
+        // which is borrowed mutably for the whole loop; its elements are
+        // initialised (they come from `&mut [A]`), so viewing them as `A`
+        // again is sound.
+        let chunk = unsafe { out.chunk(i, n) };
+        let chunk =
+            unsafe { std::slice::from_raw_parts_mut(chunk.as_mut_ptr().cast::<A>(), chunk.len()) };
+        run(i * CHUNK, chunk)
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parallel_and_inline_loops_agree() {
+        let n = PAR_MIN * 2 + 123;
+        let a: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin()).collect();
+        let b: Vec<f32> = (0..n).map(|i| (i as f32 * 0.11).cos()).collect();
+        let row: Vec<f32> = (0..123).map(|i| i as f32).collect();
+        let col: Vec<f32> = (0..n / 123).map(|i| i as f32 * 0.5).collect();
+        let mut want = Vec::new();
+        for threads in [1, 2, 3] {
+            crate::cpu::set_num_threads(threads);
+            let mut acc = a.clone();
+            zip_assign(&mut acc, &b, |x, y| x * 2.0 + y);
+            let got = (
+                map(&a, |x| x.exp()).to_vec(),
+                zip(&a, &b, |x, y| x * y).to_vec(),
+                zip_rows(&a[..n / 123 * 123], &row, |x, y| x - y).to_vec(),
+                zip_cols(&a[..n / 123 * 123], &col, 123, |x, y| x * y).to_vec(),
+                acc,
+            );
+            if threads == 1 {
+                // Reference values with plain per-index arithmetic.
+                assert!(got.0.iter().zip(&a).all(|(o, x)| *o == x.exp()));
+                assert!((0..n).all(|i| got.1[i] == a[i] * b[i]));
+                assert!((0..n / 123 * 123).all(|i| got.2[i] == a[i] - row[i % 123]));
+                assert!((0..n / 123 * 123).all(|i| got.3[i] == a[i] * col[i / 123]));
+                assert!((0..n).all(|i| got.4[i] == a[i] * 2.0 + b[i]));
+                want.push(got);
+            } else {
+                assert!(got == want[0], "{threads} threads differ");
+            }
+        }
+    }
+
+    #[test]
+    fn empty_inputs() {
+        assert!(map(&[] as &[f32], |x| x).is_empty());
+        assert!(zip_rows(&[] as &[f32], &[] as &[f32], |x, _| x).is_empty());
+    }
 }

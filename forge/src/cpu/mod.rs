@@ -12,9 +12,11 @@ pub mod elementwise;
 pub mod gemm;
 pub mod im2col;
 pub mod index;
+pub mod memory;
 pub mod pool;
 pub mod reduce;
 pub mod strided;
 mod threads;
 
+pub use memory::{trim, Storage};
 pub use threads::{num_threads, parallel_for, set_num_threads};

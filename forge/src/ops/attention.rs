@@ -1,5 +1,6 @@
 //! Scaled dot-product attention.
 
+use crate::cpu::Storage;
 use crate::tensor::{broadcast_shapes, Device, Float, Tensor};
 
 /// The additive mask (0 where attention is allowed, `-inf` elsewhere) of
@@ -23,9 +24,9 @@ fn additive_mask<E: Float, D: Device>(
         }),
         None => vec![l, s],
     };
-    let allowed: Vec<bool> = match attn_mask {
+    let allowed: Storage<bool> = match attn_mask {
         Some(m) => crate::cpu::broadcast::expand(m.as_slice(), m.shape(), &shape),
-        None => vec![true; l * s],
+        None => Storage::filled(l * s, true),
     };
     let data = allowed
         .iter()

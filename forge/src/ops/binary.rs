@@ -1,13 +1,11 @@
 //! Binary elementwise ops with NumPy/PyTorch broadcasting, their operator
 //! overloads, and scalar forms.
 
-use crate::cpu::broadcast::zip_broadcast;
 use crate::tensor::{broadcast_shapes, Device, Float, Tensor};
 use std::ops::{Add, Div, Mul, Neg, Sub};
-use std::sync::Arc;
 
 impl<E: Float, D: Device> Tensor<E, D> {
-    fn broadcast_op(&self, other: &Self, op: &str, f: impl Fn(E, E) -> E) -> Self {
+    fn broadcast_op(&self, other: &Self, op: &str, f: impl Fn(E, E) -> E + Sync) -> Self {
         let shape = broadcast_shapes(self.shape(), other.shape()).unwrap_or_else(|| {
             panic!(
                 "{op}: shapes {:?} and {:?} cannot be broadcast together",
@@ -15,7 +13,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
                 other.shape()
             )
         });
-        let data = zip_broadcast(
+        let data = D::zip_broadcast(
             self.as_slice(),
             self.shape(),
             other.as_slice(),
@@ -23,7 +21,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
             &shape,
             f,
         );
-        Tensor::from_parts(Arc::new(data), shape.into(), None)
+        Tensor::from_parts(data, shape.into(), None)
     }
 
     /// Elementwise `self + other` with broadcasting. Also available as `+`.
@@ -196,9 +194,8 @@ impl<E: Float, D: Device> Tensor<E, D> {
             })
     }
 
-    fn scalar_map(&self, f: impl Fn(E) -> E) -> Self {
-        let data = self.as_slice().iter().map(|&x| f(x)).collect();
-        Tensor::from_parts(Arc::new(data), self.shape.clone(), None)
+    fn scalar_map(&self, f: impl Fn(E) -> E + Sync) -> Self {
+        Tensor::from_parts(D::map(self.as_slice(), f), self.shape.clone(), None)
     }
 
     /// `self + s` for a scalar `s`.
@@ -297,7 +294,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
 /// (`wins(a, b)`), half to each on a tie.
 fn select_grads<E: Float, D: Device>(
     ctx: &crate::autograd::BackwardCtx<'_, E, D>,
-    wins: impl Fn(E, E) -> bool,
+    wins: impl Fn(E, E) -> bool + Sync,
 ) -> Vec<Option<Tensor<E, D>>> {
     let (a, b) = (&ctx.inputs[0], &ctx.inputs[1]);
     let half = E::from_f64(0.5);

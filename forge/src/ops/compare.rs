@@ -2,7 +2,6 @@
 //! differentiable: results are detached `Tensor<bool>` (or, for
 //! [`Tensor::one_hot`], an untracked tensor of any element type).
 
-use crate::cpu::broadcast::zip_broadcast;
 use crate::tensor::{broadcast_shapes, Device, Element, Tensor};
 use std::sync::Arc;
 
@@ -34,8 +33,8 @@ macro_rules! comparisons {
                 #[doc = concat!("assert_eq!(a.", stringify!($scalar), "(2).to_vec(), vec!", $want, ");")]
                 /// ```
                 pub fn $scalar(&self, value: E) -> Tensor<bool, D> {
-                    let data = self.as_slice().iter().map(|&x| x $sym value).collect();
-                    Tensor::from_parts(Arc::new(data), self.shape.clone(), None)
+                    let data = D::map(self.as_slice(), |x| x $sym value);
+                    Tensor::from_parts(data, self.shape.clone(), None)
                 }
             )*
         }
@@ -52,7 +51,7 @@ comparisons! {
 }
 
 impl<E: Element, D: Device> Tensor<E, D> {
-    fn compare(&self, other: &Self, op: &str, f: impl Fn(E, E) -> bool) -> Tensor<bool, D> {
+    fn compare(&self, other: &Self, op: &str, f: impl Fn(E, E) -> bool + Sync) -> Tensor<bool, D> {
         let shape = broadcast_shapes(self.shape(), other.shape()).unwrap_or_else(|| {
             panic!(
                 "{op}: shapes {:?} and {:?} cannot be broadcast together",
@@ -60,7 +59,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
                 other.shape()
             )
         });
-        let data = zip_broadcast(
+        let data = D::zip_broadcast(
             self.as_slice(),
             self.shape(),
             other.as_slice(),
@@ -68,7 +67,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
             &shape,
             f,
         );
-        Tensor::from_parts(Arc::new(data), shape.into(), None)
+        Tensor::from_parts(data, shape.into(), None)
     }
 
     /// One-hot encoding: for class indices of any shape, a tensor with a
@@ -107,8 +106,7 @@ impl<D: Device> Tensor<bool, D> {
     /// assert_eq!(m.logical_not().to_vec(), vec![false, true]);
     /// ```
     pub fn logical_not(&self) -> Self {
-        let data = self.as_slice().iter().map(|&x| !x).collect();
-        Tensor::from_parts(Arc::new(data), self.shape.clone(), None)
+        Tensor::from_parts(D::map(self.as_slice(), |x: bool| !x), self.shape.clone(), None)
     }
 
     /// Elementwise and, with broadcasting.

@@ -7,15 +7,13 @@
 
 use crate::autograd::BackwardCtx;
 use crate::tensor::{Device, Float, Tensor};
-use std::sync::Arc;
 
 type Rule<E, D> = fn(&Tensor<E, D>, &Tensor<E, D>, &Tensor<E, D>) -> Tensor<E, D>;
 
 impl<E: Float, D: Device> Tensor<E, D> {
     /// Applies `f` elementwise with no recording.
-    pub(crate) fn map(&self, f: impl Fn(E) -> E) -> Self {
-        let data = self.as_slice().iter().map(|&x| f(x)).collect();
-        Tensor::from_parts(Arc::new(data), self.shape.clone(), None)
+    pub(crate) fn map(&self, f: impl Fn(E) -> E + Sync) -> Self {
+        Tensor::from_parts(D::map(self.as_slice(), f), self.shape.clone(), None)
     }
 
     /// `y = f(x)`; the rule maps `(grad, x, y)` to the input gradient, and
@@ -23,7 +21,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     fn unary(
         &self,
         name: &'static str,
-        f: impl Fn(E) -> E,
+        f: impl Fn(E) -> E + Sync,
         fwd: fn(&Self) -> Self,
         rule: Rule<E, D>,
     ) -> Self {

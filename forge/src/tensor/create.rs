@@ -19,7 +19,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
     /// assert_eq!(forge::Tensor::<f32>::full(&[2], 7.0).to_vec(), vec![7.0, 7.0]);
     /// ```
     pub fn full(shape: &[usize], v: E) -> Self {
-        Self::from_vec(vec![v; numel(shape)], shape)
+        Self::from_parts(D::filled(numel(shape), v), shape.into(), None)
     }
 
     /// A tensor of zeros.

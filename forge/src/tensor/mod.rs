@@ -12,6 +12,7 @@ pub use device::{Cpu, Device};
 pub use random::Rng;
 
 use crate::autograd::Node;
+use crate::cpu::memory::Storage;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -30,7 +31,7 @@ use std::sync::Arc;
 /// assert_eq!(g.get(&x).unwrap().to_vec(), vec![2.0, 4.0, 6.0]);
 /// ```
 pub struct Tensor<E: Element = f32, D: Device = Cpu> {
-    pub(crate) data: Arc<Vec<E>>,
+    pub(crate) data: Arc<Storage<E>>,
     pub(crate) shape: Arc<[usize]>,
     pub(crate) node: Option<Arc<Node<E, D>>>,
     _device: PhantomData<D>,
@@ -66,14 +67,40 @@ impl<E: Element, D: Device> Tensor<E, D> {
             shape,
             n
         );
-        Self::from_parts(Arc::new(data), shape.into(), None)
+        Self::from_parts(data, shape.into(), None)
     }
 
+    /// Builds a tensor from data in a pooled [`Storage`] and a shape,
+    /// without copying.
+    ///
+    /// # Panics
+    /// When `data.len()` differs from the product of `shape`.
+    ///
+    /// ```
+    /// use forge::{cpu::Storage, Tensor};
+    /// let t = Tensor::<f32>::from_storage(Storage::map(&[1.0f32, 2.0], |x| x * 3.0), &[2]);
+    /// assert_eq!(t.to_vec(), vec![3.0, 6.0]);
+    /// ```
+    pub fn from_storage(data: Storage<E>, shape: &[usize]) -> Self {
+        let n = numel(shape);
+        assert!(
+            data.len() == n,
+            "from_storage: {} values do not fill shape {:?} ({} elements)",
+            data.len(),
+            shape,
+            n
+        );
+        Self::from_parts(data, shape.into(), None)
+    }
+
+    /// The constructor every op ends with. `data` is a pooled [`Storage`]
+    /// (preferred), a shared one, or a `Vec` (wrapped, not pooled).
     pub(crate) fn from_parts(
-        data: Arc<Vec<E>>,
+        data: impl IntoStorage<E>,
         shape: Arc<[usize]>,
         node: Option<Arc<Node<E, D>>>,
     ) -> Self {
+        let data = data.into_storage();
         debug_assert_eq!(data.len(), numel(&shape));
         Tensor {
             data,
@@ -146,7 +173,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
     /// assert_eq!(forge::Tensor::<f32>::ones(&[2]).to_vec(), vec![1.0, 1.0]);
     /// ```
     pub fn to_vec(&self) -> Vec<E> {
-        self.data.as_ref().clone()
+        self.data.to_vec()
     }
 
     /// The elements in row-major order, borrowed.
@@ -244,8 +271,40 @@ impl<E: Element, D: Device> Tensor<E, D> {
     /// assert_eq!(t.cast::<f64>().to_vec(), vec![1.5, -2.0]);
     /// ```
     pub fn cast<F: Element>(&self) -> Tensor<F, D> {
-        let data: Vec<F> = self.data.iter().map(|&x| F::from_f64(x.to_f64())).collect();
-        Tensor::from_parts(Arc::new(data), self.shape.clone(), None)
+        let data = Storage::map(&self.data, |x| F::from_f64(x.to_f64()));
+        Tensor::from_parts(data, self.shape.clone(), None)
+    }
+}
+
+/// What [`Tensor::from_parts`] accepts as data: pooled storage, shared
+/// pooled storage, or a vector (wrapped, not pooled; `Arc<Vec<_>>` is
+/// unwrapped when unshared and copied otherwise).
+pub(crate) trait IntoStorage<E: Copy> {
+    fn into_storage(self) -> Arc<Storage<E>>;
+}
+
+impl<E: Copy> IntoStorage<E> for Arc<Storage<E>> {
+    fn into_storage(self) -> Arc<Storage<E>> {
+        self
+    }
+}
+
+impl<E: Copy> IntoStorage<E> for Storage<E> {
+    fn into_storage(self) -> Arc<Storage<E>> {
+        Arc::new(self)
+    }
+}
+
+impl<E: Copy> IntoStorage<E> for Vec<E> {
+    fn into_storage(self) -> Arc<Storage<E>> {
+        Arc::new(Storage::from_vec(self))
+    }
+}
+
+impl<E: Copy> IntoStorage<E> for Arc<Vec<E>> {
+    fn into_storage(self) -> Arc<Storage<E>> {
+        let v = Arc::try_unwrap(self).unwrap_or_else(|a| a.to_vec());
+        Arc::new(Storage::from_vec(v))
     }
 }
 

@@ -1,0 +1,261 @@
+//! The process-wide free lists, their counters, the ceiling and trim.
+
+use super::classes::{class_bytes, class_of, CLASSES, MAX_POOLED};
+use std::alloc::{alloc, dealloc, Layout};
+use std::ptr::NonNull;
+use std::sync::Mutex;
+
+/// Alignments kept apart: 1, 2, 4, 8, 16 bytes (index = log2).
+const ALIGNS: usize = 5;
+
+/// A free buffer: the start of an allocation of `class_bytes(class)` bytes
+/// with alignment `2^align`.
+struct Free(NonNull<u8>);
+
+// SAFETY: a free buffer is plain memory owned by the free lists alone; no
+// other pointer to it exists while it is listed, so moving it to another
+// thread is sound.
+unsafe impl Send for Free {}
+
+/// Counters of the CPU buffer pool, as returned by [`stats`].
+///
+/// `live_bytes + held_bytes` is the pool's footprint: the bytes it has
+/// taken from the operating system and not given back. `high_water_bytes`
+/// is the largest footprint seen since the process started (or since
+/// [`reset_high_water`]). Byte counts are of whole size classes, so a
+/// buffer of 1000 `f32` counts as 4096 bytes (its class) rather than 4000.
+///
+/// ```
+/// let s = forge::cpu::memory::stats();
+/// assert!(s.held_bytes <= s.high_water_bytes);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Allocations served from a free list (no request to the OS).
+    pub hits: u64,
+    /// Allocations that asked the operating system for a new buffer.
+    pub misses: u64,
+    /// Vectors wrapped as tensor storage without coming from the pool
+    /// (`Tensor::from_vec`); they are freed to the OS, not pooled.
+    pub wrapped: u64,
+    /// Bytes of pooled buffers currently owned by tensors or kernels.
+    pub live_bytes: usize,
+    /// Bytes sitting in the free lists, ready for reuse.
+    pub held_bytes: usize,
+    /// The largest `live_bytes + held_bytes` seen.
+    pub high_water_bytes: usize,
+    /// Bytes given back to the OS: by [`trim`], or because keeping a freed
+    /// buffer would have put `held_bytes` above the ceiling.
+    pub released_bytes: u64,
+    /// The most bytes the free lists may hold (see [`set_ceiling`]).
+    pub ceiling_bytes: usize,
+}
+
+struct Pool {
+    lists: Vec<Vec<Free>>,
+    stats: PoolStats,
+}
+
+/// The ceiling when neither `FORGE_POOL_CEILING_MB` nor [`set_ceiling`]
+/// says otherwise: 1 GiB.
+pub const DEFAULT_CEILING_BYTES: usize = 1 << 30;
+
+static POOL: Mutex<Option<Pool>> = Mutex::new(None);
+
+fn with_pool<R>(f: impl FnOnce(&mut Pool) -> R) -> R {
+    let mut guard = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    let pool = guard.get_or_insert_with(|| {
+        let ceiling = std::env::var("FORGE_POOL_CEILING_MB")
+            .ok()
+            .and_then(|s| s.parse::<usize>().ok())
+            .map_or(DEFAULT_CEILING_BYTES, |mb| mb.saturating_mul(1 << 20));
+        Pool {
+            lists: (0..ALIGNS * CLASSES).map(|_| Vec::new()).collect(),
+            stats: PoolStats {
+                ceiling_bytes: ceiling,
+                ..PoolStats::default()
+            },
+        }
+    });
+    f(pool)
+}
+
+fn align_index(align: usize) -> usize {
+    debug_assert!(align.is_power_of_two() && align <= 16);
+    align.trailing_zeros() as usize
+}
+
+fn layout(class: usize, align: usize) -> Layout {
+    Layout::from_size_align(class_bytes(class), align).expect("pool: bad layout")
+}
+
+/// A buffer handed out by the pool: `bytes` usable bytes (a whole class),
+/// aligned to `align`.
+pub(crate) struct Block {
+    pub ptr: NonNull<u8>,
+    pub bytes: usize,
+}
+
+/// Whether a request of `bytes` with alignment `align` is served by the
+/// pool (otherwise the caller allocates directly).
+pub(crate) fn pooled(bytes: usize, align: usize) -> bool {
+    bytes > 0 && bytes <= MAX_POOLED && align <= 16
+}
+
+/// Takes a buffer of at least `bytes` bytes from the free lists, or from
+/// the OS when the class's list is empty. `pooled(bytes, align)` must hold.
+pub(crate) fn take(bytes: usize, align: usize) -> Block {
+    let class = class_of(bytes);
+    let size = class_bytes(class);
+    let slot = align_index(align) * CLASSES + class;
+    let reused = with_pool(|p| {
+        let got = p.lists[slot].pop();
+        if got.is_some() {
+            p.stats.hits += 1;
+            p.stats.held_bytes -= size;
+        } else {
+            p.stats.misses += 1;
+            p.stats.high_water_bytes = p
+                .stats
+                .high_water_bytes
+                .max(p.stats.live_bytes + p.stats.held_bytes + size);
+        }
+        p.stats.live_bytes += size;
+        got
+    });
+    let ptr = match reused {
+        Some(Free(ptr)) => ptr,
+        None => {
+            let l = layout(class, align);
+            // SAFETY: `l` has a non-zero size (every class is >= 64 bytes).
+            let raw = unsafe { alloc(l) };
+            NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(l))
+        }
+    };
+    Block { ptr, bytes: size }
+}
+
+/// Returns a block from [`take`] (same `bytes` as it handed out, same
+/// `align`) to its free list, or to the OS when the free lists would
+/// otherwise hold more than the ceiling.
+///
+/// # Safety
+/// `ptr` must come from [`take`] with this `bytes` and `align`, and must
+/// not be used again by the caller.
+pub(crate) unsafe fn give(ptr: NonNull<u8>, bytes: usize, align: usize) {
+    let class = class_of(bytes);
+    debug_assert_eq!(class_bytes(class), bytes);
+    let slot = align_index(align) * CLASSES + class;
+    let keep = with_pool(|p| {
+        p.stats.live_bytes -= bytes;
+        if p.stats.held_bytes + bytes <= p.stats.ceiling_bytes {
+            p.stats.held_bytes += bytes;
+            p.lists[slot].push(Free(ptr));
+            true
+        } else {
+            p.stats.released_bytes += bytes as u64;
+            false
+        }
+    });
+    if !keep {
+        // SAFETY: the caller gives up `ptr`, allocated by `take` with this
+        // layout; it is not listed, so nothing else refers to it.
+        unsafe { dealloc(ptr.as_ptr(), layout(class, align)) };
+    }
+}
+
+/// Records a pooled buffer whose memory left the pool's control (a vector
+/// that grew past its class and was reallocated by the allocator).
+pub(crate) fn forget(bytes: usize) {
+    with_pool(|p| p.stats.live_bytes -= bytes);
+}
+
+/// Counts one vector wrapped as storage from outside the pool.
+pub(crate) fn count_wrapped() {
+    with_pool(|p| p.stats.wrapped += 1);
+}
+
+/// A snapshot of the pool's counters.
+///
+/// ```
+/// use forge::Tensor;
+/// let before = forge::cpu::memory::stats();
+/// let t = Tensor::<f32>::zeros(&[1000]);
+/// let after = forge::cpu::memory::stats();
+/// assert_eq!(after.hits + after.misses, before.hits + before.misses + 1);
+/// drop(t);
+/// ```
+pub fn stats() -> PoolStats {
+    with_pool(|p| p.stats)
+}
+
+/// Sets the most bytes the free lists may hold. A freed buffer that would
+/// push the held bytes above it goes back to the OS instead; lowering the
+/// ceiling below what is held releases the excess at once (largest classes
+/// first). The default is 1 GiB, or `FORGE_POOL_CEILING_MB` mebibytes when
+/// that environment variable is set. Buffers in use by tensors are never
+/// affected.
+///
+/// ```
+/// forge::cpu::memory::set_ceiling(64 << 20);
+/// assert_eq!(forge::cpu::memory::stats().ceiling_bytes, 64 << 20);
+/// forge::cpu::memory::set_ceiling(forge::cpu::memory::DEFAULT_CEILING_BYTES);
+/// ```
+pub fn set_ceiling(bytes: usize) {
+    with_pool(|p| p.stats.ceiling_bytes = bytes);
+    release_above(bytes);
+}
+
+/// Gives every free buffer back to the operating system and returns the
+/// number of bytes released. Tensors alive keep their memory; the pool
+/// refills from the OS as they are created again.
+///
+/// ```
+/// use forge::Tensor;
+/// drop(Tensor::<f32>::zeros(&[1 << 16]));
+/// forge::cpu::trim();
+/// // Another thread may free a buffer meanwhile; in a quiet process this is 0.
+/// let _ = forge::cpu::memory::stats().held_bytes;
+/// ```
+pub fn trim() -> usize {
+    release_above(0)
+}
+
+/// Releases free buffers, largest classes first, until at most `limit`
+/// bytes are held. Returns the bytes released.
+fn release_above(limit: usize) -> usize {
+    let mut out: Vec<(Free, Layout)> = Vec::new();
+    with_pool(|p| {
+        for class in (0..CLASSES).rev() {
+            for a in 0..ALIGNS {
+                let list = &mut p.lists[a * CLASSES + class];
+                while p.stats.held_bytes > limit {
+                    let Some(f) = list.pop() else { break };
+                    p.stats.held_bytes -= class_bytes(class);
+                    out.push((f, layout(class, 1 << a)));
+                }
+            }
+        }
+    });
+    let mut released = 0;
+    for (Free(ptr), l) in out {
+        released += l.size();
+        // SAFETY: `ptr` was removed from its free list above, so this is
+        // the only reference; it was allocated by `take` with layout `l`.
+        unsafe { dealloc(ptr.as_ptr(), l) };
+    }
+    with_pool(|p| p.stats.released_bytes += released as u64);
+    released
+}
+
+/// Restarts the high-water mark at the current footprint
+/// (`live_bytes + held_bytes`).
+///
+/// ```
+/// forge::cpu::memory::reset_high_water();
+/// let s = forge::cpu::memory::stats();
+/// assert!(s.high_water_bytes >= s.live_bytes + s.held_bytes);
+/// ```
+pub fn reset_high_water() {
+    with_pool(|p| p.stats.high_water_bytes = p.stats.live_bytes + p.stats.held_bytes);
+}

@@ -1,0 +1,44 @@
+//! The CPU device's buffer pool: where tensor storage comes from and where
+//! it goes back to.
+//!
+//! Every op writes its output into a [`Storage`], whose buffer is taken from
+//! process-wide free lists, one per size class and alignment (so an `f32`
+//! buffer may be reused for an `i32` of the same byte size). Dropping the
+//! storage (when the last tensor sharing it is dropped) puts the buffer back
+//! on its list instead of freeing it, so a training loop that repeats the
+//! same shapes stops asking the operating system for memory after its first
+//! step: no page faults, no `munmap` of large buffers and no TLB shootdowns
+//! between threads.
+//!
+//! * **Size classes**: four per power of two above 64 bytes, so at most a
+//!   quarter of a buffer is slack (see [`PoolStats`] for how bytes count).
+//! * **Ceiling**: the free lists hold at most [`stats`]`().ceiling_bytes`
+//!   (1 GiB by default, `FORGE_POOL_CEILING_MB` to change it at start-up,
+//!   [`set_ceiling`] at run time). A buffer freed while the lists are full
+//!   goes back to the OS.
+//! * **Trim**: [`trim`] (also `forge::cpu::trim`) returns every free buffer
+//!   to the OS, for example after training before a long idle phase.
+//! * **Counters**: [`stats`] returns [`PoolStats`]: hits (reuses), misses
+//!   (buffers asked from the OS), vectors wrapped from outside, live and
+//!   held bytes, the high-water mark of the footprint, released bytes.
+//!
+//! ```
+//! use forge::cpu::memory::{stats, Storage};
+//! let before = stats();
+//! let a = Storage::<f32>::zeroed(10_000);
+//! drop(a); // back on the free list of its class
+//! let b = Storage::<f32>::zeroed(10_000); // the same buffer, reused
+//! let after = stats();
+//! assert_eq!(after.misses, before.misses + 1);
+//! assert_eq!(after.hits, before.hits + 1);
+//! drop(b);
+//! ```
+
+mod classes;
+mod freelists;
+mod storage;
+
+pub use freelists::{
+    reset_high_water, set_ceiling, stats, trim, PoolStats, DEFAULT_CEILING_BYTES,
+};
+pub use storage::Storage;
