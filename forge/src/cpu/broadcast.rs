@@ -155,7 +155,11 @@ pub fn zip_broadcast<A: Copy + Sync, B: Copy + Sync, C: Copy + Send>(
 /// let v = forge::cpu::broadcast::expand(&[1.0f32, 2.0], &[2, 1], &[2, 3]);
 /// assert_eq!(&v[..], &[1.0, 1.0, 1.0, 2.0, 2.0, 2.0]);
 /// ```
-pub fn expand<A: Copy + Send + Sync>(a: &[A], a_shape: &[usize], out_shape: &[usize]) -> Storage<A> {
+pub fn expand<A: Copy + Send + Sync>(
+    a: &[A],
+    a_shape: &[usize],
+    out_shape: &[usize],
+) -> Storage<A> {
     zip_broadcast(a, a_shape, &[0u8], &[], out_shape, |x, _| x)
 }
 

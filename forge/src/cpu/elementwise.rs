@@ -128,7 +128,7 @@ pub fn zip_rows<A: Copy + Sync, B: Copy + Sync, C: Copy + Send>(
 ) -> Storage<C> {
     let cols = row.len();
     assert!(
-        cols > 0 && a.len() % cols == 0 || a.is_empty(),
+        a.len().is_multiple_of(cols),
         "zip_rows: {} elements are not rows of {cols}",
         a.len()
     );

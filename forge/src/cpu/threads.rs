@@ -37,7 +37,8 @@ static THREADS: AtomicUsize = AtomicUsize::new(0);
 /// Thread counts up to this get a cached pool; larger requests are clamped.
 const MAX_THREADS: usize = 256;
 
-static POOLS: [OnceLock<ThreadPool>; MAX_THREADS + 1] = [const { OnceLock::new() }; MAX_THREADS + 1];
+static POOLS: [OnceLock<ThreadPool>; MAX_THREADS + 1] =
+    [const { OnceLock::new() }; MAX_THREADS + 1];
 
 thread_local! {
     /// True while this thread runs chunks of a `parallel_for`.

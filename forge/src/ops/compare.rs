@@ -106,7 +106,11 @@ impl<D: Device> Tensor<bool, D> {
     /// assert_eq!(m.logical_not().to_vec(), vec![false, true]);
     /// ```
     pub fn logical_not(&self) -> Self {
-        Tensor::from_parts(D::map(self.as_slice(), |x: bool| !x), self.shape.clone(), None)
+        Tensor::from_parts(
+            D::map(self.as_slice(), |x: bool| !x),
+            self.shape.clone(),
+            None,
+        )
     }
 
     /// Elementwise and, with broadcasting.

@@ -41,13 +41,20 @@ mod tests {
 
     #[test]
     fn classes_cover_requests_with_at_most_a_quarter_slack() {
-        for bytes in (1..5000).chain([1 << 20, (1 << 20) + 1, 3 << 27, MAX_POOLED - 1, MAX_POOLED]) {
+        for bytes in (1..5000).chain([1 << 20, (1 << 20) + 1, 3 << 27, MAX_POOLED - 1, MAX_POOLED])
+        {
             let c = class_of(bytes);
             let size = class_bytes(c);
             assert!(size >= bytes, "{bytes} -> class {c} of {size}");
-            assert!(c == 0 || class_bytes(c - 1) < bytes, "{bytes}: class {c} not the smallest");
-            assert!(bytes <= 64 || size - bytes < size / 4 + 1, "{bytes}: {size}");
-            assert!(size % 16 == 0);
+            assert!(
+                c == 0 || class_bytes(c - 1) < bytes,
+                "{bytes}: class {c} not the smallest"
+            );
+            assert!(
+                bytes <= 64 || size - bytes < size / 4 + 1,
+                "{bytes}: {size}"
+            );
+            assert!(size.is_multiple_of(16));
             assert!(c < CLASSES);
         }
     }

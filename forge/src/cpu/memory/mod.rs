@@ -38,7 +38,5 @@ mod classes;
 mod freelists;
 mod storage;
 
-pub use freelists::{
-    reset_high_water, set_ceiling, stats, trim, PoolStats, DEFAULT_CEILING_BYTES,
-};
+pub use freelists::{reset_high_water, set_ceiling, stats, trim, PoolStats, DEFAULT_CEILING_BYTES};
 pub use storage::Storage;
