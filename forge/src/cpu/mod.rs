@@ -17,6 +17,7 @@ pub mod pool;
 pub mod reduce;
 pub mod strided;
 mod threads;
+pub mod vmath;
 
 pub use memory::{trim, Storage};
 pub use threads::{num_threads, parallel_for, set_num_threads};

@@ -16,6 +16,43 @@ impl<E: Float, D: Device> Tensor<E, D> {
         Tensor::from_parts(D::map(self.as_slice(), f), self.shape.clone(), None)
     }
 
+    /// Applies a slice kernel (`crate::cpu::vmath`) to a copy of the data,
+    /// with no recording.
+    pub(crate) fn map_slice(&self, f: impl FnOnce(&mut [E])) -> Self {
+        let mut data = self.as_slice().to_vec();
+        f(&mut data);
+        Tensor::from_parts(Arc::new(data), self.shape.clone(), None)
+    }
+
+    /// `y = f(x)` by a slice kernel; the backward pass is `grad * f'` in one
+    /// fused pass `raw(z, grad)`, where `z` is the input or (when
+    /// `on_output`) the saved output. Under `create_graph` it falls back to
+    /// the composed, differentiable `rule(grad, x, fwd(x))`.
+    fn unary_fused(
+        &self,
+        name: &'static str,
+        f: fn(&mut [E]),
+        fwd: fn(&Self) -> Self,
+        rule: Rule<E, D>,
+        raw: fn(&[E], &mut [E]),
+        on_output: bool,
+    ) -> Self {
+        let y = self.map_slice(f);
+        let saved = on_output.then(|| y.clone());
+        y.record(
+            name,
+            vec![self.clone()],
+            move |ctx: &BackwardCtx<'_, E, D>| {
+                let x = &ctx.inputs[0];
+                if ctx.create_graph {
+                    return vec![Some(rule(ctx.grad, x, &fwd(x)))];
+                }
+                let z = saved.as_ref().unwrap_or(x);
+                vec![Some(ctx.grad.map_slice(|g| raw(z.as_slice(), g)))]
+            },
+        )
+    }
+
     /// `y = f(x)`; the rule maps `(grad, x, y)` to the input gradient, and
     /// `fwd` recomputes `y` on the tape for higher-order gradients.
     fn unary(
@@ -60,7 +97,16 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(t.exp().item(), 1.0);
     /// ```
     pub fn exp(&self) -> Self {
-        self.unary("exp", |x| x.exp(), |t| t.exp(), |g, _, y| g.mul(y))
+        let y = self.map_slice(E::v_exp);
+        let saved = y.clone();
+        y.record("exp", vec![self.clone()], move |ctx| {
+            let y = if ctx.create_graph {
+                ctx.inputs[0].exp()
+            } else {
+                saved.clone()
+            };
+            vec![Some(ctx.grad.mul(&y))]
+        })
     }
 
     /// Natural logarithm.
@@ -70,7 +116,10 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(t.log().item(), 0.0);
     /// ```
     pub fn log(&self) -> Self {
-        self.unary("log", |x| x.ln(), |t| t.log(), |g, x, _| g.div(x))
+        self.map_slice(E::v_ln)
+            .record("log", vec![self.clone()], |ctx| {
+                vec![Some(ctx.grad.div(&ctx.inputs[0]))]
+            })
     }
 
     /// `ln(1 + x)`, accurate for small `x`.
@@ -191,11 +240,13 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(forge::Tensor::<f64>::zeros(&[1]).tanh().item(), 0.0);
     /// ```
     pub fn tanh(&self) -> Self {
-        self.unary(
+        self.unary_fused(
             "tanh",
-            |x| x.tanh(),
+            E::v_tanh,
             |t| t.tanh(),
             |g, _, y| g.mul(&y.mul(y).rsub_scalar(E::one())),
+            E::v_tanh_grad,
+            true,
         )
     }
 
@@ -205,11 +256,13 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(forge::Tensor::<f64>::zeros(&[1]).sigmoid().item(), 0.5);
     /// ```
     pub fn sigmoid(&self) -> Self {
-        self.unary(
+        self.unary_fused(
             "sigmoid",
-            sigmoid,
+            E::v_sigmoid,
             |t| t.sigmoid(),
             |g, _, y| g.mul(&y.mul(&y.rsub_scalar(E::one()))),
+            E::v_sigmoid_grad,
+            true,
         )
     }
 
@@ -271,15 +324,17 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(forge::Tensor::<f64>::zeros(&[1]).erf().item(), 0.0);
     /// ```
     pub fn erf(&self) -> Self {
-        self.unary(
+        self.unary_fused(
             "erf",
-            |x| E::from_f64(libm::erf(x.to_f64())),
+            E::v_erf,
             |t| t.erf(),
             |g, x, _| {
                 // d/dx erf(x) = 2/sqrt(pi) e^(-x^2)
                 let c = E::from_f64(std::f64::consts::FRAC_2_SQRT_PI);
                 g.mul(&x.square().neg().exp()).mul_scalar(c)
             },
+            E::v_erf_grad,
+            false,
         )
     }
 
@@ -291,9 +346,14 @@ impl<E: Float, D: Device> Tensor<E, D> {
     pub fn gelu(&self) -> Self {
         let half = E::from_f64(0.5);
         let r2 = E::from_f64(std::f64::consts::FRAC_1_SQRT_2);
-        self.map(|x| half * x * (E::one() + E::from_f64(libm::erf((x * r2).to_f64()))))
+        self.map_slice(E::v_gelu)
             .record("gelu", vec![self.clone()], move |ctx| {
                 let x = &ctx.inputs[0];
+                if !ctx.create_graph {
+                    return vec![Some(
+                        ctx.grad.map_slice(|g| E::v_gelu_grad(x.as_slice(), g)),
+                    )];
+                }
                 // Phi(x) + x phi(x), phi(x) = e^(-x^2/2) / sqrt(2 pi)
                 let cdf = x.mul_scalar(r2).erf().add_scalar(E::one()).mul_scalar(half);
                 let inv_sqrt_2pi =
@@ -313,9 +373,14 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let half = E::from_f64(0.5);
         let c = E::from_f64((2.0 / std::f64::consts::PI).sqrt());
         let k = E::from_f64(0.044715);
-        self.map(|x| half * x * (E::one() + (c * (x + k * x * x * x)).tanh()))
+        self.map_slice(E::v_gelu_tanh)
             .record("gelu_tanh", vec![self.clone()], move |ctx| {
                 let x = &ctx.inputs[0];
+                if !ctx.create_graph {
+                    return vec![Some(
+                        ctx.grad.map_slice(|g| E::v_gelu_tanh_grad(x.as_slice(), g)),
+                    )];
+                }
                 let x2 = x.square();
                 let t = x.add(&x2.mul(x).mul_scalar(k)).mul_scalar(c).tanh();
                 let dt = t.square().rsub_scalar(E::one());
@@ -338,9 +403,14 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(forge::Tensor::<f64>::zeros(&[1]).silu().item(), 0.0);
     /// ```
     pub fn silu(&self) -> Self {
-        self.map(|x| x * sigmoid(x))
+        self.map_slice(E::v_silu)
             .record("silu", vec![self.clone()], |ctx| {
                 let x = &ctx.inputs[0];
+                if !ctx.create_graph {
+                    return vec![Some(
+                        ctx.grad.map_slice(|g| E::v_silu_grad(x.as_slice(), g)),
+                    )];
+                }
                 let s = x.sigmoid();
                 // s (1 + x (1 - s))
                 let d = s.mul(&x.mul(&s.rsub_scalar(E::one())).add_scalar(E::one()));
@@ -354,9 +424,14 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(forge::Tensor::<f64>::zeros(&[1]).mish().item(), 0.0);
     /// ```
     pub fn mish(&self) -> Self {
-        self.map(|x| x * softplus(x, E::one(), E::from_f64(20.0)).tanh())
+        self.map_slice(E::v_mish)
             .record("mish", vec![self.clone()], |ctx| {
                 let x = &ctx.inputs[0];
+                if !ctx.create_graph {
+                    return vec![Some(
+                        ctx.grad.map_slice(|g| E::v_mish_grad(x.as_slice(), g)),
+                    )];
+                }
                 let t = x.softplus(1.0, 20.0).tanh();
                 // tanh(sp) + x (1 - tanh(sp)^2) sigmoid(x)
                 let d = t.add(&x.mul(&t.square().rsub_scalar(E::one())).mul(&x.sigmoid()));
@@ -373,9 +448,17 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     pub fn softplus(&self, beta: f64, threshold: f64) -> Self {
         let (b, th) = (E::from_f64(beta), E::from_f64(threshold));
-        self.map(|x| softplus(x, b, th))
-            .record("softplus", vec![self.clone()], move |ctx| {
+        self.map_slice(|v| E::v_softplus(v, b, th)).record(
+            "softplus",
+            vec![self.clone()],
+            move |ctx| {
                 let x = &ctx.inputs[0];
+                if !ctx.create_graph {
+                    return vec![Some(
+                        ctx.grad
+                            .map_slice(|g| E::v_softplus_grad(x.as_slice(), g, b, th)),
+                    )];
+                }
                 let lin = x.map(|v| if v * b > th { E::one() } else { E::zero() });
                 // sigmoid(beta x) below the threshold, 1 above it.
                 let d = x
@@ -384,7 +467,8 @@ impl<E: Float, D: Device> Tensor<E, D> {
                     .mul(&lin.rsub_scalar(E::one()))
                     .add(&lin);
                 vec![Some(ctx.grad.mul(&d))]
-            })
+            },
+        )
     }
 
     /// `x^2`.
@@ -451,23 +535,5 @@ impl<E: Float, D: Device> Tensor<E, D> {
             let m = ctx.inputs[0].map(|v| if inside(v) { E::one() } else { E::zero() });
             vec![Some(ctx.grad.mul(&m))]
         })
-    }
-}
-
-fn sigmoid<E: Float>(x: E) -> E {
-    if x >= E::zero() {
-        E::one() / (E::one() + (-x).exp())
-    } else {
-        let e = x.exp();
-        e / (E::one() + e)
-    }
-}
-
-fn softplus<E: Float>(x: E, beta: E, threshold: E) -> E {
-    let bx = beta * x;
-    if bx > threshold {
-        x
-    } else {
-        bx.exp().ln_1p() / beta
     }
 }
