@@ -171,7 +171,6 @@ pub trait Float:
     + std::ops::MulAssign
     + std::ops::DivAssign
     + std::iter::Sum
-    + crate::cpu::vmath::VecMath
 {
     /// `C = alpha * A B + beta * C` on strided row/column layouts (see
     /// [`crate::cpu::gemm`]).

@@ -22,6 +22,9 @@
 //! are the accurate reference that the PyTorch `float64` parity tests pin at
 //! rtol 1e-10).
 
+use crate::base::Float;
+use std::any::TypeId;
+
 /// `(function, maximum error in ulp)` of each `f32` kernel over every finite
 /// input, as measured by `vmath_f32_exhaustive` (errors of subnormal results
 /// are counted in units of the smallest subnormal).
@@ -262,7 +265,7 @@ fn erf_small(x2: f32) -> f32 {
     let p = p * x2 - 2.690_588_7e-2;
     let p = p * x2 + 1.128_508_4e-1;
     let p = p * x2 - 3.761_280_8e-1;
-    p * x2 + 1.128_379_2
+    p * x2 + std::f32::consts::FRAC_2_SQRT_PI
 }
 
 /// `erfc(a)` for `a >= 1`: `e^(-a^2) / a * S(t)`, `t = 1/a`, `S` a degree-11
@@ -278,13 +281,13 @@ fn erfc_large(a: f32) -> f32 {
     let s = s * v - 7.127_094_4e-5;
     let s = s * v + 1.783_600_6e-4;
     let s = s * v - 2.270_401_6e-4;
-    let s = s * v + 7.952_963_6e-5;
+    let s = s * v + 7.952_964e-5;
     let s = s * v + 9.203_783e-4;
-    let s = s * v - 3.973_855_2e-3;
+    let s = s * v - 3.973_855e-3;
     let s = s * v + 8.962_797e-3;
     let s = s * v - 4.124_076_6e-3;
-    let s = s * v - 7.651_580_1e-2;
-    let s = s * v + 5.023_534_3e-1;
+    let s = s * v - 7.651_58e-2;
+    let s = s * v + 5.023_534e-1;
     exp_f32(-(a * a)) * t * s
 }
 
@@ -576,3 +579,210 @@ impl VecMath for f64 {
 
 #[cfg(test)]
 mod tests;
+
+/// Views `x` as `&mut [T]` when `E` is `T`.
+fn cast_mut<E: 'static, T: 'static>(x: &mut [E]) -> Option<&mut [T]> {
+    (TypeId::of::<E>() == TypeId::of::<T>()).then(|| {
+        // SAFETY: `E` and `T` are the same type, so this reinterprets the
+        // slice as itself (same length, layout and lifetime).
+        unsafe { &mut *(x as *mut [E] as *mut [T]) }
+    })
+}
+
+/// Views `x` as `&[T]` when `E` is `T`.
+fn cast<E: 'static, T: 'static>(x: &[E]) -> Option<&[T]> {
+    (TypeId::of::<E>() == TypeId::of::<T>()).then(|| {
+        // SAFETY: as in `cast_mut`: `E` is `T`.
+        unsafe { &*(x as *const [E] as *const [T]) }
+    })
+}
+
+fn other_float() -> ! {
+    unreachable!("vmath: forge's float types are f32 and f64")
+}
+
+/// Generic entry points over [`Float`] element types: each forwards to the
+/// [`VecMath`] implementation of `f32` or `f64` (a type test that the
+/// compiler resolves statically).
+macro_rules! generic_in_place {
+    ($($(#[$doc:meta])* $name:ident => $method:ident $(($($arg:ident),*))?;)*) => {$(
+        $(#[$doc])*
+        pub fn $name<E: Float>(x: &mut [E] $($(, $arg: E)*)?) {
+            if let Some(v) = cast_mut::<E, f32>(x) {
+                f32::$method(v $($(, $arg.to_f64() as f32)*)?)
+            } else if let Some(v) = cast_mut::<E, f64>(x) {
+                f64::$method(v $($(, $arg.to_f64())*)?)
+            } else {
+                other_float()
+            }
+        }
+    )*};
+}
+
+macro_rules! generic_grad {
+    ($($(#[$doc:meta])* $name:ident => $method:ident $(($($arg:ident),*))?;)*) => {$(
+        $(#[$doc])*
+        ///
+        /// # Panics
+        /// When the slices' lengths differ.
+        pub fn $name<E: Float>(x: &[E], g: &mut [E] $($(, $arg: E)*)?) {
+            if let (Some(x), Some(g)) = (cast::<E, f32>(x), cast_mut::<E, f32>(g)) {
+                f32::$method(x, g $($(, $arg.to_f64() as f32)*)?)
+            } else if let (Some(x), Some(g)) = (cast::<E, f64>(x), cast_mut::<E, f64>(g)) {
+                f64::$method(x, g $($(, $arg.to_f64())*)?)
+            } else {
+                other_float()
+            }
+        }
+    )*};
+}
+
+generic_in_place! {
+    /// `x = e^x` in place ([`VecMath::v_exp`]).
+    ///
+    /// ```
+    /// let mut v = [0.0f64];
+    /// forge::cpu::vmath::exp(&mut v);
+    /// assert_eq!(v, [1.0]);
+    /// ```
+    exp => v_exp;
+    /// `x = ln x` in place.
+    ///
+    /// ```
+    /// let mut v = [1.0f32];
+    /// forge::cpu::vmath::ln(&mut v);
+    /// assert_eq!(v, [0.0]);
+    /// ```
+    ln => v_ln;
+    /// `x = tanh x` in place.
+    ///
+    /// ```
+    /// let mut v = [0.0f32];
+    /// forge::cpu::vmath::tanh(&mut v);
+    /// assert_eq!(v, [0.0]);
+    /// ```
+    tanh => v_tanh;
+    /// `x = sigmoid(x)` in place.
+    ///
+    /// ```
+    /// let mut v = [0.0f32];
+    /// forge::cpu::vmath::sigmoid(&mut v);
+    /// assert_eq!(v, [0.5]);
+    /// ```
+    sigmoid => v_sigmoid;
+    /// `x = erf x` in place.
+    ///
+    /// ```
+    /// let mut v = [0.0f32];
+    /// forge::cpu::vmath::erf(&mut v);
+    /// assert_eq!(v, [0.0]);
+    /// ```
+    erf => v_erf;
+    /// GELU (exact form) in place.
+    ///
+    /// ```
+    /// let mut v = [0.0f32];
+    /// forge::cpu::vmath::gelu(&mut v);
+    /// assert_eq!(v, [0.0]);
+    /// ```
+    gelu => v_gelu;
+    /// GELU (tanh form) in place.
+    ///
+    /// ```
+    /// let mut v = [0.0f32];
+    /// forge::cpu::vmath::gelu_tanh(&mut v);
+    /// assert_eq!(v, [0.0]);
+    /// ```
+    gelu_tanh => v_gelu_tanh;
+    /// SiLU in place.
+    ///
+    /// ```
+    /// let mut v = [0.0f32];
+    /// forge::cpu::vmath::silu(&mut v);
+    /// assert_eq!(v, [0.0]);
+    /// ```
+    silu => v_silu;
+    /// Mish in place.
+    ///
+    /// ```
+    /// let mut v = [0.0f32];
+    /// forge::cpu::vmath::mish(&mut v);
+    /// assert_eq!(v, [0.0]);
+    /// ```
+    mish => v_mish;
+    /// Softplus in place.
+    ///
+    /// ```
+    /// let mut v = [100.0f32];
+    /// forge::cpu::vmath::softplus(&mut v, 1.0, 20.0);
+    /// assert_eq!(v, [100.0]);
+    /// ```
+    softplus => v_softplus(beta, threshold);
+}
+
+generic_grad! {
+    /// `g *= gelu'(x)`.
+    ///
+    /// ```
+    /// let mut g = [1.0f64];
+    /// forge::cpu::vmath::gelu_grad(&[0.0], &mut g);
+    /// assert_eq!(g, [0.5]);
+    /// ```
+    gelu_grad => v_gelu_grad;
+    /// `g *= gelu_tanh'(x)`.
+    ///
+    /// ```
+    /// let mut g = [1.0f32];
+    /// forge::cpu::vmath::gelu_tanh_grad(&[0.0], &mut g);
+    /// assert_eq!(g, [0.5]);
+    /// ```
+    gelu_tanh_grad => v_gelu_tanh_grad;
+    /// `g *= silu'(x)`.
+    ///
+    /// ```
+    /// let mut g = [1.0f32];
+    /// forge::cpu::vmath::silu_grad(&[0.0], &mut g);
+    /// assert_eq!(g, [0.5]);
+    /// ```
+    silu_grad => v_silu_grad;
+    /// `g *= mish'(x)`.
+    ///
+    /// ```
+    /// let mut g = [1.0f64];
+    /// forge::cpu::vmath::mish_grad(&[0.0], &mut g);
+    /// assert!((g[0] - 0.6).abs() < 0.01);
+    /// ```
+    mish_grad => v_mish_grad;
+    /// `g *= erf'(x)`.
+    ///
+    /// ```
+    /// let mut g = [1.0f64];
+    /// forge::cpu::vmath::erf_grad(&[0.0], &mut g);
+    /// assert_eq!(g, [std::f64::consts::FRAC_2_SQRT_PI]);
+    /// ```
+    erf_grad => v_erf_grad;
+    /// `g *= 1 - y^2` (tanh's derivative from its output `y`).
+    ///
+    /// ```
+    /// let mut g = [1.0f32];
+    /// forge::cpu::vmath::tanh_grad(&[0.5], &mut g);
+    /// assert_eq!(g, [0.75]);
+    /// ```
+    tanh_grad => v_tanh_grad;
+    /// `g *= y (1 - y)` (sigmoid's derivative from its output `y`).
+    ///
+    /// ```
+    /// let mut g = [1.0f32];
+    /// forge::cpu::vmath::sigmoid_grad(&[0.5], &mut g);
+    /// assert_eq!(g, [0.25]);
+    /// ```
+    sigmoid_grad => v_sigmoid_grad;
+    /// `g *= softplus'(x)`.
+    ///
+    /// ```
+    /// let mut g = [1.0f32];
+    /// forge::cpu::vmath::softplus_grad(&[0.0], &mut g, 1.0, 20.0);
+    /// assert_eq!(g, [0.5]);
+    /// ```
+    softplus_grad => v_softplus_grad(beta, threshold);
+}

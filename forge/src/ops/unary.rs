@@ -6,6 +6,7 @@
 //! gradient must be differentiable again.
 
 use crate::autograd::BackwardCtx;
+use crate::cpu::vmath;
 use crate::tensor::{Device, Float, Tensor};
 
 type Rule<E, D> = fn(&Tensor<E, D>, &Tensor<E, D>, &Tensor<E, D>) -> Tensor<E, D>;
@@ -97,7 +98,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(t.exp().item(), 1.0);
     /// ```
     pub fn exp(&self) -> Self {
-        let y = self.map_slice(E::v_exp);
+        let y = self.map_slice(vmath::exp);
         let saved = y.clone();
         y.record("exp", vec![self.clone()], move |ctx| {
             let y = if ctx.create_graph {
@@ -116,7 +117,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(t.log().item(), 0.0);
     /// ```
     pub fn log(&self) -> Self {
-        self.map_slice(E::v_ln)
+        self.map_slice(vmath::ln)
             .record("log", vec![self.clone()], |ctx| {
                 vec![Some(ctx.grad.div(&ctx.inputs[0]))]
             })
@@ -242,10 +243,10 @@ impl<E: Float, D: Device> Tensor<E, D> {
     pub fn tanh(&self) -> Self {
         self.unary_fused(
             "tanh",
-            E::v_tanh,
+            vmath::tanh,
             |t| t.tanh(),
             |g, _, y| g.mul(&y.mul(y).rsub_scalar(E::one())),
-            E::v_tanh_grad,
+            vmath::tanh_grad,
             true,
         )
     }
@@ -258,10 +259,10 @@ impl<E: Float, D: Device> Tensor<E, D> {
     pub fn sigmoid(&self) -> Self {
         self.unary_fused(
             "sigmoid",
-            E::v_sigmoid,
+            vmath::sigmoid,
             |t| t.sigmoid(),
             |g, _, y| g.mul(&y.mul(&y.rsub_scalar(E::one()))),
-            E::v_sigmoid_grad,
+            vmath::sigmoid_grad,
             true,
         )
     }
@@ -326,14 +327,14 @@ impl<E: Float, D: Device> Tensor<E, D> {
     pub fn erf(&self) -> Self {
         self.unary_fused(
             "erf",
-            E::v_erf,
+            vmath::erf,
             |t| t.erf(),
             |g, x, _| {
                 // d/dx erf(x) = 2/sqrt(pi) e^(-x^2)
                 let c = E::from_f64(std::f64::consts::FRAC_2_SQRT_PI);
                 g.mul(&x.square().neg().exp()).mul_scalar(c)
             },
-            E::v_erf_grad,
+            vmath::erf_grad,
             false,
         )
     }
@@ -346,12 +347,12 @@ impl<E: Float, D: Device> Tensor<E, D> {
     pub fn gelu(&self) -> Self {
         let half = E::from_f64(0.5);
         let r2 = E::from_f64(std::f64::consts::FRAC_1_SQRT_2);
-        self.map_slice(E::v_gelu)
+        self.map_slice(vmath::gelu)
             .record("gelu", vec![self.clone()], move |ctx| {
                 let x = &ctx.inputs[0];
                 if !ctx.create_graph {
                     return vec![Some(
-                        ctx.grad.map_slice(|g| E::v_gelu_grad(x.as_slice(), g)),
+                        ctx.grad.map_slice(|g| vmath::gelu_grad(x.as_slice(), g)),
                     )];
                 }
                 // Phi(x) + x phi(x), phi(x) = e^(-x^2/2) / sqrt(2 pi)
@@ -373,12 +374,13 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let half = E::from_f64(0.5);
         let c = E::from_f64((2.0 / std::f64::consts::PI).sqrt());
         let k = E::from_f64(0.044715);
-        self.map_slice(E::v_gelu_tanh)
+        self.map_slice(vmath::gelu_tanh)
             .record("gelu_tanh", vec![self.clone()], move |ctx| {
                 let x = &ctx.inputs[0];
                 if !ctx.create_graph {
                     return vec![Some(
-                        ctx.grad.map_slice(|g| E::v_gelu_tanh_grad(x.as_slice(), g)),
+                        ctx.grad
+                            .map_slice(|g| vmath::gelu_tanh_grad(x.as_slice(), g)),
                     )];
                 }
                 let x2 = x.square();
@@ -403,12 +405,12 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(forge::Tensor::<f64>::zeros(&[1]).silu().item(), 0.0);
     /// ```
     pub fn silu(&self) -> Self {
-        self.map_slice(E::v_silu)
+        self.map_slice(vmath::silu)
             .record("silu", vec![self.clone()], |ctx| {
                 let x = &ctx.inputs[0];
                 if !ctx.create_graph {
                     return vec![Some(
-                        ctx.grad.map_slice(|g| E::v_silu_grad(x.as_slice(), g)),
+                        ctx.grad.map_slice(|g| vmath::silu_grad(x.as_slice(), g)),
                     )];
                 }
                 let s = x.sigmoid();
@@ -424,12 +426,12 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(forge::Tensor::<f64>::zeros(&[1]).mish().item(), 0.0);
     /// ```
     pub fn mish(&self) -> Self {
-        self.map_slice(E::v_mish)
+        self.map_slice(vmath::mish)
             .record("mish", vec![self.clone()], |ctx| {
                 let x = &ctx.inputs[0];
                 if !ctx.create_graph {
                     return vec![Some(
-                        ctx.grad.map_slice(|g| E::v_mish_grad(x.as_slice(), g)),
+                        ctx.grad.map_slice(|g| vmath::mish_grad(x.as_slice(), g)),
                     )];
                 }
                 let t = x.softplus(1.0, 20.0).tanh();
@@ -448,7 +450,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     pub fn softplus(&self, beta: f64, threshold: f64) -> Self {
         let (b, th) = (E::from_f64(beta), E::from_f64(threshold));
-        self.map_slice(|v| E::v_softplus(v, b, th)).record(
+        self.map_slice(|v| vmath::softplus(v, b, th)).record(
             "softplus",
             vec![self.clone()],
             move |ctx| {
@@ -456,7 +458,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
                 if !ctx.create_graph {
                     return vec![Some(
                         ctx.grad
-                            .map_slice(|g| E::v_softplus_grad(x.as_slice(), g, b, th)),
+                            .map_slice(|g| vmath::softplus_grad(x.as_slice(), g, b, th)),
                     )];
                 }
                 let lin = x.map(|v| if v * b > th { E::one() } else { E::zero() });

@@ -6,13 +6,9 @@ use super::*;
 /// The spacing of `f32` values at `v` (the smallest subnormal below
 /// `f32::MIN_POSITIVE`).
 fn ulp_at(v: f64) -> f64 {
-    let a = v.abs();
-    if a < f32::MIN_POSITIVE as f64 {
-        return 2f64.powi(-149);
-    }
-    let e = a.log2().floor() as i32;
-    let e = if 2f64.powi(e) > a { e - 1 } else { e };
-    2f64.powi(e.min(127) - 23)
+    // The binade of `v` rounded to f32 (its exponent field), from the bits.
+    let e = ((v as f32).abs().to_bits() >> 23) as i32;
+    2f64.powi(e.max(1) - 150)
 }
 
 /// Error of `got` in ulp of `want`; infinities and NaN must match exactly.
