@@ -22,7 +22,7 @@
 use forge::cpu::set_num_threads;
 use forge::models::gpt::{Gpt, GptConfig};
 use forge::models::resnet::resnet18;
-use forge::nn::functional::cross_entropy;
+use forge::nn::functional::cross_entropy_with;
 use forge::nn::{Forward, Lstm, RnnConfig};
 use forge::optim::{AdamW, Sgd};
 use forge::{Float, Rng, Tensor};
@@ -395,7 +395,7 @@ fn resnet18_train(opts: &Opts) {
     for (threads, lo, hi) in REF_RESNET18_TRAIN_MS {
         set_num_threads(threads);
         let t = measure(opts, 5, Duration::from_secs(4), || {
-            let loss = cross_entropy(&m.forward(x.clone()), &y, Default::default());
+            let loss = cross_entropy_with(&m.forward(x.clone()), &y, Default::default());
             let grads = loss.backward();
             opt.step(&mut m, &grads).expect("shapes match");
         });

@@ -18,7 +18,7 @@ use forge::io::{read_safetensors, write_safetensors, AnyTensor};
 use forge::models::gpt::{Gpt, GptConfig};
 use forge::nn::Layer;
 use forge::optim::{
-    clip_grad_norm, AdamW, CosineAnnealingLr, LinearLr, LrScheduler, ParamGroup, SequentialLr,
+    clip_grad_norm_with, AdamW, CosineAnnealingLr, LinearLr, LrScheduler, ParamGroup, SequentialLr,
 };
 use forge::{no_grad, Rng, Tensor};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -341,7 +341,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let (x, y) = batch(train, args.batch, block, &mut rng);
             let loss = gpt.loss(&x, &y);
             let mut grads = loss.backward();
-            let norm = clip_grad_norm(&mut grads, args.clip, 2.0);
+            let norm = clip_grad_norm_with(&mut grads, args.clip, 2.0);
             opt.step(&mut gpt, &grads)?;
             sched.step(&mut opt);
             bar.set_message(format!(

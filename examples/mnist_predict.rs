@@ -108,7 +108,7 @@ where
     )?;
     let test: &InMemoryDataset = &data.test;
     let mut confusion = [[0usize; 10]; 10];
-    let mut loader = DataLoader::new(test, 500);
+    let loader = DataLoader::new(test, 500);
     forge::no_grad(|| {
         for (x, y) in loader.iter() {
             let logits = model.forward(x);

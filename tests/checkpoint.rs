@@ -4,7 +4,7 @@
 
 use forge::checkpoint::TrainingCheckpoint;
 use forge::io::{atomic_write_with, write_safetensors, AnyTensor};
-use forge::optim::{clip_grad_norm, AdamW, AdamWConfig, OneCycleLr, ParamGroup, Schedule, Sgd};
+use forge::optim::{clip_grad_norm_with, AdamW, OneCycleLr, ParamGroup, Schedule, Sgd};
 use forge::prelude::*;
 use forge::DType;
 use std::collections::BTreeMap;
@@ -56,7 +56,7 @@ fn train(model: &mut Mlp, opt: &mut AdamW, sched: &mut Schedule, steps: usize) {
     for _ in 0..steps {
         let loss = (model.forward(x.clone()) - &y).square().mean();
         let mut grads = loss.backward();
-        clip_grad_norm(&mut grads, 1.0, 2.0);
+        clip_grad_norm_with(&mut grads, 1.0, 2.0);
         opt.step(model, &grads).unwrap();
         sched.step(opt);
     }
@@ -79,15 +79,15 @@ fn resumed_training_equals_uninterrupted_training() {
     sched_b.apply(&mut opt_b);
     train(&mut b, &mut opt_b, &mut sched_b, 10);
     let path = tmp("resume.safetensors");
-    TrainingCheckpoint::save(&path, &b, &opt_b, &sched_b, 10).unwrap();
+    TrainingCheckpoint::save(&path, &b, &opt_b, Some(&sched_b), 10).unwrap();
     drop((b, opt_b, sched_b));
 
     let mut c = mlp(99); // different initial values, overwritten by the load
-    let ck: TrainingCheckpoint<AdamWConfig, f32, Schedule> =
-        TrainingCheckpoint::load(&path, &mut c).unwrap();
+    let (mut opt_c, mut sched_c) = (optimizer(), schedule());
+    let step =
+        TrainingCheckpoint::load_into(&path, &mut c, &mut opt_c, Some(&mut sched_c)).unwrap();
     std::fs::remove_file(&path).unwrap();
-    assert_eq!(ck.step, 10);
-    let (mut opt_c, mut sched_c) = (ck.optimizer, ck.schedule);
+    assert_eq!(step, 10);
     assert!(c.fc1.weight.is_tracked(), "loaded weights stay trainable");
     train(&mut c, &mut opt_c, &mut sched_c, 10);
 
@@ -132,10 +132,10 @@ fn a_save_failing_part_way_leaves_the_previous_checkpoint() {
     let (mut m, mut opt, mut sched) = (mlp(1), optimizer(), schedule());
     train(&mut m, &mut opt, &mut sched, 3);
     let path = tmp("crash.safetensors");
-    TrainingCheckpoint::save(&path, &m, &opt, &sched, 3).unwrap();
+    TrainingCheckpoint::save(&path, &m, &opt, Some(&sched), 3).unwrap();
     let before = std::fs::read(&path).unwrap();
     train(&mut m, &mut opt, &mut sched, 3);
-    let next = TrainingCheckpoint::to_bytes(&m, &opt, &sched, 6).unwrap();
+    let next = TrainingCheckpoint::to_bytes(&m, &opt, Some(&sched), None, 6).unwrap();
     for n in [0, 1, 8, 100, next.len() / 2, next.len() - 1] {
         let r = atomic_write_with(&path, |w| {
             w.write_all(&next[..n])?;
@@ -148,9 +148,8 @@ fn a_save_failing_part_way_leaves_the_previous_checkpoint() {
             "after failing at {n} bytes"
         );
         let mut fresh = mlp(7);
-        let ck: TrainingCheckpoint<AdamWConfig, f32, Schedule> =
-            TrainingCheckpoint::load(&path, &mut fresh).unwrap();
-        assert_eq!(ck.step, 3);
+        let step = TrainingCheckpoint::load_into(&path, &mut fresh, &mut optimizer(), None);
+        assert_eq!(step.unwrap(), 3);
     }
     // No temporary file is left behind.
     let dir = path.parent().unwrap();
@@ -281,17 +280,20 @@ fn optimizer_state_of_another_model_is_refused_and_the_model_kept() {
     );
 
     let path = tmp("other.safetensors");
-    TrainingCheckpoint::save(&path, &mlp(1), &opt, &schedule(), 1).unwrap();
+    TrainingCheckpoint::save(&path, &mlp(1), &opt, Some(&schedule()), 1).unwrap();
     let mut target = mlp(2);
     let before = values(&target);
-    let r: forge::Result<TrainingCheckpoint<AdamWConfig, f32, Schedule>> =
-        TrainingCheckpoint::load(&path, &mut target);
+    let mut target_opt = optimizer();
+    let r = TrainingCheckpoint::load_into(&path, &mut target, &mut target_opt, None);
     assert!(matches!(r, Err(ForgeError::State(_))));
     assert_eq!(values(&target), before, "model unchanged");
+    assert!(
+        target_opt.state("fc1.weight").is_none(),
+        "optimizer unchanged"
+    );
     // A plain model file is not a training checkpoint.
     target.save(&path).unwrap();
-    let r: forge::Result<TrainingCheckpoint<AdamWConfig, f32, Schedule>> =
-        TrainingCheckpoint::load(&path, &mut target);
+    let r = TrainingCheckpoint::load_into(&path, &mut target, &mut target_opt, None);
     assert!(matches!(r, Err(ForgeError::Format(_))));
     std::fs::remove_file(&path).unwrap();
 }
@@ -307,7 +309,7 @@ fn killed_save_child() {
     };
     let (mut m, mut opt, mut sched) = (mlp(1), optimizer(), schedule());
     train(&mut m, &mut opt, &mut sched, 5);
-    let mut bytes = TrainingCheckpoint::to_bytes(&m, &opt, &sched, 5).unwrap();
+    let mut bytes = TrainingCheckpoint::to_bytes(&m, &opt, Some(&sched), None, 5).unwrap();
     bytes.resize(bytes.len().max(4 << 20), 0); // at least 4 MiB: seconds to write
     let _ = atomic_write_with(&path, |w| {
         for chunk in bytes.chunks(1024) {
@@ -325,7 +327,7 @@ fn a_killed_save_leaves_the_previous_checkpoint() {
     let path = tmp("killed.safetensors");
     let (mut m, mut opt, mut sched) = (mlp(1), optimizer(), schedule());
     train(&mut m, &mut opt, &mut sched, 2);
-    TrainingCheckpoint::save(&path, &m, &opt, &sched, 2).unwrap();
+    TrainingCheckpoint::save(&path, &m, &opt, Some(&sched), 2).unwrap();
     let before = std::fs::read(&path).unwrap();
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
@@ -381,11 +383,184 @@ fn a_killed_save_leaves_the_previous_checkpoint() {
         "previous checkpoint unchanged"
     );
     let mut fresh = mlp(3);
-    let ck: TrainingCheckpoint<AdamWConfig, f32, Schedule> =
-        TrainingCheckpoint::load(&path, &mut fresh).unwrap();
-    assert_eq!(ck.step, 2);
+    let step = TrainingCheckpoint::load_into(&path, &mut fresh, &mut optimizer(), None);
+    assert_eq!(step.unwrap(), 2);
     for p in tmp_files() {
         std::fs::remove_file(p).unwrap(); // the killed writer's temporary file
     }
+    std::fs::remove_file(&path).unwrap();
+}
+
+/// A model with dropout, trained from a shuffled loader, checkpointed in
+/// the middle of an epoch (dropout generators and loader position
+/// included) and resumed in fresh objects: parameters, optimizer state
+/// and schedule are `==` the uninterrupted run's.
+#[derive(Layer)]
+struct DropNet {
+    fc1: Linear,
+    drop: Dropout,
+    fc2: Linear,
+}
+
+impl Forward<Tensor> for DropNet {
+    type Output = Tensor;
+    fn forward(&self, x: Tensor) -> Tensor {
+        self.fc2
+            .forward(self.drop.forward(self.fc1.forward(x).relu()))
+    }
+}
+
+fn dropnet(seed: u64) -> DropNet {
+    let mut rng = Rng::new(seed);
+    DropNet {
+        fc1: Linear::new(4, 32, &mut rng),
+        drop: Dropout::from_rng(0.5, &mut rng),
+        fc2: Linear::new(32, 3, &mut rng),
+    }
+}
+
+/// Trains until `stop_at` steps in all (or to the end of `epochs`); returns
+/// the step reached.
+fn train_epochs(
+    model: &mut DropNet,
+    opt: &mut AdamW,
+    sched: &mut forge::optim::CosineAnnealingLr,
+    loader: &DataLoader<TensorDataset<(Tensor, Tensor<i64>)>>,
+    mut step: u64,
+    epochs: u64,
+    checkpoint_at: Option<(u64, &std::path::Path)>,
+) -> u64 {
+    for _ in loader.epochs_done()..epochs {
+        for (x, y) in loader.iter() {
+            let loss = cross_entropy(&model.forward(x), &y);
+            let mut grads = loss.backward();
+            clip_grad_norm(&mut grads, 1.0);
+            opt.step(model, &grads).unwrap();
+            sched.step(opt);
+            step += 1;
+            if let Some((at, path)) = checkpoint_at {
+                if step == at {
+                    TrainingCheckpoint::save_with_loader(
+                        path,
+                        model,
+                        opt,
+                        Some(sched),
+                        loader,
+                        step,
+                    )
+                    .unwrap();
+                    return step;
+                }
+            }
+        }
+    }
+    step
+}
+
+#[test]
+fn resume_mid_epoch_with_dropout_and_shuffling_equals_the_uninterrupted_run() {
+    let x = Tensor::from_fn(&[50, 4], |i| ((i as f32) * 0.37).sin());
+    let y = Tensor::<i64>::from_fn(&[50], |i| (i % 3) as i64);
+    let data = TensorDataset::new((x, y)).unwrap();
+    let make = |seed| {
+        let mut opt = AdamW::new(0.01);
+        let sched = forge::optim::CosineAnnealingLr::for_optimizer(&mut opt, 40, 1e-4);
+        (
+            dropnet(seed),
+            opt,
+            sched,
+            DataLoader::new(&data, 8).shuffle(11),
+        )
+    };
+
+    // Uninterrupted: 3 epochs of 7 batches (the last one of 2 samples).
+    let (mut a, mut opt_a, mut sched_a, loader_a) = make(1);
+    let steps = train_epochs(&mut a, &mut opt_a, &mut sched_a, &loader_a, 0, 3, None);
+    assert_eq!(steps, 21);
+
+    // Interrupted at step 10 (batch 3 of epoch 2), resumed in fresh objects.
+    let path = tmp("dropout-resume.safetensors");
+    let (mut b, mut opt_b, mut sched_b, loader_b) = make(1);
+    let at = train_epochs(
+        &mut b,
+        &mut opt_b,
+        &mut sched_b,
+        &loader_b,
+        0,
+        3,
+        Some((10, &path)),
+    );
+    assert_eq!(at, 10);
+    drop((b, opt_b, sched_b, loader_b));
+
+    let (mut c, mut opt_c, mut sched_c, loader_c) = make(2); // other weights and dropout seeds
+    let step = TrainingCheckpoint::load_into_with_loader(
+        &path,
+        &mut c,
+        &mut opt_c,
+        Some(&mut sched_c),
+        &loader_c,
+    )
+    .unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(step, 10);
+    assert_eq!(loader_c.epochs_done(), 1);
+    let end = train_epochs(&mut c, &mut opt_c, &mut sched_c, &loader_c, step, 3, None);
+    assert_eq!(end, 21);
+
+    assert_eq!(values_of(&a), values_of(&c));
+    assert_eq!(opt_a.to_bytes().unwrap(), opt_c.to_bytes().unwrap());
+    assert_eq!(sched_a, sched_c);
+    assert_eq!(a.rng_states(), c.rng_states());
+    assert_eq!(loader_a.state(), loader_c.state());
+
+    // Without the dropout generator or the loader position the run differs:
+    // the test can fail.
+    let (mut d, mut opt_d, mut sched_d, loader_d) = make(1);
+    train_epochs(
+        &mut d,
+        &mut opt_d,
+        &mut sched_d,
+        &loader_d,
+        0,
+        3,
+        Some((10, &path)),
+    );
+    let (mut e, mut opt_e, mut sched_e, loader_e) = make(2);
+    TrainingCheckpoint::load_into(&path, &mut e, &mut opt_e, Some(&mut sched_e)).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    train_epochs(&mut e, &mut opt_e, &mut sched_e, &loader_e, 10, 3, None);
+    assert_ne!(
+        values_of(&a),
+        values_of(&e),
+        "a fresh loader replays other batches"
+    );
+}
+
+fn values_of<L: Layer>(m: &L) -> Vec<(String, Vec<f32>)> {
+    m.state_dict()
+        .into_iter()
+        .map(|(k, t)| (k, t.to_vec()))
+        .collect()
+}
+
+#[test]
+fn the_wrong_schedule_type_or_a_missing_schedule_is_an_error() {
+    let path = tmp("sched-kind.safetensors");
+    let m = mlp(1);
+    let opt = optimizer();
+    TrainingCheckpoint::save(&path, &m, &opt, None, 0).unwrap();
+    let mut step_lr = forge::optim::StepLr::new(0.1, 1, 0.5);
+    let e = TrainingCheckpoint::load_into(&path, &mut mlp(2), &mut optimizer(), Some(&mut step_lr))
+        .unwrap_err();
+    assert!(e.to_string().contains("holds none"), "{e}");
+    TrainingCheckpoint::save(&path, &m, &opt, Some(&schedule()), 0).unwrap();
+    let e = TrainingCheckpoint::load_into(&path, &mut mlp(2), &mut optimizer(), Some(&mut step_lr))
+        .unwrap_err();
+    assert!(e.to_string().contains("OneCycleLr"), "{e}");
+    let mut concrete = OneCycleLr::new(1.0, 5);
+    TrainingCheckpoint::load_into(&path, &mut mlp(2), &mut optimizer(), Some(&mut concrete))
+        .unwrap();
+    assert_eq!(Schedule::from(concrete), schedule());
     std::fs::remove_file(&path).unwrap();
 }

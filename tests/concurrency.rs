@@ -2,7 +2,7 @@
 //! initialisation each give exactly (`==`) the single-thread results.
 
 use forge::models::mnist::{LeNet5, MnistMlp};
-use forge::nn::functional::{cross_entropy, CrossEntropyOptions};
+use forge::nn::functional::{cross_entropy_with, CrossEntropyOptions};
 use forge::nn::{Forward, Layer};
 use forge::{Rng, Tensor};
 
@@ -69,7 +69,7 @@ fn gradients<M: Layer + Forward<Tensor, Output = Tensor>>(
     x: &Tensor,
     y: &Tensor<i64>,
 ) -> Vec<Vec<f32>> {
-    let loss = cross_entropy(&model.forward(x.clone()), y, CrossEntropyOptions::default());
+    let loss = cross_entropy_with(&model.forward(x.clone()), y, CrossEntropyOptions::default());
     let grads = loss.backward();
     model
         .parameters()

@@ -12,7 +12,7 @@ fn numbered(n: usize) -> InMemoryDataset<f32> {
 #[test]
 fn batches_cover_every_sample_once_in_order() {
     let ds = numbered(10);
-    let mut loader = DataLoader::new(&ds, 4);
+    let loader = DataLoader::new(&ds, 4);
     let batches: Vec<_> = loader.iter().collect();
     assert_eq!(batches.len(), 3);
     let shapes: Vec<Vec<usize>> = batches.iter().map(|(x, _)| x.shape().to_vec()).collect();
@@ -30,8 +30,8 @@ fn batches_cover_every_sample_once_in_order() {
 #[test]
 fn drop_last_drops_only_the_partial_batch() {
     let ds = numbered(10);
-    let mut keep = DataLoader::new(&ds, 3);
-    let mut drop = DataLoader::new(&ds, 3).drop_last(true);
+    let keep = DataLoader::new(&ds, 3);
+    let drop = DataLoader::new(&ds, 3).drop_last(true);
     assert_eq!(keep.num_batches(), 4);
     assert_eq!(drop.num_batches(), 3);
     assert_eq!(
@@ -43,10 +43,10 @@ fn drop_last_drops_only_the_partial_batch() {
         vec![3, 3, 3]
     );
     // A batch size that divides the set: nothing is dropped.
-    let mut exact = DataLoader::new(&ds, 5).drop_last(true);
+    let exact = DataLoader::new(&ds, 5).drop_last(true);
     assert_eq!(exact.iter().count(), 2);
     // Shuffled and dropped: the dropped samples differ per epoch, the count does not.
-    let mut shuffled = DataLoader::new(&ds, 4).shuffle(1).drop_last(true);
+    let shuffled = DataLoader::new(&ds, 4).shuffle(1).drop_last(true);
     for _ in 0..3 {
         let n: usize = shuffled.iter().map(|(_, y)| y.numel()).sum();
         assert_eq!(n, 8);
@@ -57,7 +57,7 @@ fn drop_last_drops_only_the_partial_batch() {
 fn shuffling_is_a_permutation_and_deterministic_per_seed() {
     let ds = numbered(100);
     let epochs = |seed: u64| -> Vec<Vec<i64>> {
-        let mut loader = DataLoader::new(&ds, 16).shuffle(seed);
+        let loader = DataLoader::new(&ds, 16).shuffle(seed);
         (0..3)
             .map(|_| loader.iter().flat_map(|(_, y)| y.to_vec()).collect())
             .collect()

@@ -6,7 +6,7 @@
 use forge::data::mnist::{Mnist, MnistOptions};
 use forge::data::{DataLoader, Dataset, InMemoryDataset};
 use forge::models::mnist::{argmax_rows, LeNet5, MnistMlp};
-use forge::nn::functional::{cross_entropy, CrossEntropyOptions};
+use forge::nn::functional::{cross_entropy_with, CrossEntropyOptions};
 use forge::nn::{Forward, Layer};
 use forge::optim::Adam;
 use forge::{Rng, Tensor};
@@ -24,11 +24,11 @@ fn fit<M: Layer + Forward<Tensor, Output = Tensor>>(
     seed: u64,
 ) {
     let mut opt = Adam::<f32>::new(1e-3);
-    let mut loader = DataLoader::new(train, 64).shuffle(seed);
+    let loader = DataLoader::new(train, 64).shuffle(seed);
     let mut done = 0;
     while done < steps {
         for (x, y) in loader.iter().take(steps - done) {
-            let loss = cross_entropy(&model.forward(x), &y, CrossEntropyOptions::default());
+            let loss = cross_entropy_with(&model.forward(x), &y, CrossEntropyOptions::default());
             let grads = loss.backward();
             model.for_each_parameter_mut(&mut |path, p| {
                 opt.step_params(vec![(path, p)], &grads).unwrap();
@@ -44,7 +44,7 @@ fn predict<M: Layer + Forward<Tensor, Output = Tensor>>(
     test: &InMemoryDataset,
 ) -> Vec<usize> {
     model.eval();
-    let mut loader = DataLoader::new(test, 500);
+    let loader = DataLoader::new(test, 500);
     let preds = forge::no_grad(|| {
         loader
             .iter()

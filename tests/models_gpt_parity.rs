@@ -6,7 +6,7 @@
 //! - the logits over 4 real windows of the text and the mean cross-entropy;
 //! - the gradient of every one of the 28 parameters (the tied
 //!   `transformer.wte.weight` holds both uses);
-//! - the total norm returned by `clip_grad_norm(1.0)`;
+//! - the total norm returned by `clip_grad_norm_with(1.0)`;
 //! - one AdamW step (step 400 -> 401, lr `next_lr`, betas (0.9, 0.95), eps
 //!   1e-8, weight decay 0.1 on 2-D weights only) from the fixture's real
 //!   optimizer state, with the clipped gradients;
@@ -21,7 +21,7 @@
 //! | logits | 4.5e-16 |
 //! | loss | 0 (bit-identical) |
 //! | gradients (worst parameter) | 2.4e-15 (`transformer.wpe.weight`) |
-//! | clip_grad_norm total norm | 6.1e-16 |
+//! | clip_grad_norm_with total norm | 6.1e-16 |
 //! | parameters after the AdamW step (worst) | 5.2e-14 (`transformer.h.0.attn.c_attn.bias`) |
 //! | greedy generation | 20/20 tokens identical |
 
@@ -30,7 +30,7 @@ mod common;
 use common::{assert_close, Fixture};
 use forge::models::gpt::{Gpt, GptConfig};
 use forge::nn::{Forward, Layer};
-use forge::optim::{clip_grad_norm, AdamW, ParamGroup};
+use forge::optim::{clip_grad_norm_with, AdamW, ParamGroup};
 use forge::{Rng, Tensor};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -141,13 +141,19 @@ fn logits_loss_gradients_clip_norm_and_adamw_step_match_pytorch() {
     }
     eprintln!("gradients max rel err {:.2e} ({})", worst.0, worst.1);
 
-    let total = clip_grad_norm(&mut grads, f.meta_f64("grad_clip"), 2.0);
+    let total = clip_grad_norm_with(&mut grads, f.meta_f64("grad_clip"), 2.0);
     let (rtol, atol) = f.tol();
     let norm = Tensor::scalar(total);
-    assert_close("clip_grad_norm", &norm, &f.t("clip_grad_norm"), rtol, atol);
+    assert_close(
+        "clip_grad_norm_with",
+        &norm,
+        &f.t("clip_grad_norm_with"),
+        rtol,
+        atol,
+    );
     eprintln!(
-        "clip_grad_norm rel err {:.2e}",
-        rel_err(&norm, &f.t("clip_grad_norm"))
+        "clip_grad_norm_with rel err {:.2e}",
+        rel_err(&norm, &f.t("clip_grad_norm_with"))
     );
 
     // AdamW from the fixture's real state; weight decay only on the 2-D

@@ -4,7 +4,7 @@
 //! that the loss falls and the shared embedding gets both gradients.
 
 use forge::models::transformer::{Seq2SeqConfig, Seq2SeqTransformer};
-use forge::nn::functional::{cross_entropy, CrossEntropyOptions};
+use forge::nn::functional::{cross_entropy_with, CrossEntropyOptions};
 use forge::nn::{Forward, Layer};
 use forge::optim::Adam;
 use forge::{Rng, Tensor};
@@ -47,7 +47,7 @@ fn train(m: &mut Seq2SeqTransformer<f32>, steps: usize, rng: &mut Rng) -> Vec<f3
     for _ in 0..steps {
         let (src, tin, tout) = batch(32, rng);
         let logits = m.forward((src, tin));
-        let loss = cross_entropy(
+        let loss = cross_entropy_with(
             &logits.reshape(&[-1, (SYMBOLS + 1) as isize]),
             &Tensor::from_vec(tout.to_vec(), &[tout.numel()]),
             CrossEntropyOptions::default(),

@@ -199,7 +199,7 @@ fn resnet18_forward_and_backward_on_a_small_batch() {
     let logits = m.forward(x);
     assert_eq!(logits.shape(), &[2, 10]);
     let targets = Tensor::<i64>::from_vec(vec![3, 7], &[2]);
-    let loss = forge::nn::functional::cross_entropy(&logits, &targets, Default::default());
+    let loss = forge::nn::functional::cross_entropy_with(&logits, &targets, Default::default());
     assert!(loss.item().is_finite());
     let grads = loss.backward();
     let params = m.named_parameters();

@@ -40,7 +40,7 @@ fn apply(f: &Fixture, v: &[Tensor<f64>]) -> Tensor<f64> {
                     .map_or(0.0, |s| s.parse().unwrap()),
                 reduction: r,
             };
-            cross_entropy(&input, &f.i("target"), o)
+            cross_entropy_with(&input, &f.i("target"), o)
         }
         "nll_loss" => nll_loss(
             &input,
@@ -170,13 +170,13 @@ fn cross_entropy_reductions_are_consistent() {
         reduction,
         ..Default::default()
     };
-    let none = cross_entropy(&x, &t, opts(Reduction::None));
+    let none = cross_entropy_with(&x, &t, opts(Reduction::None));
     assert_eq!(none.shape(), &[4]);
     assert_eq!(none.to_vec()[2], 0.0, "ignored target contributes nothing");
-    let sum = cross_entropy(&x, &t, opts(Reduction::Sum)).item();
+    let sum = cross_entropy_with(&x, &t, opts(Reduction::Sum)).item();
     assert!((none.sum().item() - sum).abs() < 1e-14);
     // Mean divides by the weights of the non-ignored targets: 1.5 + 0.5 + 2.0.
-    let mean = cross_entropy(&x, &t, opts(Reduction::Mean)).item();
+    let mean = cross_entropy_with(&x, &t, opts(Reduction::Mean)).item();
     assert!((mean - sum / 4.0).abs() < 1e-14);
     let inputs = [x, w];
     for r in [Reduction::None, Reduction::Sum, Reduction::Mean] {
@@ -188,7 +188,7 @@ fn cross_entropy_reductions_are_consistent() {
                     reduction: r,
                     ..Default::default()
                 };
-                cross_entropy(&v[0], &t, o)
+                cross_entropy_with(&v[0], &t, o)
             },
             &inputs,
             1e-6,
@@ -203,7 +203,7 @@ fn cross_entropy_reductions_are_consistent() {
 fn cross_entropy_is_nll_of_log_softmax() {
     let t = Tensor::<i64>::from_vec(vec![2, 0, 1, 1], &[4]);
     let x = logits();
-    let ce = cross_entropy(&x, &t, CrossEntropyOptions::default());
+    let ce = cross_entropy_with(&x, &t, CrossEntropyOptions::default());
     let nll = nll_loss(&x.log_softmax(1), &t, NllLossOptions::default());
     assert_eq!(ce.item(), nll.item());
 }
@@ -233,14 +233,14 @@ fn penalties_sum_over_parameters() {
 #[should_panic(expected = "cross_entropy: target 3 is out of range for 3 classes")]
 fn cross_entropy_rejects_bad_target() {
     let t = Tensor::<i64>::from_vec(vec![0, 1, 2, 3], &[4]);
-    cross_entropy(&logits(), &t, CrossEntropyOptions::default());
+    cross_entropy_with(&logits(), &t, CrossEntropyOptions::default());
 }
 
 #[test]
 #[should_panic(expected = "cross_entropy: input shape [4, 3] needs targets of shape [4], got [3]")]
 fn cross_entropy_rejects_bad_target_shape() {
     let t = Tensor::<i64>::from_vec(vec![0, 1, 2], &[3]);
-    cross_entropy(&logits(), &t, CrossEntropyOptions::default());
+    cross_entropy_with(&logits(), &t, CrossEntropyOptions::default());
 }
 
 #[test]

@@ -4,7 +4,7 @@
 
 use forge::cpu::set_num_threads;
 use forge::models::mnist::{LeNet5, MnistMlp};
-use forge::nn::functional::{cross_entropy, CrossEntropyOptions};
+use forge::nn::functional::{cross_entropy_with, CrossEntropyOptions};
 use forge::nn::{Forward, Layer};
 use forge::optim::Adam;
 use forge::{Gradients, Rng, Tensor};
@@ -51,7 +51,7 @@ where
     let (mut f, mut b, mut o, mut t) = (vec![], vec![], vec![], vec![]);
     for i in 0..warmup + steps {
         let t0 = Instant::now();
-        let loss = cross_entropy(
+        let loss = cross_entropy_with(
             &model.forward(x.clone()),
             &y,
             CrossEntropyOptions::default(),

@@ -14,7 +14,7 @@ use args::{Args, ModelKind};
 use forge::data::mnist::{Mnist, MnistOptions};
 use forge::data::{DataLoader, Dataset, InMemoryDataset};
 use forge::models::mnist::{argmax_rows, LeNet5, MnistMlp};
-use forge::nn::functional::{cross_entropy, CrossEntropyOptions};
+use forge::nn::functional::{cross_entropy_with, CrossEntropyOptions};
 use forge::nn::{Forward, Gru, Layer, Linear, RnnConfig};
 use forge::optim::Adam;
 use forge::{Gradients, Rng, Tensor};
@@ -101,7 +101,7 @@ where
     println!("{} parameters", model.num_parameters());
     let mut opt = Adam::<f32>::new(args.lr);
     // Shuffle with a stream separate from the weight initialisation.
-    let mut loader = DataLoader::new(&data.train, args.batch_size).shuffle(args.seed ^ 0x5EED);
+    let loader = DataLoader::new(&data.train, args.batch_size).shuffle(args.seed ^ 0x5EED);
     let mut curve = Vec::new();
     for epoch in 1..=args.epochs {
         let start = Instant::now();
@@ -111,7 +111,7 @@ where
         for (x, y) in loader.iter() {
             let b = y.numel();
             let logits = model.forward(x);
-            let loss = cross_entropy(&logits, &y, CrossEntropyOptions::default());
+            let loss = cross_entropy_with(&logits, &y, CrossEntropyOptions::default());
             let grads = loss.backward();
             adam_step(&mut opt, &mut model, &grads)?;
             loss_sum += loss.item() as f64 * b as f64;
@@ -189,7 +189,7 @@ where
     M: Layer + Forward<Tensor, Output = Tensor>,
 {
     model.eval();
-    let mut loader = DataLoader::new(test, 500);
+    let loader = DataLoader::new(test, 500);
     let correct: usize = forge::no_grad(|| {
         loader
             .iter()

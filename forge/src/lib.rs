@@ -25,6 +25,7 @@ pub mod cpu;
 pub mod data;
 pub mod error;
 pub mod io;
+pub mod metrics;
 pub mod models;
 pub mod nn;
 pub mod ops;

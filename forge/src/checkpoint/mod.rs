@@ -21,4 +21,4 @@ mod model;
 mod training;
 
 pub use model::LayerIo;
-pub use training::TrainingCheckpoint;
+pub use training::{ScheduleState, TrainingCheckpoint};

@@ -1,14 +1,19 @@
-//! A whole training state (model, optimizer, schedule, step) in one
-//! safetensors file ([`TrainingCheckpoint`]).
+//! A whole training state (model, optimizer, schedule, random generators,
+//! data loader position, step) in one safetensors file
+//! ([`TrainingCheckpoint`]).
 
 use super::model::{float_dict, tensors_as};
+use crate::data::{DataLoader, Dataset, LoaderState};
 use crate::io::{
     atomic_write, parse_safetensors, read_safetensors, serialize_safetensors, AnyTensor,
     SafeTensorsData,
 };
 use crate::nn::Layer;
-use crate::optim::{Optimizer, Persist, UpdateRule};
-use crate::tensor::{Float, Tensor};
+use crate::optim::{
+    CosineAnnealingLr, ExponentialLr, LinearLr, MultiStepLr, NoamLr, OneCycleLr, Optimizer,
+    Persist, Schedule, SequentialLr, StepLr, UpdateRule,
+};
+use crate::tensor::{Float, Rng, Tensor};
 use crate::{ForgeError, Result};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -17,153 +22,404 @@ use std::path::Path;
 
 /// What identifies a training checkpoint in the safetensors metadata.
 const FORMAT_KEY: &str = "forge_training_checkpoint";
-/// The training-checkpoint format version this build writes and reads.
-const CHECKPOINT_VERSION: u32 = 1;
+/// The training-checkpoint format version this build writes and the
+/// newest it reads. Version 2 added the random generators and the data
+/// loader's position; version-1 files load without them.
+const CHECKPOINT_VERSION: u32 = 2;
 
-/// Everything needed to resume training, in one safetensors file written
-/// atomically: the model's tensors (`model.<path>`, in the model's element
-/// type), the optimizer and the schedule (forge's optimizer format, stored
-/// as `U8` tensors `optimizer` and `schedule`), and the step (metadata).
+/// A learning-rate schedule a training checkpoint can save and fill in:
+/// [`Schedule`] and every concrete schedule ([`StepLr`], [`CosineAnnealingLr`],
+/// ...). The file stores the schedule as a [`Schedule`], so a checkpoint
+/// saved from a `Schedule` loads into the concrete type it holds and the
+/// other way round.
 ///
 /// ```
-/// use forge::checkpoint::TrainingCheckpoint;
-/// use forge::optim::{Adam, LrScheduler, Schedule, StepLr};
+/// use forge::checkpoint::ScheduleState;
+/// use forge::optim::{LrScheduler, StepLr};
+/// let mut a = StepLr::new(0.1, 2, 0.5);
+/// a.step = 3;
+/// let mut b = StepLr::new(1.0, 1, 0.1);
+/// b.set_schedule(a.to_schedule()).unwrap();
+/// assert_eq!(b, a);
+/// ```
+pub trait ScheduleState {
+    /// The schedule as the one serializable type.
+    fn to_schedule(&self) -> Schedule;
+
+    /// Whether `schedule` holds this type (what
+    /// [`set_schedule`](Self::set_schedule) accepts).
+    fn accepts(&self, schedule: &Schedule) -> bool;
+
+    /// Replaces `self` by `schedule`.
+    ///
+    /// # Errors
+    /// [`ForgeError::State`] when `schedule` holds another kind of
+    /// schedule; `self` is unchanged then.
+    fn set_schedule(&mut self, schedule: Schedule) -> Result<()>;
+}
+
+impl ScheduleState for Schedule {
+    fn to_schedule(&self) -> Schedule {
+        self.clone()
+    }
+    fn accepts(&self, _: &Schedule) -> bool {
+        true
+    }
+    fn set_schedule(&mut self, schedule: Schedule) -> Result<()> {
+        *self = schedule;
+        Ok(())
+    }
+}
+
+macro_rules! concrete_schedule_state {
+    ($($t:ident => $v:ident),* $(,)?) => {$(
+        impl ScheduleState for $t {
+            fn to_schedule(&self) -> Schedule {
+                Schedule::$v(self.clone())
+            }
+            fn accepts(&self, schedule: &Schedule) -> bool {
+                matches!(schedule, Schedule::$v(_))
+            }
+            fn set_schedule(&mut self, schedule: Schedule) -> Result<()> {
+                match schedule {
+                    Schedule::$v(s) => {
+                        *self = s;
+                        Ok(())
+                    }
+                    other => Err(ForgeError::State(format!(
+                        "the checkpoint's schedule is {}, not {}",
+                        schedule_name(&other),
+                        stringify!($t)
+                    ))),
+                }
+            }
+        }
+    )*};
+}
+
+concrete_schedule_state! {
+    StepLr => Step,
+    MultiStepLr => MultiStep,
+    ExponentialLr => Exponential,
+    CosineAnnealingLr => CosineAnnealing,
+    LinearLr => Linear,
+    SequentialLr => Sequential,
+    OneCycleLr => OneCycle,
+    NoamLr => Noam,
+}
+
+/// The schedule type a [`Schedule`] holds, for messages.
+fn schedule_name(s: &Schedule) -> &'static str {
+    match s {
+        Schedule::Step(_) => "StepLr",
+        Schedule::MultiStep(_) => "MultiStepLr",
+        Schedule::Exponential(_) => "ExponentialLr",
+        Schedule::CosineAnnealing(_) => "CosineAnnealingLr",
+        Schedule::Linear(_) => "LinearLr",
+        Schedule::Sequential(_) => "SequentialLr",
+        Schedule::OneCycle(_) => "OneCycleLr",
+        Schedule::Noam(_) => "NoamLr",
+    }
+}
+
+/// Everything that decides the next training step, in one safetensors
+/// file written atomically: the model's tensors (`model.<path>`, in the
+/// model's element type), the optimizer with its state, the schedule (if
+/// any), every random generator the model's layers own (each
+/// [`Dropout`](crate::nn::Dropout)'s), the [`DataLoader`]'s epoch,
+/// permutation and position (with the `_with_loader` forms), and the step.
+/// A run resumed from it is `==` the uninterrupted run, mid-epoch included
+/// (`tests/checkpoint.rs`).
+///
+/// Nothing to spell: the optimizer and the schedule are whatever the
+/// caller has, and loading fills the caller's objects.
+///
+/// ```
 /// use forge::prelude::*;
 /// let path = std::env::temp_dir().join(format!("forge-ckpt-doc-{}.safetensors", std::process::id()));
 /// let mut model = Linear::<f32>::new(2, 1, &mut Rng::new(0));
 /// let mut opt = Adam::new(0.1);
-/// let mut sched: Schedule = StepLr::new(0.1, 5, 0.5).into();
+/// let mut sched = StepLr::for_optimizer(&mut opt, 5, 0.5);
 /// let grads = model.forward(Tensor::ones(&[1, 2])).sum().backward();
 /// opt.step(&mut model, &grads).unwrap();
 /// sched.step(&mut opt);
-/// TrainingCheckpoint::save(&path, &model, &opt, &sched, 1).unwrap();
+/// TrainingCheckpoint::save(&path, &model, &opt, Some(&sched), 1).unwrap();
 ///
-/// let mut fresh = Linear::<f32>::new(2, 1, &mut Rng::new(7));
-/// let ck: TrainingCheckpoint<_, f32, Schedule> = TrainingCheckpoint::load(&path, &mut fresh).unwrap();
-/// assert_eq!(ck.step, 1);
-/// assert_eq!(fresh.weight.to_vec(), model.weight.to_vec());
-/// assert_eq!(ck.optimizer.state("weight").unwrap().step(), 1);
-/// let _: &Adam = &ck.optimizer;
+/// let mut model2 = Linear::<f32>::new(2, 1, &mut Rng::new(7));
+/// let mut opt2 = Adam::new(0.1);
+/// let mut sched2 = StepLr::for_optimizer(&mut opt2, 5, 0.5);
+/// let step = TrainingCheckpoint::load_into(&path, &mut model2, &mut opt2, Some(&mut sched2)).unwrap();
+/// assert_eq!(step, 1);
+/// assert_eq!(model2.weight.to_vec(), model.weight.to_vec());
+/// assert_eq!(opt2.state("weight").unwrap().step(), 1);
+/// assert_eq!(sched2, sched);
 /// std::fs::remove_file(&path).unwrap();
 /// ```
-#[derive(Clone, Debug)]
-pub struct TrainingCheckpoint<R, E, S> {
-    /// The optimizer, state included.
-    pub optimizer: Optimizer<R, E>,
-    /// The learning-rate schedule, at its step.
-    pub schedule: S,
-    /// The training step the checkpoint was taken at.
-    pub step: u64,
+#[derive(Clone, Copy, Debug)]
+pub struct TrainingCheckpoint;
+
+/// A data loader a checkpoint restores (every [`DataLoader`]).
+trait LoaderTarget {
+    fn check(&self, state: &LoaderState) -> Result<()>;
+    fn set(&self, state: LoaderState);
 }
 
-impl<R, E, S> TrainingCheckpoint<R, E, S>
-where
-    R: UpdateRule,
-    E: Float + Serialize + DeserializeOwned,
-    S: Persist,
-{
-    /// The file's bytes (what [`save`](Self::save) writes).
+impl<D: Dataset> LoaderTarget for DataLoader<'_, D> {
+    fn check(&self, state: &LoaderState) -> Result<()> {
+        self.check_state(state)
+    }
+    fn set(&self, state: LoaderState) {
+        // Checked just before: cannot fail.
+        let _ = self.set_state(state);
+    }
+}
+
+/// postcard bytes as a `U8` tensor.
+fn blob(bytes: Vec<u8>) -> AnyTensor {
+    let n = bytes.len();
+    AnyTensor::U8(Tensor::from_vec(bytes, &[n]))
+}
+
+impl TrainingCheckpoint {
+    /// The file's bytes (what [`save`](Self::save) and
+    /// [`save_with_loader`](Self::save_with_loader) write).
     ///
     /// # Errors
-    /// [`ForgeError::Format`] if the optimizer or schedule cannot be encoded.
+    /// [`ForgeError::Format`] if a part cannot be encoded.
     ///
     /// ```
-    /// use forge::checkpoint::TrainingCheckpoint;
-    /// use forge::optim::{Schedule, Sgd, StepLr};
     /// use forge::prelude::*;
     /// let m = Linear::<f32>::new(2, 1, &mut Rng::new(0));
-    /// let s: Schedule = StepLr::new(0.1, 5, 0.5).into();
-    /// let b = TrainingCheckpoint::to_bytes(&m, &Sgd::new(0.1), &s, 0).unwrap();
+    /// let b = TrainingCheckpoint::to_bytes(&m, &Sgd::new(0.1), None, None, 0).unwrap();
     /// assert!(b.len() > 8);
     /// ```
-    pub fn to_bytes<L: Layer<E> + ?Sized>(
+    pub fn to_bytes<E, R, L>(
         model: &L,
         optimizer: &Optimizer<R, E>,
-        schedule: &S,
+        schedule: Option<&dyn ScheduleState>,
+        loader: Option<&LoaderState>,
         step: u64,
-    ) -> Result<Vec<u8>> {
-        let mut tensors = tensors_as(&model.state_dict(), "model.", E::DTYPE)?;
-        let bytes = |b: Vec<u8>| {
-            let n = b.len();
-            AnyTensor::U8(Tensor::from_vec(b, &[n]))
+    ) -> Result<Vec<u8>>
+    where
+        E: Float + Serialize + DeserializeOwned,
+        R: UpdateRule,
+        L: Layer<E> + ?Sized,
+    {
+        let encode = |what: &str, r: std::result::Result<Vec<u8>, postcard::Error>| {
+            r.map_err(|e| ForgeError::Format(format!("cannot encode the {what}: {e}")))
         };
-        tensors.insert("optimizer".into(), bytes(optimizer.to_bytes()?));
-        tensors.insert("schedule".into(), bytes(schedule.to_bytes()?));
+        let mut tensors = tensors_as(&model.state_dict(), "model.", E::DTYPE)?;
+        tensors.insert("optimizer".into(), blob(optimizer.to_bytes()?));
+        if let Some(s) = schedule {
+            tensors.insert("schedule".into(), blob(s.to_schedule().to_bytes()?));
+        }
+        let rngs = model.rng_states();
+        tensors.insert(
+            "rng".into(),
+            blob(encode("random generators", postcard::to_allocvec(&rngs))?),
+        );
+        if let Some(l) = loader {
+            tensors.insert(
+                "loader".into(),
+                blob(encode("data loader state", postcard::to_allocvec(l))?),
+            );
+        }
         let mut meta = BTreeMap::new();
         meta.insert(FORMAT_KEY.to_string(), CHECKPOINT_VERSION.to_string());
         meta.insert("step".to_string(), step.to_string());
         Ok(serialize_safetensors(&tensors, &meta))
     }
 
-    /// Saves model, optimizer, schedule and step in one atomic write.
+    /// Saves model (tensors and random generators), optimizer, schedule
+    /// (`None` for a constant rate) and step in one atomic write.
     ///
     /// # Errors
     /// [`ForgeError::Io`] with the path; nothing is replaced then.
     ///
     /// ```
-    /// use forge::checkpoint::TrainingCheckpoint;
-    /// use forge::optim::{Schedule, Sgd, StepLr};
     /// use forge::prelude::*;
     /// let path = std::env::temp_dir().join(format!("forge-ckpt-save-doc-{}.st", std::process::id()));
     /// let m = Linear::<f32>::new(2, 1, &mut Rng::new(0));
-    /// let s: Schedule = StepLr::new(0.1, 5, 0.5).into();
-    /// TrainingCheckpoint::save(&path, &m, &Sgd::new(0.1), &s, 3).unwrap();
+    /// TrainingCheckpoint::save(&path, &m, &Sgd::new(0.1), None, 3).unwrap();
     /// std::fs::remove_file(&path).unwrap();
     /// ```
-    pub fn save<L: Layer<E> + ?Sized>(
+    pub fn save<E, R, L>(
         path: impl AsRef<Path>,
         model: &L,
         optimizer: &Optimizer<R, E>,
-        schedule: &S,
+        schedule: Option<&dyn ScheduleState>,
         step: u64,
-    ) -> Result<()> {
-        atomic_write(path, &Self::to_bytes(model, optimizer, schedule, step)?)
+    ) -> Result<()>
+    where
+        E: Float + Serialize + DeserializeOwned,
+        R: UpdateRule,
+        L: Layer<E> + ?Sized,
+    {
+        atomic_write(
+            path,
+            &Self::to_bytes(model, optimizer, schedule, None, step)?,
+        )
     }
 
-    /// Decodes a checkpoint and loads its tensors into `model`. Everything
-    /// is decoded and checked (format version, optimizer state against the
-    /// model's shapes) before the model changes; on error it is unchanged.
+    /// As [`save`](Self::save), with the data loader's epoch, permutation
+    /// and position, so that a run resumed mid-epoch sees the batches the
+    /// uninterrupted run would have.
     ///
     /// # Errors
-    /// [`ForgeError::Format`] for corrupt bytes or a file that is not a
-    /// training checkpoint; [`ForgeError::Version`] for a newer format;
-    /// [`ForgeError::StateDict`] for a model that does not fit (every key
-    /// listed); [`ForgeError::State`] for optimizer state of another model.
+    /// [`ForgeError::Io`] with the path; nothing is replaced then.
     ///
     /// ```
-    /// use forge::checkpoint::TrainingCheckpoint;
-    /// use forge::optim::{Schedule, Sgd};
     /// use forge::prelude::*;
-    /// let mut m = Linear::<f32>::new(2, 1, &mut Rng::new(0));
-    /// let r: Result<TrainingCheckpoint<_, f32, Schedule>, _> = TrainingCheckpoint::<forge::optim::SgdConfig, f32, Schedule>::from_bytes(b"junk", &mut m);
-    /// assert!(r.is_err());
+    /// let path = std::env::temp_dir().join(format!("forge-ckpt-loader-doc-{}.st", std::process::id()));
+    /// let ds = TensorDataset::new((Tensor::<f32>::zeros(&[6, 2]), Tensor::<f32>::zeros(&[6, 1]))).unwrap();
+    /// let loader = DataLoader::new(&ds, 2).shuffle(0);
+    /// let m = Linear::<f32>::new(2, 1, &mut Rng::new(0));
+    /// let opt = Sgd::new(0.1);
+    /// for (step, (x, y)) in loader.iter().enumerate().take(1) {
+    ///     TrainingCheckpoint::save_with_loader(&path, &m, &opt, None, &loader, step as u64 + 1).unwrap();
+    /// }
+    /// let resumed = DataLoader::new(&ds, 2).shuffle(0);
+    /// let mut m2 = Linear::<f32>::new(2, 1, &mut Rng::new(1));
+    /// let mut opt2 = Sgd::new(0.1);
+    /// TrainingCheckpoint::load_into_with_loader(&path, &mut m2, &mut opt2, None, &resumed).unwrap();
+    /// assert_eq!(resumed.iter().len(), 2); // the two batches left in the epoch
+    /// std::fs::remove_file(&path).unwrap();
     /// ```
-    pub fn from_bytes<L: Layer<E> + ?Sized>(bytes: &[u8], model: &mut L) -> Result<Self> {
-        let data = parse_safetensors(bytes)?;
-        Self::from_data(&data, model)
+    pub fn save_with_loader<E, R, L, D>(
+        path: impl AsRef<Path>,
+        model: &L,
+        optimizer: &Optimizer<R, E>,
+        schedule: Option<&dyn ScheduleState>,
+        loader: &DataLoader<'_, D>,
+        step: u64,
+    ) -> Result<()>
+    where
+        E: Float + Serialize + DeserializeOwned,
+        R: UpdateRule,
+        L: Layer<E> + ?Sized,
+        D: Dataset,
+    {
+        let state = loader.state();
+        atomic_write(
+            path,
+            &Self::to_bytes(model, optimizer, schedule, Some(&state), step)?,
+        )
     }
 
-    /// Reads a checkpoint written by [`save`](Self::save) and loads its
-    /// tensors into `model`.
+    /// Loads a checkpoint into the caller's model, optimizer and schedule
+    /// (`None` to skip it) and returns the step it was taken at. The
+    /// optimizer keeps its parameter groups (which may hold closures) and
+    /// takes everything else from the file. Build the schedule from the
+    /// optimizer before calling this; the file then overwrites its step.
+    ///
+    /// Everything is decoded and checked first (format version, optimizer
+    /// state against the model's shapes, schedule type, random generators);
+    /// on error nothing has changed.
     ///
     /// # Errors
-    /// [`ForgeError::Io`] with the path, or as [`from_bytes`](Self::from_bytes).
+    /// [`ForgeError::Io`] with the path; [`ForgeError::Format`] for corrupt
+    /// bytes or a file that is not a training checkpoint;
+    /// [`ForgeError::Version`] for a newer format; [`ForgeError::StateDict`]
+    /// for a model that does not fit (every key listed);
+    /// [`ForgeError::State`] for optimizer state of another model or
+    /// optimizer type, another schedule type, a schedule asked for but not
+    /// saved, or other random generators.
     ///
     /// ```
-    /// use forge::checkpoint::TrainingCheckpoint;
-    /// use forge::optim::{Schedule, SgdConfig};
     /// use forge::prelude::*;
     /// let mut m = Linear::<f32>::new(2, 1, &mut Rng::new(0));
     /// let missing = std::env::temp_dir().join("forge-no-such-checkpoint");
-    /// let r = TrainingCheckpoint::<SgdConfig, f32, Schedule>::load(&missing, &mut m);
+    /// let r = TrainingCheckpoint::load_into(&missing, &mut m, &mut Sgd::new(0.1), None);
     /// assert!(matches!(r, Err(ForgeError::Io { .. })));
     /// ```
-    pub fn load<L: Layer<E> + ?Sized>(path: impl AsRef<Path>, model: &mut L) -> Result<Self> {
+    pub fn load_into<E, R, L>(
+        path: impl AsRef<Path>,
+        model: &mut L,
+        optimizer: &mut Optimizer<R, E>,
+        schedule: Option<&mut dyn ScheduleState>,
+    ) -> Result<u64>
+    where
+        E: Float + Serialize + DeserializeOwned,
+        R: UpdateRule,
+        L: Layer<E> + ?Sized,
+    {
         let data = read_safetensors(path)?;
-        Self::from_data(&data, model)
+        Self::from_data(&data, model, optimizer, schedule, None)
     }
 
-    fn from_data<L: Layer<E> + ?Sized>(data: &SafeTensorsData, model: &mut L) -> Result<Self> {
+    /// As [`load_into`](Self::load_into), also putting `loader` where the
+    /// checkpoint's loader was: its next [`iter`](DataLoader::iter)
+    /// finishes the interrupted epoch.
+    ///
+    /// # Errors
+    /// As [`load_into`](Self::load_into); [`ForgeError::State`] when the
+    /// file holds no loader state or one that does not fit `loader`.
+    ///
+    /// ```
+    /// use forge::prelude::*;
+    /// let path = std::env::temp_dir().join(format!("forge-ckpt-noloader-doc-{}.st", std::process::id()));
+    /// let mut m = Linear::<f32>::new(2, 1, &mut Rng::new(0));
+    /// TrainingCheckpoint::save(&path, &m, &Sgd::new(0.1), None, 0).unwrap();
+    /// let ds = TensorDataset::new((Tensor::<f32>::zeros(&[4, 2]),)).unwrap();
+    /// let loader = DataLoader::new(&ds, 2);
+    /// let r = TrainingCheckpoint::load_into_with_loader(&path, &mut m, &mut Sgd::new(0.1), None, &loader);
+    /// assert!(matches!(r, Err(ForgeError::State(_))));
+    /// std::fs::remove_file(&path).unwrap();
+    /// ```
+    pub fn load_into_with_loader<E, R, L, D>(
+        path: impl AsRef<Path>,
+        model: &mut L,
+        optimizer: &mut Optimizer<R, E>,
+        schedule: Option<&mut dyn ScheduleState>,
+        loader: &DataLoader<'_, D>,
+    ) -> Result<u64>
+    where
+        E: Float + Serialize + DeserializeOwned,
+        R: UpdateRule,
+        L: Layer<E> + ?Sized,
+        D: Dataset,
+    {
+        let data = read_safetensors(path)?;
+        Self::from_data(&data, model, optimizer, schedule, Some(loader))
+    }
+
+    /// [`load_into`](Self::load_into) from a file's bytes.
+    ///
+    /// # Errors
+    /// As [`load_into`](Self::load_into), without the I/O.
+    ///
+    /// ```
+    /// use forge::prelude::*;
+    /// let mut m = Linear::<f32>::new(2, 1, &mut Rng::new(0));
+    /// assert!(TrainingCheckpoint::load_bytes_into(b"junk", &mut m, &mut Sgd::new(0.1), None).is_err());
+    /// ```
+    pub fn load_bytes_into<E, R, L>(
+        bytes: &[u8],
+        model: &mut L,
+        optimizer: &mut Optimizer<R, E>,
+        schedule: Option<&mut dyn ScheduleState>,
+    ) -> Result<u64>
+    where
+        E: Float + Serialize + DeserializeOwned,
+        R: UpdateRule,
+        L: Layer<E> + ?Sized,
+    {
+        let data = parse_safetensors(bytes)?;
+        Self::from_data(&data, model, optimizer, schedule, None)
+    }
+
+    fn from_data<E, R, L>(
+        data: &SafeTensorsData,
+        model: &mut L,
+        optimizer: &mut Optimizer<R, E>,
+        schedule: Option<&mut dyn ScheduleState>,
+        loader: Option<&dyn LoaderTarget>,
+    ) -> Result<u64>
+    where
+        E: Float + Serialize + DeserializeOwned,
+        R: UpdateRule,
+        L: Layer<E> + ?Sized,
+    {
         let version: u32 = data
             .metadata
             .get(FORMAT_KEY)
@@ -182,28 +438,99 @@ where
             .get("step")
             .and_then(|s| s.parse().ok())
             .ok_or_else(|| ForgeError::Format("training checkpoint: missing or bad step".into()))?;
-        let blob = |name: &str| -> Result<Vec<u8>> {
-            data.tensors
-                .get(name)
-                .and_then(|t| t.get::<u8>())
-                .map(|t| t.to_vec())
-                .ok_or_else(|| {
-                    ForgeError::Format(format!("training checkpoint: no U8 tensor {name}"))
+        let blob = |name: &str| -> Option<Result<Vec<u8>>> {
+            data.tensors.get(name).map(|t| {
+                t.get::<u8>().map(|t| t.to_vec()).ok_or_else(|| {
+                    ForgeError::Format(format!("training checkpoint: {name} is not a U8 tensor"))
                 })
+            })
         };
-        let optimizer = Optimizer::<R, E>::from_bytes(&blob("optimizer")?)?;
-        let schedule = S::from_bytes(&blob("schedule")?)?;
+        let required = |name: &str| -> Result<Vec<u8>> {
+            blob(name).unwrap_or_else(|| {
+                Err(ForgeError::Format(format!(
+                    "training checkpoint: no U8 tensor {name}"
+                )))
+            })
+        };
+        let decode_err = |what: &str, e: postcard::Error| {
+            ForgeError::Format(format!("training checkpoint: corrupt {what}: {e}"))
+        };
+
+        // Decode and check everything before anything changes.
+        let mut loaded = Optimizer::<R, E>::from_bytes(&required("optimizer")?)?;
+        loaded.groups = optimizer.groups.clone();
+        let new_schedule = match &schedule {
+            None => None,
+            Some(target) => {
+                let bytes = blob("schedule").unwrap_or_else(|| {
+                    Err(ForgeError::State(
+                        "a schedule was given but the checkpoint holds none".into(),
+                    ))
+                })?;
+                let s = Schedule::from_bytes(&bytes)?;
+                if !target.accepts(&s) {
+                    return Err(ForgeError::State(format!(
+                        "the checkpoint's schedule is {}, another type than the one given",
+                        schedule_name(&s)
+                    )));
+                }
+                Some(s)
+            }
+        };
+        let rngs: Option<BTreeMap<String, Rng>> = match blob("rng") {
+            None if version < 2 => None,
+            None => {
+                return Err(ForgeError::Format(
+                    "training checkpoint: no U8 tensor rng".into(),
+                ))
+            }
+            Some(bytes) => Some(
+                postcard::from_bytes(&bytes?).map_err(|e| decode_err("random generators", e))?,
+            ),
+        };
+        if let Some(rngs) = &rngs {
+            let mine = model.rng_states();
+            if !mine.keys().eq(rngs.keys()) {
+                return Err(ForgeError::State(format!(
+                    "the checkpoint's random generators {:?} are not the model's {:?}",
+                    rngs.keys().collect::<Vec<_>>(),
+                    mine.keys().collect::<Vec<_>>()
+                )));
+            }
+        }
+        let loader_state = match loader {
+            None => None,
+            Some(l) => {
+                let bytes = blob("loader").unwrap_or_else(|| {
+                    Err(ForgeError::State(
+                        "a data loader was given but the checkpoint holds no loader state".into(),
+                    ))
+                })?;
+                let state: LoaderState =
+                    postcard::from_bytes(&bytes).map_err(|e| decode_err("data loader state", e))?;
+                l.check(&state)?;
+                Some((l, state))
+            }
+        };
         let dict = float_dict::<E>(data, "model.")?;
         let backup = model.state_dict();
         model.load_state_dict(&dict)?;
-        if let Err(e) = optimizer.check_compatible(model) {
+        if let Err(e) = loaded.check_compatible(model) {
             model.load_state_dict(&backup)?;
             return Err(e);
         }
-        Ok(TrainingCheckpoint {
-            optimizer,
-            schedule,
-            step,
-        })
+
+        // Nothing below can fail.
+        *optimizer = loaded;
+        if let (Some(target), Some(s)) = (schedule, new_schedule) {
+            target.set_schedule(s)?;
+        }
+        if let Some(rngs) = rngs {
+            model.load_rng_states(&rngs)?;
+        }
+        if let Some((l, state)) = loader_state {
+            l.set(state);
+        }
+        Ok(step)
     }
 }

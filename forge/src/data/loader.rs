@@ -1,7 +1,10 @@
-//! [`DataLoader`]: batches over a [`Dataset`], shuffled with a seed.
+//! [`DataLoader`]: batches over a [`Dataset`], shuffled with a seed, with
+//! a position that a training checkpoint saves ([`LoaderState`]).
 
 use super::{Collate, Dataset};
-use crate::Rng;
+use crate::{ForgeError, Result, Rng};
+use serde::{Deserialize, Serialize};
+use std::sync::{Mutex, MutexGuard};
 
 /// Walks a dataset in batches.
 ///
@@ -12,20 +15,73 @@ use crate::Rng;
 /// same sequence of epochs. The last partial batch is kept unless
 /// [`drop_last`](DataLoader::drop_last) is set.
 ///
+/// The loader knows where it is: the epoch, its permutation and how many
+/// samples have been handed out ([`state`](DataLoader::state), readable
+/// inside the loop since `iter` borrows the loader shared). A training
+/// checkpoint saves it, and after [`set_state`](DataLoader::set_state)
+/// the next `iter` finishes the interrupted epoch.
+///
 /// ```
 /// use forge::data::{DataLoader, InMemoryDataset};
 /// use forge::Tensor;
 /// let ds = InMemoryDataset::new(Tensor::<f32>::zeros(&[10, 3]), (0..10).collect()).unwrap();
-/// let mut loader = DataLoader::new(&ds, 4).drop_last(true);
+/// let loader = DataLoader::new(&ds, 4).drop_last(true);
 /// let sizes: Vec<usize> = loader.iter().map(|(x, _)| x.dim(0)).collect();
 /// assert_eq!(sizes, vec![4, 4]);
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct DataLoader<'a, D: Dataset> {
     dataset: &'a D,
     batch_size: usize,
-    rng: Option<Rng>,
     drop_last: bool,
+    shuffled: bool,
+    cursor: Mutex<Cursor>,
+}
+
+/// The mutable part of a loader, behind a lock so that `iter(&self)` can
+/// advance it while the caller still reads the loader.
+#[derive(Clone, Debug, Default)]
+struct Cursor {
+    state: LoaderState,
+    /// Set by `set_state` on a mid-epoch state: the next `iter` finishes
+    /// that epoch instead of starting a new one.
+    resume: bool,
+}
+
+/// Where a [`DataLoader`] is: the shuffle generator, how many epochs have
+/// begun, the current epoch's sample order, and how many of its samples
+/// have been handed out. Saved in training checkpoints.
+///
+/// ```
+/// use forge::data::{DataLoader, InMemoryDataset};
+/// let ds = InMemoryDataset::new(forge::Tensor::<f32>::zeros(&[6, 1]), (0..6).collect()).unwrap();
+/// let loader = DataLoader::new(&ds, 2).shuffle(1);
+/// let mut it = loader.iter();
+/// it.next();
+/// let s = loader.state();
+/// assert_eq!((s.epochs_started, s.position, s.order.len()), (1, 2, 6));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoaderState {
+    /// The shuffle generator (`None` for a loader in index order).
+    pub rng: Option<Rng>,
+    /// How many epochs have begun (0 before the first `iter`).
+    pub epochs_started: u64,
+    /// The current epoch's sample indices, in the order they are handed out.
+    pub order: Vec<usize>,
+    /// How many of `order` have been handed out.
+    pub position: usize,
+}
+
+impl LoaderState {
+    /// Whether the current epoch has samples left.
+    ///
+    /// ```
+    /// assert!(!forge::data::LoaderState::default().mid_epoch());
+    /// ```
+    pub fn mid_epoch(&self) -> bool {
+        self.position < self.order.len()
+    }
 }
 
 impl<'a, D: Dataset> DataLoader<'a, D> {
@@ -44,8 +100,9 @@ impl<'a, D: Dataset> DataLoader<'a, D> {
         DataLoader {
             dataset,
             batch_size,
-            rng: None,
             drop_last: false,
+            shuffled: false,
+            cursor: Mutex::new(Cursor::default()),
         }
     }
 
@@ -60,7 +117,8 @@ impl<'a, D: Dataset> DataLoader<'a, D> {
     /// assert_eq!(order(3), order(3));
     /// ```
     pub fn shuffle(mut self, seed: u64) -> Self {
-        self.rng = Some(Rng::new(seed));
+        self.shuffled = true;
+        self.cursor().state.rng = Some(Rng::new(seed));
         self
     }
 
@@ -131,39 +189,169 @@ impl<'a, D: Dataset> DataLoader<'a, D> {
         }
     }
 
-    /// The sample order of the next epoch, advancing the shuffle generator
-    /// exactly as [`iter`](DataLoader::iter) does.
+    fn cursor(&self) -> MutexGuard<'_, Cursor> {
+        self.cursor.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Begins the next epoch in `c`: draws its order (advancing the
+    /// shuffle generator) and resets the position.
+    fn begin_epoch(&self, c: &mut Cursor) {
+        let mut order: Vec<usize> = (0..self.dataset.len()).collect();
+        if let Some(rng) = &mut c.state.rng {
+            rng.shuffle(&mut order);
+        }
+        order.truncate(self.num_samples());
+        c.state.order = order;
+        c.state.position = 0;
+        c.state.epochs_started += 1;
+        c.resume = false;
+    }
+
+    /// Begins the next epoch and returns its sample order, advancing the
+    /// shuffle generator exactly as [`iter`](DataLoader::iter) does.
     ///
     /// ```
     /// use forge::data::{DataLoader, InMemoryDataset};
     /// let ds = InMemoryDataset::new(forge::Tensor::<f32>::zeros(&[4, 1]), vec![0; 4]).unwrap();
     /// assert_eq!(DataLoader::new(&ds, 2).next_order(), vec![0, 1, 2, 3]);
     /// ```
-    pub fn next_order(&mut self) -> Vec<usize> {
-        let mut order: Vec<usize> = (0..self.dataset.len()).collect();
-        if let Some(rng) = &mut self.rng {
-            rng.shuffle(&mut order);
-        }
-        order.truncate(self.num_samples());
-        order
+    pub fn next_order(&self) -> Vec<usize> {
+        let mut c = self.cursor();
+        self.begin_epoch(&mut c);
+        c.state.order.clone()
     }
 
-    /// One epoch of batches. With shuffling on, each call draws a new
-    /// permutation.
+    /// One epoch of batches. Each call begins a new epoch (with shuffling
+    /// on, a new permutation), except the first call after
+    /// [`set_state`](DataLoader::set_state) with a mid-epoch state, which
+    /// hands out the rest of that epoch. Only the newest epoch's iterator
+    /// yields: starting another ends the previous one.
     ///
     /// ```
     /// use forge::data::{DataLoader, InMemoryDataset};
     /// let ds = InMemoryDataset::new(forge::Tensor::<f32>::zeros(&[6, 1]), (0..6).collect()).unwrap();
-    /// let mut loader = DataLoader::new(&ds, 3);
+    /// let loader = DataLoader::new(&ds, 3);
     /// let labels: Vec<Vec<i64>> = loader.iter().map(|(_, y)| y.to_vec()).collect();
     /// assert_eq!(labels, vec![vec![0, 1, 2], vec![3, 4, 5]]);
     /// ```
-    pub fn iter(&mut self) -> Batches<'a, D> {
+    pub fn iter(&self) -> Batches<'_, 'a, D> {
+        let mut c = self.cursor();
+        if !(c.resume && c.state.mid_epoch()) {
+            self.begin_epoch(&mut c);
+        }
+        c.resume = false;
         Batches {
+            loader: self,
+            epoch: c.state.epochs_started,
+        }
+    }
+
+    /// How many epochs are complete: where a loop over epochs starts, also
+    /// after a resume (an interrupted epoch is not complete, so the loop
+    /// goes through it again and [`iter`](DataLoader::iter) hands out the
+    /// rest of it).
+    ///
+    /// ```
+    /// use forge::data::{DataLoader, InMemoryDataset};
+    /// let ds = InMemoryDataset::new(forge::Tensor::<f32>::zeros(&[4, 1]), vec![0; 4]).unwrap();
+    /// let loader = DataLoader::new(&ds, 2);
+    /// for epoch in loader.epochs_done()..3 {
+    ///     for (x, _) in loader.iter() { /* train */ }
+    /// }
+    /// assert_eq!(loader.epochs_done(), 3);
+    /// ```
+    pub fn epochs_done(&self) -> u64 {
+        let c = self.cursor();
+        c.state.epochs_started - u64::from(c.state.mid_epoch())
+    }
+
+    /// Where the loader is (for a training checkpoint).
+    ///
+    /// ```
+    /// use forge::data::{DataLoader, InMemoryDataset};
+    /// let ds = InMemoryDataset::new(forge::Tensor::<f32>::zeros(&[4, 1]), vec![0; 4]).unwrap();
+    /// assert_eq!(DataLoader::new(&ds, 2).state().epochs_started, 0);
+    /// ```
+    pub fn state(&self) -> LoaderState {
+        self.cursor().state.clone()
+    }
+
+    /// Puts the loader where `state` says. When the state is mid-epoch the
+    /// next [`iter`](DataLoader::iter) hands out the rest of that epoch,
+    /// in the saved order; later epochs continue the saved generator, so
+    /// the sequence of batches is the uninterrupted run's.
+    ///
+    /// # Errors
+    /// [`ForgeError::State`] when the state does not fit this loader: an
+    /// order longer than an epoch or with an index past the dataset, a
+    /// position past the order, or shuffling on in one and off in the
+    /// other. The loader is unchanged then.
+    ///
+    /// ```
+    /// use forge::data::{DataLoader, InMemoryDataset};
+    /// let ds = InMemoryDataset::new(forge::Tensor::<f32>::zeros(&[6, 1]), (0..6).collect()).unwrap();
+    /// let a = DataLoader::new(&ds, 2).shuffle(5);
+    /// let mut first = a.iter();
+    /// first.next();
+    /// let saved = a.state();
+    /// let rest_a: Vec<Vec<i64>> = first.map(|(_, y)| y.to_vec()).collect();
+    ///
+    /// let b = DataLoader::new(&ds, 2).shuffle(5);
+    /// b.set_state(saved).unwrap();
+    /// let rest_b: Vec<Vec<i64>> = b.iter().map(|(_, y)| y.to_vec()).collect();
+    /// assert_eq!(rest_a, rest_b);
+    /// ```
+    pub fn set_state(&self, state: LoaderState) -> Result<()> {
+        self.check_state(&state)?;
+        let mut c = self.cursor();
+        c.resume = state.mid_epoch();
+        c.state = state;
+        Ok(())
+    }
+
+    /// The checks of [`set_state`](Self::set_state), changing nothing.
+    pub(crate) fn check_state(&self, state: &LoaderState) -> Result<()> {
+        let n = self.dataset.len();
+        let bad = |msg: String| Err(ForgeError::State(format!("data loader state: {msg}")));
+        if state.rng.is_some() != self.shuffled {
+            let on = |b: bool| if b { "on" } else { "off" };
+            return bad(format!(
+                "shuffling is {} in the saved state and {} in this loader",
+                on(state.rng.is_some()),
+                on(self.shuffled)
+            ));
+        }
+        if state.order.len() > self.num_samples() {
+            return bad(format!(
+                "an epoch of {} samples, but this loader's epochs have {}",
+                state.order.len(),
+                self.num_samples()
+            ));
+        }
+        if let Some(i) = state.order.iter().find(|&&i| i >= n) {
+            return bad(format!("sample index {i} past the dataset's {n} samples"));
+        }
+        if state.position > state.order.len() {
+            return bad(format!(
+                "position {} past the epoch's {} samples",
+                state.position,
+                state.order.len()
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl<D: Dataset> Clone for DataLoader<'_, D> {
+    /// A loader at the same place (same generator state, epoch and
+    /// position).
+    fn clone(&self) -> Self {
+        DataLoader {
             dataset: self.dataset,
-            order: self.next_order(),
             batch_size: self.batch_size,
-            pos: 0,
+            drop_last: self.drop_last,
+            shuffled: self.shuffled,
+            cursor: Mutex::new(self.cursor().clone()),
         }
     }
 }
@@ -176,30 +364,43 @@ impl<'a, D: Dataset> DataLoader<'a, D> {
 /// assert_eq!(DataLoader::new(&ds, 2).iter().len(), 3);
 /// ```
 #[derive(Debug)]
-pub struct Batches<'a, D: Dataset> {
-    dataset: &'a D,
-    order: Vec<usize>,
-    batch_size: usize,
-    pos: usize,
+pub struct Batches<'l, 'a, D: Dataset> {
+    loader: &'l DataLoader<'a, D>,
+    /// The epoch this iterator walks; it stops when another begins.
+    epoch: u64,
 }
 
-impl<D: Dataset> Iterator for Batches<'_, D> {
+impl<D: Dataset> Batches<'_, '_, D> {
+    /// The next batch's sample indices, advancing the loader's position.
+    fn next_indices(&mut self) -> Option<Vec<usize>> {
+        let mut c = self.loader.cursor();
+        if c.state.epochs_started != self.epoch || !c.state.mid_epoch() {
+            return None;
+        }
+        let start = c.state.position;
+        let end = (start + self.loader.batch_size).min(c.state.order.len());
+        c.state.position = end;
+        Some(c.state.order[start..end].to_vec())
+    }
+}
+
+impl<D: Dataset> Iterator for Batches<'_, '_, D> {
     type Item = <D::Item as Collate>::Batch;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.pos >= self.order.len() {
-            return None;
-        }
-        let end = (self.pos + self.batch_size).min(self.order.len());
-        let batch = self.dataset.get_batch(&self.order[self.pos..end]);
-        self.pos = end;
-        Some(batch)
+        let indices = self.next_indices()?;
+        Some(self.loader.dataset.get_batch(&indices))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let n = (self.order.len() - self.pos).div_ceil(self.batch_size);
+        let c = self.loader.cursor();
+        let n = if c.state.epochs_started == self.epoch {
+            (c.state.order.len() - c.state.position).div_ceil(self.loader.batch_size)
+        } else {
+            0
+        };
         (n, Some(n))
     }
 }
 
-impl<D: Dataset> ExactSizeIterator for Batches<'_, D> {}
+impl<D: Dataset> ExactSizeIterator for Batches<'_, '_, D> {}

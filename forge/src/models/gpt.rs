@@ -27,7 +27,9 @@
 //! copies are identical, and refuses it when they differ.
 
 use crate::error::{ForgeError, Result};
-use crate::nn::functional::{cross_entropy, scaled_dot_product_attention, CrossEntropyOptions};
+use crate::nn::functional::{
+    cross_entropy_with, scaled_dot_product_attention, CrossEntropyOptions,
+};
 use crate::nn::{
     Embedding, Forward, Layer, LayerNorm, Linear, TensorVisitor, TensorVisitorMut, Visit,
 };
@@ -405,7 +407,7 @@ impl<E: Float> Gpt<E> {
         );
         let logits = self.forward(idx.clone());
         let v = self.config.vocab_size as isize;
-        let loss = cross_entropy(
+        let loss = cross_entropy_with(
             &logits.reshape(&[-1, v]),
             &Tensor::from_parts(targets.data.clone(), [targets.numel()].into(), None),
             CrossEntropyOptions::default(),

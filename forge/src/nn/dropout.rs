@@ -1,15 +1,19 @@
 //! [`Dropout`]: inverted dropout in training, the identity in evaluation.
 
 use super::forward::Forward;
+use super::visit::{Scoped, TensorVisitor, TensorVisitorMut, Visit, Visitable};
+use super::Layer;
 use crate::tensor::{Float, Rng, Tensor};
-use forge_macros::Layer;
 use std::sync::Mutex;
 
 /// Zeroes each element with probability `p` in training and scales the
 /// rest by `1 / (1 - p)`; the identity in evaluation (PyTorch's
 /// `nn.Dropout`). Masks come from the layer's own generator, seeded at
 /// construction, so a model built from the same seed drops the same
-/// elements on every run.
+/// elements on every run. The generator is reported to the traversal
+/// ([`Layer::rng_states`]) under the layer's path plus `rng`, so a training
+/// checkpoint saves it and a resumed run drops what the uninterrupted one
+/// would have.
 ///
 /// # Shapes
 /// Any input shape; the output has the same shape.
@@ -24,17 +28,40 @@ use std::sync::Mutex;
 /// Layer::<f32>::eval(&mut d);
 /// assert_eq!(d.forward(x.clone()).to_vec(), x.to_vec());
 /// ```
-#[derive(Layer, Debug)]
+#[derive(Debug)]
 pub struct Dropout {
     /// The probability of zeroing an element, in `[0, 1]`.
-    #[skip]
     pub p: f64,
     /// Training mode (drop) or evaluation mode (identity).
-    #[training]
     pub training: bool,
-    #[skip]
     rng: Mutex<Rng>,
 }
+
+// Written by hand rather than derived: the derive knows tensors and
+// `#[training]` flags, and this layer also reports its generator.
+impl<E: Float> Layer<E> for Dropout {
+    fn visit_tensors(&self, v: &mut dyn TensorVisitor<E>) {
+        v.visit_mode("training", self.training);
+        v.visit_rng("rng", &self.rng.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+    fn visit_tensors_mut(&mut self, v: &mut dyn TensorVisitorMut<E>) {
+        v.visit_mode("training", &mut self.training);
+        v.visit_rng("rng", self.rng.get_mut().unwrap_or_else(|e| e.into_inner()));
+    }
+}
+
+impl<E: Float> Visit<E> for Dropout {
+    fn visit(&self, name: &str, v: &mut dyn TensorVisitor<E>) {
+        v.visit_layer(name, std::any::type_name::<Self>());
+        self.visit_tensors(&mut Scoped::new(name, v))
+    }
+    fn visit_mut(&mut self, name: &str, v: &mut dyn TensorVisitorMut<E>) {
+        self.visit_tensors_mut(&mut Scoped::new(name, v))
+    }
+}
+
+#[diagnostic::do_not_recommend]
+impl Visitable for Dropout {}
 
 impl Dropout {
     /// A dropout layer with probability `p` and a generator seeded by `seed`.

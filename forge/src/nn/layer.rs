@@ -2,7 +2,7 @@
 
 use super::visit::{TensorKind, TensorVisitor, TensorVisitorMut};
 use crate::error::{ForgeError, Result};
-use crate::tensor::{Float, Tensor};
+use crate::tensor::{Float, Rng, Tensor};
 use std::collections::BTreeMap;
 
 /// A value that stores tensors (directly or in sublayers) and can walk them.
@@ -295,6 +295,66 @@ pub trait Layer<E: Float = f32> {
                 new.detach()
             };
         });
+        Ok(())
+    }
+
+    /// The state of every random generator the model's layers own (each
+    /// [`Dropout`](crate::nn::Dropout)'s), keyed by the layer's path plus
+    /// `.rng`: what a training checkpoint saves so that a resumed run drops
+    /// the same elements as the uninterrupted one.
+    ///
+    /// ```
+    /// use forge::prelude::*;
+    /// let m = sequential![Linear::<f32>::new(2, 2, &mut Rng::new(0)), Dropout::new(0.5, 7)];
+    /// assert_eq!(m.rng_states().keys().collect::<Vec<_>>(), ["1.rng"]);
+    /// ```
+    fn rng_states(&self) -> BTreeMap<String, Rng> {
+        struct Collect<'a>(&'a mut BTreeMap<String, Rng>);
+        impl<E: Float> TensorVisitor<E> for Collect<'_> {
+            fn visit(&mut self, _: &str, _: &Tensor<E>, _: TensorKind) {}
+            fn visit_rng(&mut self, path: &str, rng: &Rng) {
+                self.0.insert(path.to_string(), rng.clone());
+            }
+        }
+        let mut out = BTreeMap::new();
+        self.visit_tensors(&mut Collect(&mut out));
+        out
+    }
+
+    /// Sets the model's random generators from [`rng_states`](Self::rng_states).
+    /// Nothing changes unless `states` has exactly the model's generators.
+    ///
+    /// # Errors
+    /// [`ForgeError::State`] naming the missing and unexpected paths.
+    ///
+    /// ```
+    /// use forge::prelude::*;
+    /// let a = Dropout::new(0.5, 1);
+    /// let mut b = Dropout::new(0.5, 2);
+    /// Layer::<f32>::load_rng_states(&mut b, &Layer::<f32>::rng_states(&a)).unwrap();
+    /// let x = Tensor::<f32>::ones(&[64]);
+    /// assert_eq!(a.forward(x.clone()).to_vec(), b.forward(x).to_vec());
+    /// ```
+    fn load_rng_states(&mut self, states: &BTreeMap<String, Rng>) -> Result<()> {
+        let mine = self.rng_states();
+        if mine.keys().ne(states.keys()) {
+            let missing: Vec<&String> = mine.keys().filter(|k| !states.contains_key(*k)).collect();
+            let unexpected: Vec<&String> =
+                states.keys().filter(|k| !mine.contains_key(*k)).collect();
+            return Err(ForgeError::State(format!(
+                "random generators do not match the model: missing {missing:?}, unexpected {unexpected:?}"
+            )));
+        }
+        struct Set<'a>(&'a BTreeMap<String, Rng>);
+        impl<E: Float> TensorVisitorMut<E> for Set<'_> {
+            fn visit(&mut self, _: &str, _: &mut Tensor<E>, _: TensorKind) {}
+            fn visit_rng(&mut self, path: &str, rng: &mut Rng) {
+                if let Some(r) = self.0.get(path) {
+                    *rng = r.clone();
+                }
+            }
+        }
+        self.visit_tensors_mut(&mut Set(states));
         Ok(())
     }
 

@@ -2,7 +2,7 @@
 //! field is walked), [`Visitable`] (the compile-time check on field types)
 //! and [`join_path`], the one function that builds tensor paths.
 
-use crate::tensor::{Element, Float, Tensor};
+use crate::tensor::{Element, Float, Rng, Tensor};
 
 /// The role of a stored tensor.
 ///
@@ -75,6 +75,14 @@ pub trait TensorVisitor<E: Float> {
     fn visit_layer(&mut self, path: &str, type_name: &'static str) {
         let _ = (path, type_name);
     }
+
+    /// A layer's own random generator (a [`Dropout`](crate::nn::Dropout)'s
+    /// mask generator) at `path` and its state (does nothing by default):
+    /// what [`Layer::rng_states`](crate::nn::Layer::rng_states) collects for
+    /// training checkpoints.
+    fn visit_rng(&mut self, path: &str, rng: &Rng) {
+        let _ = (path, rng);
+    }
 }
 
 impl<E: Float, F: FnMut(&str, &Tensor<E>, TensorKind)> TensorVisitor<E> for F {
@@ -107,6 +115,12 @@ pub trait TensorVisitorMut<E: Float> {
     /// `*training` to switch the layer's mode.
     fn visit_mode(&mut self, path: &str, training: &mut bool) {
         let _ = (path, training);
+    }
+
+    /// A layer's own random generator at `path` (does nothing by default);
+    /// assign to `*rng` to restore its state.
+    fn visit_rng(&mut self, path: &str, rng: &mut Rng) {
+        let _ = (path, rng);
     }
 }
 
@@ -160,6 +174,9 @@ impl<E: Float, V: TensorVisitor<E> + ?Sized> TensorVisitor<E> for Scoped<'_, V> 
         self.inner
             .visit_layer(&join_path(self.prefix, path), type_name)
     }
+    fn visit_rng(&mut self, path: &str, rng: &Rng) {
+        self.inner.visit_rng(&join_path(self.prefix, path), rng)
+    }
 }
 
 impl<E: Float, V: TensorVisitorMut<E> + ?Sized> TensorVisitorMut<E> for Scoped<'_, V> {
@@ -170,6 +187,9 @@ impl<E: Float, V: TensorVisitorMut<E> + ?Sized> TensorVisitorMut<E> for Scoped<'
     fn visit_mode(&mut self, path: &str, training: &mut bool) {
         self.inner
             .visit_mode(&join_path(self.prefix, path), training)
+    }
+    fn visit_rng(&mut self, path: &str, rng: &mut Rng) {
+        self.inner.visit_rng(&join_path(self.prefix, path), rng)
     }
 }
 
@@ -210,6 +230,9 @@ impl<E: Float, V: TensorVisitor<E> + ?Sized> TensorVisitor<E> for AsFrozen<'_, V
     fn visit_layer(&mut self, path: &str, type_name: &'static str) {
         self.inner.visit_layer(path, type_name)
     }
+    fn visit_rng(&mut self, path: &str, rng: &Rng) {
+        self.inner.visit_rng(path, rng)
+    }
 }
 
 impl<E: Float, V: TensorVisitorMut<E> + ?Sized> TensorVisitorMut<E> for AsFrozen<'_, V> {
@@ -218,6 +241,9 @@ impl<E: Float, V: TensorVisitorMut<E> + ?Sized> TensorVisitorMut<E> for AsFrozen
     }
     fn visit_mode(&mut self, path: &str, training: &mut bool) {
         self.inner.visit_mode(path, training)
+    }
+    fn visit_rng(&mut self, path: &str, rng: &mut Rng) {
+        self.inner.visit_rng(path, rng)
     }
 }
 

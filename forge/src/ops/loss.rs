@@ -1,4 +1,4 @@
-//! Classification losses on integer class targets: [`cross_entropy`] and
+//! Classification losses on integer class targets: [`cross_entropy_with`] and
 //! [`nll_loss`], with PyTorch's semantics (class dimension 1, K-dimensional
 //! inputs `(N, C, d1, ...)`, per-class weights, `ignore_index`, label
 //! smoothing). The target classes are picked with a one-hot mask built from
@@ -69,7 +69,7 @@ impl<E: Element, D: Device> Default for NllLossOptions<E, D> {
     }
 }
 
-/// Options of [`cross_entropy`], with PyTorch's defaults
+/// Options of [`cross_entropy_with`], with PyTorch's defaults
 /// (`weight = None, ignore_index = -100, label_smoothing = 0, reduction = Mean`).
 ///
 /// ```
@@ -204,14 +204,14 @@ pub fn nll_loss<E: Float, D: Device>(
 /// As [`nll_loss`], and when `label_smoothing` is outside `[0, 1]`.
 ///
 /// ```
-/// use forge::nn::functional::{cross_entropy, CrossEntropyOptions};
+/// use forge::nn::functional::{cross_entropy_with, CrossEntropyOptions};
 /// use forge::Tensor;
 /// let logits = Tensor::<f64>::zeros(&[3, 4]);
 /// let t = Tensor::<i64>::from_vec(vec![0, 3, -100], &[3]);
-/// let l = cross_entropy(&logits, &t, CrossEntropyOptions::default());
+/// let l = cross_entropy_with(&logits, &t, CrossEntropyOptions::default());
 /// assert!((l.item() - 4f64.ln()).abs() < 1e-15);
 /// ```
-pub fn cross_entropy<E: Float, D: Device>(
+pub fn cross_entropy_with<E: Float, D: Device>(
     logits: &Tensor<E, D>,
     targets: &Tensor<i64, D>,
     options: CrossEntropyOptions<E, D>,

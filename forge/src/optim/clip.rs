@@ -4,6 +4,23 @@
 use crate::autograd::Gradients;
 use crate::tensor::{Element, Float, Tensor};
 
+/// Scales every gradient so that their total (L2) norm is at most
+/// `max_norm`, and returns the total norm before clipping: PyTorch's
+/// `clip_grad_norm_(params, max_norm)`. Other norms:
+/// [`clip_grad_norm_with`].
+///
+/// ```
+/// use forge::{Gradients, Tensor};
+/// use forge::optim::clip_grad_norm;
+/// let w = Tensor::<f64>::zeros(&[2]).requires_grad();
+/// let mut g = Gradients::new();
+/// g.insert(&w, Tensor::from_vec(vec![3.0, 4.0], &[2]));
+/// assert_eq!(clip_grad_norm(&mut g, 1.0), 5.0);
+/// ```
+pub fn clip_grad_norm<E: Float>(grads: &mut Gradients<E>, max_norm: f64) -> E {
+    clip_grad_norm_with(grads, max_norm, 2.0)
+}
+
 /// Scales every gradient so that their total norm is at most `max_norm`,
 /// and returns the total norm *before* clipping.
 ///
@@ -19,16 +36,16 @@ use crate::tensor::{Element, Float, Tensor};
 ///
 /// ```
 /// use forge::{Gradients, Tensor};
-/// use forge::optim::clip_grad_norm;
+/// use forge::optim::clip_grad_norm_with;
 /// let w = Tensor::<f64>::zeros(&[2]).requires_grad();
 /// let mut g = Gradients::new();
 /// g.insert(&w, Tensor::from_vec(vec![3.0, 4.0], &[2]));
-/// let total = clip_grad_norm(&mut g, 1.0, 2.0);
+/// let total = clip_grad_norm_with(&mut g, 1.0, 2.0);
 /// assert_eq!(total, 5.0);
 /// let c = g.get(&w).unwrap().to_vec();
 /// assert!((c[0] - 0.6).abs() < 1e-6 && (c[1] - 0.8).abs() < 1e-6);
 /// ```
-pub fn clip_grad_norm<E: Float>(grads: &mut Gradients<E>, max_norm: f64, norm_type: f64) -> E {
+pub fn clip_grad_norm_with<E: Float>(grads: &mut Gradients<E>, max_norm: f64, norm_type: f64) -> E {
     assert!(
         norm_type > 0.0,
         "clip_grad_norm: norm_type must be positive, got {norm_type}"

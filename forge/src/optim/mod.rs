@@ -13,7 +13,8 @@
 //! - [`schedule`]: [`StepLr`], [`MultiStepLr`], [`ExponentialLr`],
 //!   [`CosineAnnealingLr`], [`LinearLr`], [`SequentialLr`], [`OneCycleLr`],
 //!   [`NoamLr`].
-//! - [`clip_grad_norm`] and [`clip_grad_value`].
+//! - [`clip_grad_norm`] (and [`clip_grad_norm_with`] for other norms) and
+//!   [`clip_grad_value`].
 //!
 //! ```
 //! use forge::optim::{AdamW, ParamGroup};
@@ -47,7 +48,7 @@ mod state;
 pub use adadelta::{Adadelta, AdadeltaConfig};
 pub use adagrad::{Adagrad, AdagradConfig};
 pub use adam::{Adam, AdamConfig, AdamW, AdamWConfig};
-pub use clip::{clip_grad_norm, clip_grad_value};
+pub use clip::{clip_grad_norm, clip_grad_norm_with, clip_grad_value};
 pub use group::{ParamGroup, PathFn, PathMatch};
 pub use optimizer::{GradSource, Hyper, Optimizer, UpdateRule};
 pub use persist::{Persist, FORMAT_VERSION, MAGIC};

@@ -5,9 +5,11 @@
 //! rate used by the `k`-th optimizer step (k = 0 for the first), which is
 //! PyTorch's `optimizer.param_groups[0]['lr']` read just before its `k`-th
 //! `optimizer.step()` when `scheduler.step()` is called after every
-//! optimizer step. The loop is the same as PyTorch's, with one extra call
-//! before it (PyTorch's constructors set the first rate on the optimizer;
-//! forge's do not touch it):
+//! optimizer step. The `for_optimizer` constructors read the base rate from
+//! the optimizer and set the step-0 rate on it, as PyTorch's constructors
+//! do (`StepLr::for_optimizer(&mut opt, 30, 0.1)`); the `new` constructors
+//! take the base rate and leave the optimizer alone, so the loop needs one
+//! extra call before it:
 //!
 //! ```
 //! use forge::optim::{LrScheduler, Sgd, StepLr};
@@ -25,6 +27,7 @@
 //! Every schedule is plain data (serde); [`Schedule`] holds any of them
 //! (for saving), [`Phase`] any that [`SequentialLr`] chains.
 
+mod attach;
 mod cosine;
 mod noam;
 mod onecycle;
@@ -52,6 +55,8 @@ use serde::{Deserialize, Serialize};
 /// assert_eq!(opt.lr(), 0.2);
 /// ```
 pub trait LrTarget {
+    /// The learning rate (the base rate `for_optimizer` constructors read).
+    fn lr(&self) -> f64;
     /// Sets the learning rate.
     fn set_lr(&mut self, lr: f64);
     /// Sets the momentum (beta1 for Adam); returns whether there is one.
@@ -59,6 +64,9 @@ pub trait LrTarget {
 }
 
 impl<R: UpdateRule, E: Float> LrTarget for Optimizer<R, E> {
+    fn lr(&self) -> f64 {
+        Optimizer::lr(self)
+    }
     fn set_lr(&mut self, lr: f64) {
         Optimizer::set_lr(self, lr);
     }
