@@ -19,7 +19,7 @@ use forge::cpu::set_num_threads;
 use forge::models::gpt::{Gpt, GptConfig};
 use forge::models::mnist::{LeNet5, MnistMlp};
 use forge::models::resnet::resnet18;
-use forge::nn::functional::{cross_entropy, mse_loss, Reduction};
+use forge::nn::functional::{cross_entropy_with, mse_loss, Reduction};
 use forge::nn::{Forward, Layer, Linear, Lstm, RnnConfig};
 use forge::optim::{Adam, AdamW, Optimizer, Sgd, UpdateRule};
 use forge::{no_grad, Rng, Tensor};
@@ -109,7 +109,7 @@ where
     R: UpdateRule + 'static,
 {
     let ce = move |m: &M, x: &Tensor, y: &Tensor<i64>| {
-        cross_entropy(&m.forward(x.clone()), y, Default::default())
+        cross_entropy_with(&m.forward(x.clone()), y, Default::default())
     };
     match mode {
         "train" => Box::new(move || {
