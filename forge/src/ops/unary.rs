@@ -6,6 +6,7 @@
 //! gradient must be differentiable again.
 
 use crate::autograd::BackwardCtx;
+use crate::cpu::memory::Storage;
 use crate::cpu::vmath;
 use crate::tensor::{Device, Float, Tensor};
 
@@ -20,9 +21,9 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// Applies a slice kernel (`crate::cpu::vmath`) to a copy of the data,
     /// with no recording.
     pub(crate) fn map_slice(&self, f: impl FnOnce(&mut [E])) -> Self {
-        let mut data = self.as_slice().to_vec();
+        let mut data = Storage::from_slice(self.as_slice());
         f(&mut data);
-        Tensor::from_parts(Arc::new(data), self.shape.clone(), None)
+        Tensor::from_parts(data, self.shape.clone(), None)
     }
 
     /// `y = f(x)` by a slice kernel; the backward pass is `grad * f'` in one
