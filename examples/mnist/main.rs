@@ -4,28 +4,90 @@
 //! ```sh
 //! cargo run --release --example mnist                      # LeNet-5, 10 epochs
 //! cargo run --release --example mnist -- --model mlp --epochs 5
+//! cargo run --release --example mnist -- --save ck.safetensors --epochs 2
+//! cargo run --release --example mnist -- --resume ck.safetensors --epochs 4
 //! cargo run --release --example mnist -- --help
 //! ```
 
-mod args;
 mod plot;
 
-use args::{Args, ModelKind};
+use clap::{Parser, ValueEnum};
 use forge::data::mnist::{Mnist, MnistOptions};
-use forge::data::{DataLoader, Dataset, InMemoryDataset};
-use forge::models::mnist::{argmax_rows, LeNet5, MnistMlp};
-use forge::nn::functional::{cross_entropy_with, CrossEntropyOptions};
-use forge::nn::{Forward, Gru, Layer, Linear, RnnConfig};
-use forge::optim::Adam;
-use forge::{Gradients, Rng, Tensor};
+use forge::prelude::*;
 use indicatif::{ProgressBar, ProgressStyle};
 use plot::EpochStats;
-use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::PathBuf;
 use std::time::Instant;
 
+/// Train a network on the bundled MNIST digits.
+#[derive(Parser, Debug)]
+#[command(about)]
+struct Args {
+    /// The network to train.
+    #[arg(long, value_enum, default_value_t = ModelKind::Lenet)]
+    model: ModelKind,
+    /// Epochs in all (a resumed run continues up to this many).
+    #[arg(long, default_value_t = 10)]
+    epochs: u64,
+    /// Samples per batch.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
+    batch_size: u64,
+    /// Adam learning rate.
+    #[arg(long, default_value_t = 1e-3)]
+    lr: f64,
+    /// Learning-rate schedule over the whole run.
+    #[arg(long, value_enum, default_value_t = LrSchedule::Constant)]
+    schedule: LrSchedule,
+    /// Seed for the weights, dropout and shuffling.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Kernel threads (default: all cores).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    threads: Option<u64>,
+    /// Folder with the IDX files.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/data/mnist"))]
+    data: PathBuf,
+    /// Write a training checkpoint (model, optimizer, schedule, loader
+    /// position) here after every epoch.
+    #[arg(long)]
+    save: Option<PathBuf>,
+    /// Also write the checkpoint every N steps (mid-epoch).
+    #[arg(long, requires = "save")]
+    save_every: Option<u64>,
+    /// Continue from a training checkpoint written by --save.
+    #[arg(long)]
+    resume: Option<PathBuf>,
+    /// Training-curve CSV (a PNG is written beside it) [default: mnist_<model>_curve.csv]
+    #[arg(long)]
+    curve: Option<PathBuf>,
+    /// Feed pixels in [0, 1] instead of (x - 0.1307) / 0.3081.
+    #[arg(long)]
+    no_normalize: bool,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ModelKind {
+    /// 784-512-256-10 ReLU.
+    Mlp,
+    /// LeNet-5.
+    Lenet,
+    /// A GRU reading the 28 rows as a sequence.
+    Gru,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LrSchedule {
+    /// The rate given by --lr throughout.
+    Constant,
+    /// Cosine annealing from --lr to 0 over all epochs.
+    Cosine,
+}
+
 fn main() {
-    let args = Args::from_env();
+    let args = Args::parse();
     if let Err(e) = run(&args) {
         eprintln!("error: {e}");
         std::process::exit(1);
@@ -34,29 +96,26 @@ fn main() {
 
 fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(t) = args.threads {
-        forge::cpu::set_num_threads(t);
+        set_num_threads(t as usize);
     }
-    let data = Mnist::load_with(
-        &args.data,
-        MnistOptions {
-            normalize: args.normalize,
-        },
-    )?;
+    let normalize = !args.no_normalize;
+    let data = Mnist::load_with(&args.data, MnistOptions { normalize })?;
     println!(
-        "mnist: {} training and {} test images; model {}, {} epochs, batch {}, Adam lr {}, seed {}, {} threads",
+        "mnist: {} training and {} test images; model {:?}, {} epochs, batch {}, Adam lr {} ({:?}), seed {}, {} threads",
         data.train.len(),
         data.test.len(),
-        args.model.name(),
+        args.model,
         args.epochs,
         args.batch_size,
         args.lr,
+        args.schedule,
         args.seed,
         forge::cpu::num_threads()
     );
     let mut rng = Rng::new(args.seed);
     match args.model {
-        ModelKind::Lenet => train(LeNet5::new(&mut rng), args, &data),
-        ModelKind::Mlp => train(MnistMlp::new(&mut rng), args, &data),
+        ModelKind::Lenet => train(forge::models::mnist::LeNet5::new(&mut rng), args, &data),
+        ModelKind::Mlp => train(forge::models::mnist::MnistMlp::new(&mut rng), args, &data),
         ModelKind::Gru => train(MnistGru::new(&mut rng), args, &data),
     }
 }
@@ -64,7 +123,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
 /// Reads each image's 28 rows as a 28-step sequence (as DL4S's MNIST GRU
 /// test does): a GRU with 128 hidden units, then a linear head on the last
 /// hidden state.
-#[derive(forge::nn::Layer)]
+#[derive(Layer)]
 struct MnistGru {
     gru: Gru,
     head: Linear,
@@ -94,73 +153,113 @@ fn train<M>(mut model: M, args: &Args, data: &Mnist) -> Result<(), Box<dyn std::
 where
     M: Layer + Forward<Tensor, Output = Tensor>,
 {
-    if let Some(path) = &args.resume {
-        load_checkpoint(&mut model, path)?;
-        println!("resumed from {}", path.display());
-    }
     println!("{} parameters", model.num_parameters());
-    let mut opt = Adam::<f32>::new(args.lr);
     // Shuffle with a stream separate from the weight initialisation.
-    let loader = DataLoader::new(&data.train, args.batch_size).shuffle(args.seed ^ 0x5EED);
+    let loader = DataLoader::new(&data.train, args.batch_size as usize).shuffle(args.seed ^ 0x5EED);
+    let mut opt = Adam::new(args.lr);
+    let mut sched: Option<Schedule> = match args.schedule {
+        LrSchedule::Constant => None,
+        LrSchedule::Cosine => {
+            let total = args.epochs * loader.num_batches() as u64;
+            Some(CosineAnnealingLr::for_optimizer(&mut opt, total.max(1), 0.0).into())
+        }
+    };
+    let mut step = 0;
+    if let Some(path) = &args.resume {
+        let s = sched
+            .as_mut()
+            .map(|s| s as &mut dyn forge::checkpoint::ScheduleState);
+        step = TrainingCheckpoint::load_into_with_loader(path, &mut model, &mut opt, s, &loader)?;
+        println!(
+            "resumed from {} at step {step} (epoch {}, lr {})",
+            path.display(),
+            loader.epochs_done() + 1,
+            opt.lr()
+        );
+    }
+    let save = |model: &M, opt: &Adam, sched: &Option<Schedule>, step| -> forge::Result<()> {
+        match &args.save {
+            Some(path) => TrainingCheckpoint::save_with_loader(
+                path,
+                model,
+                opt,
+                sched.as_ref().map(|s| s as _),
+                &loader,
+                step,
+            ),
+            None => Ok(()),
+        }
+    };
+
     let mut curve = Vec::new();
-    for epoch in 1..=args.epochs {
+    for epoch in loader.epochs_done() + 1..=args.epochs {
         let start = Instant::now();
         model.train();
-        let bar = progress_bar(loader.num_samples() as u64, epoch, args);
+        let batches = loader.iter();
+        let bar = progress_bar(batches.len() as u64, epoch, args);
         let (mut loss_sum, mut correct, mut seen) = (0.0f64, 0usize, 0usize);
-        for (x, y) in loader.iter() {
-            let b = y.numel();
+        for (x, y) in batches {
             let logits = model.forward(x);
-            let loss = cross_entropy_with(&logits, &y, CrossEntropyOptions::default());
+            let loss = cross_entropy(&logits, &y);
             let grads = loss.backward();
-            adam_step(&mut opt, &mut model, &grads)?;
-            loss_sum += loss.item() as f64 * b as f64;
-            correct += count_correct(&logits, &y);
-            seen += b;
-            bar.inc(b as u64);
-            let rate = seen as f64 / start.elapsed().as_secs_f64().max(1e-9);
+            opt.step(&mut model, &grads)?;
+            if let Some(s) = &mut sched {
+                s.step(&mut opt);
+            }
+            step += 1;
+            loss_sum += loss.item() as f64 * y.numel() as f64;
+            correct += metrics::correct(&logits, &y);
+            seen += y.numel();
+            bar.inc(1);
             bar.set_message(format!(
                 "loss {:.4}  acc {:.4}  {:.0} ex/s",
                 loss_sum / seen as f64,
                 correct as f64 / seen as f64,
-                rate
+                seen as f64 / start.elapsed().as_secs_f64().max(1e-9)
             ));
+            if args.save_every.is_some_and(|n| step % n == 0) {
+                save(&model, &opt, &sched, step)?;
+            }
         }
         bar.finish_and_clear();
-        let train_time = start.elapsed().as_secs_f64();
+        let seconds = start.elapsed().as_secs_f64();
         let test_accuracy = evaluate(&mut model, &data.test);
         let stats = EpochStats {
             epoch,
             train_loss: loss_sum / seen.max(1) as f64,
             train_accuracy: correct as f64 / seen.max(1) as f64,
             test_accuracy,
-            seconds: train_time,
+            seconds,
         };
         println!(
-            "epoch {epoch}: train loss {:.4}, train accuracy {:.4}, {:.1} s, {:.0} examples/s",
+            "epoch {epoch}: train loss {:.4}, train accuracy {:.4}, {seconds:.1} s, {:.0} examples/s",
             stats.train_loss,
             stats.train_accuracy,
-            train_time,
-            seen as f64 / train_time
+            seen as f64 / seconds
         );
         // The line scripts read: keep it alone on its line.
         println!("epoch {epoch}: test accuracy {test_accuracy:.4}");
         curve.push(stats);
-        if let Some(path) = &args.save {
-            save_checkpoint(&model, path)?;
-        }
+        save(&model, &opt, &sched, step)?;
     }
     if let Some(path) = &args.save {
         println!("checkpoint: {}", path.display());
     }
-    plot::write_csv(&args.curve, &curve)?;
-    let png = args.curve.with_extension("png");
-    plot::write_png(&png, &curve)?;
-    println!("curve: {} and {}", args.curve.display(), png.display());
+    let csv = args.curve.clone().unwrap_or_else(|| {
+        format!("mnist_{:?}_curve.csv", args.model)
+            .to_lowercase()
+            .into()
+    });
+    plot::write_csv(&csv, &curve)?;
+    let png = csv.with_extension("png");
+    match plot::write_png(&png, &curve) {
+        Ok(()) => println!("curve: {} and {}", csv.display(), png.display()),
+        Err(e) => println!("curve: {} (no plot: {e})", csv.display()),
+    }
     Ok(())
 }
 
-fn progress_bar(len: u64, epoch: usize, args: &Args) -> ProgressBar {
+fn progress_bar(len: u64, epoch: u64, args: &Args) -> ProgressBar {
     if args.quiet {
         return ProgressBar::hidden();
     }
@@ -174,60 +273,18 @@ fn progress_bar(len: u64, epoch: usize, args: &Args) -> ProgressBar {
     bar
 }
 
-/// The number of rows of `logits` whose largest entry is the label.
-fn count_correct(logits: &Tensor, labels: &Tensor<i64>) -> usize {
-    argmax_rows(logits)
-        .iter()
-        .zip(labels.as_slice())
-        .filter(|(p, y)| **p as i64 == **y)
-        .count()
-}
-
 /// Test accuracy in eval mode, without recording a graph.
 fn evaluate<M>(model: &mut M, test: &InMemoryDataset) -> f64
 where
     M: Layer + Forward<Tensor, Output = Tensor>,
 {
     model.eval();
-    let loader = DataLoader::new(test, 500);
-    let correct: usize = forge::no_grad(|| {
-        loader
+    let correct: usize = no_grad(|| {
+        DataLoader::new(test, 500)
             .iter()
-            .map(|(x, y)| count_correct(&model.forward(x), &y))
+            .map(|(x, y)| metrics::correct(&model.forward(x), &y))
             .sum()
     });
     model.train();
     correct as f64 / test.len() as f64
-}
-
-/// One Adam step over every trainable parameter of `model`, keyed by path.
-fn adam_step<M: Layer>(opt: &mut Adam, model: &mut M, grads: &Gradients<f32>) -> forge::Result<()> {
-    let mut result = Ok(());
-    model.for_each_parameter_mut(&mut |path, p| {
-        if result.is_ok() {
-            result = opt.step_params(vec![(path, p)], grads);
-        }
-    });
-    result
-}
-
-/// Writes the model's state dict as safetensors.
-fn save_checkpoint<M: Layer>(model: &M, path: &Path) -> forge::Result<()> {
-    let tensors = model
-        .state_dict()
-        .into_iter()
-        .map(|(k, t)| (k, forge::io::AnyTensor::from(t)))
-        .collect();
-    forge::io::write_safetensors(path, &tensors, &BTreeMap::new())
-}
-
-/// Loads weights saved by [`save_checkpoint`] into `model`.
-fn load_checkpoint<M: Layer>(model: &mut M, path: &Path) -> forge::Result<()> {
-    let file = forge::io::read_safetensors(path)?;
-    let dict: BTreeMap<String, Tensor> = file
-        .tensors
-        .iter()
-        .map(|(k, t)| (k.clone(), t.to_float()))
-        .collect();
-    model.load_state_dict(&dict)
 }

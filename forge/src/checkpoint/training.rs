@@ -383,6 +383,37 @@ impl TrainingCheckpoint {
         Self::from_data(&data, model, optimizer, schedule, Some(loader))
     }
 
+    /// Loads only the model's tensors from a training checkpoint (or from
+    /// a plain model file written by [`LayerIo::save`](super::LayerIo::save)),
+    /// for inference: no optimizer needed.
+    ///
+    /// # Errors
+    /// [`ForgeError::Io`] with the path; [`ForgeError::Format`] for corrupt
+    /// bytes; [`ForgeError::StateDict`] for a model that does not fit.
+    ///
+    /// ```
+    /// use forge::prelude::*;
+    /// let path = std::env::temp_dir().join(format!("forge-ckpt-model-doc-{}.st", std::process::id()));
+    /// let m = Linear::<f32>::new(2, 1, &mut Rng::new(0));
+    /// TrainingCheckpoint::save(&path, &m, &Adam::new(0.1), None, 7).unwrap();
+    /// let mut m2 = Linear::<f32>::new(2, 1, &mut Rng::new(1));
+    /// TrainingCheckpoint::load_model(&path, &mut m2).unwrap();
+    /// assert_eq!(m2.weight.to_vec(), m.weight.to_vec());
+    /// std::fs::remove_file(&path).unwrap();
+    /// ```
+    pub fn load_model<E: Float, L: Layer<E> + ?Sized>(
+        path: impl AsRef<Path>,
+        model: &mut L,
+    ) -> Result<()> {
+        let data = read_safetensors(path)?;
+        let prefix = if data.metadata.contains_key(FORMAT_KEY) {
+            "model."
+        } else {
+            ""
+        };
+        model.load_state_dict(&float_dict::<E>(&data, prefix)?)
+    }
+
     /// [`load_into`](Self::load_into) from a file's bytes.
     ///
     /// # Errors
