@@ -171,11 +171,10 @@ pub fn derive(input: &DeriveInput) -> Result<TokenStream> {
         #[automatically_derived]
         impl #impl_generics ::forge::nn::Visit<#elem> for #name #ty_generics #where_all {
             fn visit(&self, name: &str, v: &mut dyn ::forge::nn::TensorVisitor<#elem>) {
-                v.visit_layer(name, ::core::any::type_name::<Self>());
-                ::forge::nn::Layer::<#elem>::visit_tensors(self, &mut ::forge::nn::Scoped::new(name, v))
+                ::forge::nn::enter_layer::<#elem, Self>(self, name, v)
             }
             fn visit_mut(&mut self, name: &str, v: &mut dyn ::forge::nn::TensorVisitorMut<#elem>) {
-                ::forge::nn::Layer::<#elem>::visit_tensors_mut(self, &mut ::forge::nn::Scoped::new(name, v))
+                ::forge::nn::enter_layer_mut::<#elem, Self>(self, name, v)
             }
         }
 

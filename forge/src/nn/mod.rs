@@ -62,7 +62,8 @@ pub use transformer::{
     TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer,
 };
 pub use visit::{
-    join_path, AsFrozen, Scoped, TensorKind, TensorVisitor, TensorVisitorMut, Visit, Visitable,
+    enter_layer, enter_layer_mut, join_path, AsFrozen, Scoped, TensorKind, TensorVisitor,
+    TensorVisitorMut, Visit, Visitable,
 };
 
 #[doc(hidden)]

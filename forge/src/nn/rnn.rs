@@ -444,11 +444,10 @@ macro_rules! recurrent_layer {
 
         impl<E: Float> $crate::nn::Visit<E> for $ty<E> {
             fn visit(&self, name: &str, v: &mut dyn $crate::nn::TensorVisitor<E>) {
-                v.visit_layer(name, ::core::any::type_name::<Self>());
-                self.inner.visit(&mut $crate::nn::Scoped::new(name, v))
+                $crate::nn::enter_layer(self, name, v)
             }
             fn visit_mut(&mut self, name: &str, v: &mut dyn $crate::nn::TensorVisitorMut<E>) {
-                self.inner.visit_mut(&mut $crate::nn::Scoped::new(name, v))
+                $crate::nn::enter_layer_mut(self, name, v)
             }
         }
 

@@ -3,7 +3,9 @@
 
 use super::forward::Forward;
 use super::layer::Layer;
-use super::visit::{Scoped, TensorVisitor, TensorVisitorMut, Visit, Visitable};
+use super::visit::{
+    enter_layer, enter_layer_mut, TensorVisitor, TensorVisitorMut, Visit, Visitable,
+};
 use crate::tensor::Float;
 
 /// Layers applied in order, stored as a cons list `(A, (B, (C, ())))` so that
@@ -192,11 +194,10 @@ impl<E: Float, T: SeqVisit<E>> Layer<E> for Sequential<T> {
 
 impl<E: Float, T: SeqVisit<E>> Visit<E> for Sequential<T> {
     fn visit(&self, name: &str, v: &mut dyn TensorVisitor<E>) {
-        v.visit_layer(name, std::any::type_name::<Self>());
-        self.visit_tensors(&mut Scoped::new(name, v))
+        enter_layer(self, name, v)
     }
     fn visit_mut(&mut self, name: &str, v: &mut dyn TensorVisitorMut<E>) {
-        self.visit_tensors_mut(&mut Scoped::new(name, v))
+        enter_layer_mut(self, name, v)
     }
 }
 

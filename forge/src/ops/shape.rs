@@ -18,31 +18,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(t.reshape(&[3, -1]).shape(), &[3, 4]);
     /// ```
     pub fn reshape(&self, shape: &[isize]) -> Self {
-        let known: usize = shape
-            .iter()
-            .filter(|&&d| d >= 0)
-            .map(|&d| d as usize)
-            .product();
-        let unknown = shape.iter().filter(|&&d| d < 0).count();
-        assert!(unknown <= 1, "reshape: more than one -1 in {shape:?}");
-        let new: Vec<usize> = shape
-            .iter()
-            .map(|&d| {
-                if d >= 0 {
-                    d as usize
-                } else {
-                    self.numel().checked_div(known).unwrap_or(0)
-                }
-            })
-            .collect();
-        assert!(
-            numel(&new) == self.numel(),
-            "reshape: cannot view shape {:?} ({} elements) as {:?}",
-            self.shape(),
-            self.numel(),
-            shape
-        );
-        self.view(&new)
+        self.view(&super::plan::reshape(self.shape(), shape))
     }
 
     /// Reshape to an exact `usize` shape (no inference).
