@@ -67,9 +67,70 @@ fn plan(model: &str) -> Option<&'static [(&'static str, usize)]> {
     })
 }
 
-/// Whether `model` is one this mode knows.
+/// Whether `model` is one this mode knows (`gemm` is the sgemm table).
 pub fn known_model(model: &str) -> bool {
-    plan(model).is_some()
+    model == "gemm" || plan(model).is_some()
+}
+
+/// The sgemm shapes of the README's gemm table, `(m, k, n, b_transposed)`
+/// (as `bench/gemm_torch.py`): `b_transposed` is a Linear layer's
+/// `x @ W^T` with `W` stored `[n, k]`.
+pub const GEMM_SHAPES: &[(usize, usize, usize, bool)] = &[
+    (64, 64, 64, false),
+    (256, 256, 256, false),
+    (1024, 1024, 1024, false),
+    (128, 784, 512, true),
+    (128, 84, 10, true),
+    (128, 512, 10, true),
+    (1, 784, 512, true),
+];
+
+/// One JSON line per (shape, threads): every timed `Tensor::matmul` /
+/// `matmul_t` in `ms` (output allocated per call, as `torch.mm`).
+fn run_gemm(o: &JsonOpts) {
+    for &(m, k, n, tb) in GEMM_SHAPES {
+        let mut rng = Rng::new(0);
+        let a = Tensor::<f32>::normal(&[m, k], 0.0, 1.0, &mut rng);
+        let b = if tb {
+            Tensor::<f32>::normal(&[n, k], 0.0, 1.0, &mut rng)
+        } else {
+            Tensor::<f32>::normal(&[k, n], 0.0, 1.0, &mut rng)
+        };
+        let step = || {
+            black_box(if tb { a.matmul_t(&b) } else { a.matmul(&b) });
+        };
+        // about 2 ms per timed sample whatever the size
+        let reps = ((2e6 / (2.0 * (m * k * n) as f64 / 100.0)) as usize).clamp(1, 1000);
+        let mut times: Vec<Vec<f64>> = vec![Vec::new(); o.threads.len()];
+        for &t in &o.threads {
+            set_num_threads(t);
+            for _ in 0..o.warmup * reps {
+                step();
+            }
+        }
+        for _ in 0..o.rounds {
+            for (ti, &t) in o.threads.iter().enumerate() {
+                set_num_threads(t);
+                step();
+                for _ in 0..o.block {
+                    let t0 = Instant::now();
+                    for _ in 0..reps {
+                        step();
+                    }
+                    times[ti].push(t0.elapsed().as_secs_f64() * 1e3 / reps as f64);
+                }
+            }
+        }
+        for (ti, &t) in o.threads.iter().enumerate() {
+            let ms: Vec<String> = times[ti].iter().map(|v| format!("{v:.6e}")).collect();
+            println!(
+                "{{\"bench\": \"gemm\", \"framework\": \"forge\", \"m\": {m}, \"k\": {k}, \"n\": {n}, \
+                 \"b_transposed\": {tb}, \"threads\": {t}, \"round\": {}, \"ms\": [{}]}}",
+                o.round,
+                ms.join(", ")
+            );
+        }
+    }
 }
 
 /// The LSTM benchmark model: one LSTM layer 128 -> 128 (batch first) and a
@@ -303,6 +364,10 @@ fn run(model: &str, mode: &str, batch: usize, o: &JsonOpts, warmup: usize, block
 /// The whole plan for the selected models.
 pub fn run_all(o: &JsonOpts) {
     for model in &o.models {
+        if model == "gemm" {
+            run_gemm(o);
+            continue;
+        }
         let Some(rows) = plan(model) else {
             continue;
         };

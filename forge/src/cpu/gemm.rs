@@ -1,14 +1,38 @@
-//! Matrix multiplication through `matrixmultiply`, split across threads in
-//! fixed row blocks.
+//! Matrix multiplication: `matrixmultiply` for the general case, split across
+//! threads so that each operand is packed once per part, and forge's own
+//! loops for thin shapes, where a packed general kernel wastes most of its
+//! work.
+//!
+//! Paths, chosen from the shapes and layouts only (never the thread count):
+//! - `m == 1` or `n == 1` (a row vector times a matrix, batch-1 inference, a
+//!   matrix times a column): a matrix-vector loop, either `y += x[p] row_p`
+//!   over contiguous rows or dot products over contiguous columns.
+//! - `n <= 16` (an output layer with 10 classes): the `k x n` operand is
+//!   packed once into one zero-padded 16-wide panel, and blocks of rows of
+//!   `a` are broadcast against it.
+//! - everything else: `matrixmultiply` (packing, cache blocking, AVX-512 /
+//!   AVX2 micro-kernels). With several threads the product is cut into as
+//!   many parts as threads, along whichever of `m` or `n` partitions the
+//!   larger operand, so the large operand is packed exactly once in total.
+//!
+//! # Bit-identical for every thread count
+//! In every path each output element is the sum of its `k` products in
+//! increasing `k` order (`matrixmultiply` in fixed blocks of its own `kc`,
+//! independent of `m` and `n`; the dot products in fixed 16-lane partial
+//! sums), computed the same way whichever part, block or edge tile it falls
+//! in. So where the work is cut (and so how many threads share it) does not
+//! change a single bit; `tests::partition_does_not_change_bits` pins this.
 
 use super::threads::{num_threads, parallel_for};
 use crate::base::Float;
 
-/// Rows per parallel block. Fixed so that every output row is computed by the
-/// same single-threaded call whatever the thread count.
-const ROW_BLOCK: usize = 64;
-/// Below this many multiply-adds a gemm runs on one thread.
-const PARALLEL_MIN_WORK: usize = 1 << 18;
+/// Below this many multiply-adds a product runs on one thread (waking a
+/// second thread costs more than it saves).
+const PARALLEL_MIN_WORK: usize = 1 << 20;
+/// The widest `n` the narrow path takes; also its panel width (lanes).
+const LANES: usize = 16;
+/// Rows per part of the thin paths when they run in parallel.
+const THIN_ROWS_PER_PART: usize = 64;
 
 /// A matrix operand: a pointer-free description of a row-major buffer that
 /// may be read transposed.
@@ -51,10 +75,20 @@ impl<'a, E> Mat<'a, E> {
             cs: cols,
         }
     }
+
+    /// The same matrix read transposed.
+    fn t(self) -> Self {
+        Mat {
+            data: self.data,
+            rs: self.cs,
+            cs: self.rs,
+        }
+    }
 }
 
 /// `c = a b + beta c`, `a` is `m x k`, `b` is `k x n`, `c` is row-major
-/// `m x n`.
+/// `m x n`. Uses up to [`num_threads`](super::num_threads) threads; the
+/// result is bit-identical for every thread count.
 ///
 /// # Panics
 /// When a buffer is too small for the given sizes and strides.
@@ -68,61 +102,228 @@ impl<'a, E> Mat<'a, E> {
 /// assert_eq!(c, a);
 /// ```
 pub fn gemm<E: Float>(m: usize, k: usize, n: usize, a: Mat<E>, b: Mat<E>, beta: E, c: &mut [E]) {
-    let need = |mat: &Mat<E>, r: usize, cc: usize| {
-        if r == 0 || cc == 0 {
-            0
-        } else {
-            (r - 1) * mat.rs + (cc - 1) * mat.cs + 1
+    gemm_threads(m, k, n, a, b, beta, c, num_threads());
+}
+
+/// `count` products `c_i = a_i b_i + beta c_i` of the same shapes (`a_i` is
+/// `m x k`, `b_i` is `k x n`), `c_i` row-major at `c[i * m * n..]`. Small
+/// products run whole on one thread each, in parallel across `i` (the
+/// per-head attention products); large ones run one after the other, each
+/// split across the threads. Bit-identical for every thread count.
+///
+/// # Panics
+/// When `c` is shorter than `count * m * n` or an operand buffer is too
+/// small for its sizes and strides.
+///
+/// ```
+/// use forge::cpu::gemm::{gemm_batched, Mat};
+/// let a = [1.0f32, 2.0, 3.0, 4.0]; // two 1x2 rows
+/// let b = [1.0f32, 1.0]; // one 2x1 column, shared
+/// let mut c = [0.0f32; 2];
+/// gemm_batched(2, 1, 2, 1, |i| Mat::row_major(&a[2 * i..2 * i + 2], 2), |_| Mat::row_major(&b, 1), 0.0, &mut c);
+/// assert_eq!(c, [3.0, 7.0]);
+/// ```
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_batched<'a, E: Float>(
+    count: usize,
+    m: usize,
+    k: usize,
+    n: usize,
+    a_of: impl Fn(usize) -> Mat<'a, E> + Sync,
+    b_of: impl Fn(usize) -> Mat<'a, E> + Sync,
+    beta: E,
+    c: &mut [E],
+) {
+    let mn = m * n;
+    assert!(c.len() >= count * mn, "gemm: output buffer too small");
+    let threads = num_threads();
+    if count <= 1 || threads <= 1 || m * n * k >= PARALLEL_MIN_WORK {
+        for (i, ci) in c.chunks_mut(mn.max(1)).take(count).enumerate() {
+            gemm_threads(m, k, n, a_of(i), b_of(i), beta, ci, threads);
         }
-    };
-    assert!(a.data.len() >= need(&a, m, k), "gemm: lhs buffer too small");
-    assert!(b.data.len() >= need(&b, k, n), "gemm: rhs buffer too small");
+        return;
+    }
+    let c_ptr = SendPtr(c.as_mut_ptr());
+    parallel_for(count, |i| {
+        let p = c_ptr;
+        // SAFETY: product `i` writes only `c[i * mn..(i + 1) * mn]`, inside
+        // `c` (asserted above), and no two products share a range.
+        let ci = unsafe { std::slice::from_raw_parts_mut(p.0.add(i * mn), mn) };
+        gemm_threads(m, k, n, a_of(i), b_of(i), beta, ci, 1);
+    });
+}
+
+/// Elements a strided `r x cc` matrix reaches.
+fn extent<E>(mat: &Mat<E>, r: usize, cc: usize) -> usize {
+    if r == 0 || cc == 0 {
+        0
+    } else {
+        (r - 1) * mat.rs + (cc - 1) * mat.cs + 1
+    }
+}
+
+/// [`gemm`] with an explicit thread budget.
+#[allow(clippy::too_many_arguments)]
+fn gemm_threads<E: Float>(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: Mat<E>,
+    b: Mat<E>,
+    beta: E,
+    c: &mut [E],
+    threads: usize,
+) {
+    assert!(
+        a.data.len() >= extent(&a, m, k),
+        "gemm: lhs buffer too small"
+    );
+    assert!(
+        b.data.len() >= extent(&b, k, n),
+        "gemm: rhs buffer too small"
+    );
     assert!(c.len() >= m * n, "gemm: output buffer too small");
     if m == 0 || n == 0 {
         return;
     }
+    let c = &mut c[..m * n];
     if k == 0 {
-        for x in c[..m * n].iter_mut() {
-            *x *= beta;
+        for x in c.iter_mut() {
+            *x = if beta == E::zero() {
+                E::zero()
+            } else {
+                *x * beta
+            };
         }
         return;
     }
-    // Always the same row blocks, computed by the same single-threaded calls,
-    // so a row's result never depends on the thread count.
-    let blocks = m.div_ceil(ROW_BLOCK);
-    let c_ptr = SendPtr(c.as_mut_ptr());
-    let run = |blk: usize| {
-        let r0 = blk * ROW_BLOCK;
-        let rows = ROW_BLOCK.min(m - r0);
-        let a_blk = Mat {
-            data: &a.data[r0 * a.rs..],
-            rs: a.rs,
-            cs: a.cs,
+    let parallel = threads > 1 && m * n * k >= PARALLEL_MIN_WORK;
+    if m == 1 || n == 1 {
+        // c (1 x n) = a_row b, or c (m x 1) = a b_col read as b_col^T a^T:
+        // either way a vector `x` of length k times a k x len matrix `w`.
+        let (x, w, len) = if m == 1 { (a, b, n) } else { (b.t(), a.t(), m) };
+        let parts = if parallel {
+            threads.min(len / THIN_ROWS_PER_PART).max(1)
+        } else {
+            1
         };
-        let p = c_ptr;
-        // SAFETY: row blocks are disjoint, so each call writes its own rows
-        // of `c`; the asserts above check every index the strides reach.
-        unsafe { gemm_block(rows, k, n, a_blk, b, beta, p.0.add(r0 * n)) };
-    };
-    if m * n * k < PARALLEL_MIN_WORK || num_threads() == 1 {
-        (0..blocks).for_each(run);
+        split(len, parts, 1, c, |j0, cols, out| {
+            let w = Mat {
+                data: &w.data[j0 * w.cs..],
+                rs: w.rs,
+                cs: w.cs,
+            };
+            gemv(k, cols, x, w, beta, out);
+        });
+    } else if n <= LANES {
+        let mut panel = vec![E::zero(); k * LANES];
+        for (p, row) in panel.chunks_exact_mut(LANES).enumerate() {
+            for (j, v) in row[..n].iter_mut().enumerate() {
+                *v = b.data[p * b.rs + j * b.cs];
+            }
+        }
+        let parts = if parallel {
+            threads.min(m / THIN_ROWS_PER_PART).max(1)
+        } else {
+            1
+        };
+        split(m, parts, n, c, |i0, rows, out| {
+            let a = Mat {
+                data: &a.data[i0 * a.rs..],
+                rs: a.rs,
+                cs: a.cs,
+            };
+            narrow(rows, k, n, a, &panel, beta, out);
+        });
     } else {
-        parallel_for(blocks, run);
+        let parts = if parallel { threads } else { 1 };
+        if n <= m {
+            // cut the rows: each part packs its rows of `a` and all of `b`
+            split(m, parts, n, c, |i0, rows, out| {
+                let a = Mat {
+                    data: &a.data[i0 * a.rs..],
+                    rs: a.rs,
+                    cs: a.cs,
+                };
+                // SAFETY: `a` covers `rows x k` from row `i0` (the extent
+                // asserted above), `b` covers `k x n`, `out` is `rows x n`
+                // with row stride `n`.
+                unsafe { packed(rows, k, n, a, b, beta, out.as_mut_ptr(), n) };
+            });
+        } else {
+            // cut the columns: each part packs all of `a` and its columns of `b`
+            let c_ptr = SendPtr(c.as_mut_ptr());
+            let chunk = part_len(n, parts);
+            parallel_for(n.div_ceil(chunk), |part| {
+                let j0 = part * chunk;
+                let cols = chunk.min(n - j0);
+                let b = Mat {
+                    data: &b.data[j0 * b.cs..],
+                    rs: b.rs,
+                    cs: b.cs,
+                };
+                let p = c_ptr;
+                // SAFETY: part `part` writes columns `j0..j0 + cols` of every
+                // row of the `m x n` output (row stride `n`); the column
+                // ranges of the parts are disjoint and inside `c`.
+                unsafe { packed(m, k, cols, a, b, beta, p.0.add(j0), n) };
+            });
+        }
     }
+}
+
+/// Part length for cutting `len` into `parts`, rounded up to a multiple of
+/// 16 (the micro-kernels' tile) so that parts add no edge tiles.
+fn part_len(len: usize, parts: usize) -> usize {
+    len.div_ceil(parts.max(1))
+        .next_multiple_of(16)
+        .min(len)
+        .max(1)
+}
+
+/// Cuts `rows` rows of the row-major output `c` (each `width` wide) into
+/// `parts` ranges and runs `f(first_row, rows, rows_of_c)` on each, in
+/// parallel when `parts > 1`.
+fn split<E: Float>(
+    rows: usize,
+    parts: usize,
+    width: usize,
+    c: &mut [E],
+    f: impl Fn(usize, usize, &mut [E]) + Sync,
+) {
+    if parts <= 1 {
+        f(0, rows, c);
+        return;
+    }
+    let chunk = part_len(rows, parts);
+    let c_ptr = SendPtr(c.as_mut_ptr());
+    parallel_for(rows.div_ceil(chunk), |part| {
+        let r0 = part * chunk;
+        let r = chunk.min(rows - r0);
+        let p = c_ptr;
+        // SAFETY: part `part` owns rows `r0..r0 + r` of `c`, which holds
+        // `rows * width` elements; the ranges of the parts are disjoint.
+        let out = unsafe { std::slice::from_raw_parts_mut(p.0.add(r0 * width), r * width) };
+        f(r0, r, out);
+    });
 }
 
 #[derive(Clone, Copy)]
 struct SendPtr<E>(*mut E);
-// SAFETY: used only to hand disjoint row blocks of one buffer to scoped
-// threads that finish before the buffer's borrow ends.
+// SAFETY: used only to hand disjoint parts of one output buffer to the
+// parallel_for workers, which finish before the buffer's borrow ends.
 unsafe impl<E> Send for SendPtr<E> {}
 // SAFETY: as above; the pointer is only copied, never dereferenced jointly.
 unsafe impl<E> Sync for SendPtr<E> {}
 
+/// `matrixmultiply` on one part.
+///
 /// # Safety
-/// `a`, `b` must cover the given sizes with their strides and `c` must point
-/// to `m * n` writable elements.
-unsafe fn gemm_block<E: Float>(
+/// `a`, `b` must cover `m x k` and `k x n` with their strides and `c` must
+/// point to an `m x n` matrix with row stride `ldc` that nothing else
+/// accesses during the call.
+#[allow(clippy::too_many_arguments)]
+unsafe fn packed<E: Float>(
     m: usize,
     k: usize,
     n: usize,
@@ -130,6 +331,7 @@ unsafe fn gemm_block<E: Float>(
     b: Mat<E>,
     beta: E,
     c: *mut E,
+    ldc: usize,
 ) {
     // SAFETY: guaranteed by the caller.
     unsafe {
@@ -146,8 +348,531 @@ unsafe fn gemm_block<E: Float>(
             b.cs as isize,
             beta,
             c,
-            n as isize,
+            ldc as isize,
             1,
         )
+    }
+}
+
+/// `out = acc + beta out`, reading `out` only when `beta` is not zero (as
+/// `matrixmultiply`, so an uninitialised-looking NaN is overwritten).
+#[inline(always)]
+fn store<E: Float>(out: &mut E, acc: E, beta: E) {
+    *out = if beta == E::zero() {
+        acc
+    } else {
+        *out * beta + acc
+    };
+}
+
+// ---- Thin kernels -----------------------------------------------------------
+// Each is a plain generic loop over fixed 16-lane arrays, instantiated inside
+// functions compiled for AVX-512 or AVX2+FMA (chosen at run time) so that the
+// arrays become vector registers and `mul_add` a fused multiply-add. The
+// arithmetic is the same in every instantiation (`mul_add` is always fused),
+// so the path taken never changes a result.
+
+/// Defines `$name`, which runs `$generic` compiled for the widest
+/// instruction set the CPU has (AVX-512, else AVX2 + FMA, else the target's
+/// baseline), with `R` rows (or columns) per register block.
+macro_rules! simd_dispatch {
+    ($name:ident => $generic:ident ($($arg:ident : $ty:ty),*)) => {
+        #[allow(clippy::too_many_arguments)]
+        fn $name<E: Float>($($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f,avx2,fma")]
+                #[allow(clippy::too_many_arguments)]
+                fn wide<E: Float>($($arg: $ty),*) {
+                    $generic::<E, 8>($($arg),*)
+                }
+                #[target_feature(enable = "avx2,fma")]
+                #[allow(clippy::too_many_arguments)]
+                fn avx2<E: Float>($($arg: $ty),*) {
+                    $generic::<E, 4>($($arg),*)
+                }
+                if std::arch::is_x86_feature_detected!("avx512f") {
+                    // SAFETY: the CPU has every feature `wide` is compiled for.
+                    return unsafe { wide::<E>($($arg),*) };
+                }
+                if std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")
+                {
+                    // SAFETY: the CPU has every feature `avx2` is compiled for.
+                    return unsafe { avx2::<E>($($arg),*) };
+                }
+            }
+            $generic::<E, 4>($($arg),*)
+        }
+    };
+}
+
+simd_dispatch!(gemv_rows_simd => gemv_rows(k: usize, len: usize, x: Mat<E>, w: Mat<E>, beta: E, out: &mut [E]));
+simd_dispatch!(gemv_dots_simd => gemv_dots(k: usize, len: usize, x: Mat<E>, w: Mat<E>, beta: E, out: &mut [E]));
+simd_dispatch!(narrow => narrow_rows(rows: usize, k: usize, n: usize, a: Mat<E>, panel: &[E], beta: E, out: &mut [E]));
+
+/// `out[j] = sum_p x[p] w[p, j] + beta out[j]` for `j < len`.
+fn gemv<E: Float>(k: usize, len: usize, x: Mat<E>, w: Mat<E>, beta: E, out: &mut [E]) {
+    if w.cs == 1 {
+        gemv_rows_simd(k, len, x, w, beta, out)
+    } else if w.rs == 1 {
+        #[cfg(target_arch = "x86_64")]
+        if std::any::TypeId::of::<E>() == std::any::TypeId::of::<f32>()
+            && x.cs == 1
+            && std::arch::is_x86_feature_detected!("avx512f")
+        {
+            assert!(x.data.len() >= k && out.len() >= len);
+            assert!(len == 0 || w.data.len() >= (len - 1) * w.cs + k);
+            // SAFETY: `E` is `f32` (checked above), so these are the same
+            // slices and value under their own type.
+            let (xf, wf, of, bf) = unsafe {
+                (
+                    std::slice::from_raw_parts(x.data.as_ptr() as *const f32, k),
+                    std::slice::from_raw_parts(w.data.as_ptr() as *const f32, w.data.len()),
+                    std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut f32, len),
+                    *(&beta as *const E as *const f32),
+                )
+            };
+            // SAFETY: the CPU has AVX-512F; the extents are asserted above.
+            unsafe { dots_f32_avx512(k, len, xf, wf, w.cs, bf, of) };
+            return;
+        }
+        gemv_dots_simd(k, len, x, w, beta, out)
+    } else {
+        // neither rows nor columns contiguous: a plain loop in the same
+        // order as `gemv_rows`
+        for (j, o) in out[..len].iter_mut().enumerate() {
+            let mut s = E::zero();
+            for p in 0..k {
+                s = x.data[p * x.cs].mul_add(w.data[p * w.rs + j * w.cs], s);
+            }
+            store(o, s, beta);
+        }
+    }
+}
+
+/// `gemv` when the rows of `w` are contiguous: `acc += x[p] * w[p, ..]`,
+/// 4 x 16 columns at a time, each column summed in increasing `p`.
+#[inline(always)]
+fn gemv_rows<E: Float, const R: usize>(
+    k: usize,
+    len: usize,
+    x: Mat<E>,
+    w: Mat<E>,
+    beta: E,
+    out: &mut [E],
+) {
+    const S: usize = 4 * LANES;
+    let mut j = 0;
+    while j + S <= len {
+        let mut acc = [E::zero(); S];
+        for p in 0..k {
+            let xv = x.data[p * x.cs];
+            let row: &[E; S] = w.data[p * w.rs + j..p * w.rs + j + S]
+                .try_into()
+                .expect("S elements");
+            for l in 0..S {
+                acc[l] = xv.mul_add(row[l], acc[l]);
+            }
+        }
+        for (o, &v) in out[j..j + S].iter_mut().zip(&acc) {
+            store(o, v, beta);
+        }
+        j += S;
+    }
+    for (jj, o) in out[j..len].iter_mut().enumerate() {
+        let mut s = E::zero();
+        for p in 0..k {
+            s = x.data[p * x.cs].mul_add(w.data[p * w.rs + j + jj], s);
+        }
+        store(o, s, beta);
+    }
+}
+
+/// A dot product's end: the 16 partial sums added pairwise (lane `l` with
+/// `l + 8`, then `+ 4`, `+ 2`, `+ 1`), then the products past `kk` in order.
+#[inline(always)]
+fn finish_dot<E: Float>(acc: &[E; LANES], x: &[E], col: &[E], kk: usize) -> E {
+    let mut h = *acc;
+    let mut width = LANES / 2;
+    while width > 0 {
+        for l in 0..width {
+            h[l] = h[l] + h[l + width];
+        }
+        width /= 2;
+    }
+    let mut s = h[0];
+    for p in kk..x.len() {
+        s = x[p].mul_add(col[p], s);
+    }
+    s
+}
+
+/// `gemv_dots` for f32 with AVX-512 intrinsics (the generic loop does not
+/// vectorise well): the same partial sums, reduction and tail, so the same
+/// bits.
+///
+/// # Safety
+/// The CPU must support AVX-512F; `x` has `k` elements, column `j < len` of
+/// `w` is `w[j * ldw..j * ldw + k]`, `out` has `len` elements.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn dots_f32_avx512(
+    k: usize,
+    len: usize,
+    x: &[f32],
+    w: &[f32],
+    ldw: usize,
+    beta: f32,
+    out: &mut [f32],
+) {
+    use std::arch::x86_64::{
+        _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_setzero_ps, _mm512_storeu_ps,
+    };
+    let kk = k / LANES * LANES;
+    let (xp, wp) = (x.as_ptr(), w.as_ptr());
+    let mut j = 0;
+    while j < len {
+        let nb = 4.min(len - j);
+        let mut acc = [_mm512_setzero_ps(); 4];
+        let mut p = 0;
+        while p < kk {
+            // SAFETY: `p + 16 <= kk <= k`: inside `x` and every column.
+            unsafe {
+                let xv = _mm512_loadu_ps(xp.add(p));
+                for (b, a) in acc.iter_mut().enumerate().take(nb) {
+                    *a = _mm512_fmadd_ps(xv, _mm512_loadu_ps(wp.add((j + b) * ldw + p)), *a);
+                }
+            }
+            p += LANES;
+        }
+        for (b, a) in acc.iter().enumerate().take(nb) {
+            let mut lanes = [0f32; LANES];
+            // SAFETY: `lanes` holds 16 floats.
+            unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), *a) };
+            let col = &w[(j + b) * ldw..(j + b) * ldw + k];
+            store(&mut out[j + b], finish_dot(&lanes, x, col, kk), beta);
+        }
+        j += nb;
+    }
+}
+
+/// `acc[l] += x[l] y[l]`, fused, lane by lane.
+#[inline(always)]
+fn fma_lanes<E: Float>(acc: &mut [E; LANES], x: &[E; LANES], y: &[E; LANES]) {
+    for l in 0..LANES {
+        acc[l] = x[l].mul_add(y[l], acc[l]);
+    }
+}
+
+/// `gemv` when the columns of `w` are contiguous: dot products of `x` with
+/// columns of `w`, four at a time, in 16 partial sums (lane `l` takes
+/// `p = l mod 16`) added pairwise at the end, then the tail of `k`.
+#[inline(always)]
+fn gemv_dots<E: Float, const R: usize>(
+    k: usize,
+    len: usize,
+    x: Mat<E>,
+    w: Mat<E>,
+    beta: E,
+    out: &mut [E],
+) {
+    let xs: Vec<E>;
+    let x: &[E] = if x.cs == 1 {
+        &x.data[..k]
+    } else {
+        xs = (0..k).map(|p| x.data[p * x.cs]).collect();
+        &xs
+    };
+    assert!(len == 0 || w.data.len() >= (len - 1) * w.cs + k && out.len() >= len);
+    let kk = k / LANES * LANES;
+    let (xp, wp) = (x.as_ptr(), w.data.as_ptr());
+    // SAFETY (every block below): column `j < len` of `w` is
+    // `wp[j * w.cs..j * w.cs + k]` and `x` has `k` elements, both checked
+    // above; loads are at `p + l < kk <= k`.
+    let finish = |acc: &[E; LANES], j: usize| -> E {
+        finish_dot(acc, x, &w.data[j * w.cs..j * w.cs + k], kk)
+    };
+    const B: usize = 4;
+    let mut j = 0;
+    while j + B <= len {
+        let mut acc = [[E::zero(); LANES]; B];
+        let mut p = 0;
+        while p < kk {
+            // SAFETY: see above.
+            let (xv, c0, c1, c2, c3) = unsafe {
+                let col = |b: usize| &*(wp.add((j + b) * w.cs + p) as *const [E; LANES]);
+                (
+                    &*(xp.add(p) as *const [E; LANES]),
+                    col(0),
+                    col(1),
+                    col(2),
+                    col(3),
+                )
+            };
+            let [a0, a1, a2, a3] = &mut acc;
+            fma_lanes(a0, xv, c0);
+            fma_lanes(a1, xv, c1);
+            fma_lanes(a2, xv, c2);
+            fma_lanes(a3, xv, c3);
+            p += LANES;
+        }
+        for (b, ab) in acc.iter().enumerate() {
+            store(&mut out[j + b], finish(ab, j + b), beta);
+        }
+        j += B;
+    }
+    while j < len {
+        let mut acc = [E::zero(); LANES];
+        let mut p = 0;
+        while p < kk {
+            // SAFETY: see above.
+            let (xv, cv) = unsafe {
+                (
+                    &*(xp.add(p) as *const [E; LANES]),
+                    &*(wp.add(j * w.cs + p) as *const [E; LANES]),
+                )
+            };
+            fma_lanes(&mut acc, xv, cv);
+            p += LANES;
+        }
+        store(&mut out[j], finish(&acc, j), beta);
+        j += 1;
+    }
+}
+
+/// `out (rows x n) = a panel + beta out` where `panel` is `b` packed as
+/// `k` rows of 16 (zero-padded past `n`), in blocks of `R` rows: each step
+/// broadcasts `a[i, p]` against panel row `p`, so every output sums its
+/// products in increasing `p`.
+#[inline(always)]
+fn narrow_rows<E: Float, const R: usize>(
+    rows: usize,
+    k: usize,
+    n: usize,
+    a: Mat<E>,
+    panel: &[E],
+    beta: E,
+    out: &mut [E],
+) {
+    assert!(rows == 0 || k == 0 || a.data.len() >= (rows - 1) * a.rs + (k - 1) * a.cs + 1);
+    assert!(panel.len() >= k * LANES && out.len() >= rows * n && n <= LANES);
+    let (ap, pp) = (a.data.as_ptr(), panel.as_ptr());
+    let block = |i: usize, acc: &mut [[E; LANES]; R], nr: usize| {
+        for p in 0..k {
+            // SAFETY: panel row `p < k` is `pp[p * 16..p * 16 + 16]` and
+            // `a[i + r, p]` for `r < nr`, `i + nr <= rows` is inside the
+            // extent checked above.
+            let prow = unsafe { &*(pp.add(p * LANES) as *const [E; LANES]) };
+            for (r, ar) in acc.iter_mut().enumerate().take(nr) {
+                // SAFETY: as above.
+                let av = unsafe { *ap.add((i + r) * a.rs + p * a.cs) };
+                for l in 0..LANES {
+                    ar[l] = av.mul_add(prow[l], ar[l]);
+                }
+            }
+        }
+    };
+    let mut i = 0;
+    while i < rows {
+        let nr = R.min(rows - i);
+        let mut acc = [[E::zero(); LANES]; R];
+        if nr == R {
+            block(i, &mut acc, R);
+        } else {
+            // the last rows one at a time: the same sums in the same order
+            for r in 0..nr {
+                let mut one = [[E::zero(); LANES]; R];
+                block(i + r, &mut one, 1);
+                acc[r] = one[0];
+            }
+        }
+        for (r, ar) in acc.iter().enumerate().take(nr) {
+            for (o, &v) in out[(i + r) * n..(i + r + 1) * n].iter_mut().zip(ar) {
+                store(o, v, beta);
+            }
+        }
+        i += nr;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    /// A small deterministic generator (cpu/ does not depend on tensor/).
+    struct Rng(u64);
+
+    impl Rng {
+        fn new(seed: u64) -> Self {
+            Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+        }
+    }
+
+    /// Uniform values in [-1, 1).
+    fn random(len: usize, rng: &mut Rng) -> Vec<f64> {
+        (0..len)
+            .map(|_| {
+                rng.0 = rng
+                    .0
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                (rng.0 >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// `a b`, each sum in increasing `k`.
+    fn naive(m: usize, k: usize, n: usize, a: Mat<f64>, b: Mat<f64>) -> Vec<f64> {
+        let mut c = vec![0.0; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                c[i * n + j] = (0..k)
+                    .map(|p| a.data[i * a.rs + p * a.cs] * b.data[p * b.rs + j * b.cs])
+                    .sum();
+            }
+        }
+        c
+    }
+
+    /// Every path, both layouts of each operand, beta 0 and 1, against the
+    /// naive product (|error| <= 1e-12 relative to k).
+    #[test]
+    fn every_path_matches_the_naive_product() {
+        let mut rng = Rng::new(1);
+        let shapes = [
+            (1, 1, 1),
+            (1, 37, 1),
+            (1, 100, 130),
+            (130, 100, 1),
+            (3, 5, 7),
+            (70, 33, 10),
+            (9, 17, 16),
+            (40, 3, 17),
+            (33, 70, 45),
+            (0, 3, 4),
+            (3, 0, 4),
+        ];
+        for (m, k, n) in shapes {
+            let a_buf = random(m * k, &mut rng);
+            let b_buf = random(k * n, &mut rng);
+            let c0 = random(m * n, &mut rng);
+            for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+                let a = if ta {
+                    Mat::transposed(&a_buf, m)
+                } else {
+                    Mat::row_major(&a_buf, k)
+                };
+                let b = if tb {
+                    Mat::transposed(&b_buf, k)
+                } else {
+                    Mat::row_major(&b_buf, n)
+                };
+                let want = naive(m, k, n, a, b);
+                for beta in [0.0, 1.0] {
+                    let mut c = c0.clone();
+                    gemm(m, k, n, a, b, beta, &mut c);
+                    for i in 0..m * n {
+                        let w = want[i] + beta * c0[i];
+                        assert!(
+                            (c[i] - w).abs() <= 1e-12 * (k as f64 + 1.0),
+                            "{m}x{k}x{n} ta={ta} tb={tb} beta={beta}: [{i}] {} vs {w}",
+                            c[i]
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The paths never read `c` when beta is 0 (a NaN there is overwritten).
+    #[test]
+    fn beta_zero_overwrites_nan() {
+        for (m, k, n) in [(1, 4, 40), (40, 4, 1), (20, 4, 10), (20, 4, 20)] {
+            let a = vec![1.0f32; m * k];
+            let b = vec![1.0f32; k * n];
+            let mut c = vec![f32::NAN; m * n];
+            gemm(
+                m,
+                k,
+                n,
+                Mat::row_major(&a, k),
+                Mat::row_major(&b, n),
+                0.0,
+                &mut c,
+            );
+            assert!(c.iter().all(|&v| v == k as f32), "{m}x{k}x{n}");
+        }
+    }
+
+    /// Cutting a product into any number of parts (what the thread count
+    /// changes) gives the same bits, on every path and layout.
+    #[test]
+    fn partition_does_not_change_bits() {
+        let mut rng = Rng::new(2);
+        for (m, k, n) in [
+            (300, 700, 200),
+            (200, 700, 300),
+            (1, 2000, 1000),
+            (1000, 2000, 1),
+            (500, 300, 10),
+        ] {
+            let a_buf: Vec<f32> = random(m * k, &mut rng)
+                .into_iter()
+                .map(|v| v as f32)
+                .collect();
+            let b_buf: Vec<f32> = random(k * n, &mut rng)
+                .into_iter()
+                .map(|v| v as f32)
+                .collect();
+            for (ta, tb) in [(false, false), (true, true), (false, true)] {
+                let a = if ta {
+                    Mat::transposed(&a_buf, m)
+                } else {
+                    Mat::row_major(&a_buf, k)
+                };
+                let b = if tb {
+                    Mat::transposed(&b_buf, k)
+                } else {
+                    Mat::row_major(&b_buf, n)
+                };
+                let mut one = vec![0.0f32; m * n];
+                gemm_threads(m, k, n, a, b, 0.0, &mut one, 1);
+                for parts in [2, 3, 5] {
+                    let mut many = vec![0.0f32; m * n];
+                    gemm_threads(m, k, n, a, b, 0.0, &mut many, parts);
+                    assert!(
+                        one.iter()
+                            .zip(&many)
+                            .all(|(x, y)| x.to_bits() == y.to_bits()),
+                        "{m}x{k}x{n} ta={ta} tb={tb}: {parts} parts differ from 1"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn batched_matches_one_by_one() {
+        let mut rng = Rng::new(3);
+        let (count, m, k, n) = (12, 20, 9, 30);
+        let a: Vec<f64> = random(count * m * k, &mut rng);
+        let b: Vec<f64> = random(k * n, &mut rng);
+        let mut c = vec![0.0; count * m * n];
+        gemm_batched(
+            count,
+            m,
+            k,
+            n,
+            |i| Mat::row_major(&a[i * m * k..(i + 1) * m * k], k),
+            |_| Mat::row_major(&b, n),
+            0.0,
+            &mut c,
+        );
+        for i in 0..count {
+            let mut one = vec![0.0; m * n];
+            let ai = Mat::row_major(&a[i * m * k..(i + 1) * m * k], k);
+            gemm(m, k, n, ai, Mat::row_major(&b, n), 0.0, &mut one);
+            assert_eq!(&c[i * m * n..(i + 1) * m * n], &one[..]);
+        }
     }
 }

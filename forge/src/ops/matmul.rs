@@ -2,7 +2,7 @@
 //! broadcast-batched operands, and `matmul_t` (`a @ b^T`, no copy of `b`).
 
 use crate::cpu::broadcast::broadcast_strides;
-use crate::cpu::gemm::{gemm, Mat};
+use crate::cpu::gemm::{gemm_batched, Mat};
 use crate::tensor::{broadcast_shapes, numel, Device, Float, Tensor};
 use std::sync::Arc;
 
@@ -106,39 +106,36 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let sb = broadcast_strides(bb, &batch);
         let mut out = vec![E::zero(); nb * m * n];
         let (a_mat, b_mat) = (ar * ac, br * bc);
-        let mut idx = vec![0usize; batch.len()];
-        for i in 0..nb {
-            // batch offsets in units of whole matrices
-            let (mut oa, mut ob) = (0usize, 0usize);
+        // batch offsets (in whole matrices) of product `i`'s operands
+        let offset = |i: usize, strides: &[usize]| {
             let mut rem = i;
+            let mut o = 0;
             for d in (0..batch.len()).rev() {
-                idx[d] = rem % batch[d];
+                o += (rem % batch[d]) * strides[d];
                 rem /= batch[d];
-                oa += idx[d] * sa[d];
-                ob += idx[d] * sb[d];
             }
-            let a_data = &a.as_slice()[oa * a_mat..(oa + 1) * a_mat];
-            let b_data = &b.as_slice()[ob * b_mat..(ob + 1) * b_mat];
-            let am = if ta {
-                Mat::transposed(a_data, ac)
+            o
+        };
+        let (a_all, b_all) = (a.as_slice(), b.as_slice());
+        let a_of = |i: usize| {
+            let o = offset(i, &sa);
+            let data = &a_all[o * a_mat..(o + 1) * a_mat];
+            if ta {
+                Mat::transposed(data, ac)
             } else {
-                Mat::row_major(a_data, ac)
-            };
-            let bm = if tb {
-                Mat::transposed(b_data, bc)
+                Mat::row_major(data, ac)
+            }
+        };
+        let b_of = |i: usize| {
+            let o = offset(i, &sb);
+            let data = &b_all[o * b_mat..(o + 1) * b_mat];
+            if tb {
+                Mat::transposed(data, bc)
             } else {
-                Mat::row_major(b_data, bc)
-            };
-            gemm(
-                m,
-                k,
-                n,
-                am,
-                bm,
-                E::zero(),
-                &mut out[i * m * n..(i + 1) * m * n],
-            );
-        }
+                Mat::row_major(data, bc)
+            }
+        };
+        gemm_batched(nb, m, k, n, a_of, b_of, E::zero(), &mut out);
         let mut shape = batch;
         shape.extend([m, n]);
         Tensor::from_parts(Arc::new(out), shape.into(), None).record(
