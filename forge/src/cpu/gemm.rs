@@ -497,7 +497,7 @@ fn finish_dot<E: Float>(acc: &[E; LANES], x: &[E], col: &[E], kk: usize) -> E {
     let mut width = LANES / 2;
     while width > 0 {
         for l in 0..width {
-            h[l] = h[l] + h[l + width];
+            h[l] += h[l + width];
         }
         width /= 2;
     }
@@ -655,7 +655,7 @@ fn narrow_rows<E: Float, const R: usize>(
     beta: E,
     out: &mut [E],
 ) {
-    assert!(rows == 0 || k == 0 || a.data.len() >= (rows - 1) * a.rs + (k - 1) * a.cs + 1);
+    assert!(rows == 0 || k == 0 || a.data.len() > (rows - 1) * a.rs + (k - 1) * a.cs);
     assert!(panel.len() >= k * LANES && out.len() >= rows * n && n <= LANES);
     let (ap, pp) = (a.data.as_ptr(), panel.as_ptr());
     let block = |i: usize, acc: &mut [[E; LANES]; R], nr: usize| {
@@ -681,10 +681,10 @@ fn narrow_rows<E: Float, const R: usize>(
             block(i, &mut acc, R);
         } else {
             // the last rows one at a time: the same sums in the same order
-            for r in 0..nr {
+            for (r, ar) in acc.iter_mut().enumerate().take(nr) {
                 let mut one = [[E::zero(); LANES]; R];
                 block(i + r, &mut one, 1);
-                acc[r] = one[0];
+                *ar = one[0];
             }
         }
         for (r, ar) in acc.iter().enumerate().take(nr) {
