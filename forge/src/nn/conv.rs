@@ -13,6 +13,7 @@
 //! assert_eq!(y.shape(), &[8, 16, 16, 16]);
 //! ```
 
+use super::builder::size_setters;
 use super::forward::Forward;
 use super::init::default_bound;
 use crate::error::{ForgeError, Result};
@@ -141,6 +142,49 @@ pub(super) fn channels_of(shape: &[usize], rank: usize) -> Option<usize> {
     }
 }
 
+/// Splits a freshly initialised layer into `groups` groups (see
+/// [`Conv2d::groups`]): checks that it has one group and that `channels`
+/// (the count `regroup` does not already check) divides, then regroups the
+/// weight and bias.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn grouped<E: Float>(
+    layer: &str,
+    current: usize,
+    channels: usize,
+    which: &str,
+    weight: &Tensor<E>,
+    bias: &Option<Tensor<E>>,
+    groups: usize,
+) -> (Tensor<E>, Option<Tensor<E>>) {
+    assert!(current == 1, "{layer}: groups can only be set once");
+    assert!(
+        groups > 0 && channels / groups * groups == channels,
+        "{layer}: {which} {channels} is not divisible by groups {groups}"
+    );
+    regroup(layer, weight, bias, groups)
+}
+
+/// The forward pass of a convolution layer: checks the input's rank and
+/// channels (batched `[N, C, spatial]` or unbatched `[C, spatial]`), with
+/// a message naming the layer and both shapes, and applies `f` to the
+/// batched form.
+pub(super) fn conv_forward<E: Float>(
+    layer: &str,
+    (c, o): (usize, usize),
+    kernel: &dyn std::fmt::Debug,
+    spatial: &str,
+    x: Tensor<E>,
+    f: impl FnOnce(&Tensor<E>) -> Tensor<E>,
+) -> Tensor<E> {
+    let rank = 3 + spatial.matches(',').count();
+    assert!(
+        channels_of(x.shape(), rank) == Some(c),
+        "{layer}({c} -> {o}, kernel {kernel:?}): expected input [N, {c}, {spatial}] or [{c}, {spatial}], got {:?}",
+        x.shape()
+    );
+    batched(x, rank, f)
+}
+
 /// 2-d convolution layer (`torch.nn.Conv2d`).
 ///
 /// # Shapes
@@ -207,14 +251,7 @@ impl<E: Float> Conv2d<E> {
             out_channels,
             rng,
         );
-        Conv2d {
-            weight,
-            bias,
-            stride: [1, 1],
-            padding: [0, 0],
-            dilation: [1, 1],
-            groups: 1,
-        }
+        Self::with_weights(weight, bias)
     }
 
     /// A layer with the given weight `[out, in / groups, kh, kw]` and
@@ -231,47 +268,27 @@ impl<E: Float> Conv2d<E> {
     /// ```
     pub fn from_weights(weight: Tensor<E>, bias: Option<Tensor<E>>) -> Result<Self> {
         check_weights("Conv2d", &weight, &bias, 4, |s| s[0])?;
-        Ok(Conv2d {
+        Ok(Self::with_weights(weight, bias))
+    }
+
+    /// Stride 1, no padding, dilation 1, one group.
+    fn with_weights(weight: Tensor<E>, bias: Option<Tensor<E>>) -> Self {
+        Conv2d {
             weight,
             bias,
             stride: [1, 1],
             padding: [0, 0],
             dilation: [1, 1],
             groups: 1,
-        })
+        }
     }
 
-    /// Sets the stride.
-    ///
-    /// ```
-    /// let c = forge::nn::Conv2d::<f32>::new(1, 1, 3, &mut forge::Rng::new(0)).stride([2, 1]);
-    /// assert_eq!(c.stride, [2, 1]);
-    /// ```
-    pub fn stride(mut self, stride: impl IntoPair) -> Self {
-        self.stride = stride.into_pair();
-        self
-    }
-
-    /// Sets the zero padding on each side.
-    ///
-    /// ```
-    /// let c = forge::nn::Conv2d::<f32>::new(1, 1, 3, &mut forge::Rng::new(0)).padding(1);
-    /// assert_eq!(c.padding, [1, 1]);
-    /// ```
-    pub fn padding(mut self, padding: impl IntoPair) -> Self {
-        self.padding = padding.into_pair();
-        self
-    }
-
-    /// Sets the kernel dilation.
-    ///
-    /// ```
-    /// let c = forge::nn::Conv2d::<f32>::new(1, 1, 3, &mut forge::Rng::new(0)).dilation(2);
-    /// assert_eq!(c.dilation, [2, 2]);
-    /// ```
-    pub fn dilation(mut self, dilation: impl IntoPair) -> Self {
-        self.dilation = dilation.into_pair();
-        self
+    size_setters! {
+        impl IntoPair, IntoPair::into_pair,
+        "forge::nn::Conv2d::<f32>::new(1, 1, 3, &mut forge::Rng::new(0))", "[2, 2]";
+        stride: "the stride (rows, columns)";
+        padding: "the zero padding on each side (rows, columns)";
+        dilation: "the kernel dilation (rows, columns)";
     }
 
     /// Splits the channels into `groups` groups, re-deriving the freshly
@@ -287,13 +304,16 @@ impl<E: Float> Conv2d<E> {
     /// assert_eq!(c.weight.shape(), &[6, 2, 3, 3]);
     /// ```
     pub fn groups(mut self, groups: usize) -> Self {
-        assert!(self.groups == 1, "Conv2d: groups can only be set once");
         let out = self.out_channels();
-        assert!(
-            groups > 0 && out / groups * groups == out,
-            "Conv2d: out_channels {out} is not divisible by groups {groups}"
+        (self.weight, self.bias) = grouped(
+            "Conv2d",
+            self.groups,
+            out,
+            "out_channels",
+            &self.weight,
+            &self.bias,
+            groups,
         );
-        (self.weight, self.bias) = regroup("Conv2d", &self.weight, &self.bias, groups);
         self.groups = groups;
         self
     }
@@ -338,14 +358,9 @@ impl<E: Float> Forward<Tensor<E>> for Conv2d<E> {
     /// the layer, the expected and the received shapes), or is smaller than
     /// the dilated kernel.
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
-        let (c, o) = (self.in_channels(), self.out_channels());
+        let channels = (self.in_channels(), self.out_channels());
         let k = &self.weight.shape()[2..];
-        assert!(
-            channels_of(x.shape(), 4) == Some(c),
-            "Conv2d({c} -> {o}, kernel {k:?}): expected input [N, {c}, H, W] or [{c}, H, W], got {:?}",
-            x.shape()
-        );
-        batched(x, 4, |x| {
+        conv_forward("Conv2d", channels, &k, "H, W", x, |x| {
             x.conv2d(
                 &self.weight,
                 self.bias.as_ref(),
@@ -413,14 +428,7 @@ impl<E: Float> Conv1d<E> {
             out_channels,
             rng,
         );
-        Conv1d {
-            weight,
-            bias,
-            stride: 1,
-            padding: 0,
-            dilation: 1,
-            groups: 1,
-        }
+        Self::with_weights(weight, bias)
     }
 
     /// A layer with the given weight `[out, in / groups, k]` and optional
@@ -435,47 +443,27 @@ impl<E: Float> Conv1d<E> {
     /// ```
     pub fn from_weights(weight: Tensor<E>, bias: Option<Tensor<E>>) -> Result<Self> {
         check_weights("Conv1d", &weight, &bias, 3, |s| s[0])?;
-        Ok(Conv1d {
+        Ok(Self::with_weights(weight, bias))
+    }
+
+    /// Stride 1, no padding, dilation 1, one group.
+    fn with_weights(weight: Tensor<E>, bias: Option<Tensor<E>>) -> Self {
+        Conv1d {
             weight,
             bias,
             stride: 1,
             padding: 0,
             dilation: 1,
             groups: 1,
-        })
+        }
     }
 
-    /// Sets the stride.
-    ///
-    /// ```
-    /// let c = forge::nn::Conv1d::<f32>::new(1, 1, 3, &mut forge::Rng::new(0)).stride(2);
-    /// assert_eq!(c.stride, 2);
-    /// ```
-    pub fn stride(mut self, stride: usize) -> Self {
-        self.stride = stride;
-        self
-    }
-
-    /// Sets the zero padding on each side.
-    ///
-    /// ```
-    /// let c = forge::nn::Conv1d::<f32>::new(1, 1, 3, &mut forge::Rng::new(0)).padding(1);
-    /// assert_eq!(c.padding, 1);
-    /// ```
-    pub fn padding(mut self, padding: usize) -> Self {
-        self.padding = padding;
-        self
-    }
-
-    /// Sets the kernel dilation.
-    ///
-    /// ```
-    /// let c = forge::nn::Conv1d::<f32>::new(1, 1, 3, &mut forge::Rng::new(0)).dilation(2);
-    /// assert_eq!(c.dilation, 2);
-    /// ```
-    pub fn dilation(mut self, dilation: usize) -> Self {
-        self.dilation = dilation;
-        self
+    size_setters! {
+        usize, std::convert::identity,
+        "forge::nn::Conv1d::<f32>::new(1, 1, 3, &mut forge::Rng::new(0))", "2";
+        stride: "the stride";
+        padding: "the zero padding on each side";
+        dilation: "the kernel dilation";
     }
 
     /// Splits the channels into `groups` groups (see [`Conv2d::groups`]).
@@ -489,13 +477,16 @@ impl<E: Float> Conv1d<E> {
     /// assert_eq!(c.weight.shape(), &[4, 1, 3]);
     /// ```
     pub fn groups(mut self, groups: usize) -> Self {
-        assert!(self.groups == 1, "Conv1d: groups can only be set once");
         let out = self.out_channels();
-        assert!(
-            groups > 0 && out / groups * groups == out,
-            "Conv1d: out_channels {out} is not divisible by groups {groups}"
+        (self.weight, self.bias) = grouped(
+            "Conv1d",
+            self.groups,
+            out,
+            "out_channels",
+            &self.weight,
+            &self.bias,
+            groups,
         );
-        (self.weight, self.bias) = regroup("Conv1d", &self.weight, &self.bias, groups);
         self.groups = groups;
         self
     }
@@ -540,17 +531,9 @@ impl<E: Float> Forward<Tensor<E>> for Conv1d<E> {
     /// the layer, the expected and the received shapes), or is shorter than
     /// the dilated kernel.
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
-        let (c, o, k) = (
-            self.in_channels(),
-            self.out_channels(),
-            self.weight.shape()[2],
-        );
-        assert!(
-            channels_of(x.shape(), 3) == Some(c),
-            "Conv1d({c} -> {o}, kernel {k}): expected input [N, {c}, L] or [{c}, L], got {:?}",
-            x.shape()
-        );
-        batched(x, 3, |x| {
+        let channels = (self.in_channels(), self.out_channels());
+        let k = self.weight.shape()[2];
+        conv_forward("Conv1d", channels, &k, "L", x, |x| {
             x.conv1d(
                 &self.weight,
                 self.bias.as_ref(),

@@ -2,7 +2,8 @@
 //! parameter names, layout `[in, out / groups, kh, kw]` and default
 //! initialisation (fan-in from weight dimension 1).
 
-use super::conv::{batched, channels_of, check_weights, init_params, regroup, IntoPair};
+use super::builder::size_setters;
+use super::conv::{check_weights, conv_forward, grouped, init_params, IntoPair};
 use super::forward::Forward;
 use crate::error::Result;
 use crate::tensor::{Float, Rng, Tensor};
@@ -78,15 +79,7 @@ impl<E: Float> ConvTranspose2d<E> {
             out_channels,
             rng,
         );
-        ConvTranspose2d {
-            weight,
-            bias,
-            stride: [1, 1],
-            padding: [0, 0],
-            output_padding: [0, 0],
-            dilation: [1, 1],
-            groups: 1,
-        }
+        Self::with_weights(weight, bias)
     }
 
     /// A layer with the given weight `[in, out / groups, kh, kw]` and
@@ -104,7 +97,12 @@ impl<E: Float> ConvTranspose2d<E> {
     /// ```
     pub fn from_weights(weight: Tensor<E>, bias: Option<Tensor<E>>) -> Result<Self> {
         check_weights("ConvTranspose2d", &weight, &bias, 4, |s| s[1])?;
-        Ok(ConvTranspose2d {
+        Ok(Self::with_weights(weight, bias))
+    }
+
+    /// Stride 1, no padding or output padding, dilation 1, one group.
+    fn with_weights(weight: Tensor<E>, bias: Option<Tensor<E>>) -> Self {
+        ConvTranspose2d {
             weight,
             bias,
             stride: [1, 1],
@@ -112,52 +110,16 @@ impl<E: Float> ConvTranspose2d<E> {
             output_padding: [0, 0],
             dilation: [1, 1],
             groups: 1,
-        })
+        }
     }
 
-    /// Sets the stride.
-    ///
-    /// ```
-    /// let c = forge::nn::ConvTranspose2d::<f32>::new(1, 1, 3, &mut forge::Rng::new(0)).stride(2);
-    /// assert_eq!(c.stride, [2, 2]);
-    /// ```
-    pub fn stride(mut self, stride: impl IntoPair) -> Self {
-        self.stride = stride.into_pair();
-        self
-    }
-
-    /// Sets the padding removed from each side of the output.
-    ///
-    /// ```
-    /// let c = forge::nn::ConvTranspose2d::<f32>::new(1, 1, 3, &mut forge::Rng::new(0)).padding(1);
-    /// assert_eq!(c.padding, [1, 1]);
-    /// ```
-    pub fn padding(mut self, padding: impl IntoPair) -> Self {
-        self.padding = padding.into_pair();
-        self
-    }
-
-    /// Sets the output padding (must stay below the stride or the dilation).
-    ///
-    /// ```
-    /// let c = forge::nn::ConvTranspose2d::<f32>::new(1, 1, 3, &mut forge::Rng::new(0))
-    ///     .stride(2).output_padding(1);
-    /// assert_eq!(c.output_padding, [1, 1]);
-    /// ```
-    pub fn output_padding(mut self, output_padding: impl IntoPair) -> Self {
-        self.output_padding = output_padding.into_pair();
-        self
-    }
-
-    /// Sets the kernel dilation.
-    ///
-    /// ```
-    /// let c = forge::nn::ConvTranspose2d::<f32>::new(1, 1, 3, &mut forge::Rng::new(0)).dilation(2);
-    /// assert_eq!(c.dilation, [2, 2]);
-    /// ```
-    pub fn dilation(mut self, dilation: impl IntoPair) -> Self {
-        self.dilation = dilation.into_pair();
-        self
+    size_setters! {
+        impl IntoPair, IntoPair::into_pair,
+        "forge::nn::ConvTranspose2d::<f32>::new(1, 1, 3, &mut forge::Rng::new(0))", "[2, 2]";
+        stride: "the stride (rows, columns)";
+        padding: "the padding removed from each side of the output (rows, columns)";
+        output_padding: "the output padding (must stay below the stride or the dilation)";
+        dilation: "the kernel dilation (rows, columns)";
     }
 
     /// Splits the channels into `groups` groups, re-deriving the freshly
@@ -174,16 +136,16 @@ impl<E: Float> ConvTranspose2d<E> {
     /// assert_eq!(c.out_channels(), 6);
     /// ```
     pub fn groups(mut self, groups: usize) -> Self {
-        assert!(
-            self.groups == 1,
-            "ConvTranspose2d: groups can only be set once"
-        );
         let c = self.in_channels();
-        assert!(
-            groups > 0 && c / groups * groups == c,
-            "ConvTranspose2d: in_channels {c} is not divisible by groups {groups}"
+        (self.weight, self.bias) = grouped(
+            "ConvTranspose2d",
+            self.groups,
+            c,
+            "in_channels",
+            &self.weight,
+            &self.bias,
+            groups,
         );
-        (self.weight, self.bias) = regroup("ConvTranspose2d", &self.weight, &self.bias, groups);
         self.groups = groups;
         self
     }
@@ -228,14 +190,9 @@ impl<E: Float> Forward<Tensor<E>> for ConvTranspose2d<E> {
     /// the layer, the expected and the received shapes), or the output
     /// would be empty.
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
-        let (c, o) = (self.in_channels(), self.out_channels());
+        let channels = (self.in_channels(), self.out_channels());
         let k = &self.weight.shape()[2..];
-        assert!(
-            channels_of(x.shape(), 4) == Some(c),
-            "ConvTranspose2d({c} -> {o}, kernel {k:?}): expected input [N, {c}, H, W] or [{c}, H, W], got {:?}",
-            x.shape()
-        );
-        batched(x, 4, |x| {
+        conv_forward("ConvTranspose2d", channels, &k, "H, W", x, |x| {
             x.conv_transpose2d(
                 &self.weight,
                 self.bias.as_ref(),

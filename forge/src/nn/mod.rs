@@ -16,6 +16,7 @@
 mod activation;
 mod attention;
 mod buffer;
+mod builder;
 mod conv;
 mod conv_transpose;
 mod dropout;
