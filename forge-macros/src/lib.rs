@@ -4,6 +4,8 @@
 //! Use it through `forge` (`use forge::prelude::*;` or `forge::Layer`): the
 //! generated code names items of `::forge::nn`.
 
+#![warn(missing_docs)]
+
 mod attrs;
 mod expand;
 

@@ -15,6 +15,8 @@
 //! assert_eq!(grads.get(&w).unwrap().to_vec(), vec![-8.0, -12.0]);
 //! ```
 
+#![warn(missing_docs)]
+
 // Lets the derive macro's `::forge::...` paths resolve inside this crate.
 extern crate self as forge;
 
