@@ -68,6 +68,10 @@ pub enum ForgeError {
     State(String),
     /// An argument out of its valid range (a learning rate below zero, ...).
     Invalid(String),
+    /// A failure between the processes of a data-parallel run: ranks that
+    /// disagree (different models, buffer sizes), a peer that is gone, or a
+    /// launcher that does not match the MPI library.
+    Distributed(String),
 }
 
 impl ForgeError {
@@ -127,6 +131,7 @@ impl fmt::Display for ForgeError {
             ),
             ForgeError::State(m) => write!(f, "invalid state: {m}"),
             ForgeError::Invalid(m) => write!(f, "invalid argument: {m}"),
+            ForgeError::Distributed(m) => write!(f, "distributed: {m}"),
         }
     }
 }

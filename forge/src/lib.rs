@@ -25,6 +25,7 @@ pub mod base;
 pub mod checkpoint;
 pub mod cpu;
 pub mod data;
+pub mod distributed;
 pub mod error;
 pub mod io;
 pub mod metrics;

@@ -1,7 +1,7 @@
 //! [`DataLoader`]: batches over a [`Dataset`], shuffled with a seed, with
 //! a position that a training checkpoint saves ([`LoaderState`]).
 
-use super::{Collate, Dataset};
+use super::{Collate, Dataset, DistributedSampler};
 use crate::{ForgeError, Result, Rng};
 use serde::{Deserialize, Serialize};
 use std::sync::{Mutex, MutexGuard};
@@ -35,6 +35,7 @@ pub struct DataLoader<'a, D: Dataset> {
     batch_size: usize,
     drop_last: bool,
     shuffled: bool,
+    sampler: Option<DistributedSampler>,
     cursor: Mutex<Cursor>,
 }
 
@@ -102,6 +103,7 @@ impl<'a, D: Dataset> DataLoader<'a, D> {
             batch_size,
             drop_last: false,
             shuffled: false,
+            sampler: None,
             cursor: Mutex::new(Cursor::default()),
         }
     }
@@ -135,6 +137,47 @@ impl<'a, D: Dataset> DataLoader<'a, D> {
         self
     }
 
+    /// Makes this loader one rank's of a data-parallel run: each epoch
+    /// draws the permutation as before (the same on every rank when every
+    /// rank uses the same shuffle seed) and walks only this rank's shard of
+    /// it ([`DistributedSampler`]), in batches of
+    /// [`batch_size`](Self::batch_size) (the per-rank batch: a global batch
+    /// of `G` over `N` ranks is `G / N` per rank). Every rank gets the same
+    /// number of batches.
+    ///
+    /// The [`state`](Self::state) keeps the whole permutation and the
+    /// position within the shard, which are the same on every rank of a
+    /// run in step: rank 0's saved state resumes every rank (of a run
+    /// with the same number of ranks).
+    ///
+    /// ```
+    /// use forge::data::{DataLoader, DistributedSampler, InMemoryDataset};
+    /// let ds = InMemoryDataset::new(forge::Tensor::<f32>::zeros(&[8, 1]), (0..8).collect()).unwrap();
+    /// let labels = |rank| -> Vec<i64> {
+    ///     let l = DataLoader::new(&ds, 2).shuffle(7).distributed(DistributedSampler::new(rank, 2));
+    ///     l.iter().flat_map(|(_, y)| y.to_vec()).collect()
+    /// };
+    /// let (a, b) = (labels(0), labels(1));
+    /// assert_eq!(a.len(), 4);
+    /// assert!(a.iter().all(|x| !b.contains(x))); // disjoint shards
+    /// ```
+    pub fn distributed(mut self, sampler: DistributedSampler) -> Self {
+        self.sampler = Some(sampler);
+        self
+    }
+
+    /// The rank's sampler, when the loader is [`distributed`](Self::distributed).
+    ///
+    /// ```
+    /// use forge::data::{DataLoader, DistributedSampler, InMemoryDataset};
+    /// let ds = InMemoryDataset::new(forge::Tensor::<f32>::zeros(&[4, 1]), vec![0; 4]).unwrap();
+    /// let l = DataLoader::new(&ds, 2).distributed(DistributedSampler::new(1, 2));
+    /// assert_eq!(l.sampler().unwrap().rank(), 1);
+    /// ```
+    pub fn sampler(&self) -> Option<&DistributedSampler> {
+        self.sampler.as_ref()
+    }
+
     /// The batch size.
     ///
     /// ```
@@ -165,7 +208,7 @@ impl<'a, D: Dataset> DataLoader<'a, D> {
     /// assert_eq!(DataLoader::new(&ds, 2).num_batches(), 0);
     /// ```
     pub fn num_batches(&self) -> usize {
-        let n = self.dataset.len();
+        let n = self.epoch_len();
         if self.drop_last {
             n / self.batch_size
         } else {
@@ -185,8 +228,38 @@ impl<'a, D: Dataset> DataLoader<'a, D> {
         if self.drop_last {
             self.num_batches() * self.batch_size
         } else {
-            self.dataset.len()
+            self.epoch_len()
         }
+    }
+
+    /// The samples an epoch walks before batching: the dataset's, or this
+    /// rank's shard of it.
+    fn epoch_len(&self) -> usize {
+        let n = self.dataset.len();
+        self.sampler.map_or(n, |s| s.num_samples(n))
+    }
+
+    /// How many samples of `state`'s epoch this loader walks: its order's
+    /// length, or for a distributed loader (whose state keeps the whole
+    /// permutation) the samples of this rank's shard.
+    fn walk_len(&self, state: &LoaderState) -> usize {
+        match self.sampler {
+            None => state.order.len(),
+            Some(_) => self.num_samples().min(state.order.len()),
+        }
+    }
+
+    /// The `i`-th sample this loader hands out from `order`.
+    fn sample_at(&self, order: &[usize], i: usize) -> usize {
+        match self.sampler {
+            None => order[i],
+            Some(s) => order[(i * s.world_size() + s.rank()) % order.len()],
+        }
+    }
+
+    /// Whether `state`'s epoch has samples left for this loader.
+    fn mid_epoch(&self, state: &LoaderState) -> bool {
+        state.position < self.walk_len(state)
     }
 
     fn cursor(&self) -> MutexGuard<'_, Cursor> {
@@ -200,15 +273,19 @@ impl<'a, D: Dataset> DataLoader<'a, D> {
         if let Some(rng) = &mut c.state.rng {
             rng.shuffle(&mut order);
         }
-        order.truncate(self.num_samples());
+        if self.sampler.is_none() {
+            // A distributed loader keeps the whole permutation (see `walk_len`).
+            order.truncate(self.num_samples());
+        }
         c.state.order = order;
         c.state.position = 0;
         c.state.epochs_started += 1;
         c.resume = false;
     }
 
-    /// Begins the next epoch and returns its sample order, advancing the
-    /// shuffle generator exactly as [`iter`](DataLoader::iter) does.
+    /// Begins the next epoch and returns the samples it hands out, in
+    /// order (a distributed loader's: its shard), advancing the shuffle
+    /// generator exactly as [`iter`](DataLoader::iter) does.
     ///
     /// ```
     /// use forge::data::{DataLoader, InMemoryDataset};
@@ -218,7 +295,9 @@ impl<'a, D: Dataset> DataLoader<'a, D> {
     pub fn next_order(&self) -> Vec<usize> {
         let mut c = self.cursor();
         self.begin_epoch(&mut c);
-        c.state.order.clone()
+        (0..self.walk_len(&c.state))
+            .map(|i| self.sample_at(&c.state.order, i))
+            .collect()
     }
 
     /// One epoch of batches. Each call begins a new epoch (with shuffling
@@ -236,7 +315,7 @@ impl<'a, D: Dataset> DataLoader<'a, D> {
     /// ```
     pub fn iter(&self) -> Batches<'_, 'a, D> {
         let mut c = self.cursor();
-        if !(c.resume && c.state.mid_epoch()) {
+        if !(c.resume && self.mid_epoch(&c.state)) {
             self.begin_epoch(&mut c);
         }
         c.resume = false;
@@ -262,7 +341,7 @@ impl<'a, D: Dataset> DataLoader<'a, D> {
     /// ```
     pub fn epochs_done(&self) -> u64 {
         let c = self.cursor();
-        c.state.epochs_started - u64::from(c.state.mid_epoch())
+        c.state.epochs_started - u64::from(self.mid_epoch(&c.state))
     }
 
     /// Where the loader is (for a training checkpoint).
@@ -304,7 +383,7 @@ impl<'a, D: Dataset> DataLoader<'a, D> {
     pub fn set_state(&self, state: LoaderState) -> Result<()> {
         self.check_state(&state)?;
         let mut c = self.cursor();
-        c.resume = state.mid_epoch();
+        c.resume = self.mid_epoch(&state);
         c.state = state;
         Ok(())
     }
@@ -321,21 +400,25 @@ impl<'a, D: Dataset> DataLoader<'a, D> {
                 on(self.shuffled)
             ));
         }
-        if state.order.len() > self.num_samples() {
+        // A distributed loader's state holds the whole permutation.
+        let epoch = match self.sampler {
+            None => self.num_samples(),
+            Some(_) => n,
+        };
+        if state.order.len() > epoch {
             return bad(format!(
-                "an epoch of {} samples, but this loader's epochs have {}",
+                "an epoch of {} samples, but this loader's epochs have {epoch}",
                 state.order.len(),
-                self.num_samples()
             ));
         }
         if let Some(i) = state.order.iter().find(|&&i| i >= n) {
             return bad(format!("sample index {i} past the dataset's {n} samples"));
         }
-        if state.position > state.order.len() {
+        if state.position > self.walk_len(state) {
             return bad(format!(
                 "position {} past the epoch's {} samples",
                 state.position,
-                state.order.len()
+                self.walk_len(state)
             ));
         }
         Ok(())
@@ -351,6 +434,7 @@ impl<D: Dataset> Clone for DataLoader<'_, D> {
             batch_size: self.batch_size,
             drop_last: self.drop_last,
             shuffled: self.shuffled,
+            sampler: self.sampler,
             cursor: Mutex::new(self.cursor().clone()),
         }
     }
@@ -374,13 +458,17 @@ impl<D: Dataset> Batches<'_, '_, D> {
     /// The next batch's sample indices, advancing the loader's position.
     fn next_indices(&mut self) -> Option<Vec<usize>> {
         let mut c = self.loader.cursor();
-        if c.state.epochs_started != self.epoch || !c.state.mid_epoch() {
+        if c.state.epochs_started != self.epoch || !self.loader.mid_epoch(&c.state) {
             return None;
         }
         let start = c.state.position;
-        let end = (start + self.loader.batch_size).min(c.state.order.len());
+        let end = (start + self.loader.batch_size).min(self.loader.walk_len(&c.state));
         c.state.position = end;
-        Some(c.state.order[start..end].to_vec())
+        Some(
+            (start..end)
+                .map(|i| self.loader.sample_at(&c.state.order, i))
+                .collect(),
+        )
     }
 }
 
@@ -395,7 +483,7 @@ impl<D: Dataset> Iterator for Batches<'_, '_, D> {
     fn size_hint(&self) -> (usize, Option<usize>) {
         let c = self.loader.cursor();
         let n = if c.state.epochs_started == self.epoch {
-            (c.state.order.len() - c.state.position).div_ceil(self.loader.batch_size)
+            (self.loader.walk_len(&c.state) - c.state.position).div_ceil(self.loader.batch_size)
         } else {
             0
         };

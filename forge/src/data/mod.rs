@@ -9,6 +9,8 @@
 //! - [`DataLoader`]: walks a dataset in batches, optionally shuffled with a
 //!   seed (the same seed gives the same order, epoch after epoch), keeping
 //!   or dropping the last partial batch.
+//! - [`DistributedSampler`]: each rank's shard of every epoch in
+//!   data-parallel training ([`DataLoader::distributed`]).
 //! - [`mnist::Mnist`]: the bundled MNIST digits as two in-memory datasets.
 //!
 //! ```
@@ -26,7 +28,9 @@
 mod dataset;
 mod loader;
 pub mod mnist;
+mod sampler;
 mod tensor_dataset;
 pub use dataset::{Collate, Dataset, InMemoryDataset};
 pub use loader::{Batches, DataLoader, LoaderState};
+pub use sampler::DistributedSampler;
 pub use tensor_dataset::{TensorDataset, TensorTuple};
