@@ -4,9 +4,9 @@
 //! failure; under `mpirun` a panicking rank ends the job with a non-zero
 //! status.
 
+use forge::checkpoint::TrainingCheckpoint;
 use forge::data::{DataLoader, DistributedSampler, InMemoryDataset};
 use forge::distributed::{Communicator, DistributedDataParallel};
-use forge::io::TrainingCheckpoint;
 use forge::nn::functional::{cross_entropy, CrossEntropyOptions};
 use forge::nn::BatchNorm1d;
 use forge::optim::{LrScheduler, Schedule, Sgd, SgdConfig, StepLr};

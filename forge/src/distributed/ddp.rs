@@ -151,7 +151,7 @@ impl<L, C: Communicator> DistributedDataParallel<L, C> {
     /// Transport errors.
     ///
     /// ```
-    /// use forge::distributed::{DistributedDataParallel, ThreadCommunicator};
+    /// use forge::distributed::{Communicator, DistributedDataParallel, ThreadCommunicator};
     /// use forge::prelude::*;
     /// let errors = ThreadCommunicator::run(2, |comm| {
     ///     let inputs = 4 + comm.rank(); // a user error: rank 1 builds another model

@@ -241,15 +241,30 @@ fn unsupported<E: Float>() -> ForgeError {
 /// ```
 pub trait Communicator {
     /// This process's rank, `0..size()`.
+    ///
+    /// ```
+    /// use forge::distributed::{Communicator, ThreadCommunicator};
+    /// assert_eq!(ThreadCommunicator::run(2, |c| c.rank()), vec![0, 1]);
+    /// ```
     fn rank(&self) -> usize;
 
     /// The number of ranks.
+    ///
+    /// ```
+    /// use forge::distributed::{Communicator, LocalCommunicator};
+    /// assert_eq!(LocalCommunicator.size(), 1);
+    /// ```
     fn size(&self) -> usize;
 
     /// Returns once every rank has called it.
     ///
     /// # Errors
     /// [`ForgeError::Distributed`] when a peer is gone.
+    ///
+    /// ```
+    /// use forge::distributed::{Communicator, ThreadCommunicator};
+    /// ThreadCommunicator::run(3, |c| c.barrier().unwrap());
+    /// ```
     fn barrier(&self) -> Result<()>;
 
     /// Copies `root`'s buffer into every other rank's (same type and
@@ -258,6 +273,16 @@ pub trait Communicator {
     /// # Errors
     /// [`ForgeError::Distributed`] when a peer is gone or the buffers
     /// differ in type or length.
+    ///
+    /// ```
+    /// use forge::distributed::{BufMut, Communicator, ThreadCommunicator};
+    /// let out = ThreadCommunicator::run(2, |c| {
+    ///     let mut v = [c.rank() as u8; 2];
+    ///     c.broadcast(BufMut::U8(&mut v), 1).unwrap();
+    ///     v
+    /// });
+    /// assert_eq!(out, vec![[1, 1]; 2]);
+    /// ```
     fn broadcast(&self, buf: BufMut<'_>, root: usize) -> Result<()>;
 
     /// Sends `buf` to rank `to`, which must [`receive`](Communicator::receive)
@@ -265,6 +290,20 @@ pub trait Communicator {
     ///
     /// # Errors
     /// [`ForgeError::Distributed`] when the peer is gone.
+    ///
+    /// ```
+    /// use forge::distributed::{Buf, BufMut, Communicator, ThreadCommunicator};
+    /// let out = ThreadCommunicator::run(2, |c| {
+    ///     let mut v = [0.0f32; 2];
+    ///     if c.rank() == 0 {
+    ///         c.send(Buf::F32(&[1.0, 2.0]), 1).unwrap();
+    ///     } else {
+    ///         c.receive(BufMut::F32(&mut v), 0).unwrap();
+    ///     }
+    ///     v
+    /// });
+    /// assert_eq!(out[1], [1.0, 2.0]);
+    /// ```
     fn send(&self, buf: Buf<'_>, to: usize) -> Result<()>;
 
     /// Receives into `buf` the next message from rank `from`.
@@ -272,6 +311,18 @@ pub trait Communicator {
     /// # Errors
     /// [`ForgeError::Distributed`] when the peer is gone or its message
     /// differs in type or length from `buf`.
+    ///
+    /// ```
+    /// use forge::distributed::{Buf, BufMut, Communicator, ThreadCommunicator};
+    /// let out = ThreadCommunicator::run(2, |c| {
+    ///     if c.rank() == 1 {
+    ///         return c.send(Buf::U8(&[1, 2, 3]), 0).is_ok();
+    ///     }
+    ///     let mut short = [0u8; 2]; // three bytes come: an error, not a truncation
+    ///     c.receive(BufMut::U8(&mut short), 1).is_err()
+    /// });
+    /// assert_eq!(out, vec![true, true]);
+    /// ```
     fn receive(&self, buf: BufMut<'_>, from: usize) -> Result<()>;
 
     /// Whether this is rank 0, the rank that writes checkpoints and prints.
