@@ -4,12 +4,9 @@
 //! failure; under `mpirun` a panicking rank ends the job with a non-zero
 //! status.
 
-use forge::checkpoint::TrainingCheckpoint;
 use forge::data::{DataLoader, DistributedSampler, InMemoryDataset};
 use forge::distributed::{Communicator, DistributedDataParallel};
-use forge::nn::functional::{cross_entropy, CrossEntropyOptions};
 use forge::nn::BatchNorm1d;
-use forge::optim::{LrScheduler, Schedule, Sgd, SgdConfig, StepLr};
 use forge::prelude::*;
 use std::path::Path;
 
@@ -46,7 +43,7 @@ fn loss<L: Forward<Tensor<f64>, Output = Tensor<f64>>>(
     x: Tensor<f64>,
     y: &Tensor<i64>,
 ) -> Tensor<f64> {
-    cross_entropy(&model.forward(x), y, CrossEntropyOptions::default())
+    cross_entropy(&model.forward(x), y)
 }
 
 /// Every tensor of `model` (weights and buffers) as bytes, in traversal order.
@@ -143,7 +140,7 @@ pub fn matches_single_process<C: Communicator>(comm: &C) {
     // The reference: one process, whole batches.
     let mut single = mlp(1, 16);
     let mut opt = Sgd::new(0.1).momentum(0.9);
-    let mut loader = DataLoader::new(&ds, GLOBAL_BATCH).shuffle(5);
+    let loader = DataLoader::new(&ds, GLOBAL_BATCH).shuffle(5);
     let mut reference = Vec::new();
     for (x, y) in loader.iter() {
         let grads = loss(&single, x, &y).backward();
@@ -159,7 +156,7 @@ pub fn matches_single_process<C: Communicator>(comm: &C) {
     assert_ranks_equal(comm, &ddp, "after construction");
     let mut opt = Sgd::new(0.1).momentum(0.9);
     let sampler = DistributedSampler::new(comm.rank(), n);
-    let mut loader = DataLoader::new(&ds, GLOBAL_BATCH / n)
+    let loader = DataLoader::new(&ds, GLOBAL_BATCH / n)
         .shuffle(5)
         .distributed(sampler);
     assert_eq!(loader.num_batches(), STEPS);
@@ -217,8 +214,8 @@ pub fn sampler_shards<C: Communicator>(comm: &C) {
         let x = Tensor::<f32>::zeros(&[len, 1]);
         let ds = InMemoryDataset::new(x, (0..len as i64).collect()).expect("dataset");
         let sampler = DistributedSampler::new(comm.rank(), n).drop_last(drop_last);
-        let mut loader = DataLoader::new(&ds, 5).shuffle(9).distributed(sampler);
-        let mut reference = DataLoader::new(&ds, len).shuffle(9);
+        let loader = DataLoader::new(&ds, 5).shuffle(9).distributed(sampler);
+        let reference = DataLoader::new(&ds, len).shuffle(9);
         let mut previous = Vec::new();
         for epoch in 0..2 {
             let batches: Vec<Vec<i64>> = loader.iter().map(|(_, y)| y.to_vec()).collect();
@@ -261,53 +258,71 @@ pub fn sampler_shards<C: Communicator>(comm: &C) {
     }
 }
 
-/// A training checkpoint written by rank 0 mid-run and loaded by every
-/// rank continues exactly as the uninterrupted run.
+/// A training checkpoint written by rank 0 mid-epoch (model, optimizer,
+/// schedule, loader position) and loaded by every rank continues exactly
+/// as the uninterrupted run, into the next epoch.
 pub fn checkpoint_resume<C: Communicator>(comm: &C, dir: &Path) {
     let n = comm.size();
     let ds = dataset();
     let path = dir.join(format!("forge-distributed-check-{n}.safetensors"));
-    let schedule = || -> Schedule { StepLr::new(0.1, 4, 0.5).into() };
-    fn batches(
-        ds: &InMemoryDataset<f64>,
-        rank: usize,
-        n: usize,
-    ) -> DataLoader<'_, InMemoryDataset<f64>> {
-        DataLoader::new(ds, GLOBAL_BATCH / n)
+    let loader = || {
+        DataLoader::new(&ds, GLOBAL_BATCH / n)
             .shuffle(21)
-            .distributed(DistributedSampler::new(rank, n))
-    }
-    let (save_at, total) = (6, 12);
+            .distributed(DistributedSampler::new(comm.rank(), n))
+    };
+    // Saved at step 6 of epoch 0, trained to step 26 (6 into epoch 1).
+    let (save_at, epochs) = (6u64, 2);
+    let train = |ddp: &mut DistributedDataParallel<Mlp, &C>,
+                 opt: &mut Sgd<f64>,
+                 sched: &mut StepLr,
+                 batches: &DataLoader<'_, InMemoryDataset<f64>>,
+                 mut step: u64,
+                 save: bool| {
+        for _ in batches.epochs_done()..epochs {
+            for (x, y) in batches.iter() {
+                if save && step == save_at {
+                    comm.run_on_root(|| {
+                        TrainingCheckpoint::save_with_loader(
+                            &path,
+                            &*ddp,
+                            opt,
+                            Some(&*sched),
+                            batches,
+                            step,
+                        )
+                    })
+                    .expect("rank 0 writes the checkpoint");
+                }
+                let grads = ddp.backward(&loss(&*ddp, x, &y)).expect("backward");
+                opt.step(ddp, &grads).expect("step");
+                sched.step(opt);
+                step += 1;
+            }
+        }
+    };
 
     let mut ddp = DistributedDataParallel::new(mlp(7, 16), comm).expect("new");
     let mut opt = Sgd::new(0.1).momentum(0.9);
-    let mut sched = schedule();
-    let mut loader = batches(&ds, comm.rank(), n);
-    for (step, (x, y)) in loader.iter().take(total).enumerate() {
-        if step == save_at {
-            comm.run_on_root(|| TrainingCheckpoint::save(&path, &ddp, &opt, &sched, step as u64))
-                .expect("rank 0 writes the checkpoint");
-        }
-        let grads = ddp.backward(&loss(&ddp, x, &y)).expect("backward");
-        opt.step(&mut ddp, &grads).expect("step");
-        sched.step(&mut opt);
-    }
+    let mut sched = StepLr::for_optimizer(&mut opt, 4, 0.5);
+    let batches = loader();
+    train(&mut ddp, &mut opt, &mut sched, &batches, 0, true);
     let uninterrupted = state_bytes(&ddp);
 
-    // Every rank loads the file into a model built with another seed.
-    let mut fresh = mlp(99 + comm.rank() as u64, 16);
-    let ck: TrainingCheckpoint<SgdConfig, f64, Schedule> =
-        TrainingCheckpoint::load(&path, &mut fresh).expect("every rank loads");
-    assert_eq!(ck.step, save_at as u64);
-    let mut ddp = DistributedDataParallel::new(fresh, comm).expect("new");
-    let (mut opt, mut sched) = (ck.optimizer, ck.schedule);
-    let mut loader = batches(&ds, comm.rank(), n);
-    let resumed = loader.iter().take(total).skip(save_at);
-    for (x, y) in resumed {
-        let grads = ddp.backward(&loss(&ddp, x, &y)).expect("backward");
-        opt.step(&mut ddp, &grads).expect("step");
-        sched.step(&mut opt);
-    }
+    // Every rank loads rank 0's file into a model built with another seed.
+    let mut ddp = DistributedDataParallel::new(mlp(99, 16), comm).expect("new");
+    let mut opt = Sgd::new(0.1).momentum(0.9);
+    let mut sched = StepLr::for_optimizer(&mut opt, 4, 0.5);
+    let batches = loader();
+    let step = TrainingCheckpoint::load_into_with_loader(
+        &path,
+        &mut ddp,
+        &mut opt,
+        Some(&mut sched),
+        &batches,
+    )
+    .expect("every rank loads");
+    assert_eq!(step, save_at);
+    train(&mut ddp, &mut opt, &mut sched, &batches, step, false);
     assert!(
         state_bytes(&ddp) == uninterrupted,
         "the resumed run differs"

@@ -3,9 +3,11 @@
 
 use super::Communicator;
 use crate::autograd::Gradients;
-use crate::error::Result;
+use crate::error::{ForgeError, Result};
 use crate::nn::{Forward, Layer, TensorKind, TensorVisitor, TensorVisitorMut};
+use crate::tensor::Rng;
 use crate::tensor::{Float, Tensor};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// The default size of a gradient bucket: 4 MiB (a million `f32`s), so a
@@ -25,6 +27,9 @@ pub const DEFAULT_BUCKET_BYTES: usize = 4 << 20;
 ///   same paths, shapes, kinds and trainable flags; a difference is an
 ///   error on every rank, not a hang), then copies rank 0's tensors to
 ///   every rank, so replicas start equal whatever their initialisation.
+///   The random generators the module owns (dropout's) become rank 0's
+///   too, so a checkpoint written by rank 0 restores every rank; ranks
+///   then draw the same dropout masks (for different samples).
 /// - [`reduce_gradients`](Self::reduce_gradients) (or
 ///   [`backward`](Self::backward)) averages the gradients: they are packed
 ///   in traversal order into one flat buffer, reduced bucket by bucket
@@ -86,6 +91,9 @@ fn signature<E: Float, L: Layer<E> + ?Sized>(module: &L) -> String {
         };
         s.push_str(&format!("{p}: {role} of shape {:?}\n", t.shape()));
     });
+    for path in module.rng_states().keys() {
+        s.push_str(&format!("{path}: random generator\n"));
+    }
     s
 }
 
@@ -170,6 +178,7 @@ impl<L, C: Communicator> DistributedDataParallel<L, C> {
             let mut flat = flatten(&module, every);
             broadcast_flat(&comm, &mut flat, DEFAULT_BUCKET_BYTES)?;
             unflatten(&mut module, &flat, every);
+            broadcast_rngs(&comm, &mut module)?;
         }
         Ok(DistributedDataParallel {
             module,
@@ -476,6 +485,21 @@ impl<L, C: Communicator> DistributedDataParallel<L, C> {
         }
         Ok(())
     }
+}
+
+/// Replaces the module's random generators (dropout's) by rank 0's.
+fn broadcast_rngs<E: Float, L: Layer<E>, C: Communicator>(comm: &C, module: &mut L) -> Result<()> {
+    let mine = if comm.is_root() {
+        postcard::to_allocvec(&module.rng_states())
+            .map_err(|e| ForgeError::Format(format!("cannot encode the random generators: {e}")))?
+    } else {
+        Vec::new()
+    };
+    let all = comm.all_gather_bytes(&mine)?;
+    let states: BTreeMap<String, Rng> = postcard::from_bytes(&all[0]).map_err(|e| {
+        ForgeError::Distributed(format!("rank 0's random generators do not decode: {e}"))
+    })?;
+    module.load_rng_states(&states)
 }
 
 /// Broadcasts `flat` from rank 0 in buckets of `bucket_bytes`.
