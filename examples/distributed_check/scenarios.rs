@@ -258,7 +258,7 @@ pub fn sampler_shards<C: Communicator>(comm: &C) {
     }
 }
 
-/// A training checkpoint written by rank 0 mid-epoch (model, optimizer,
+/// A training checkpoint written by rank 0 mid-epoch, after a step, (model, optimizer,
 /// schedule, loader position) and loaded by every rank continues exactly
 /// as the uninterrupted run, into the next epoch.
 pub fn checkpoint_resume<C: Communicator>(comm: &C, dir: &Path) {
@@ -280,6 +280,10 @@ pub fn checkpoint_resume<C: Communicator>(comm: &C, dir: &Path) {
                  save: bool| {
         for _ in batches.epochs_done()..epochs {
             for (x, y) in batches.iter() {
+                let grads = ddp.backward(&loss(&*ddp, x, &y)).expect("backward");
+                opt.step(ddp, &grads).expect("step");
+                sched.step(opt);
+                step += 1;
                 if save && step == save_at {
                     comm.run_on_root(|| {
                         TrainingCheckpoint::save_with_loader(
@@ -293,10 +297,6 @@ pub fn checkpoint_resume<C: Communicator>(comm: &C, dir: &Path) {
                     })
                     .expect("rank 0 writes the checkpoint");
                 }
-                let grads = ddp.backward(&loss(&*ddp, x, &y)).expect("backward");
-                opt.step(ddp, &grads).expect("step");
-                sched.step(opt);
-                step += 1;
             }
         }
     };
