@@ -1,6 +1,8 @@
 //! Adadelta: `torch.optim.Adadelta`.
 
-use super::optimizer::{Hyper, Optimizer, UpdateRule};
+use super::adam::positive_eps;
+use super::optimizer::{Optimizer, Update, UpdateRule};
+use super::state::{take_buffer, RuleState};
 use crate::tensor::Float;
 use crate::{ForgeError, Result};
 use serde::{Deserialize, Serialize};
@@ -90,57 +92,95 @@ impl<E: Float> Optimizer<AdadeltaConfig, E> {
     }
 }
 
+/// The state Adadelta keeps per parameter.
+///
+/// ```
+/// use forge::optim::{Adadelta, AdadeltaState};
+/// use forge::{Gradients, Tensor};
+/// let mut w = Tensor::<f64>::ones(&[1]).requires_grad();
+/// let mut g = Gradients::new();
+/// g.insert(&w, Tensor::full(&[1], 1.0));
+/// let mut opt = Adadelta::new(1.0);
+/// opt.step_params(vec![("w", &mut w)], &g).unwrap();
+/// let s: &AdadeltaState<f64> = opt.state("w").unwrap().rule_state();
+/// assert!((s.square_avg[0] - 0.1).abs() < 1e-15);
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct AdadeltaState<E> {
+    /// The running average of the squared gradient.
+    pub square_avg: Vec<E>,
+    /// The running average of the squared update.
+    pub acc_delta: Vec<E>,
+}
+
+impl<E: Float> RuleState for AdadeltaState<E> {
+    type Elem = E;
+    fn buffers(&self) -> Vec<(&'static str, &[E])> {
+        vec![
+            ("square_avg", self.square_avg.as_slice()),
+            ("acc_delta", self.acc_delta.as_slice()),
+        ]
+    }
+}
+
 impl UpdateRule for AdadeltaConfig {
     const NAME: &'static str = "Adadelta";
-
-    fn buffers(&self) -> Vec<(&'static str, f64)> {
-        vec![("square_avg", 0.0), ("acc_delta", 0.0)]
-    }
+    const BUFFERS: &'static [&'static str] = &["square_avg", "acc_delta"];
+    type State<E: Float> = AdadeltaState<E>;
 
     fn validate(&self) -> Result<()> {
         if !(self.rho.is_finite() && (0.0..=1.0).contains(&self.rho)) {
             return Err(ForgeError::Invalid(format!(
-                "Adadelta: rho must be in [0, 1], got {}",
+                "Adadelta: rho = {} must be in [0, 1]",
                 self.rho
             )));
         }
-        if !(self.eps.is_finite() && self.eps >= 0.0) {
-            return Err(ForgeError::Invalid(format!(
-                "Adadelta: eps must be >= 0, got {}",
-                self.eps
-            )));
-        }
-        Ok(())
+        positive_eps(Self::NAME, self.eps)
     }
 
-    fn update<E: Float>(
+    fn maximize(&self) -> bool {
+        self.maximize
+    }
+
+    fn new_state<E: Float>(&self, n: usize) -> AdadeltaState<E> {
+        AdadeltaState {
+            square_avg: vec![E::zero(); n],
+            acc_delta: vec![E::zero(); n],
+        }
+    }
+
+    fn state_from_buffers<E: Float>(
         &self,
-        h: &Hyper,
-        _step: u64,
-        b: &mut [Vec<E>],
-        p: &[E],
-        g: &[E],
-    ) -> Vec<E> {
-        let lr = E::from_f64(h.lr);
-        let wd = E::from_f64(h.weight_decay);
-        let use_wd = h.weight_decay != 0.0;
+        n: usize,
+        mut b: Vec<(String, Vec<E>)>,
+    ) -> AdadeltaState<E> {
+        AdadeltaState {
+            square_avg: take_buffer(&mut b, "square_avg").unwrap_or_else(|| vec![E::zero(); n]),
+            acc_delta: take_buffer(&mut b, "acc_delta").unwrap_or_else(|| vec![E::zero(); n]),
+        }
+    }
+
+    fn update<E: Float>(&self, u: Update<'_, E>, s: &mut AdadeltaState<E>) {
+        let Update {
+            hyper,
+            prep,
+            param,
+            grad,
+            ..
+        } = u;
+        let lr = E::from_f64(hyper.lr);
         let rho = E::from_f64(self.rho);
         let w = E::from_f64(1.0 - self.rho);
         let eps = E::from_f64(self.eps);
-        let (sq, rest) = b.split_first_mut().expect("square_avg buffer");
-        let acc = &mut rest[0];
-        let mut out = Vec::with_capacity(p.len());
-        for i in 0..p.len() {
-            let mut g = if self.maximize { -g[i] } else { g[i] };
-            if use_wd {
-                g += wd * p[i];
-            }
+        let n = param.len();
+        let (grad, sq, acc) = (&grad[..n], &mut s.square_avg[..n], &mut s.acc_delta[..n]);
+        for i in 0..n {
+            let g = prep.apply(grad[i], param[i]);
             sq[i] = rho * sq[i] + w * g * g;
             let std = (sq[i] + eps).sqrt();
             let d = (acc[i] + eps).sqrt() / std * g;
             acc[i] = rho * acc[i] + w * d * d;
-            out.push(p[i] - lr * d);
+            param[i] -= lr * d;
         }
-        out
     }
 }

@@ -1,6 +1,8 @@
 //! Adagrad: `torch.optim.Adagrad`.
 
-use super::optimizer::{Hyper, Optimizer, UpdateRule};
+use super::adam::positive_eps;
+use super::optimizer::{Optimizer, Update, UpdateRule};
+use super::state::{take_buffer, RuleState};
 use crate::tensor::Float;
 use crate::{ForgeError, Result};
 use serde::{Deserialize, Serialize};
@@ -104,43 +106,87 @@ impl<E: Float> Optimizer<AdagradConfig, E> {
     }
 }
 
+/// The state Adagrad keeps per parameter.
+///
+/// ```
+/// use forge::optim::{Adagrad, AdagradState};
+/// use forge::{Gradients, Tensor};
+/// let mut w = Tensor::<f64>::ones(&[1]).requires_grad();
+/// let mut g = Gradients::new();
+/// g.insert(&w, Tensor::full(&[1], 2.0));
+/// let mut opt = Adagrad::new(0.1).initial_accumulator_value(1.0);
+/// opt.step_params(vec![("w", &mut w)], &g).unwrap();
+/// let s: &AdagradState<f64> = opt.state("w").unwrap().rule_state();
+/// assert_eq!(s.sum, vec![5.0]);
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct AdagradState<E> {
+    /// The sum of squared gradients (from `initial_accumulator_value`).
+    pub sum: Vec<E>,
+}
+
+impl<E: Float> RuleState for AdagradState<E> {
+    type Elem = E;
+    fn buffers(&self) -> Vec<(&'static str, &[E])> {
+        vec![("sum", self.sum.as_slice())]
+    }
+}
+
 impl UpdateRule for AdagradConfig {
     const NAME: &'static str = "Adagrad";
-
-    fn buffers(&self) -> Vec<(&'static str, f64)> {
-        vec![("sum", self.initial_accumulator_value)]
-    }
+    const BUFFERS: &'static [&'static str] = &["sum"];
+    type State<E: Float> = AdagradState<E>;
 
     fn validate(&self) -> Result<()> {
         for (what, v) in [
             ("lr_decay", self.lr_decay),
             ("initial_accumulator_value", self.initial_accumulator_value),
-            ("eps", self.eps),
         ] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(ForgeError::Invalid(format!(
-                    "Adagrad: {what} must be finite and >= 0, got {v}"
+                    "Adagrad: {what} = {v} must be finite and >= 0"
                 )));
             }
         }
-        Ok(())
+        positive_eps(Self::NAME, self.eps)
     }
 
-    fn update<E: Float>(&self, h: &Hyper, step: u64, b: &mut [Vec<E>], p: &[E], g: &[E]) -> Vec<E> {
-        let clr = E::from_f64(h.lr / (1.0 + (step as f64 - 1.0) * self.lr_decay));
-        let wd = E::from_f64(h.weight_decay);
-        let use_wd = h.weight_decay != 0.0;
-        let eps = E::from_f64(self.eps);
-        let sum = &mut b[0];
-        let mut out = Vec::with_capacity(p.len());
-        for i in 0..p.len() {
-            let mut g = if self.maximize { -g[i] } else { g[i] };
-            if use_wd {
-                g += wd * p[i];
-            }
-            sum[i] += g * g;
-            out.push(p[i] - clr * (g / (sum[i].sqrt() + eps)));
+    fn maximize(&self) -> bool {
+        self.maximize
+    }
+
+    fn new_state<E: Float>(&self, n: usize) -> AdagradState<E> {
+        AdagradState {
+            sum: vec![E::from_f64(self.initial_accumulator_value); n],
         }
-        out
+    }
+
+    fn state_from_buffers<E: Float>(
+        &self,
+        n: usize,
+        mut b: Vec<(String, Vec<E>)>,
+    ) -> AdagradState<E> {
+        match take_buffer(&mut b, "sum") {
+            Some(sum) => AdagradState { sum },
+            None => self.new_state(n),
+        }
+    }
+
+    fn update<E: Float>(&self, u: Update<'_, E>, s: &mut AdagradState<E>) {
+        let Update {
+            hyper,
+            step,
+            prep,
+            param,
+            grad,
+        } = u;
+        let clr = E::from_f64(hyper.lr / (1.0 + (step as f64 - 1.0) * self.lr_decay));
+        let eps = E::from_f64(self.eps);
+        let n = param.len();
+        for ((p, &g), sum) in param.iter_mut().zip(&grad[..n]).zip(&mut s.sum[..n]) {
+            let g = prep.apply(g, *p);
+            *sum += g * g;
+            *p -= clr * (g / (sum.sqrt() + eps));
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! Adam (with AMSGrad and L2 weight decay) and AdamW (decoupled weight
 //! decay): `torch.optim.Adam` and `torch.optim.AdamW`.
 
-use super::optimizer::{Hyper, Optimizer, UpdateRule};
+use super::optimizer::{Optimizer, Update, UpdateRule};
+use super::state::{take_buffer, RuleState};
 use crate::tensor::Float;
 use crate::{ForgeError, Result};
 use serde::{Deserialize, Serialize};
@@ -178,42 +179,82 @@ impl AdamLike for AdamWConfig {
 adam_builders!(AdamConfig, 0.0, "Adam");
 adam_builders!(AdamWConfig, 0.01, "AdamW");
 
-impl AdamConfig {
-    fn check(&self, name: &str) -> Result<()> {
-        let ok = |b: f64| b.is_finite() && (0.0..1.0).contains(&b);
-        if !ok(self.beta1) || !ok(self.beta2) {
-            return Err(ForgeError::Invalid(format!(
-                "{name}: betas must be in [0, 1), got ({}, {})",
-                self.beta1, self.beta2
-            )));
-        }
-        if !(self.eps.is_finite() && self.eps >= 0.0) {
-            return Err(ForgeError::Invalid(format!(
-                "{name}: eps must be >= 0, got {}",
-                self.eps
-            )));
-        }
-        Ok(())
-    }
+/// The state Adam and AdamW keep per parameter.
+///
+/// ```
+/// use forge::optim::{Adam, AdamState};
+/// use forge::{Gradients, Tensor};
+/// let mut w = Tensor::<f64>::ones(&[1]).requires_grad();
+/// let mut g = Gradients::new();
+/// g.insert(&w, Tensor::full(&[1], 2.0));
+/// let mut opt = Adam::new(0.1).amsgrad(true);
+/// opt.step_params(vec![("w", &mut w)], &g).unwrap();
+/// let s: &AdamState<f64> = opt.state("w").unwrap().rule_state();
+/// assert!((s.exp_avg[0] - 0.2).abs() < 1e-15);
+/// assert!(s.max_exp_avg_sq.is_some());
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct AdamState<E> {
+    /// The first moment `m`.
+    pub exp_avg: Vec<E>,
+    /// The second moment `v`.
+    pub exp_avg_sq: Vec<E>,
+    /// The running maximum of `v` (AMSGrad only).
+    pub max_exp_avg_sq: Option<Vec<E>>,
+}
 
-    fn buffer_list(&self) -> Vec<(&'static str, f64)> {
-        let mut v = vec![("exp_avg", 0.0), ("exp_avg_sq", 0.0)];
-        if self.amsgrad {
-            v.push(("max_exp_avg_sq", 0.0));
+impl<E: Float> RuleState for AdamState<E> {
+    type Elem = E;
+    fn buffers(&self) -> Vec<(&'static str, &[E])> {
+        let mut v = vec![
+            ("exp_avg", self.exp_avg.as_slice()),
+            ("exp_avg_sq", self.exp_avg_sq.as_slice()),
+        ];
+        if let Some(m) = &self.max_exp_avg_sq {
+            v.push(("max_exp_avg_sq", m.as_slice()));
         }
         v
     }
+}
+
+impl AdamConfig {
+    fn check(&self, name: &str) -> Result<()> {
+        for (field, b) in [("beta1", self.beta1), ("beta2", self.beta2)] {
+            if !(b.is_finite() && (0.0..1.0).contains(&b)) {
+                return Err(ForgeError::Invalid(format!(
+                    "{name}: {field} = {b} must be in [0, 1)"
+                )));
+            }
+        }
+        positive_eps(name, self.eps)
+    }
+
+    fn new_state<E: Float>(&self, n: usize) -> AdamState<E> {
+        AdamState {
+            exp_avg: vec![E::zero(); n],
+            exp_avg_sq: vec![E::zero(); n],
+            max_exp_avg_sq: self.amsgrad.then(|| vec![E::zero(); n]),
+        }
+    }
+
+    fn state_of_buffers<E: Float>(&self, n: usize, mut b: Vec<(String, Vec<E>)>) -> AdamState<E> {
+        AdamState {
+            exp_avg: take_buffer(&mut b, "exp_avg").unwrap_or_else(|| vec![E::zero(); n]),
+            exp_avg_sq: take_buffer(&mut b, "exp_avg_sq").unwrap_or_else(|| vec![E::zero(); n]),
+            max_exp_avg_sq: take_buffer(&mut b, "max_exp_avg_sq")
+                .or_else(|| self.amsgrad.then(|| vec![E::zero(); n])),
+        }
+    }
 
     /// The fused Adam pass; `decoupled` selects AdamW's weight decay.
-    fn run<E: Float>(
-        &self,
-        h: &Hyper,
-        decoupled: bool,
-        step: u64,
-        buffers: &mut [Vec<E>],
-        p: &[E],
-        g: &[E],
-    ) -> Vec<E> {
+    fn run<E: Float>(&self, decoupled: bool, u: Update<'_, E>, s: &mut AdamState<E>) {
+        let Update {
+            hyper: h,
+            step,
+            prep,
+            param,
+            grad,
+        } = u;
         let t = step as f64;
         let bc1 = 1.0 - self.beta1.powf(t);
         let bc2_sqrt = (1.0 - self.beta2.powf(t)).sqrt();
@@ -223,73 +264,110 @@ impl AdamConfig {
         let b2 = E::from_f64(self.beta2);
         let w2 = E::from_f64(1.0 - self.beta2);
         let eps = E::from_f64(self.eps);
-        let wd = E::from_f64(h.weight_decay);
-        let decay = E::from_f64(1.0 - h.lr * h.weight_decay);
-        let use_wd = h.weight_decay != 0.0;
-        let (m, rest) = buffers.split_first_mut().expect("exp_avg buffer");
-        let (v, rest) = rest.split_first_mut().expect("exp_avg_sq buffer");
-        let mut vmax = rest.first_mut();
-        let mut out = Vec::with_capacity(p.len());
-        for i in 0..p.len() {
-            let mut p = p[i];
-            let mut g = if self.maximize { -g[i] } else { g[i] };
-            if use_wd {
-                if decoupled {
-                    p *= decay;
-                } else {
-                    g += wd * p;
+        let decay =
+            (decoupled && h.weight_decay != 0.0).then(|| E::from_f64(1.0 - h.lr * h.weight_decay));
+        let n = param.len();
+        let m = &mut s.exp_avg[..n];
+        let v = &mut s.exp_avg_sq[..n];
+        let grad = &grad[..n];
+        // The AMSGrad buffer appears when AMSGrad is turned on mid-run.
+        let vmax = match (self.amsgrad, &mut s.max_exp_avg_sq) {
+            (false, _) => None,
+            (true, Some(vm)) => Some(&mut vm[..n]),
+            (true, slot @ None) => Some(&mut slot.insert(vec![E::zero(); n])[..]),
+        };
+        let one = |p: &mut E, g: E, m: &mut E, v: &mut E| -> E {
+            if let Some(d) = decay {
+                *p *= d;
+            }
+            let g = prep.apply(g, *p);
+            let mi = *m;
+            *m = mi + w1 * (g - mi);
+            *v = b2 * *v + w2 * g * g;
+            *v
+        };
+        match vmax {
+            None => {
+                for i in 0..n {
+                    let second = one(&mut param[i], grad[i], &mut m[i], &mut v[i]);
+                    let denom = second.sqrt() / bc2_sqrt + eps;
+                    param[i] -= step_size * (m[i] / denom);
                 }
             }
-            let mi = m[i];
-            m[i] = mi + w1 * (g - mi);
-            v[i] = b2 * v[i] + w2 * g * g;
-            let second = match vmax.as_deref_mut() {
-                Some(vm) => {
+            Some(vm) => {
+                for i in 0..n {
+                    let vi = one(&mut param[i], grad[i], &mut m[i], &mut v[i]);
                     // torch.maximum: NaN wins.
-                    if !vm[i].is_nan() && (v[i].is_nan() || v[i] > vm[i]) {
-                        vm[i] = v[i];
+                    if !vm[i].is_nan() && (vi.is_nan() || vi > vm[i]) {
+                        vm[i] = vi;
                     }
-                    vm[i]
+                    let denom = vm[i].sqrt() / bc2_sqrt + eps;
+                    param[i] -= step_size * (m[i] / denom);
                 }
-                None => v[i],
-            };
-            let denom = second.sqrt() / bc2_sqrt + eps;
-            out.push(p - step_size * (m[i] / denom));
+            }
         }
-        out
+    }
+}
+
+/// `Err(Invalid)` unless eps is finite and > 0 (a zero eps turns a zero
+/// gradient into 0 / 0), and at least 1e-30 so it stays positive in f32.
+pub(crate) fn positive_eps(name: &str, eps: f64) -> Result<()> {
+    if eps.is_finite() && eps >= 1e-30 {
+        Ok(())
+    } else {
+        Err(ForgeError::Invalid(format!(
+            "{name}: eps = {eps} must be finite and >= 1e-30 (a zero eps turns a zero gradient into 0/0)"
+        )))
     }
 }
 
 impl UpdateRule for AdamConfig {
     const NAME: &'static str = "Adam";
-    fn buffers(&self) -> Vec<(&'static str, f64)> {
-        self.buffer_list()
-    }
+    const BUFFERS: &'static [&'static str] = &["exp_avg", "exp_avg_sq", "max_exp_avg_sq"];
+    type State<E: Float> = AdamState<E>;
     fn validate(&self) -> Result<()> {
         self.check(Self::NAME)
+    }
+    fn maximize(&self) -> bool {
+        self.maximize
     }
     fn set_momentum(&mut self, momentum: f64) -> bool {
         self.beta1 = momentum;
         true
     }
-    fn update<E: Float>(&self, h: &Hyper, step: u64, b: &mut [Vec<E>], p: &[E], g: &[E]) -> Vec<E> {
-        self.run(h, false, step, b, p, g)
+    fn new_state<E: Float>(&self, n: usize) -> AdamState<E> {
+        AdamConfig::new_state(self, n)
+    }
+    fn state_from_buffers<E: Float>(&self, n: usize, b: Vec<(String, Vec<E>)>) -> AdamState<E> {
+        self.state_of_buffers(n, b)
+    }
+    fn update<E: Float>(&self, u: Update<'_, E>, s: &mut AdamState<E>) {
+        self.run(false, u, s);
     }
 }
 
 impl UpdateRule for AdamWConfig {
     const NAME: &'static str = "AdamW";
-    fn buffers(&self) -> Vec<(&'static str, f64)> {
-        self.0.buffer_list()
-    }
+    const BUFFERS: &'static [&'static str] = AdamConfig::BUFFERS;
+    const DECOUPLED_WEIGHT_DECAY: bool = true;
+    type State<E: Float> = AdamState<E>;
     fn validate(&self) -> Result<()> {
         self.0.check(Self::NAME)
+    }
+    fn maximize(&self) -> bool {
+        self.0.maximize
     }
     fn set_momentum(&mut self, momentum: f64) -> bool {
         self.0.beta1 = momentum;
         true
     }
-    fn update<E: Float>(&self, h: &Hyper, step: u64, b: &mut [Vec<E>], p: &[E], g: &[E]) -> Vec<E> {
-        self.0.run(h, true, step, b, p, g)
+    fn new_state<E: Float>(&self, n: usize) -> AdamState<E> {
+        self.0.new_state(n)
+    }
+    fn state_from_buffers<E: Float>(&self, n: usize, b: Vec<(String, Vec<E>)>) -> AdamState<E> {
+        self.0.state_of_buffers(n, b)
+    }
+    fn update<E: Float>(&self, u: Update<'_, E>, s: &mut AdamState<E>) {
+        self.0.run(true, u, s);
     }
 }

@@ -2,12 +2,16 @@
 //!
 //! - [`Sgd`], [`Adam`], [`AdamW`], [`Adagrad`], [`Adadelta`], [`RmsProp`]:
 //!   PyTorch's update rules, each one fused pass over a parameter's values
-//!   (f32 or f64), checked against PyTorch's numbers
-//!   (`tests/optim_parity.rs`). They are all [`Optimizer<R, E>`] with a
-//!   different [`UpdateRule`] `R`.
+//!   (f32 or f64) that updates the parameter and its state in place, checked
+//!   against PyTorch's numbers (`tests/optim_parity.rs`). They are all
+//!   [`Optimizer<R, E>`] with a different [`UpdateRule`] `R`; the optimizer
+//!   owns what they share (the parameter loop, state by path, `maximize`
+//!   and L2 weight decay through [`GradPrep`], groups, files).
 //! - State is kept per parameter, keyed by tensor path (`fc1.weight`),
 //!   created on the first step and checked by shape on every step
-//!   ([`ParamState`]).
+//!   ([`ParamState`]), holding the rule's typed buffers ([`AdamState`],
+//!   [`SgdState`], ...), reused from step to step: a steady loop allocates
+//!   no optimizer memory.
 //! - [`ParamGroup`]: per-path options (no weight decay on biases, a smaller
 //!   rate for an encoder), PyTorch's parameter groups.
 //! - [`schedule`]: [`StepLr`], [`MultiStepLr`], [`ExponentialLr`],
@@ -45,17 +49,17 @@ mod set_state;
 mod sgd;
 mod state;
 
-pub use adadelta::{Adadelta, AdadeltaConfig};
-pub use adagrad::{Adagrad, AdagradConfig};
-pub use adam::{Adam, AdamConfig, AdamW, AdamWConfig};
+pub use adadelta::{Adadelta, AdadeltaConfig, AdadeltaState};
+pub use adagrad::{Adagrad, AdagradConfig, AdagradState};
+pub use adam::{Adam, AdamConfig, AdamState, AdamW, AdamWConfig};
 pub use clip::{clip_grad_norm, clip_grad_norm_with, clip_grad_value};
 pub use group::{ParamGroup, PathFn, PathMatch};
-pub use optimizer::{GradSource, Hyper, Optimizer, UpdateRule};
-pub use persist::{Persist, FORMAT_VERSION, MAGIC};
-pub use rmsprop::{RmsProp, RmsPropConfig};
+pub use optimizer::{GradPrep, GradSource, Hyper, NoState, Optimizer, Update, UpdateRule};
+pub use persist::{Persist, StoredOptimizer, StoredParam, FORMAT_VERSION, MAGIC};
+pub use rmsprop::{RmsProp, RmsPropConfig, RmsPropState};
 pub use schedule::{
     Anneal, CosineAnnealingLr, ExponentialLr, LinearLr, LrScheduler, LrTarget, MultiStepLr, NoamLr,
     OneCycleLr, Phase, Schedule, SequentialLr, StepLr,
 };
-pub use sgd::{Sgd, SgdConfig};
-pub use state::ParamState;
+pub use sgd::{Sgd, SgdConfig, SgdState};
+pub use state::{take_buffer, ParamState, RuleState};

@@ -36,23 +36,18 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
     {
         self.validate_settings()?;
         let mut err = None;
-        let mut todo = Vec::new();
         model.for_each_parameter_mut(&mut |path, p| {
             if err.is_none() {
-                match self.check_param(path, p, grads.grad_of(path, p)) {
-                    Ok(has) => todo.push(has),
-                    Err(e) => err = Some(e),
+                if let Err(e) = self.check_param(path, p, grads.grad_of(path, p)) {
+                    err = Some(e);
                 }
             }
         });
         if let Some(e) = err {
             return Err(e);
         }
-        let mut i = 0;
         model.for_each_parameter_mut(&mut |path, p| {
-            let has = todo.get(i).copied().unwrap_or(false);
-            i += 1;
-            if has && err.is_none() {
+            if err.is_none() {
                 if let Some(g) = grads.grad_of(path, p).cloned() {
                     if let Err(e) = self.update_param(path, p, &g) {
                         err = Some(e);

@@ -1,12 +1,12 @@
 //! [`Optimizer`]: the state, groups and stepping shared by every rule.
 
 use super::group::ParamGroup;
-use super::state::ParamState;
+use super::state::{ParamState, RuleState, MAX_STEP};
 use crate::autograd::Gradients;
 use crate::tensor::{Float, Tensor};
 use crate::{ForgeError, Result};
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 
@@ -25,25 +25,103 @@ pub struct Hyper {
     pub weight_decay: f64,
 }
 
-/// The update rule of an optimizer (SGD, Adam, ...): its hyperparameters
-/// besides the learning rate and weight decay, the buffers it keeps per
-/// parameter, and one fused pass computing the new parameter values.
-///
-/// Implement it to add an optimizer; [`Optimizer<R, E>`] supplies state
-/// keyed by path, parameter groups, stepping and files.
+/// What every rule first does to a gradient, in PyTorch's order: negate
+/// it when maximizing, then add the L2 weight decay `wd * p` (unless the
+/// rule's decay is decoupled, as AdamW's is). The one place `maximize`
+/// and L2 decay are written.
 ///
 /// ```
-/// use forge::optim::{Hyper, Optimizer, UpdateRule};
+/// use forge::optim::GradPrep;
+/// let prep = GradPrep::new(true, 0.5);
+/// assert_eq!(prep.apply(1.0f64, 2.0), -1.0 + 0.5 * 2.0);
+/// assert_eq!(GradPrep::new(false, 0.0).apply(1.0f32, 2.0), 1.0);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GradPrep<E> {
+    negate: bool,
+    l2: Option<E>,
+}
+
+impl<E: Float> GradPrep<E> {
+    /// Negates when `maximize`; adds `weight_decay * p` when it is not 0.
+    ///
+    /// ```
+    /// assert_eq!(forge::optim::GradPrep::new(false, 0.1).apply(0.0f64, 10.0), 1.0);
+    /// ```
+    pub fn new(maximize: bool, weight_decay: f64) -> Self {
+        GradPrep {
+            negate: maximize,
+            l2: (weight_decay != 0.0).then(|| E::from_f64(weight_decay)),
+        }
+    }
+
+    /// The gradient `g` of an element whose value is `p`, as the rule uses it.
+    ///
+    /// ```
+    /// assert_eq!(forge::optim::GradPrep::new(true, 0.0).apply(3.0f32, 1.0), -3.0);
+    /// ```
+    #[inline(always)]
+    pub fn apply(&self, g: E, p: E) -> E {
+        let g = if self.negate { -g } else { g };
+        match self.l2 {
+            Some(wd) => g + wd * p,
+            None => g,
+        }
+    }
+}
+
+/// One update of one parameter, as the shared loop hands it to a rule: the
+/// rates, the step number, the gradient preparation, and the parameter's
+/// values (updated in place) with its gradient.
+///
+/// ```
+/// use forge::optim::{GradPrep, Hyper, Update};
+/// let mut p = [1.0f64, 2.0];
+/// let u = Update { hyper: Hyper { lr: 0.1, weight_decay: 0.0 }, step: 1, prep: GradPrep::new(false, 0.0), param: &mut p, grad: &[1.0, 1.0] };
+/// assert_eq!(u.param.len(), u.grad.len());
+/// ```
+#[derive(Debug)]
+pub struct Update<'a, E> {
+    /// The learning rate and weight decay of this parameter.
+    pub hyper: Hyper,
+    /// The step being taken (1 on the first update of this parameter).
+    pub step: u64,
+    /// Maximize and L2 weight decay, to apply to each gradient element.
+    pub prep: GradPrep<E>,
+    /// The parameter's values, to update in place.
+    pub param: &'a mut [E],
+    /// The gradient, of the same length.
+    pub grad: &'a [E],
+}
+
+/// The update rule of an optimizer (SGD, Adam, ...): its hyperparameters
+/// besides the learning rate and weight decay, the typed state it keeps per
+/// parameter, and one fused in-place pass over a parameter and its state.
+///
+/// Implement it to add an optimizer; [`Optimizer<R, E>`] supplies the
+/// parameter loop, state keyed by path, parameter groups, `maximize` and
+/// L2 weight decay ([`GradPrep`]), stepping and files.
+///
+/// ```
+/// use forge::optim::{NoState, Optimizer, Update, UpdateRule};
 /// use forge::{Float, Result};
 /// #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 /// struct SignSgd;
 /// impl UpdateRule for SignSgd {
 ///     const NAME: &'static str = "SignSgd";
-///     fn buffers(&self) -> Vec<(&'static str, f64)> { vec![] }
+///     const BUFFERS: &'static [&'static str] = &[];
+///     type State<E: Float> = NoState<E>;
 ///     fn validate(&self) -> Result<()> { Ok(()) }
-///     fn update<E: Float>(&self, h: &Hyper, _step: u64, _b: &mut [Vec<E>], p: &[E], g: &[E]) -> Vec<E> {
-///         let lr = E::from_f64(h.lr);
-///         p.iter().zip(g).map(|(&p, &g)| p - lr * g.signum()).collect()
+///     fn maximize(&self) -> bool { false }
+///     fn new_state<E: Float>(&self, _n: usize) -> NoState<E> { NoState::default() }
+///     fn state_from_buffers<E: Float>(&self, _n: usize, _b: Vec<(String, Vec<E>)>) -> NoState<E> {
+///         NoState::default()
+///     }
+///     fn update<E: Float>(&self, u: Update<'_, E>, _s: &mut NoState<E>) {
+///         let lr = E::from_f64(u.hyper.lr);
+///         for (p, &g) in u.param.iter_mut().zip(u.grad) {
+///             *p = *p - lr * u.prep.apply(g, *p).signum();
+///         }
 ///     }
 /// }
 /// let opt: Optimizer<SignSgd, f64> = Optimizer::with_rule(0.1, SignSgd);
@@ -52,27 +130,56 @@ pub struct Hyper {
 pub trait UpdateRule: Clone + Debug + Serialize + DeserializeOwned {
     /// The optimizer's name, written into files.
     const NAME: &'static str;
-    /// The buffers kept per parameter (PyTorch's state keys) and the value
-    /// each starts with.
-    fn buffers(&self) -> Vec<(&'static str, f64)>;
-    /// Checks the hyperparameters (an error is [`ForgeError::Invalid`]).
+    /// Every buffer name the rule can keep (PyTorch's state keys), in order.
+    const BUFFERS: &'static [&'static str];
+    /// Whether the weight decay is applied by the rule to the parameter
+    /// (AdamW) instead of being added to the gradient as L2.
+    const DECOUPLED_WEIGHT_DECAY: bool = false;
+    /// The state kept per parameter.
+    type State<E: Float>: RuleState<Elem = E>;
+    /// Checks the hyperparameters (an error is [`ForgeError::Invalid`]
+    /// naming the field and the value).
+    ///
+    /// # Errors
+    /// [`ForgeError::Invalid`] for a value out of range.
     fn validate(&self) -> Result<()>;
+    /// Whether to maximize the objective instead of minimizing it.
+    fn maximize(&self) -> bool;
     /// Sets the momentum (SGD, RMSprop) or beta1 (Adam), for schedules
     /// that cycle it; returns whether the rule has one.
     fn set_momentum(&mut self, _momentum: f64) -> bool {
         false
     }
-    /// The new values of a parameter `p` with gradient `g`, at `step`
-    /// (1 on the first update), updating `buffers` (in the order of
-    /// [`buffers`](Self::buffers)) in place.
-    fn update<E: Float>(
+    /// Fresh state for a parameter of `numel` elements.
+    fn new_state<E: Float>(&self, numel: usize) -> Self::State<E>;
+    /// State from named buffers (a file, [`Optimizer::set_state`]): every
+    /// name is one of [`BUFFERS`](Self::BUFFERS), given once, with `numel`
+    /// values; a buffer the rule needs but `buffers` lacks starts at its
+    /// initial value.
+    fn state_from_buffers<E: Float>(
         &self,
-        h: &Hyper,
-        step: u64,
-        buffers: &mut [Vec<E>],
-        p: &[E],
-        g: &[E],
-    ) -> Vec<E>;
+        numel: usize,
+        buffers: Vec<(String, Vec<E>)>,
+    ) -> Self::State<E>;
+    /// One fused pass: updates `u.param` and `state` in place, reading
+    /// each gradient element through `u.prep`.
+    fn update<E: Float>(&self, u: Update<'_, E>, state: &mut Self::State<E>);
+}
+
+/// The state of a rule that keeps no buffers.
+///
+/// ```
+/// use forge::optim::{NoState, RuleState};
+/// assert!(NoState::<f32>::default().buffers().is_empty());
+/// ```
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NoState<E>(std::marker::PhantomData<E>);
+
+impl<E: Float> RuleState for NoState<E> {
+    type Elem = E;
+    fn buffers(&self) -> Vec<(&'static str, &[E])> {
+        Vec::new()
+    }
 }
 
 /// Where an optimizer finds a parameter's gradient: [`Gradients`] (by
@@ -128,17 +235,13 @@ impl<E: Float> GradSource<E> for BTreeMap<String, Tensor<E>> {
 /// assert_eq!(w.to_vec(), vec![0.8, 1.6]);
 /// assert!(w.is_tracked());
 /// ```
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(bound(
-    serialize = "R: Serialize, E: Serialize",
-    deserialize = "R: DeserializeOwned, E: DeserializeOwned"
-))]
-pub struct Optimizer<R, E = f32> {
+#[derive(Clone, Debug)]
+pub struct Optimizer<R: UpdateRule, E: Float = f32> {
     pub(crate) lr: f64,
     pub(crate) weight_decay: f64,
     pub(crate) rule: R,
     pub(crate) groups: Vec<ParamGroup>,
-    pub(crate) state: BTreeMap<String, ParamState<E>>,
+    pub(crate) state: BTreeMap<String, ParamState<R::State<E>>>,
 }
 
 impl<R: UpdateRule, E: Float> Optimizer<R, E> {
@@ -261,7 +364,7 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
     /// ```
     /// assert!(forge::optim::Adam::<f32>::new(1e-3).state("w").is_none());
     /// ```
-    pub fn state(&self, path: &str) -> Option<&ParamState<E>> {
+    pub fn state(&self, path: &str) -> Option<&ParamState<R::State<E>>> {
         self.state.get(path)
     }
 
@@ -314,39 +417,24 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
 
     /// Finite non-negative rates and decays, and the rule's own ranges.
     fn validate_ranges(&self) -> Result<()> {
-        let bad = |what: &str, v: f64| {
-            Err(ForgeError::Invalid(format!(
-                "{}: {what} must be finite and >= 0, got {v}",
-                R::NAME
-            )))
-        };
-        if !(self.lr.is_finite() && self.lr >= 0.0) {
-            return bad("lr", self.lr);
-        }
-        if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
-            return bad("weight_decay", self.weight_decay);
-        }
-        for g in &self.groups {
-            if !(g.lr_scale.is_finite() && g.lr_scale >= 0.0) {
-                return bad("group lr_scale", g.lr_scale);
-            }
+        let name = R::NAME;
+        non_negative(name, "lr", self.lr)?;
+        non_negative(name, "weight_decay", self.weight_decay)?;
+        for (i, g) in self.groups.iter().enumerate() {
+            non_negative(name, &format!("groups[{i}].lr_scale"), g.lr_scale)?;
             if let Some(wd) = g.weight_decay {
-                if !(wd.is_finite() && wd >= 0.0) {
-                    return bad("group weight_decay", wd);
-                }
+                non_negative(name, &format!("groups[{i}].weight_decay"), wd)?;
             }
         }
         self.rule.validate()
     }
 
-    /// Checks an optimizer decoded from a file: settings in range, every
-    /// state's buffers of its shape's size and known to the rule.
+    /// Checks an optimizer decoded from a file or assembled from parts:
+    /// settings in range, every state consistent with its shape.
     pub(crate) fn check_loaded(&self) -> Result<()> {
         self.validate_ranges()?;
-        let wanted = self.rule.buffers();
         for (path, s) in &self.state {
             s.validate(path)?;
-            s.check_buffers(path, &wanted)?;
         }
         Ok(())
     }
@@ -375,45 +463,85 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
                     param.shape()
                 )));
             }
-            s.validate(path)?;
-            let wanted = self.rule.buffers();
-            s.check_buffers(path, &wanted)?;
+            if s.step >= MAX_STEP {
+                return Err(ForgeError::State(format!(
+                    "{path}: step = {} cannot advance (the limit is {})",
+                    s.step,
+                    MAX_STEP - 1
+                )));
+            }
         }
         Ok(true)
     }
 
-    /// Updates one checked parameter.
+    /// Updates one checked parameter: in place when this handle holds the
+    /// only reference to the values (the usual case once the loss and its
+    /// graph are dropped), else into a new buffer.
     pub(crate) fn update_param(
         &mut self,
         path: &str,
         param: &mut Tensor<E>,
         grad: &Tensor<E>,
     ) -> Result<()> {
-        let h = self.hyper_for(path);
-        let wanted = self.rule.buffers();
-        let state = self
-            .state
-            .entry(path.to_string())
-            .or_insert_with(|| ParamState::new(param.shape(), &wanted));
-        state.conform(path, &wanted)?;
-        state.step += 1;
-        let mut bufs: Vec<Vec<E>> = state
-            .buffers
-            .iter_mut()
-            .map(|(_, v)| std::mem::take(v))
-            .collect();
-        let new = self
-            .rule
-            .update(&h, state.step, &mut bufs, param.as_slice(), grad.as_slice());
-        for ((_, slot), v) in state.buffers.iter_mut().zip(bufs) {
-            *slot = v;
+        let hyper = self.hyper_for(path);
+        let n = param.numel();
+        if !self.state.contains_key(path) {
+            let fresh = ParamState {
+                step: 0,
+                shape: param.shape().to_vec(),
+                buffers: self.rule.new_state(n),
+            };
+            self.state.insert(path.to_string(), fresh);
         }
-        let t = Tensor::from_vec(new, param.shape());
-        *param = if param.is_tracked() {
-            t.requires_grad()
+        let state = self.state.get_mut(path).expect("state inserted above");
+        let step = state
+            .step
+            .checked_add(1)
+            .filter(|&s| s < MAX_STEP)
+            .ok_or_else(|| {
+                ForgeError::State(format!("{path}: step = {} cannot advance", state.step))
+            })?;
+        state.step = step;
+        let decay = if R::DECOUPLED_WEIGHT_DECAY {
+            0.0
         } else {
-            t
+            hyper.weight_decay
         };
+        let prep = GradPrep::new(self.rule.maximize(), decay);
+        let rule = &self.rule;
+        let grad = grad.as_slice();
+        let run = |values: &mut [E], bufs: &mut R::State<E>| {
+            rule.update(
+                Update {
+                    hyper,
+                    step,
+                    prep,
+                    param: values,
+                    grad,
+                },
+                bufs,
+            );
+        };
+        match std::sync::Arc::get_mut(&mut param.data) {
+            Some(values) => {
+                run(values, &mut state.buffers);
+                // A parameter that was an op's output becomes a leaf, as
+                // when it is replaced by a new tensor.
+                if param.node.as_ref().is_some_and(|n| n.backward.is_some()) {
+                    *param = param.detach().requires_grad();
+                }
+            }
+            None => {
+                let mut values = param.as_slice().to_vec();
+                run(&mut values, &mut state.buffers);
+                let t = Tensor::from_vec(values, param.shape());
+                *param = if param.is_tracked() {
+                    t.requires_grad()
+                } else {
+                    t
+                };
+            }
+        }
         Ok(())
     }
 
@@ -421,14 +549,17 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
     /// gradients looked up in `grads` ([`Gradients`] or a path map).
     ///
     /// Everything is checked before anything changes, so on error no
-    /// parameter and no state has been modified. Updated parameters are
-    /// new tensors; a tracked parameter stays a tracked leaf.
+    /// parameter and no state has been modified. A parameter whose values
+    /// no other tensor shares is updated in place (its tape id is kept);
+    /// otherwise it becomes a new tensor. A tracked parameter stays a
+    /// tracked leaf.
     ///
     /// # Errors
     /// [`ForgeError::State`] when a parameter's shape differs from the one
-    /// its state was created for; [`ForgeError::Shape`] when a gradient's
-    /// shape differs from its parameter's; [`ForgeError::Invalid`] for
-    /// out-of-range hyperparameters.
+    /// its state was created for, or its step counter cannot advance;
+    /// [`ForgeError::Shape`] when a gradient's shape differs from its
+    /// parameter's; [`ForgeError::Invalid`] for out-of-range
+    /// hyperparameters.
     ///
     /// ```
     /// use forge::optim::Adam;
@@ -450,20 +581,26 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
     {
         self.validate_settings()?;
         let params: Vec<(S, &'a mut Tensor<E>)> = params.into_iter().collect();
-        let mut todo = Vec::with_capacity(params.len());
         for (path, p) in &params {
-            let g = grads.grad_of(path.as_ref(), p);
-            todo.push(self.check_param(path.as_ref(), p, g)?);
+            self.check_param(path.as_ref(), p, grads.grad_of(path.as_ref(), p))?;
         }
-        for ((path, p), has) in params.into_iter().zip(todo) {
-            if has {
-                let g = grads
-                    .grad_of(path.as_ref(), p)
-                    .expect("gradient present at check time")
-                    .clone();
+        for (path, p) in params {
+            if let Some(g) = grads.grad_of(path.as_ref(), p).cloned() {
                 self.update_param(path.as_ref(), p, &g)?;
             }
         }
         Ok(())
+    }
+}
+
+/// `Err(Invalid)` naming the optimizer, the field and the value unless `v`
+/// is finite and `>= 0`.
+pub(crate) fn non_negative(name: &str, field: &str, v: f64) -> Result<()> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(())
+    } else {
+        Err(ForgeError::Invalid(format!(
+            "{name}: {field} = {v} must be finite and >= 0"
+        )))
     }
 }

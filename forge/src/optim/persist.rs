@@ -8,14 +8,25 @@
 //! (postcard never reads past it, and serde caps any preallocation, so a
 //! corrupt length cannot cause a huge allocation), refuses trailing bytes,
 //! and validates the value (buffer sizes against shapes, hyperparameter
-//! ranges) before returning it.
+//! ranges, step counters that can still advance, finite buffers) before
+//! returning it; every refusal names the field and the value.
+//!
+//! In memory each rule keeps a typed state struct
+//! ([`AdamState`](crate::optim::AdamState), ...); in the file a parameter's
+//! state is `(step, shape, [(buffer name, values)])` with PyTorch's buffer
+//! names, so the layout does not depend on the struct and version-1 files
+//! written before the typed states load unchanged.
 
+use super::group::ParamGroup;
 use super::optimizer::{Optimizer, UpdateRule};
 use super::schedule::{LrScheduler, Schedule};
+use super::state::RuleState;
 use crate::tensor::Float;
 use crate::{ForgeError, Result};
 use serde::de::DeserializeOwned;
-use serde::Serialize;
+use serde::ser::SerializeStruct;
+use serde::{Deserialize, Serialize, Serializer};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The magic bytes that start every optimizer or schedule file.
@@ -32,16 +43,26 @@ pub const FORMAT_VERSION: u32 = 1;
 /// let back = Adam::<f32>::from_bytes(&opt.to_bytes().unwrap()).unwrap();
 /// assert_eq!(back.adam_config().beta2, 0.95);
 /// ```
-pub trait Persist: Serialize + DeserializeOwned {
+pub trait Persist: Serialize + Sized {
+    /// What the file holds, decoded before it is checked.
+    type Stored: DeserializeOwned;
+
     /// The kind written into the file (`Adam<f32>`), checked on load.
     fn kind() -> String;
 
-    /// Checks a decoded value before it is handed out.
+    /// Checks a decoded value and turns it into `Self`.
     ///
     /// # Errors
-    /// [`ForgeError::State`] or [`ForgeError::Invalid`] for inconsistent
-    /// or out-of-range contents.
-    fn check(&self) -> Result<()>;
+    /// [`ForgeError::State`] or [`ForgeError::Invalid`] naming the field
+    /// and the value, for inconsistent or out-of-range contents.
+    ///
+    /// ```
+    /// use forge::optim::{Persist, Schedule, StepLr};
+    /// let mut s = StepLr::new(0.1, 5, 0.5);
+    /// s.gamma = f64::NAN;
+    /// assert!(Schedule::from_stored(s.into()).is_err());
+    /// ```
+    fn from_stored(stored: Self::Stored) -> Result<Self>;
 
     /// The file's bytes.
     ///
@@ -85,7 +106,7 @@ pub trait Persist: Serialize + DeserializeOwned {
                 Self::kind()
             )));
         }
-        let (value, rest): (Self, &[u8]) = postcard::take_from_bytes(rest)
+        let (value, rest): (Self::Stored, &[u8]) = postcard::take_from_bytes(rest)
             .map_err(|e| ForgeError::Format(format!("{kind} file: corrupt or truncated: {e}")))?;
         if !rest.is_empty() {
             return Err(ForgeError::Format(format!(
@@ -93,8 +114,7 @@ pub trait Persist: Serialize + DeserializeOwned {
                 rest.len()
             )));
         }
-        value.check()?;
-        Ok(value)
+        Self::from_stored(value)
     }
 
     /// Writes the value to `path` atomically (temporary file, `fsync`,
@@ -159,23 +179,134 @@ fn check_header<'a>(bytes: &'a [u8], kind: &str) -> Result<&'a [u8]> {
     Ok(&bytes[12..])
 }
 
+/// One parameter's state as the file holds it (borrowed, for writing).
+#[derive(Serialize)]
+struct StoredParamRef<'a, E> {
+    step: u64,
+    shape: &'a [usize],
+    buffers: Vec<(&'static str, &'a [E])>,
+}
+
+/// One parameter's state as the file holds it: step, shape and named
+/// buffers (PyTorch's names).
+///
+/// ```
+/// let s: forge::optim::StoredParam<f32> = Default::default();
+/// assert_eq!((s.step, s.shape.len(), s.buffers.len()), (0, 0, 0));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct StoredParam<E> {
+    /// Updates taken.
+    pub step: u64,
+    /// The parameter's shape.
+    pub shape: Vec<usize>,
+    /// `(name, values)` of each buffer.
+    pub buffers: Vec<(String, Vec<E>)>,
+}
+
+/// An optimizer as its file holds it, before it is checked:
+/// [`Persist::from_stored`] turns it into an [`Optimizer`].
+///
+/// ```
+/// use forge::optim::{Adam, Persist, StoredOptimizer};
+/// let bytes = Adam::<f32>::new(1e-3).to_bytes().unwrap();
+/// assert!(Adam::<f32>::from_bytes(&bytes).is_ok());
+/// let _unused: Option<StoredOptimizer<forge::optim::AdamConfig, f32>> = None;
+/// ```
+#[derive(Clone, Debug, Deserialize)]
+#[serde(bound(deserialize = "R: DeserializeOwned, E: DeserializeOwned"))]
+pub struct StoredOptimizer<R, E> {
+    /// The learning rate.
+    pub lr: f64,
+    /// The weight decay.
+    pub weight_decay: f64,
+    /// The rule's hyperparameters.
+    pub rule: R,
+    /// The parameter groups.
+    pub groups: Vec<ParamGroup>,
+    /// Per-parameter state by path.
+    pub state: BTreeMap<String, StoredParam<E>>,
+}
+
+impl<R: UpdateRule, E: Float + Serialize> Serialize for Optimizer<R, E> {
+    /// The version-1 layout: lr, weight decay, rule, groups, then each
+    /// path's step, shape and named buffers.
+    fn serialize<S: Serializer>(&self, ser: S) -> std::result::Result<S::Ok, S::Error> {
+        let state: BTreeMap<&str, StoredParamRef<'_, E>> = self
+            .state
+            .iter()
+            .map(|(path, s)| {
+                let stored = StoredParamRef {
+                    step: s.step,
+                    shape: &s.shape,
+                    buffers: s.buffers.buffers(),
+                };
+                (path.as_str(), stored)
+            })
+            .collect();
+        let mut st = ser.serialize_struct("Optimizer", 5)?;
+        st.serialize_field("lr", &self.lr)?;
+        st.serialize_field("weight_decay", &self.weight_decay)?;
+        st.serialize_field("rule", &self.rule)?;
+        st.serialize_field("groups", &self.groups)?;
+        st.serialize_field("state", &state)?;
+        st.end()
+    }
+}
+
 impl<R: UpdateRule, E: Float + Serialize + DeserializeOwned> Persist for Optimizer<R, E> {
+    type Stored = StoredOptimizer<R, E>;
+
     fn kind() -> String {
         format!("{}<{}>", R::NAME, std::any::type_name::<E>())
     }
 
-    fn check(&self) -> Result<()> {
-        self.check_loaded()
+    fn from_stored(f: StoredOptimizer<R, E>) -> Result<Self> {
+        let mut opt = Optimizer {
+            lr: f.lr,
+            weight_decay: f.weight_decay,
+            rule: f.rule,
+            groups: f.groups,
+            state: BTreeMap::new(),
+        };
+        opt.check_loaded()?;
+        // Every buffer the rule keeps from its first step on must be in
+        // the file: creating one here would allocate what the shape says,
+        // not what the file holds.
+        let required: Vec<&str> = opt
+            .rule
+            .new_state::<E>(0)
+            .buffers()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        for (path, p) in f.state {
+            if let Some(missing) = required
+                .iter()
+                .find(|r| !p.buffers.iter().any(|(n, _)| n == *r))
+            {
+                return Err(ForgeError::State(format!(
+                    "{path}: the file has no {missing} buffer, which {} keeps",
+                    R::NAME
+                )));
+            }
+            let s = opt.checked_state(&path, p.step, p.shape, p.buffers)?;
+            opt.state.insert(path, s);
+        }
+        Ok(opt)
     }
 }
 
 impl Persist for Schedule {
+    type Stored = Schedule;
+
     fn kind() -> String {
         "Schedule".into()
     }
 
-    fn check(&self) -> Result<()> {
-        self.validate()
+    fn from_stored(s: Schedule) -> Result<Self> {
+        s.validate()?;
+        Ok(s)
     }
 }
 

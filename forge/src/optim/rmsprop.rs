@@ -1,6 +1,8 @@
 //! RMSprop (with momentum and the centered variant): `torch.optim.RMSprop`.
 
-use super::optimizer::{Hyper, Optimizer, UpdateRule};
+use super::adam::positive_eps;
+use super::optimizer::{Optimizer, Update, UpdateRule};
+use super::state::{take_buffer, RuleState};
 use crate::tensor::Float;
 use crate::{ForgeError, Result};
 use serde::{Deserialize, Serialize};
@@ -117,33 +119,76 @@ impl<E: Float> Optimizer<RmsPropConfig, E> {
     }
 }
 
-impl UpdateRule for RmsPropConfig {
-    const NAME: &'static str = "RmsProp";
+/// The state RMSprop keeps per parameter.
+///
+/// ```
+/// use forge::optim::{RmsProp, RmsPropState};
+/// use forge::{Gradients, Tensor};
+/// let mut w = Tensor::<f64>::ones(&[1]).requires_grad();
+/// let mut g = Gradients::new();
+/// g.insert(&w, Tensor::full(&[1], 2.0));
+/// let mut opt = RmsProp::new(0.01).centered(true);
+/// opt.step_params(vec![("w", &mut w)], &g).unwrap();
+/// let s: &RmsPropState<f64> = opt.state("w").unwrap().rule_state();
+/// assert!((s.square_avg[0] - 0.04).abs() < 1e-15);
+/// assert!(s.grad_avg.is_some() && s.momentum_buffer.is_none());
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct RmsPropState<E> {
+    /// The running average of the squared gradient.
+    pub square_avg: Vec<E>,
+    /// The momentum buffer (momentum > 0 only).
+    pub momentum_buffer: Option<Vec<E>>,
+    /// The running average of the gradient (centered only).
+    pub grad_avg: Option<Vec<E>>,
+}
 
-    fn buffers(&self) -> Vec<(&'static str, f64)> {
-        let mut v = vec![("square_avg", 0.0)];
-        if self.momentum > 0.0 {
-            v.push(("momentum_buffer", 0.0));
+impl<E: Float> RuleState for RmsPropState<E> {
+    type Elem = E;
+    fn buffers(&self) -> Vec<(&'static str, &[E])> {
+        let mut v = vec![("square_avg", self.square_avg.as_slice())];
+        if let Some(b) = &self.momentum_buffer {
+            v.push(("momentum_buffer", b.as_slice()));
         }
-        if self.centered {
-            v.push(("grad_avg", 0.0));
+        if let Some(b) = &self.grad_avg {
+            v.push(("grad_avg", b.as_slice()));
         }
         v
     }
+}
+
+/// The buffer in `slot`, created with zeros when the option needing it
+/// was turned on after the state was made; `None` when `on` is false.
+fn lazy_zeros<E: Float>(on: bool, slot: &mut Option<Vec<E>>, n: usize) -> Option<&mut [E]> {
+    if !on {
+        return None;
+    }
+    Some(&mut slot.get_or_insert_with(|| vec![E::zero(); n])[..n])
+}
+
+impl UpdateRule for RmsPropConfig {
+    const NAME: &'static str = "RmsProp";
+    const BUFFERS: &'static [&'static str] = &["square_avg", "momentum_buffer", "grad_avg"];
+    type State<E: Float> = RmsPropState<E>;
 
     fn validate(&self) -> Result<()> {
-        for (what, v) in [
-            ("alpha", self.alpha),
-            ("eps", self.eps),
-            ("momentum", self.momentum),
-        ] {
-            if !(v.is_finite() && v >= 0.0) {
-                return Err(ForgeError::Invalid(format!(
-                    "RmsProp: {what} must be finite and >= 0, got {v}"
-                )));
-            }
+        if !(self.alpha.is_finite() && (0.0..=1.0).contains(&self.alpha)) {
+            return Err(ForgeError::Invalid(format!(
+                "RmsProp: alpha = {} must be in [0, 1]",
+                self.alpha
+            )));
         }
-        Ok(())
+        if !(self.momentum.is_finite() && self.momentum >= 0.0) {
+            return Err(ForgeError::Invalid(format!(
+                "RmsProp: momentum = {} must be finite and >= 0",
+                self.momentum
+            )));
+        }
+        positive_eps(Self::NAME, self.eps)
+    }
+
+    fn maximize(&self) -> bool {
+        self.maximize
     }
 
     fn set_momentum(&mut self, momentum: f64) -> bool {
@@ -151,52 +196,70 @@ impl UpdateRule for RmsPropConfig {
         true
     }
 
-    fn update<E: Float>(
+    fn new_state<E: Float>(&self, n: usize) -> RmsPropState<E> {
+        RmsPropState {
+            square_avg: vec![E::zero(); n],
+            momentum_buffer: (self.momentum > 0.0).then(|| vec![E::zero(); n]),
+            grad_avg: self.centered.then(|| vec![E::zero(); n]),
+        }
+    }
+
+    fn state_from_buffers<E: Float>(
         &self,
-        h: &Hyper,
-        _step: u64,
-        b: &mut [Vec<E>],
-        p: &[E],
-        g: &[E],
-    ) -> Vec<E> {
-        let lr = E::from_f64(h.lr);
-        let wd = E::from_f64(h.weight_decay);
-        let use_wd = h.weight_decay != 0.0;
+        n: usize,
+        mut b: Vec<(String, Vec<E>)>,
+    ) -> RmsPropState<E> {
+        let fresh = self.new_state(n);
+        RmsPropState {
+            square_avg: take_buffer(&mut b, "square_avg").unwrap_or(fresh.square_avg),
+            momentum_buffer: take_buffer(&mut b, "momentum_buffer").or(fresh.momentum_buffer),
+            grad_avg: take_buffer(&mut b, "grad_avg").or(fresh.grad_avg),
+        }
+    }
+
+    fn update<E: Float>(&self, u: Update<'_, E>, s: &mut RmsPropState<E>) {
+        let Update {
+            hyper,
+            prep,
+            param,
+            grad,
+            ..
+        } = u;
+        let lr = E::from_f64(hyper.lr);
         let alpha = E::from_f64(self.alpha);
         let w = E::from_f64(1.0 - self.alpha);
         let eps = E::from_f64(self.eps);
         let mom = E::from_f64(self.momentum);
-        let (sq, mut rest) = b.split_first_mut().expect("square_avg buffer");
-        let mut buf = None;
-        if self.momentum > 0.0 {
-            let (m, r) = rest.split_first_mut().expect("momentum_buffer");
-            buf = Some(m);
-            rest = r;
-        }
-        let mut ga = rest.first_mut();
-        let mut out = Vec::with_capacity(p.len());
-        for i in 0..p.len() {
-            let mut g = if self.maximize { -g[i] } else { g[i] };
-            if use_wd {
-                g += wd * p[i];
-            }
+        let n = param.len();
+        let grad = &grad[..n];
+        let sq = &mut s.square_avg[..n];
+        let mut buf = lazy_zeros(self.momentum > 0.0, &mut s.momentum_buffer, n);
+        let mut ga = lazy_zeros(self.centered, &mut s.grad_avg, n);
+        for i in 0..n {
+            let g = prep.apply(grad[i], param[i]);
             sq[i] = alpha * sq[i] + w * g * g;
             let avg = match ga.as_deref_mut() {
                 Some(ga) => {
                     let gi = ga[i];
                     ga[i] = gi + w * (g - gi);
-                    (sq[i] - ga[i] * ga[i]).sqrt()
+                    // Rounding can leave the variance a hair below 0, where
+                    // PyTorch's sqrt gives NaN; 0 is the value it stands for.
+                    let var = sq[i] - ga[i] * ga[i];
+                    if var < E::zero() {
+                        E::zero()
+                    } else {
+                        var.sqrt()
+                    }
                 }
                 None => sq[i].sqrt(),
             } + eps;
             match buf.as_deref_mut() {
                 Some(m) => {
                     m[i] = mom * m[i] + g / avg;
-                    out.push(p[i] - lr * m[i]);
+                    param[i] -= lr * m[i];
                 }
-                None => out.push(p[i] - lr * (g / avg)),
+                None => param[i] -= lr * (g / avg),
             }
         }
-        out
     }
 }

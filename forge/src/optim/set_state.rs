@@ -3,7 +3,7 @@
 //! instance) is taken over.
 
 use super::optimizer::{Optimizer, UpdateRule};
-use super::state::ParamState;
+use super::state::{checked_numel, ParamState, MAX_STEP};
 use crate::tensor::{Float, Tensor};
 use crate::{ForgeError, Result};
 
@@ -17,7 +17,9 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
     ///
     /// # Errors
     /// [`ForgeError::State`] when a buffer is not one this rule keeps, is
-    /// given twice, or the buffers' shapes differ; nothing is changed then.
+    /// given twice, holds a non-finite value (or a negative one in a buffer
+    /// of squares), the buffers' shapes differ, or `step` is 2^53 or more;
+    /// nothing is changed then.
     ///
     /// ```
     /// use forge::optim::AdamW;
@@ -36,28 +38,13 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
         step: u64,
         buffers: &[(&str, Tensor<E>)],
     ) -> Result<()> {
-        let wanted = self.rule.buffers();
         let Some((_, first)) = buffers.first() else {
             return Err(ForgeError::State(format!(
                 "{path}: set_state needs at least one buffer to know the parameter's shape"
             )));
         };
         let shape = first.shape().to_vec();
-        let mut state = ParamState::new(&shape, &[]);
-        state.step = step;
         for (name, t) in buffers {
-            if !wanted.iter().any(|(w, _)| w == name) {
-                return Err(ForgeError::State(format!(
-                    "{path}: state buffer {name} is not used by {} (it keeps {:?})",
-                    R::NAME,
-                    wanted.iter().map(|(w, _)| *w).collect::<Vec<_>>()
-                )));
-            }
-            if state.buffers.iter().any(|(n, _)| n == name) {
-                return Err(ForgeError::State(format!(
-                    "{path}: buffer {name} given twice"
-                )));
-            }
             if t.shape() != shape.as_slice() {
                 return Err(ForgeError::State(format!(
                     "{path}: buffer {name} has shape {:?}, the first buffer {:?}",
@@ -65,13 +52,90 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
                     shape
                 )));
             }
-            state.buffers.push((name.to_string(), t.to_vec()));
         }
-        state.conform(path, &wanted)?;
+        let named = buffers
+            .iter()
+            .map(|(n, t)| (n.to_string(), t.to_vec()))
+            .collect();
+        let state = self.checked_state(path, step, shape, named)?;
         self.state.insert(path.to_string(), state);
         Ok(())
     }
+
+    /// Builds one parameter's state from named buffers, refusing anything
+    /// that could not be used safely: a name the rule does not keep or
+    /// given twice, a length that does not match the shape, a non-finite
+    /// value, a negative value in a buffer of squares, a step counter that
+    /// cannot advance. Every error names the path, the field and the value.
+    pub(crate) fn checked_state(
+        &self,
+        path: &str,
+        step: u64,
+        shape: Vec<usize>,
+        buffers: Vec<(String, Vec<E>)>,
+    ) -> Result<ParamState<R::State<E>>> {
+        let n = checked_numel(&shape).ok_or_else(|| {
+            ForgeError::State(format!(
+                "{path}: shape {shape:?} has more elements than memory can address"
+            ))
+        })?;
+        if step >= MAX_STEP {
+            return Err(ForgeError::State(format!(
+                "{path}: step = {step} is beyond the largest step count forge takes ({})",
+                MAX_STEP - 1
+            )));
+        }
+        for (i, (name, values)) in buffers.iter().enumerate() {
+            if !R::BUFFERS.contains(&name.as_str()) {
+                return Err(ForgeError::State(format!(
+                    "{path}: state buffer {name} is not used by {} (it keeps {:?})",
+                    R::NAME,
+                    R::BUFFERS
+                )));
+            }
+            if buffers[..i].iter().any(|(m, _)| m == name) {
+                return Err(ForgeError::State(format!(
+                    "{path}: buffer {name} given twice"
+                )));
+            }
+            if values.len() != n {
+                return Err(ForgeError::State(format!(
+                    "{path}: buffer {name} has {} values, shape {shape:?} needs {n}",
+                    values.len()
+                )));
+            }
+            let squares = NON_NEGATIVE_BUFFERS.contains(&name.as_str());
+            if let Some((j, v)) = values
+                .iter()
+                .enumerate()
+                .find(|(_, v)| !v.is_finite() || (squares && **v < E::zero()))
+            {
+                let rule = if squares {
+                    "finite and >= 0 (it averages squares)"
+                } else {
+                    "finite"
+                };
+                return Err(ForgeError::State(format!(
+                    "{path}: {name}[{j}] = {v} must be {rule}"
+                )));
+            }
+        }
+        Ok(ParamState {
+            step,
+            shape,
+            buffers: self.rule.state_from_buffers(n, buffers),
+        })
+    }
 }
+
+/// Buffers of squares (or their sums), which are never negative.
+const NON_NEGATIVE_BUFFERS: &[&str] = &[
+    "exp_avg_sq",
+    "max_exp_avg_sq",
+    "sum",
+    "square_avg",
+    "acc_delta",
+];
 
 #[cfg(test)]
 mod tests {

@@ -1,7 +1,8 @@
 //! Stochastic gradient descent with momentum, dampening and Nesterov
 //! momentum: `torch.optim.SGD`.
 
-use super::optimizer::{Hyper, Optimizer, UpdateRule};
+use super::optimizer::{Optimizer, Update, UpdateRule};
+use super::state::{take_buffer, RuleState};
 use crate::tensor::Float;
 use crate::{ForgeError, Result};
 use serde::{Deserialize, Serialize};
@@ -96,36 +97,65 @@ impl<E: Float> Optimizer<SgdConfig, E> {
     }
 }
 
-impl UpdateRule for SgdConfig {
-    const NAME: &'static str = "Sgd";
+/// The state SGD keeps per parameter: the momentum buffer, created on the
+/// first step with momentum (as a copy of the gradient, as PyTorch does).
+///
+/// ```
+/// use forge::optim::{Sgd, SgdState};
+/// use forge::{Gradients, Tensor};
+/// let mut w = Tensor::<f64>::ones(&[1]).requires_grad();
+/// let mut g = Gradients::new();
+/// g.insert(&w, Tensor::full(&[1], 2.0));
+/// let mut opt = Sgd::new(0.1).momentum(0.9);
+/// opt.step_params(vec![("w", &mut w)], &g).unwrap();
+/// let s: &SgdState<f64> = opt.state("w").unwrap().rule_state();
+/// assert_eq!(s.momentum_buffer, Some(vec![2.0]));
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct SgdState<E> {
+    /// The momentum buffer, once a step with momentum was taken.
+    pub momentum_buffer: Option<Vec<E>>,
+}
 
-    fn buffers(&self) -> Vec<(&'static str, f64)> {
-        if self.momentum != 0.0 {
-            vec![("momentum_buffer", 0.0)]
-        } else {
-            vec![]
+impl<E: Float> RuleState for SgdState<E> {
+    type Elem = E;
+    fn buffers(&self) -> Vec<(&'static str, &[E])> {
+        match &self.momentum_buffer {
+            Some(b) => vec![("momentum_buffer", b.as_slice())],
+            None => vec![],
         }
     }
+}
+
+impl UpdateRule for SgdConfig {
+    const NAME: &'static str = "Sgd";
+    const BUFFERS: &'static [&'static str] = &["momentum_buffer"];
+    type State<E: Float> = SgdState<E>;
 
     fn validate(&self) -> Result<()> {
         if !(self.momentum.is_finite() && self.momentum >= 0.0) {
             return Err(ForgeError::Invalid(format!(
-                "Sgd: momentum must be >= 0, got {}",
+                "Sgd: momentum = {} must be finite and >= 0",
                 self.momentum
             )));
         }
         if !self.dampening.is_finite() {
             return Err(ForgeError::Invalid(format!(
-                "Sgd: dampening must be finite, got {}",
+                "Sgd: dampening = {} must be finite",
                 self.dampening
             )));
         }
         if self.nesterov && (self.momentum <= 0.0 || self.dampening != 0.0) {
-            return Err(ForgeError::Invalid(
-                "Sgd: Nesterov momentum requires a momentum and zero dampening".into(),
-            ));
+            return Err(ForgeError::Invalid(format!(
+                "Sgd: Nesterov momentum requires a momentum and zero dampening, got momentum = {} and dampening = {}",
+                self.momentum, self.dampening
+            )));
         }
         Ok(())
+    }
+
+    fn maximize(&self) -> bool {
+        self.maximize
     }
 
     fn set_momentum(&mut self, momentum: f64) -> bool {
@@ -133,43 +163,57 @@ impl UpdateRule for SgdConfig {
         true
     }
 
-    fn update<E: Float>(
-        &self,
-        h: &Hyper,
-        step: u64,
-        buffers: &mut [Vec<E>],
-        p: &[E],
-        g: &[E],
-    ) -> Vec<E> {
-        let lr = E::from_f64(h.lr);
-        let wd = E::from_f64(h.weight_decay);
-        let use_wd = h.weight_decay != 0.0;
+    fn new_state<E: Float>(&self, _n: usize) -> SgdState<E> {
+        SgdState {
+            momentum_buffer: None,
+        }
+    }
+
+    fn state_from_buffers<E: Float>(&self, _n: usize, mut b: Vec<(String, Vec<E>)>) -> SgdState<E> {
+        SgdState {
+            momentum_buffer: take_buffer(&mut b, "momentum_buffer"),
+        }
+    }
+
+    fn update<E: Float>(&self, u: Update<'_, E>, s: &mut SgdState<E>) {
+        let Update {
+            hyper,
+            prep,
+            param,
+            grad,
+            ..
+        } = u;
+        let lr = E::from_f64(hyper.lr);
+        let n = param.len();
+        let grad = &grad[..n];
+        if self.momentum == 0.0 {
+            for (p, &g) in param.iter_mut().zip(grad) {
+                *p = *p - lr * prep.apply(g, *p);
+            }
+            return;
+        }
         let mom = E::from_f64(self.momentum);
         let damp = E::one() - E::from_f64(self.dampening);
-        let first = step == 1;
-        let mut out = Vec::with_capacity(p.len());
-        match buffers.first_mut() {
-            None => {
-                for (&p, &g) in p.iter().zip(g) {
-                    let mut g = if self.maximize { -g } else { g };
-                    if use_wd {
-                        g += wd * p;
-                    }
-                    out.push(p - lr * g);
+        let nesterov = self.nesterov;
+        let direction = |g: E, b: E| if nesterov { g + mom * b } else { b };
+        match &mut s.momentum_buffer {
+            Some(buf) => {
+                for ((p, &g), b) in param.iter_mut().zip(grad).zip(&mut buf[..n]) {
+                    let g = prep.apply(g, *p);
+                    *b = mom * *b + damp * g;
+                    *p -= lr * direction(g, *b);
                 }
             }
-            Some(buf) => {
-                for ((&p, &g), b) in p.iter().zip(g).zip(buf.iter_mut()) {
-                    let mut g = if self.maximize { -g } else { g };
-                    if use_wd {
-                        g += wd * p;
-                    }
-                    *b = if first { g } else { mom * *b + damp * g };
-                    let d = if self.nesterov { g + mom * *b } else { *b };
-                    out.push(p - lr * d);
+            slot @ None => {
+                // PyTorch's first step with momentum: the buffer is the gradient.
+                let mut buf = Vec::with_capacity(n);
+                for (p, &g) in param.iter_mut().zip(grad) {
+                    let g = prep.apply(g, *p);
+                    buf.push(g);
+                    *p -= lr * direction(g, g);
                 }
+                *slot = Some(buf);
             }
         }
-        out
     }
 }

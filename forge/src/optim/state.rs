@@ -1,13 +1,47 @@
-//! The state an optimizer keeps for one parameter.
+//! The state an optimizer keeps for one parameter: a step counter, the
+//! shape it was created for, and the rule's typed buffers.
 
-use crate::tensor::{numel, Element, Tensor};
+use crate::tensor::{Float, Tensor};
 use crate::{ForgeError, Result};
-use serde::{Deserialize, Serialize};
+use std::fmt::Debug;
+
+/// The buffers an [`UpdateRule`](crate::optim::UpdateRule) keeps for one
+/// parameter, as a typed struct (`AdamState { exp_avg, exp_avg_sq, .. }`).
+///
+/// Every buffer holds one value per element of the parameter. The trait
+/// gives the buffers by PyTorch's names (`exp_avg`, `momentum_buffer`, ...)
+/// for inspection, validation and files; the update itself uses the typed
+/// fields.
+///
+/// ```
+/// use forge::optim::{AdamState, RuleState};
+/// let s = AdamState::<f32> { exp_avg: vec![0.0; 2], exp_avg_sq: vec![0.0; 2], max_exp_avg_sq: None };
+/// let names: Vec<&str> = s.buffers().iter().map(|(n, _)| *n).collect();
+/// assert_eq!(names, ["exp_avg", "exp_avg_sq"]);
+/// ```
+pub trait RuleState: Clone + Debug + PartialEq + Send + Sync {
+    /// The element type of the buffers.
+    type Elem: Float;
+    /// The buffers the state holds now, by name, in the rule's order.
+    fn buffers(&self) -> Vec<(&'static str, &[Self::Elem])>;
+}
+
+/// Takes the buffer called `name` out of a list of named buffers.
+///
+/// ```
+/// let mut b = vec![("sum".to_string(), vec![1.0f32])];
+/// assert_eq!(forge::optim::take_buffer(&mut b, "sum"), Some(vec![1.0]));
+/// assert!(b.is_empty());
+/// ```
+pub fn take_buffer<E>(buffers: &mut Vec<(String, Vec<E>)>, name: &str) -> Option<Vec<E>> {
+    let i = buffers.iter().position(|(n, _)| n == name)?;
+    Some(buffers.swap_remove(i).1)
+}
 
 /// The optimizer state of one parameter: its step count, the shape it was
-/// created for, and named buffers of the parameter's size (PyTorch's state
-/// keys: `momentum_buffer`, `exp_avg`, `exp_avg_sq`, `max_exp_avg_sq`,
-/// `sum`, `square_avg`, `acc_delta`, `grad_avg`).
+/// created for, and the rule's buffers `S` (PyTorch's state keys:
+/// `momentum_buffer`, `exp_avg`, `exp_avg_sq`, `max_exp_avg_sq`, `sum`,
+/// `square_avg`, `acc_delta`, `grad_avg`).
 ///
 /// ```
 /// use forge::optim::{Optimizer, Sgd};
@@ -20,29 +54,16 @@ use serde::{Deserialize, Serialize};
 /// let s = opt.state("w").unwrap();
 /// assert_eq!((s.step(), s.shape()), (1, &[2usize][..]));
 /// assert_eq!(s.buffer("momentum_buffer").unwrap().to_vec(), vec![0.5, 0.5]);
+/// assert_eq!(s.rule_state().momentum_buffer.as_deref(), Some(&[0.5, 0.5][..]));
 /// ```
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ParamState<E> {
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParamState<S> {
     pub(crate) step: u64,
     pub(crate) shape: Vec<usize>,
-    pub(crate) buffers: Vec<(String, Vec<E>)>,
+    pub(crate) buffers: S,
 }
 
-impl<E: Element> ParamState<E> {
-    /// Fresh state for a parameter of `shape`, with the given buffers
-    /// filled with their initial values.
-    pub(crate) fn new(shape: &[usize], buffers: &[(&str, f64)]) -> Self {
-        let n = numel(shape);
-        ParamState {
-            step: 0,
-            shape: shape.to_vec(),
-            buffers: buffers
-                .iter()
-                .map(|(name, v)| (name.to_string(), vec![E::from_f64(*v); n]))
-                .collect(),
-        }
-    }
-
+impl<S: RuleState> ParamState<S> {
     /// How many updates this parameter has received.
     ///
     /// ```
@@ -75,6 +96,22 @@ impl<E: Element> ParamState<E> {
         &self.shape
     }
 
+    /// The rule's typed buffers.
+    ///
+    /// ```
+    /// # use forge::optim::{Optimizer, Adagrad};
+    /// # use forge::{Gradients, Tensor};
+    /// # let mut w = Tensor::<f64>::ones(&[2]).requires_grad();
+    /// # let mut g = Gradients::new();
+    /// # g.insert(&w, Tensor::full(&[2], 2.0));
+    /// let mut opt = Adagrad::new(0.1);
+    /// opt.step_params(vec![("w", &mut w)], &g).unwrap();
+    /// assert_eq!(opt.state("w").unwrap().rule_state().sum, vec![4.0, 4.0]);
+    /// ```
+    pub fn rule_state(&self) -> &S {
+        &self.buffers
+    }
+
     /// The names of the buffers, in the order the rule keeps them.
     ///
     /// ```
@@ -87,8 +124,8 @@ impl<E: Element> ParamState<E> {
     /// opt.step_params(vec![("w", &mut w)], &g).unwrap();
     /// assert_eq!(opt.state("w").unwrap().buffer_names(), vec!["exp_avg", "exp_avg_sq"]);
     /// ```
-    pub fn buffer_names(&self) -> Vec<&str> {
-        self.buffers.iter().map(|(n, _)| n.as_str()).collect()
+    pub fn buffer_names(&self) -> Vec<&'static str> {
+        self.buffers.buffers().into_iter().map(|(n, _)| n).collect()
     }
 
     /// A buffer as a tensor of the parameter's shape.
@@ -103,20 +140,26 @@ impl<E: Element> ParamState<E> {
     /// opt.step_params(vec![("w", &mut w)], &g).unwrap();
     /// assert_eq!(opt.state("w").unwrap().buffer("sum").unwrap().to_vec(), vec![4.0, 4.0]);
     /// ```
-    pub fn buffer(&self, name: &str) -> Option<Tensor<E>> {
+    pub fn buffer(&self, name: &str) -> Option<Tensor<S::Elem>> {
         self.buffers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| Tensor::from_vec(v.clone(), &self.shape))
+            .buffers()
+            .into_iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| Tensor::from_vec(v.to_vec(), &self.shape))
     }
 
-    /// Checks internal consistency (every buffer has the shape's size):
-    /// state read from a file is checked before use.
+    /// Checks internal consistency (the shape's size does not overflow,
+    /// every buffer has that many values, the step counter can still
+    /// advance): state from a file or from `set_state` is checked before
+    /// use.
     pub(crate) fn validate(&self, path: &str) -> Result<()> {
         let n = checked_numel(&self.shape).ok_or_else(|| {
-            ForgeError::State(format!("{path}: shape {:?} overflows", self.shape))
+            ForgeError::State(format!(
+                "{path}: shape {:?} has more elements than memory can address",
+                self.shape
+            ))
         })?;
-        for (name, v) in &self.buffers {
+        for (name, v) in self.buffers.buffers() {
             if v.len() != n {
                 return Err(ForgeError::State(format!(
                     "{path}: buffer {name} has {} values, shape {:?} needs {n}",
@@ -125,44 +168,20 @@ impl<E: Element> ParamState<E> {
                 )));
             }
         }
-        Ok(())
-    }
-
-    /// Makes the buffer list exactly `wanted` (creating missing buffers with
-    /// their initial values), or fails if the state has buffers the rule
-    /// does not know.
-    /// Fails if the state has buffers the rule does not keep.
-    pub(crate) fn check_buffers(&self, path: &str, wanted: &[(&str, f64)]) -> Result<()> {
-        match self
-            .buffers
-            .iter()
-            .find(|(n, _)| !wanted.iter().any(|(w, _)| w == n))
-        {
-            Some((extra, _)) => Err(ForgeError::State(format!(
-                "{path}: state buffer {extra} is not used by this optimizer (it keeps {:?})",
-                wanted.iter().map(|(w, _)| *w).collect::<Vec<_>>()
-            ))),
-            None => Ok(()),
+        if self.step >= MAX_STEP {
+            return Err(ForgeError::State(format!(
+                "{path}: step = {} is beyond the largest step count forge takes ({})",
+                self.step,
+                MAX_STEP - 1
+            )));
         }
-    }
-
-    /// Makes the buffer list exactly `wanted` (creating missing buffers with
-    /// their initial values), or fails if the state has buffers the rule
-    /// does not know.
-    pub(crate) fn conform(&mut self, path: &str, wanted: &[(&str, f64)]) -> Result<()> {
-        self.check_buffers(path, wanted)?;
-        let n = numel(&self.shape);
-        let mut out = Vec::with_capacity(wanted.len());
-        for (w, init) in wanted {
-            match self.buffers.iter().position(|(n, _)| n == w) {
-                Some(i) => out.push(std::mem::take(&mut self.buffers[i])),
-                None => out.push((w.to_string(), vec![E::from_f64(*init); n])),
-            }
-        }
-        self.buffers = out;
         Ok(())
     }
 }
+
+/// Step counters stay below this (2^53): every count is exact as an `f64`
+/// (bias corrections use `t as f64`), and `step + 1` never overflows.
+pub(crate) const MAX_STEP: u64 = 1 << 53;
 
 /// The product of a shape, or `None` on overflow.
 pub(crate) fn checked_numel(shape: &[usize]) -> Option<usize> {
