@@ -420,11 +420,29 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
         let name = R::NAME;
         non_negative(name, "lr", self.lr)?;
         non_negative(name, "weight_decay", self.weight_decay)?;
+        let fits = |what: String, v: f64| {
+            if E::from_f64(v).is_finite() {
+                Ok(())
+            } else {
+                Err(ForgeError::Invalid(format!(
+                    "{name}: {what} = {v} overflows {}",
+                    std::any::type_name::<E>()
+                )))
+            }
+        };
+        fits("lr".into(), self.lr)?;
+        fits("lr * weight_decay".into(), self.lr * self.weight_decay)?;
         for (i, g) in self.groups.iter().enumerate() {
             non_negative(name, &format!("groups[{i}].lr_scale"), g.lr_scale)?;
+            fits(format!("lr * groups[{i}].lr_scale"), self.lr * g.lr_scale)?;
             if let Some(wd) = g.weight_decay {
                 non_negative(name, &format!("groups[{i}].weight_decay"), wd)?;
             }
+            let wd = g.weight_decay.unwrap_or(self.weight_decay);
+            fits(
+                format!("lr * groups[{i}].lr_scale * weight_decay"),
+                self.lr * g.lr_scale * wd,
+            )?;
         }
         self.rule.validate()
     }

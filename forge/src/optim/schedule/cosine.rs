@@ -1,7 +1,7 @@
 //! `CosineAnnealingLR`.
 
-use super::{non_negative, LrScheduler};
-use crate::{ForgeError, Result};
+use super::{non_negative, positive_count, step_in_range, LrScheduler};
+use crate::Result;
 use serde::{Deserialize, Serialize};
 
 /// `torch.optim.lr_scheduler.CosineAnnealingLR`:
@@ -59,13 +59,9 @@ impl LrScheduler for CosineAnnealingLr {
         self.step = step;
     }
     fn validate(&self) -> Result<()> {
-        non_negative("CosineAnnealingLr base_lr", self.base_lr)?;
-        non_negative("CosineAnnealingLr eta_min", self.eta_min)?;
-        if self.t_max == 0 {
-            return Err(ForgeError::Invalid(
-                "CosineAnnealingLr: t_max must be positive".into(),
-            ));
-        }
-        Ok(())
+        non_negative("CosineAnnealingLr: base_lr", self.base_lr)?;
+        non_negative("CosineAnnealingLr: eta_min", self.eta_min)?;
+        positive_count("CosineAnnealingLr: t_max", self.t_max)?;
+        step_in_range("CosineAnnealingLr: step", self.step)
     }
 }

@@ -41,8 +41,9 @@ pub use sequential::SequentialLr;
 pub use simple::{ExponentialLr, LinearLr, MultiStepLr, StepLr};
 
 use super::optimizer::{Optimizer, UpdateRule};
+use super::state::MAX_STEP;
 use crate::tensor::Float;
-use crate::Result;
+use crate::{ForgeError, Result};
 use serde::{Deserialize, Serialize};
 
 /// Something whose learning rate (and momentum) a schedule sets: every
@@ -140,7 +141,9 @@ pub trait LrScheduler {
     /// assert_eq!(opt.lr(), 0.1);
     /// ```
     fn step<O: LrTarget + ?Sized>(&mut self, opt: &mut O) {
-        self.set_step(self.current_step() + 1);
+        // Saturating: a counter set by hand to u64::MAX stays there rather
+        // than panicking (files are refused long before, see `validate`).
+        self.set_step(self.current_step().saturating_add(1));
         self.apply(opt);
     }
 }
@@ -228,13 +231,36 @@ schedule_enum! {
     }
 }
 
-/// `Err(Invalid)` unless `v` is finite and `>= 0`.
+/// `Err(Invalid)` naming the field and the value unless `v` is finite
+/// and `>= 0`.
 pub(crate) fn non_negative(what: &str, v: f64) -> Result<()> {
     if v.is_finite() && v >= 0.0 {
         Ok(())
     } else {
-        Err(crate::ForgeError::Invalid(format!(
-            "{what} must be finite and >= 0, got {v}"
+        Err(ForgeError::Invalid(format!(
+            "{what} = {v} must be finite and >= 0"
+        )))
+    }
+}
+
+/// `Err(Invalid)` naming the field unless a count is at least 1.
+pub(crate) fn positive_count(what: &str, v: u64) -> Result<()> {
+    if v > 0 {
+        Ok(())
+    } else {
+        Err(ForgeError::Invalid(format!("{what} = 0 must be at least 1")))
+    }
+}
+
+/// `Err(State)` unless a schedule's step counter is below 2^53, so that it
+/// can advance without overflow and converts to `f64` exactly.
+pub(crate) fn step_in_range(what: &str, step: u64) -> Result<()> {
+    if step < MAX_STEP {
+        Ok(())
+    } else {
+        Err(ForgeError::State(format!(
+            "{what} = {step} is beyond the largest step count forge takes ({})",
+            MAX_STEP - 1
         )))
     }
 }

@@ -1,7 +1,7 @@
 //! The Noam schedule of "Attention Is All You Need".
 
-use super::{non_negative, LrScheduler};
-use crate::{ForgeError, Result};
+use super::{non_negative, positive_count, step_in_range, LrScheduler};
+use crate::Result;
 use serde::{Deserialize, Serialize};
 
 /// The Noam schedule (Vaswani et al. 2017): linear warm-up, then decay with
@@ -65,12 +65,9 @@ impl LrScheduler for NoamLr {
         self.step = step;
     }
     fn validate(&self) -> Result<()> {
-        non_negative("NoamLr scale", self.scale)?;
-        if self.d_model == 0 || self.warmup == 0 {
-            return Err(ForgeError::Invalid(
-                "NoamLr: d_model and warmup must be positive".into(),
-            ));
-        }
-        Ok(())
+        non_negative("NoamLr: scale", self.scale)?;
+        positive_count("NoamLr: d_model", self.d_model)?;
+        positive_count("NoamLr: warmup", self.warmup)?;
+        step_in_range("NoamLr: step", self.step)
     }
 }

@@ -1,6 +1,6 @@
 //! `OneCycleLR`, with momentum cycling.
 
-use super::{non_negative, LrScheduler};
+use super::{non_negative, positive_count, step_in_range, LrScheduler};
 use crate::{ForgeError, Result};
 use serde::{Deserialize, Serialize};
 
@@ -164,25 +164,39 @@ impl LrScheduler for OneCycleLr {
         self.step = step;
     }
     fn validate(&self) -> Result<()> {
-        non_negative("OneCycleLr max_lr", self.max_lr)?;
-        non_negative("OneCycleLr base_momentum", self.base_momentum)?;
-        non_negative("OneCycleLr max_momentum", self.max_momentum)?;
-        if self.total_steps == 0 {
-            return Err(ForgeError::Invalid(
-                "OneCycleLr: total_steps must be positive".into(),
-            ));
-        }
+        non_negative("OneCycleLr: max_lr", self.max_lr)?;
+        non_negative("OneCycleLr: base_momentum", self.base_momentum)?;
+        non_negative("OneCycleLr: max_momentum", self.max_momentum)?;
+        positive_count("OneCycleLr: total_steps", self.total_steps)?;
+        step_in_range("OneCycleLr: step", self.step)?;
         if !(self.pct_start > 0.0 && self.pct_start < 1.0) {
             return Err(ForgeError::Invalid(format!(
-                "OneCycleLr: pct_start must be in (0, 1), got {}",
+                "OneCycleLr: pct_start = {} must be in (0, 1)",
                 self.pct_start
             )));
         }
-        let positive = |v: f64| v.is_finite() && v > 0.0;
-        if !positive(self.div_factor) || !positive(self.final_div_factor) {
-            return Err(ForgeError::Invalid(
-                "OneCycleLr: div_factor and final_div_factor must be positive".into(),
-            ));
+        for (what, v) in [
+            ("div_factor", self.div_factor),
+            ("final_div_factor", self.final_div_factor),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(ForgeError::Invalid(format!(
+                    "OneCycleLr: {what} = {v} must be finite and > 0"
+                )));
+            }
+        }
+        // Each phase must last: PyTorch divides by its length (and raises
+        // ZeroDivisionError where this would give a NaN rate).
+        let mut start = 0.0;
+        for (i, (end, ..)) in self.phases().into_iter().enumerate() {
+            if end <= start || end.is_nan() {
+                return Err(ForgeError::Invalid(format!(
+                    "OneCycleLr: phase {i} ends at step {end}, not after its start {start} \
+                     (total_steps = {}, pct_start = {}): too few steps for the phases",
+                    self.total_steps, self.pct_start
+                )));
+            }
+            start = end;
         }
         Ok(())
     }

@@ -1,6 +1,6 @@
 //! `SequentialLR`: schedules one after the other.
 
-use super::{LrScheduler, Phase};
+use super::{step_in_range, LrScheduler, Phase};
 use crate::{ForgeError, Result};
 use serde::{Deserialize, Serialize};
 
@@ -94,6 +94,7 @@ impl LrScheduler for SequentialLr {
     }
     fn validate(&self) -> Result<()> {
         self.check_layout()?;
+        step_in_range("SequentialLr: step", self.step)?;
         self.schedules.iter().try_for_each(|s| s.validate())
     }
 }

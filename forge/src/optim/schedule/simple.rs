@@ -1,6 +1,6 @@
 //! `StepLR`, `MultiStepLR`, `ExponentialLR` and `LinearLR`.
 
-use super::{non_negative, LrScheduler};
+use super::{non_negative, positive_count, step_in_range, LrScheduler};
 use crate::{ForgeError, Result};
 use serde::{Deserialize, Serialize};
 
@@ -55,14 +55,10 @@ impl LrScheduler for StepLr {
         self.step = step;
     }
     fn validate(&self) -> Result<()> {
-        non_negative("StepLr base_lr", self.base_lr)?;
-        non_negative("StepLr gamma", self.gamma)?;
-        if self.step_size == 0 {
-            return Err(ForgeError::Invalid(
-                "StepLr: step_size must be positive".into(),
-            ));
-        }
-        Ok(())
+        non_negative("StepLr: base_lr", self.base_lr)?;
+        non_negative("StepLr: gamma", self.gamma)?;
+        positive_count("StepLr: step_size", self.step_size)?;
+        step_in_range("StepLr: step", self.step)
     }
 }
 
@@ -117,8 +113,9 @@ impl LrScheduler for MultiStepLr {
         self.step = step;
     }
     fn validate(&self) -> Result<()> {
-        non_negative("MultiStepLr base_lr", self.base_lr)?;
-        non_negative("MultiStepLr gamma", self.gamma)
+        non_negative("MultiStepLr: base_lr", self.base_lr)?;
+        non_negative("MultiStepLr: gamma", self.gamma)?;
+        step_in_range("MultiStepLr: step", self.step)
     }
 }
 
@@ -164,8 +161,9 @@ impl LrScheduler for ExponentialLr {
         self.step = step;
     }
     fn validate(&self) -> Result<()> {
-        non_negative("ExponentialLr base_lr", self.base_lr)?;
-        non_negative("ExponentialLr gamma", self.gamma)
+        non_negative("ExponentialLr: base_lr", self.base_lr)?;
+        non_negative("ExponentialLr: gamma", self.gamma)?;
+        step_in_range("ExponentialLr: step", self.step)
     }
 }
 
@@ -227,14 +225,21 @@ impl LrScheduler for LinearLr {
         self.step = step;
     }
     fn validate(&self) -> Result<()> {
-        non_negative("LinearLr base_lr", self.base_lr)?;
-        non_negative("LinearLr start_factor", self.start_factor)?;
-        non_negative("LinearLr end_factor", self.end_factor)?;
-        if self.total_iters == 0 {
-            return Err(ForgeError::Invalid(
-                "LinearLr: total_iters must be positive".into(),
-            ));
+        non_negative("LinearLr: base_lr", self.base_lr)?;
+        // PyTorch's ranges: start in (0, 1], end in [0, 1].
+        if !(self.start_factor > 0.0 && self.start_factor <= 1.0) {
+            return Err(ForgeError::Invalid(format!(
+                "LinearLr: start_factor = {} must be in (0, 1]",
+                self.start_factor
+            )));
         }
-        Ok(())
+        if !(self.end_factor >= 0.0 && self.end_factor <= 1.0) {
+            return Err(ForgeError::Invalid(format!(
+                "LinearLr: end_factor = {} must be in [0, 1]",
+                self.end_factor
+            )));
+        }
+        positive_count("LinearLr: total_iters", self.total_iters)?;
+        step_in_range("LinearLr: step", self.step)
     }
 }
