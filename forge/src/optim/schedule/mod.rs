@@ -248,7 +248,9 @@ pub(crate) fn positive_count(what: &str, v: u64) -> Result<()> {
     if v > 0 {
         Ok(())
     } else {
-        Err(ForgeError::Invalid(format!("{what} = 0 must be at least 1")))
+        Err(ForgeError::Invalid(format!(
+            "{what} = 0 must be at least 1"
+        )))
     }
 }
 
