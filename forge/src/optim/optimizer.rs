@@ -3,6 +3,7 @@
 use super::group::ParamGroup;
 use super::state::{ParamState, RuleState, MAX_STEP};
 use crate::autograd::Gradients;
+use crate::cpu::memory::Storage;
 use crate::tensor::{Float, Tensor};
 use crate::{ForgeError, Result};
 use serde::de::DeserializeOwned;
@@ -550,9 +551,11 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
                 }
             }
             None => {
-                let mut values = param.as_slice().to_vec();
+                // Shared values (the graph or another handle holds them):
+                // update a copy in a pooled buffer.
+                let mut values = Storage::from_slice(param.as_slice());
                 run(&mut values, &mut state.buffers);
-                let t = Tensor::from_vec(values, param.shape());
+                let t = Tensor::from_storage(values, param.shape());
                 *param = if param.is_tracked() {
                     t.requires_grad()
                 } else {
