@@ -7,6 +7,7 @@
 //! results in chunk order, so results do not depend on the thread count.
 
 use super::gemm::{gemm, Mat};
+use super::memory::Storage;
 use super::threads::parallel_for;
 use crate::base::Float;
 use std::sync::Mutex;
@@ -131,26 +132,49 @@ impl ConvGeom {
     /// Unfolds one group of one image (`cg` channels of `h x w`) into the
     /// column matrix `[cg * kh * kw, oh * ow]`; padding reads as zero.
     fn im2col<E: Float>(&self, x: &[E], cols: &mut [E]) {
+        let (plane, taps, l) = (self.h * self.w, self.kh * self.kw, self.l());
+        for ci in 0..self.cg() {
+            self.im2col_channel(
+                &x[ci * plane..(ci + 1) * plane],
+                &mut cols[ci * taps * l..],
+                l,
+                0,
+            );
+        }
+    }
+
+    /// Unfolds one `h x w` plane into `kh * kw` rows of `oh * ow` values:
+    /// row `r` (kernel tap `(i, j)`) is written at `rows[r * ld + off..]`.
+    fn im2col_channel<E: Float>(&self, plane: &[E], rows: &mut [E], ld: usize, off: usize) {
         let (l, ow) = (self.l(), self.ow);
         let [s0, s1] = self.stride;
         let [p0, p1] = self.padding;
         let [d0, d1] = self.dilation;
-        for ci in 0..self.cg() {
-            let plane = &x[ci * self.h * self.w..(ci + 1) * self.h * self.w];
-            for i in 0..self.kh {
-                for j in 0..self.kw {
-                    let row = &mut cols[((ci * self.kh + i) * self.kw + j) * l..][..l];
-                    for oy in 0..self.oh {
-                        let dst = &mut row[oy * ow..(oy + 1) * ow];
-                        match Self::src(oy, i, s0, p0, d0, self.h) {
-                            None => dst.fill(E::zero()),
-                            Some(y) => {
-                                let src = &plane[y * self.w..(y + 1) * self.w];
-                                for (ox, v) in dst.iter_mut().enumerate() {
-                                    *v = match Self::src(ox, j, s1, p1, d1, self.w) {
-                                        Some(xx) => src[xx],
-                                        None => E::zero(),
-                                    };
+        for i in 0..self.kh {
+            for j in 0..self.kw {
+                let row = &mut rows[(i * self.kw + j) * ld + off..][..l];
+                // The output columns whose input column is inside: a run
+                // `ox_lo..ox_hi` (stride and dilation are positive).
+                let inside = |ox: usize| Self::src(ox, j, s1, p1, d1, self.w).is_some();
+                let ox_lo = (0..ow).find(|&ox| inside(ox)).unwrap_or(ow);
+                let ox_hi = (ox_lo..ow).find(|&ox| !inside(ox)).unwrap_or(ow);
+                for oy in 0..self.oh {
+                    let dst = &mut row[oy * ow..(oy + 1) * ow];
+                    match Self::src(oy, i, s0, p0, d0, self.h) {
+                        None => dst.fill(E::zero()),
+                        Some(y) => {
+                            let src = &plane[y * self.w..(y + 1) * self.w];
+                            dst[..ox_lo].fill(E::zero());
+                            dst[ox_hi..].fill(E::zero());
+                            if ox_lo >= ox_hi {
+                                continue;
+                            }
+                            let x0 = ox_lo * s1 + j * d1 - p1;
+                            if s1 == 1 {
+                                dst[ox_lo..ox_hi].copy_from_slice(&src[x0..x0 + ox_hi - ox_lo]);
+                            } else {
+                                for (k, v) in dst[ox_lo..ox_hi].iter_mut().enumerate() {
+                                    *v = src[x0 + k * s1];
                                 }
                             }
                         }
@@ -163,32 +187,90 @@ impl ConvGeom {
     /// The adjoint of [`im2col`](Self::im2col): adds every column entry
     /// back onto the input position it was read from.
     fn col2im<E: Float>(&self, cols: &[E], x: &mut [E]) {
+        let (plane, taps, l) = (self.h * self.w, self.kh * self.kw, self.l());
+        for ci in 0..self.cg() {
+            self.col2im_channel(
+                &cols[ci * taps * l..],
+                l,
+                0,
+                &mut x[ci * plane..(ci + 1) * plane],
+            );
+        }
+    }
+
+    /// The adjoint of [`im2col_channel`](Self::im2col_channel): adds rows
+    /// `rows[r * ld + off..][..oh * ow]` back onto one `h x w` plane.
+    fn col2im_channel<E: Float>(&self, rows: &[E], ld: usize, off: usize, plane: &mut [E]) {
         let (l, ow) = (self.l(), self.ow);
         let [s0, s1] = self.stride;
         let [p0, p1] = self.padding;
         let [d0, d1] = self.dilation;
-        for ci in 0..self.cg() {
-            let plane = &mut x[ci * self.h * self.w..(ci + 1) * self.h * self.w];
-            for i in 0..self.kh {
-                for j in 0..self.kw {
-                    let row = &cols[((ci * self.kh + i) * self.kw + j) * l..][..l];
-                    for oy in 0..self.oh {
-                        let Some(y) = Self::src(oy, i, s0, p0, d0, self.h) else {
-                            continue;
-                        };
-                        let src = &row[oy * ow..(oy + 1) * ow];
-                        let dst = &mut plane[y * self.w..(y + 1) * self.w];
-                        for (ox, &v) in src.iter().enumerate() {
-                            if let Some(xx) = Self::src(ox, j, s1, p1, d1, self.w) {
-                                dst[xx] += v;
-                            }
+        for i in 0..self.kh {
+            for j in 0..self.kw {
+                let row = &rows[(i * self.kw + j) * ld + off..][..l];
+                let inside = |ox: usize| Self::src(ox, j, s1, p1, d1, self.w).is_some();
+                let ox_lo = (0..ow).find(|&ox| inside(ox)).unwrap_or(ow);
+                let ox_hi = (ox_lo..ow).find(|&ox| !inside(ox)).unwrap_or(ow);
+                for oy in 0..self.oh {
+                    let Some(y) = Self::src(oy, i, s0, p0, d0, self.h) else {
+                        continue;
+                    };
+                    if ox_lo >= ox_hi {
+                        continue;
+                    }
+                    let src = &row[oy * ow + ox_lo..oy * ow + ox_hi];
+                    let dst = &mut plane[y * self.w..(y + 1) * self.w];
+                    let x0 = ox_lo * s1 + j * d1 - p1;
+                    if s1 == 1 {
+                        for (d, &v) in dst[x0..x0 + src.len()].iter_mut().zip(src) {
+                            *d += v;
+                        }
+                    } else {
+                        for (k, &v) in src.iter().enumerate() {
+                            dst[x0 + k * s1] += v;
                         }
                     }
                 }
             }
         }
     }
+
+    /// Images per chunk of the batched (groups = 1) paths: as many as keep
+    /// the column buffer within [`COLS_BUDGET`] elements, at least one. It
+    /// depends on the geometry only, never on the thread count.
+    fn batch_chunk(&self, budget: usize) -> usize {
+        (budget / (self.k_len() * self.l()).max(1)).clamp(1, self.n.max(1))
+    }
+
+    /// Unfolds images `b0..b0 + nb` into `cols [c * kh * kw, nb * oh * ow]`
+    /// (image `bi`'s positions at columns `bi * l..`), in parallel over
+    /// input channels.
+    fn im2col_batch<E: Float>(&self, x: &[E], b0: usize, nb: usize, cols: &mut [E]) {
+        let (plane, taps, l) = (self.h * self.w, self.kh * self.kw, self.l());
+        let ld = nb * l;
+        for_each_chunk_mut(&mut cols[..self.c * taps * ld], taps * ld, |ci, rows| {
+            for bi in 0..nb {
+                let at = ((b0 + bi) * self.c + ci) * plane;
+                self.im2col_channel(&x[at..at + plane], rows, ld, bi * l);
+            }
+        });
+    }
+
+    /// `gy [n, o, l]` images `b0..b0 + nb` as `[o, nb * l]` (channel-major).
+    fn gather_channels<E: Float>(&self, gy: &[E], b0: usize, nb: usize, out: &mut [E]) {
+        let (o, l) = (self.o, self.l());
+        let ld = nb * l;
+        for_each_chunk_mut(&mut out[..o * ld], ld, |oc, row| {
+            for bi in 0..nb {
+                let at = ((b0 + bi) * o + oc) * l;
+                row[bi * l..(bi + 1) * l].copy_from_slice(&gy[at..at + l]);
+            }
+        });
+    }
 }
+
+/// Column-buffer budget, in elements, of the batched convolution paths.
+const COLS_BUDGET: usize = 1 << 21;
 
 /// Runs `f(chunk_index, chunk)` over consecutive chunks of `chunk_len`
 /// elements of `out` (the last may be shorter), in parallel over fixed chunks.
@@ -225,6 +307,9 @@ pub fn conv2d_forward<E: Float>(g: &ConvGeom, x: &[E], weight: &[E], bias: Optio
     let (k_len, l, og, cg) = (g.k_len(), g.l(), g.og(), g.cg());
     assert_eq!(x.len(), g.n * g.c * g.h * g.w, "conv2d_forward: input");
     assert_eq!(weight.len(), g.o * k_len, "conv2d_forward: weight");
+    if g.groups == 1 {
+        return forward_batched(g, x, weight, bias, COLS_BUDGET);
+    }
     let mut y = vec![E::zero(); g.n * g.o * l];
     for_each_chunk_mut(&mut y, g.o * l, |b, y_img| {
         if let Some(bias) = bias {
@@ -278,6 +363,9 @@ pub fn conv2d_backward_input<E: Float>(
         "conv2d_backward_input: gradient"
     );
     assert_eq!(weight.len(), g.o * k_len, "conv2d_backward_input: weight");
+    if g.groups == 1 {
+        return backward_input_batched(g, y_grad, weight, bias, COLS_BUDGET);
+    }
     let mut gx = vec![E::zero(); g.n * g.c * plane];
     for_each_chunk_mut(&mut gx, g.c * plane, |b, gx_img| {
         if let Some(bias) = bias {
@@ -325,6 +413,9 @@ pub fn conv2d_backward_weight<E: Float>(g: &ConvGeom, x: &[E], y_grad: &[E]) -> 
         g.n * g.o * l,
         "conv2d_backward_weight: gradient"
     );
+    if g.groups == 1 {
+        return backward_weight_batched(g, x, y_grad, COLS_BUDGET);
+    }
     let wlen = g.o * k_len;
     let n_chunks = g.n.div_ceil(WEIGHT_GRAD_CHUNK);
     let mut partials = vec![E::zero(); n_chunks * wlen];
@@ -351,6 +442,124 @@ pub fn conv2d_backward_weight<E: Float>(g: &ConvGeom, x: &[E], y_grad: &[E]) -> 
     for part in partials.chunks(wlen) {
         for (a, &b) in gw.iter_mut().zip(part) {
             *a += b;
+        }
+    }
+    gw
+}
+
+/// [`conv2d_forward`] for one group: per chunk of images, one im2col into
+/// `cols [k, nb l]` and one gemm `cols^T [nb l, k] x weight^T [k, o]`, then
+/// a transpose of each image's `[l, o]` block into `[o, l]` plus the bias.
+fn forward_batched<E: Float>(
+    g: &ConvGeom,
+    x: &[E],
+    weight: &[E],
+    bias: Option<&[E]>,
+    budget: usize,
+) -> Vec<E> {
+    let (k, l, o) = (g.k_len(), g.l(), g.o);
+    let per = g.batch_chunk(budget);
+    let mut y = vec![E::zero(); g.n * o * l];
+    let mut cols = Storage::filled(k * per * l, E::zero());
+    let mut prod = Storage::filled(per * l * o, E::zero());
+    for b0 in (0..g.n).step_by(per) {
+        let nb = per.min(g.n - b0);
+        let ld = nb * l;
+        g.im2col_batch(x, b0, nb, &mut cols);
+        gemm(
+            ld,
+            k,
+            o,
+            Mat::transposed(&cols[..k * ld], ld),
+            Mat::transposed(weight, k),
+            E::zero(),
+            &mut prod[..ld * o],
+        );
+        let prod = &prod[..ld * o];
+        for_each_chunk_mut(&mut y[b0 * o * l..(b0 + nb) * o * l], o * l, |bi, y_img| {
+            let block = &prod[bi * l * o..(bi + 1) * l * o];
+            for (oc, row) in y_img.chunks_mut(l).enumerate() {
+                let b = bias.map_or(E::zero(), |b| b[oc]);
+                for (p, v) in row.iter_mut().enumerate() {
+                    *v = block[p * o + oc] + b;
+                }
+            }
+        });
+    }
+    y
+}
+
+/// [`conv2d_backward_input`] for one group: per chunk of images, the output
+/// gradient gathered channel-major `[o, nb l]`, one gemm
+/// `weight^T [k, o] x gy [o, nb l]` into columns, and a col2im per image.
+fn backward_input_batched<E: Float>(
+    g: &ConvGeom,
+    y_grad: &[E],
+    weight: &[E],
+    bias: Option<&[E]>,
+    budget: usize,
+) -> Vec<E> {
+    let (k, l, o) = (g.k_len(), g.l(), g.o);
+    let (plane, taps) = (g.h * g.w, g.kh * g.kw);
+    let per = g.batch_chunk(budget);
+    let mut gx = vec![E::zero(); g.n * g.c * plane];
+    let mut cols = Storage::filled(k * per * l, E::zero());
+    let mut gyc = Storage::filled(o * per * l, E::zero());
+    for b0 in (0..g.n).step_by(per) {
+        let nb = per.min(g.n - b0);
+        let ld = nb * l;
+        g.gather_channels(y_grad, b0, nb, &mut gyc);
+        gemm(
+            k,
+            o,
+            ld,
+            Mat::transposed(weight, k),
+            Mat::row_major(&gyc[..o * ld], ld),
+            E::zero(),
+            &mut cols[..k * ld],
+        );
+        let cols = &cols[..k * ld];
+        let img = g.c * plane;
+        for_each_chunk_mut(&mut gx[b0 * img..(b0 + nb) * img], img, |bi, gx_img| {
+            for (ci, p) in gx_img.chunks_mut(plane).enumerate() {
+                if let Some(bias) = bias {
+                    p.fill(bias[ci]);
+                }
+                g.col2im_channel(&cols[ci * taps * ld..], ld, bi * l, p);
+            }
+        });
+    }
+    gx
+}
+
+/// [`conv2d_backward_weight`] for one group: per chunk of images (in order),
+/// `weight_grad^T [k, o] += cols [k, nb l] x gy^T [nb l, o]`, then one
+/// transpose to `[o, k]`.
+fn backward_weight_batched<E: Float>(g: &ConvGeom, x: &[E], y_grad: &[E], budget: usize) -> Vec<E> {
+    let (k, l, o) = (g.k_len(), g.l(), g.o);
+    let per = g.batch_chunk(budget);
+    let mut cols = Storage::filled(k * per * l, E::zero());
+    let mut gyc = Storage::filled(o * per * l, E::zero());
+    let mut gwt = Storage::filled(k * o, E::zero());
+    for b0 in (0..g.n).step_by(per) {
+        let nb = per.min(g.n - b0);
+        let ld = nb * l;
+        g.im2col_batch(x, b0, nb, &mut cols);
+        g.gather_channels(y_grad, b0, nb, &mut gyc);
+        gemm(
+            k,
+            ld,
+            o,
+            Mat::row_major(&cols[..k * ld], ld),
+            Mat::transposed(&gyc[..o * ld], ld),
+            if b0 == 0 { E::zero() } else { E::one() },
+            &mut gwt,
+        );
+    }
+    let mut gw = vec![E::zero(); o * k];
+    for (oc, row) in gw.chunks_mut(k.max(1)).enumerate() {
+        for (r, v) in row.iter_mut().enumerate() {
+            *v = gwt[r * o + oc];
         }
     }
     gw
@@ -433,6 +642,37 @@ mod tests {
             .map(|i| ((i * 13) % 7) as f64 - 3.0)
             .collect();
         assert_eq!(conv2d_forward(&g, &x, &w, None), naive(&g, &x, &w));
+    }
+
+    fn ramp(n: usize, a: usize, m: usize) -> Vec<f64> {
+        (0..n)
+            .map(|i| ((i * a) % m) as f64 - (m / 2) as f64)
+            .collect()
+    }
+
+    /// The batched (groups = 1) paths, with a budget that splits the batch
+    /// into chunks of 2, 2 and 1 images, against window sums and adjoints;
+    /// strided, dilated and padded so that every im2col branch runs.
+    #[test]
+    fn batched_paths_match_window_sums_and_adjoints() {
+        for (stride, pad, dil) in [([1, 1], [1, 1], [1, 1]), ([2, 3], [0, 2], [2, 1])] {
+            let g = ConvGeom::new([5, 3, 7, 8], [4, 3, 3, 2], stride, pad, dil, 1).unwrap();
+            let budget = 2 * g.k_len() * g.l();
+            assert_eq!(g.batch_chunk(budget), 2);
+            let x = ramp(5 * 3 * 7 * 8, 37, 11);
+            let w = ramp(4 * 3 * 3 * 2, 13, 7);
+            let gy = ramp(5 * 4 * g.oh * g.ow, 11, 7);
+            let y = forward_batched(&g, &x, &w, None, budget);
+            assert_eq!(y, naive(&g, &x, &w));
+            assert_eq!(y, forward_batched(&g, &x, &w, None, usize::MAX));
+            let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(p, q)| p * q).sum::<f64>();
+            let gx = backward_input_batched(&g, &gy, &w, None, budget);
+            let gw = backward_weight_batched(&g, &x, &gy, budget);
+            assert_eq!(dot(&y, &gy), dot(&x, &gx));
+            assert_eq!(dot(&y, &gy), dot(&w, &gw));
+            let with_bias = forward_batched(&g, &x, &w, Some(&[1.0, 2.0, 3.0, 4.0]), budget);
+            assert_eq!(with_bias[g.l()], y[g.l()] + 2.0);
+        }
     }
 
     #[test]
