@@ -27,6 +27,7 @@ pub mod cpu;
 pub mod data;
 pub mod distributed;
 pub mod error;
+pub mod f32;
 pub mod io;
 pub mod metrics;
 pub mod models;

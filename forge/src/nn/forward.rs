@@ -28,6 +28,11 @@ pub trait Forward<Input> {
     /// What the layer returns.
     type Output;
     /// Computes the layer's output.
+    ///
+    /// Declared `#[track_caller]`, so every implementation (derived or
+    /// hand-written) reports a shape panic at the line that called
+    /// `forward`, not inside the layer.
+    #[track_caller]
     fn forward(&self, x: Input) -> Self::Output;
 }
 

@@ -57,6 +57,7 @@ impl<T> Sequential<T> {
     /// let m = sequential![Relu, Lambda::new(|x: Tensor| x.sum())];
     /// assert_eq!(m.forward(Tensor::ones(&[3])).item(), 3.0);
     /// ```
+    #[track_caller]
     pub fn forward<I>(&self, x: I) -> T::Output
     where
         T: SeqForward<I>,
@@ -125,20 +126,87 @@ pub trait SeqForward<Input> {
     /// What the last element returns.
     type Output;
     /// Applies the elements in order.
-    fn forward_chain(&self, x: Input) -> Self::Output;
+    ///
+    /// # Panics
+    /// When a layer panics (a shape mismatch): the message is the layer's,
+    /// prefixed with the layer's index and type
+    /// (`Sequential layer 2 (Linear): ...`), reported at the caller's line.
+    #[track_caller]
+    fn forward_chain(&self, x: Input) -> Self::Output {
+        self.forward_from(x, 0)
+    }
+    /// Applies the elements in order, the first being element `index` of
+    /// the whole `Sequential` (for messages).
+    #[track_caller]
+    fn forward_from(&self, x: Input, index: usize) -> Self::Output;
 }
 
 impl<I> SeqForward<I> for () {
     type Output = I;
-    fn forward_chain(&self, x: I) -> I {
+    fn forward_from(&self, x: I, _: usize) -> I {
         x
     }
 }
 
 impl<I, H: Forward<I>, T: SeqForward<H::Output>> SeqForward<I> for (H, T) {
     type Output = T::Output;
-    fn forward_chain(&self, x: I) -> T::Output {
-        self.1.forward_chain(self.0.forward(x))
+    fn forward_from(&self, x: I, index: usize) -> T::Output {
+        let y = forward_named(&self.0, x, index);
+        self.1.forward_from(y, index + 1)
+    }
+}
+
+thread_local! {
+    /// How many `Sequential` layers this thread is inside: a panic there is
+    /// caught and raised again with the layer's index, so the panic hook
+    /// stays quiet for the first one.
+    static DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Wraps the panic hook once: panics inside a `Sequential` layer on this
+/// thread are not printed, because `forward_named` raises them again with
+/// the layer's index (and then they are printed, once).
+fn quiet_hook_inside_sequential() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if DEPTH.with(|d| d.get()) == 0 {
+                previous(info)
+            }
+        }));
+    });
+}
+
+/// The last path segment of a type name without generics
+/// (`forge::nn::Linear<f32>` -> `Linear`).
+fn short_type_name<T: ?Sized>() -> &'static str {
+    let full = std::any::type_name::<T>();
+    let base = full.split('<').next().unwrap_or(full);
+    base.rsplit("::").next().unwrap_or(base)
+}
+
+/// `layer.forward(x)`; a panic inside is raised again, at the caller's
+/// line, as `Sequential layer {index} ({type}): {message}`.
+#[track_caller]
+fn forward_named<I, H: Forward<I>>(layer: &H, x: I, index: usize) -> H::Output {
+    quiet_hook_inside_sequential();
+    DEPTH.with(|d| d.set(d.get() + 1));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| layer.forward(x)));
+    DEPTH.with(|d| d.set(d.get() - 1));
+    match result {
+        Ok(y) => y,
+        Err(payload) => {
+            let message = match (payload.downcast_ref::<String>(), payload.downcast_ref::<&str>()) {
+                (Some(s), _) => s.clone(),
+                (None, Some(s)) => s.to_string(),
+                (None, None) => "(a panic without a message)".to_string(),
+            };
+            panic!(
+                "Sequential layer {index} ({}): {message}",
+                short_type_name::<H>()
+            )
+        }
     }
 }
 

@@ -5,14 +5,16 @@ use crate::tensor::{broadcast_shapes, Device, Float, Tensor};
 use std::ops::{Add, Div, Mul, Neg, Sub};
 
 impl<E: Float, D: Device> Tensor<E, D> {
+    #[track_caller]
     fn broadcast_op(&self, other: &Self, op: &str, f: impl Fn(E, E) -> E + Sync) -> Self {
-        let shape = broadcast_shapes(self.shape(), other.shape()).unwrap_or_else(|| {
+        // No closure around the panic: it would hide the caller's line.
+        let Some(shape) = broadcast_shapes(self.shape(), other.shape()) else {
             panic!(
                 "{op}: shapes {:?} and {:?} cannot be broadcast together",
                 self.shape(),
                 other.shape()
             )
-        });
+        };
         let data = D::zip_broadcast(
             self.as_slice(),
             self.shape(),
@@ -35,6 +37,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let b = Tensor::<f32>::from_vec(vec![10.0, 20.0], &[2]);
     /// assert_eq!(a.add(&b).to_vec(), vec![11.0, 21.0, 12.0, 22.0]);
     /// ```
+    #[track_caller]
     pub fn add(&self, other: &Self) -> Self {
         self.broadcast_op(other, "add", |a, b| a + b).record(
             "add",
@@ -59,6 +62,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let a = Tensor::<f32>::from_vec(vec![5.0, 7.0], &[2]);
     /// assert_eq!(a.sub(&Tensor::scalar(1.0)).to_vec(), vec![4.0, 6.0]);
     /// ```
+    #[track_caller]
     pub fn sub(&self, other: &Self) -> Self {
         self.broadcast_op(other, "sub", |a, b| a - b).record(
             "sub",
@@ -83,6 +87,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let a = Tensor::<f32>::from_vec(vec![2.0, 3.0], &[2]);
     /// assert_eq!(a.mul(&a).to_vec(), vec![4.0, 9.0]);
     /// ```
+    #[track_caller]
     pub fn mul(&self, other: &Self) -> Self {
         self.broadcast_op(other, "mul", |a, b| a * b).record(
             "mul",
@@ -107,6 +112,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let a = Tensor::<f32>::from_vec(vec![2.0, 3.0], &[2]);
     /// assert_eq!(a.div(&Tensor::scalar(2.0)).to_vec(), vec![1.0, 1.5]);
     /// ```
+    #[track_caller]
     pub fn div(&self, other: &Self) -> Self {
         self.broadcast_op(other, "div", |a, b| a / b).record(
             "div",
@@ -136,6 +142,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let a = Tensor::<f64>::from_vec(vec![2.0, 3.0], &[2]);
     /// assert_eq!(a.pow(&Tensor::scalar(2.0)).to_vec(), vec![4.0, 9.0]);
     /// ```
+    #[track_caller]
     pub fn pow(&self, other: &Self) -> Self {
         self.broadcast_op(other, "pow", |a, b| a.powf(b)).record(
             "pow",
@@ -169,6 +176,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let a = Tensor::<f32>::from_vec(vec![1.0, 5.0], &[2]);
     /// assert_eq!(a.maximum(&Tensor::scalar(2.0)).to_vec(), vec![2.0, 5.0]);
     /// ```
+    #[track_caller]
     pub fn maximum(&self, other: &Self) -> Self {
         self.broadcast_op(other, "maximum", |a, b| if a >= b { a } else { b })
             .record("maximum", vec![self.clone(), other.clone()], |ctx| {
@@ -187,6 +195,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let a = Tensor::<f32>::from_vec(vec![1.0, 5.0], &[2]);
     /// assert_eq!(a.minimum(&Tensor::scalar(2.0)).to_vec(), vec![1.0, 2.0]);
     /// ```
+    #[track_caller]
     pub fn minimum(&self, other: &Self) -> Self {
         self.broadcast_op(other, "minimum", |a, b| if a <= b { a } else { b })
             .record("minimum", vec![self.clone(), other.clone()], |ctx| {
@@ -318,36 +327,42 @@ macro_rules! binary_operator {
     ($trait:ident, $method:ident, $scalar:ident) => {
         impl<E: Float, D: Device> $trait<&Tensor<E, D>> for &Tensor<E, D> {
             type Output = Tensor<E, D>;
+            #[track_caller]
             fn $method(self, rhs: &Tensor<E, D>) -> Tensor<E, D> {
                 Tensor::$method(self, rhs)
             }
         }
         impl<E: Float, D: Device> $trait<Tensor<E, D>> for &Tensor<E, D> {
             type Output = Tensor<E, D>;
+            #[track_caller]
             fn $method(self, rhs: Tensor<E, D>) -> Tensor<E, D> {
                 Tensor::$method(self, &rhs)
             }
         }
         impl<E: Float, D: Device> $trait<&Tensor<E, D>> for Tensor<E, D> {
             type Output = Tensor<E, D>;
+            #[track_caller]
             fn $method(self, rhs: &Tensor<E, D>) -> Tensor<E, D> {
                 Tensor::$method(&self, rhs)
             }
         }
         impl<E: Float, D: Device> $trait<Tensor<E, D>> for Tensor<E, D> {
             type Output = Tensor<E, D>;
+            #[track_caller]
             fn $method(self, rhs: Tensor<E, D>) -> Tensor<E, D> {
                 Tensor::$method(&self, &rhs)
             }
         }
         impl<E: Float, D: Device> $trait<E> for &Tensor<E, D> {
             type Output = Tensor<E, D>;
+            #[track_caller]
             fn $method(self, rhs: E) -> Tensor<E, D> {
                 self.$scalar(rhs)
             }
         }
         impl<E: Float, D: Device> $trait<E> for Tensor<E, D> {
             type Output = Tensor<E, D>;
+            #[track_caller]
             fn $method(self, rhs: E) -> Tensor<E, D> {
                 self.$scalar(rhs)
             }
@@ -369,48 +384,56 @@ macro_rules! scalar_lhs {
     ($t:ty) => {
         impl<D: Device> Add<&Tensor<$t, D>> for $t {
             type Output = Tensor<$t, D>;
+            #[track_caller]
             fn add(self, rhs: &Tensor<$t, D>) -> Tensor<$t, D> {
                 rhs.add_scalar(self)
             }
         }
         impl<D: Device> Add<Tensor<$t, D>> for $t {
             type Output = Tensor<$t, D>;
+            #[track_caller]
             fn add(self, rhs: Tensor<$t, D>) -> Tensor<$t, D> {
                 rhs.add_scalar(self)
             }
         }
         impl<D: Device> Sub<&Tensor<$t, D>> for $t {
             type Output = Tensor<$t, D>;
+            #[track_caller]
             fn sub(self, rhs: &Tensor<$t, D>) -> Tensor<$t, D> {
                 rhs.rsub_scalar(self)
             }
         }
         impl<D: Device> Sub<Tensor<$t, D>> for $t {
             type Output = Tensor<$t, D>;
+            #[track_caller]
             fn sub(self, rhs: Tensor<$t, D>) -> Tensor<$t, D> {
                 rhs.rsub_scalar(self)
             }
         }
         impl<D: Device> Mul<&Tensor<$t, D>> for $t {
             type Output = Tensor<$t, D>;
+            #[track_caller]
             fn mul(self, rhs: &Tensor<$t, D>) -> Tensor<$t, D> {
                 rhs.mul_scalar(self)
             }
         }
         impl<D: Device> Mul<Tensor<$t, D>> for $t {
             type Output = Tensor<$t, D>;
+            #[track_caller]
             fn mul(self, rhs: Tensor<$t, D>) -> Tensor<$t, D> {
                 rhs.mul_scalar(self)
             }
         }
         impl<D: Device> Div<&Tensor<$t, D>> for $t {
             type Output = Tensor<$t, D>;
+            #[track_caller]
             fn div(self, rhs: &Tensor<$t, D>) -> Tensor<$t, D> {
                 rhs.rdiv_scalar(self)
             }
         }
         impl<D: Device> Div<Tensor<$t, D>> for $t {
             type Output = Tensor<$t, D>;
+            #[track_caller]
             fn div(self, rhs: Tensor<$t, D>) -> Tensor<$t, D> {
                 rhs.rdiv_scalar(self)
             }

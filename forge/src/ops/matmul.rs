@@ -22,6 +22,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(a.matmul(&v).to_vec(), vec![3.0, 7.0]);
     /// assert_eq!(v.matmul(&v).item(), 2.0);
     /// ```
+    #[track_caller]
     pub fn matmul(&self, other: &Self) -> Self {
         let (ra, rb) = (self.rank(), other.rank());
         assert!(
@@ -68,6 +69,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let w = Tensor::<f32>::from_vec(vec![1.0, 0.0, 0.0, 1.0, 1.0, 1.0], &[3, 2]);
     /// assert_eq!(x.matmul_t(&w).to_vec(), vec![1.0, 2.0, 3.0]);
     /// ```
+    #[track_caller]
     pub fn matmul_t(&self, other: &Self) -> Self {
         self.bmm_ex(other, false, true, "matmul_t")
     }
@@ -75,6 +77,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// `op(self) @ op(other)` for operands of rank >= 2 whose batch
     /// dimensions broadcast; `op` transposes the last two dimensions when
     /// its flag is set.
+    #[track_caller]
     pub(crate) fn bmm_ex(&self, other: &Self, ta: bool, tb: bool, op: &str) -> Self {
         let (a, b) = (self, other);
         assert!(

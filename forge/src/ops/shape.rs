@@ -17,6 +17,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f32>::zeros(&[2, 6]);
     /// assert_eq!(t.reshape(&[3, -1]).shape(), &[3, 4]);
     /// ```
+    #[track_caller]
     pub fn reshape(&self, shape: &[isize]) -> Self {
         self.view(&super::plan::reshape(self.shape(), shape))
     }
@@ -30,6 +31,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f32>::zeros(&[6]);
     /// assert_eq!(t.view(&[2, 3]).shape(), &[2, 3]);
     /// ```
+    #[track_caller]
     pub fn view(&self, shape: &[usize]) -> Self {
         assert!(
             numel(shape) == self.numel(),
@@ -57,6 +59,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f32>::from_vec(vec![1.0, 2.0], &[2, 1]);
     /// assert_eq!(t.expand(&[2, 3]).to_vec(), vec![1.0, 1.0, 1.0, 2.0, 2.0, 2.0]);
     /// ```
+    #[track_caller]
     pub fn expand(&self, shape: &[usize]) -> Self {
         assert!(
             broadcast_shapes(self.shape(), shape).as_deref() == Some(shape),
@@ -119,6 +122,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f32>::from_vec((0..6).map(|i| i as f32).collect(), &[2, 3]);
     /// assert_eq!(t.permute(&[1, 0]).to_vec(), vec![0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
     /// ```
+    #[track_caller]
     pub fn permute(&self, dims: &[isize]) -> Self {
         let rank = self.rank();
         let p: Vec<usize> = dims
@@ -161,6 +165,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f32>::zeros(&[2, 3, 4]);
     /// assert_eq!(t.transpose(0, -1).shape(), &[4, 3, 2]);
     /// ```
+    #[track_caller]
     pub fn transpose(&self, a: isize, b: isize) -> Self {
         let rank = self.rank();
         let (a, b) = (
