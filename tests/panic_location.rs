@@ -26,7 +26,9 @@ fn shape_panics_point_at_the_callers_line() {
             .or_else(|| info.payload().downcast_ref::<&str>().map(|s| s.to_string()))
             .unwrap_or_default();
         eprintln!("panic at {}:{}: {msg}", loc.file(), loc.line());
-        SEEN.lock().unwrap().push((loc.file().to_string(), loc.line(), msg));
+        SEEN.lock()
+            .unwrap()
+            .push((loc.file().to_string(), loc.line(), msg));
     }));
     let this = file!();
     let mut rng = Rng::new(0);
@@ -50,7 +52,11 @@ fn shape_panics_point_at_the_callers_line() {
     });
     assert_eq!((file.as_str(), line), (this, line!() - 2), "{msg}");
 
-    let model = sequential![Linear::new(5, 3, &mut rng), Relu, Linear::new(4, 2, &mut rng)];
+    let model = sequential![
+        Linear::new(5, 3, &mut rng),
+        Relu,
+        Linear::new(4, 2, &mut rng)
+    ];
     let (file, line, msg) = panic_site(|| {
         model.forward(Tensor::zeros(&[8, 5]));
     });

@@ -19,8 +19,8 @@ use super::sequential::Sequential;
 use super::visit::{TensorKind, TensorVisitor};
 use super::{
     AvgPool2d, BatchNorm1d, BatchNorm2d, Conv1d, Conv2d, Dropout, Elu, Embedding, Flatten, Gelu,
-    GeluTanh, GroupNorm, LayerNorm, LeakyRelu, Linear, LogSoftmax, MaxPool2d, Mish, Relu,
-    Sigmoid, Silu, Softmax, Softplus, Tanh,
+    GeluTanh, GroupNorm, LayerNorm, LeakyRelu, Linear, LogSoftmax, MaxPool2d, Mish, Relu, Sigmoid,
+    Silu, Softmax, Softplus, Tanh,
 };
 use crate::tensor::{Float, Tensor};
 use std::fmt;
@@ -61,7 +61,11 @@ impl fmt::Display for Elu {
 
 impl fmt::Display for Softplus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Softplus(beta={}, threshold={})", self.beta, self.threshold)
+        write!(
+            f,
+            "Softplus(beta={}, threshold={})",
+            self.beta, self.threshold
+        )
     }
 }
 
@@ -356,7 +360,9 @@ where
             let n = t.numel();
             for row in self.rows.iter_mut() {
                 let inside = row.path.is_empty()
-                    || path.strip_prefix(row.path.as_str()).is_some_and(|r| r.starts_with('.'));
+                    || path
+                        .strip_prefix(row.path.as_str())
+                        .is_some_and(|r| r.starts_with('.'));
                 if inside && !row.path.is_empty() {
                     if trainable {
                         row.trainable += n;
@@ -419,13 +425,29 @@ impl fmt::Display for Summary {
                 format!("{}{} ({})", "  ".repeat(depth), r.path, r.type_name)
             }
         };
-        let width = self.rows.iter().map(|r| name(r).len()).max().unwrap_or(5).max(5);
+        let width = self
+            .rows
+            .iter()
+            .map(|r| name(r).len())
+            .max()
+            .unwrap_or(5)
+            .max(5);
         let rule = "-".repeat(width + 28);
         writeln!(f, "{rule}")?;
-        writeln!(f, "{:<width$} {:>13} {:>13}", "Layer", "Trainable", "Frozen")?;
+        writeln!(
+            f,
+            "{:<width$} {:>13} {:>13}",
+            "Layer", "Trainable", "Frozen"
+        )?;
         writeln!(f, "{rule}")?;
         for r in &self.rows {
-            writeln!(f, "{:<width$} {:>13} {:>13}", name(r), r.trainable, r.frozen)?;
+            writeln!(
+                f,
+                "{:<width$} {:>13} {:>13}",
+                name(r),
+                r.trainable,
+                r.frozen
+            )?;
         }
         writeln!(f, "{rule}")?;
         writeln!(f, "Input shape: {:?}", self.input_shape)?;

@@ -1,7 +1,9 @@
 //! [`Dropout`]: inverted dropout in training, the identity in evaluation.
 
 use super::forward::Forward;
-use super::visit::{Scoped, TensorVisitor, TensorVisitorMut, Visit, Visitable};
+use super::visit::{
+    enter_layer, enter_layer_mut, TensorVisitor, TensorVisitorMut, Visit, Visitable,
+};
 use super::Layer;
 use crate::tensor::{Float, Rng, Tensor};
 use std::sync::Mutex;
@@ -52,11 +54,10 @@ impl<E: Float> Layer<E> for Dropout {
 
 impl<E: Float> Visit<E> for Dropout {
     fn visit(&self, name: &str, v: &mut dyn TensorVisitor<E>) {
-        v.visit_layer(name, std::any::type_name::<Self>());
-        self.visit_tensors(&mut Scoped::new(name, v))
+        enter_layer(self, name, v)
     }
     fn visit_mut(&mut self, name: &str, v: &mut dyn TensorVisitorMut<E>) {
-        self.visit_tensors_mut(&mut Scoped::new(name, v))
+        enter_layer_mut(self, name, v)
     }
 }
 

@@ -197,7 +197,10 @@ fn forward_named<I, H: Forward<I>>(layer: &H, x: I, index: usize) -> H::Output {
     match result {
         Ok(y) => y,
         Err(payload) => {
-            let message = match (payload.downcast_ref::<String>(), payload.downcast_ref::<&str>()) {
+            let message = match (
+                payload.downcast_ref::<String>(),
+                payload.downcast_ref::<&str>(),
+            ) {
                 (Some(s), _) => s.clone(),
                 (None, Some(s)) => s.to_string(),
                 (None, None) => "(a panic without a message)".to_string(),
