@@ -4,6 +4,7 @@
 //! totals.
 //!
 //! ```
+//! use forge::f32::Linear;
 //! use forge::prelude::*;
 //! let mut rng = Rng::new(0);
 //! let model = sequential![Linear::new(2, 4, &mut rng), Relu, Linear::new(4, 1, &mut rng)];
@@ -331,6 +332,7 @@ fn short_name(full: &str) -> String {
 /// own message).
 ///
 /// ```
+/// use forge::f32::Linear;
 /// use forge::prelude::*;
 /// use forge::nn::summary;
 /// let mut rng = Rng::new(0);
