@@ -4,18 +4,22 @@
 #   bash bench/compare.sh                          # the full plan, 1 and 2 threads
 #   bash bench/compare.sh --models mlp,gpt --threads 1,2
 #   bash bench/compare.sh --quick                  # 2 rounds of short blocks (a smoke run)
+#   bash bench/compare.sh --no-gemm                # models only (skip the sgemm table)
 #
 # Builds forge's bench (release), then runs PyTorch's script
 # (bench/torch_bench.py, or $TORCH_BENCH) and `bench --json` alternately,
 # twice each, and prints a markdown table of medians and ratios
 # (forge / PyTorch) per (model, mode, batch, threads), with `uptime` before
-# and after every run. Needs python3 with torch (and torchvision for
+# and after every run. Before the models, the same for sgemm
+# (bench/gemm_torch.py and `bench --json --models gemm`): GFLOP/s at the
+# shapes of the README's gemm table, beside the FMA peak measured in the run. Needs python3 with torch (and torchvision for
 # resnet18); not part of CI. Raw JSON lines are kept in $OUT (default
 # target/compare/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 models="tiny,mlp,lenet,gpt,resnet18,lstm"
+gemm=1
 threads="1,2"
 extra=()
 while [ $# -gt 0 ]; do
@@ -23,8 +27,9 @@ while [ $# -gt 0 ]; do
         --models) models="$2"; shift 2 ;;
         --threads) threads="$2"; shift 2 ;;
         --quick) extra=(--rounds 2 --block 3 --warmup 2); shift ;;
+        --no-gemm) gemm=0; shift ;;
         *) echo "compare.sh: unknown argument $1" >&2
-           echo "usage: bash bench/compare.sh [--models M,..] [--threads T,..] [--quick]" >&2
+           echo "usage: bash bench/compare.sh [--models M,..] [--threads T,..] [--quick] [--no-gemm]" >&2
            exit 2 ;;
     esac
 done
@@ -35,6 +40,10 @@ mkdir -p "$out"
 rm -f "$out"/*.jsonl "$out"/load.txt
 
 python3 -c 'import torch' 2>/dev/null || { echo "compare.sh: python3 cannot import torch (pip install torch torchvision)" >&2; exit 1; }
+case ",$models," in
+    *,resnet18,*) python3 -W ignore -c 'import torchvision' 2>/dev/null || {
+        echo "compare.sh: resnet18 needs torchvision (pip install torchvision; or --models without resnet18)" >&2; exit 1; } ;;
+esac
 
 echo "building forge's bench (release)..." >&2
 cargo build --release --example bench >&2
@@ -43,6 +52,13 @@ bench_bin="target/release/examples/bench"
 load() { echo "$1: $(uptime)" | tee -a "$out/load.txt" >&2; }
 
 for round in 0 1; do
+    if [ "$gemm" = 1 ]; then
+        load "before torch gemm round $round"
+        python3 bench/gemm_torch.py --threads "$threads" --round "$round" "${extra[@]}" > "$out/gemm_torch_$round.jsonl"
+        load "before forge gemm round $round"
+        "$bench_bin" --json --models gemm --threads "$threads" --round "$round" "${extra[@]}" \
+            > "$out/gemm_forge_$round.jsonl"
+    fi
     load "before torch round $round"
     python3 "$torch_bench" --models "$models" --threads "$threads" --round "$round" "${extra[@]}" \
         > "$out/torch_$round.jsonl"
@@ -55,6 +71,9 @@ load "after the last run"
 echo
 echo "forge vs PyTorch, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) hardware threads, $(python3 -c 'import torch; print("torch", torch.__version__)')"
 echo
+if [ "$gemm" = 1 ]; then
+    python3 bench/compare_table.py "$out"/gemm_*.jsonl
+fi
 python3 bench/compare_table.py "$out"/torch_*.jsonl "$out"/forge_*.jsonl
 echo
 echo "Load (uptime) around the runs:"

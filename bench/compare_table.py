@@ -34,6 +34,55 @@ def load(paths):
     return rows
 
 
+def gemm_table(paths, peak_readme=117.0):
+    """sgemm GFLOP/s per (shape, threads): forge and torch medians, % of peak."""
+    runs = defaultdict(list)
+    peaks = []
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                if not line.startswith("{"):
+                    continue
+                try:
+                    r = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if r.get("bench") == "peak":
+                    peaks.append(r)
+                elif r.get("bench") == "gemm" and r.get("ms"):
+                    key = (r["m"], r["k"], r["n"], r["b_transposed"], r["threads"])
+                    runs[(r["framework"],) + key].extend(r["ms"])
+    if not runs:
+        return
+    p512 = max((p["gflops_512"] for p in peaks if p.get("gflops_512")), default=None)
+    p256 = max((p["gflops_256"] for p in peaks if p.get("gflops_256")), default=None)
+    print("| M x K x N | threads | PyTorch GFLOP/s | forge GFLOP/s | forge / PyTorch (time) "
+          "| forge % of 117/core | forge % of measured 512-bit peak |")
+    print("|---|---|---|---|---|---|---|")
+    keys = sorted({k[1:] for k in runs}, key=lambda k: (k[0] * k[1] * k[2] == 0, k))
+    order = [(64, 64, 64), (256, 256, 256), (1024, 1024, 1024), (128, 784, 512), (128, 84, 10),
+             (128, 512, 10), (1, 784, 512)]
+    keys.sort(key=lambda k: (order.index(k[:3]) if k[:3] in order else 99, k[4]))
+    for m, k, n, tb, t in keys:
+        flops = 2.0 * m * k * n
+        g = {}
+        for fw in ("torch", "forge"):
+            ms = runs.get((fw, m, k, n, tb, t))
+            g[fw] = flops / statistics.median(ms) / 1e6 if ms else None
+        shape = f"{m}x{k}x{n}" + (" (x W^T)" if tb else "")
+        ratio = f"**{g['torch'] / g['forge']:.2f}**" if g["torch"] and g["forge"] else "-"
+        pct = f"{100 * g['forge'] / (peak_readme * t):.0f}%" if g["forge"] else "-"
+        pct512 = f"{100 * g['forge'] / (p512 * t):.0f}%" if g["forge"] and p512 else "-"
+        fmt = lambda v: "-" if v is None else f"{v:.1f}"
+        print(f"| {shape} | {t} | {fmt(g['torch'])} | {fmt(g['forge'])} | {ratio} | {pct} | {pct512} |")
+    print()
+    print(f"Peak: 117 GFLOP/s per core is ../shared/bench/README.md's figure; this run measured one "
+          f"thread's FMA throughput at {p512 or float('nan'):.0f} GFLOP/s with 512-bit vectors and "
+          f"{p256 or float('nan'):.0f} with 256-bit vectors (best of 5). Two-thread percentages use "
+          f"twice the one-core figure.")
+    print()
+
+
 def fmt_ms(v):
     if v is None:
         return "-"
@@ -43,7 +92,10 @@ def fmt_ms(v):
 def main():
     if len(sys.argv) < 2:
         sys.exit("usage: compare_table.py FILE.jsonl [FILE.jsonl ...]")
+    gemm_table(sys.argv[1:])
     rows = load(sys.argv[1:])
+    if not rows:
+        return
     model_order = ["tiny", "mlp", "lenet", "gpt", "gpt_naive", "resnet18", "lstm"]
     mode_order = ["train", "fwdbwd", "fwd", "infer"]
     keys = sorted({k[1:] for k in rows},

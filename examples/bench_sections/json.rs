@@ -85,9 +85,77 @@ pub const GEMM_SHAPES: &[(usize, usize, usize, bool)] = &[
     (1, 784, 512, true),
 ];
 
+/// FMA throughput of one thread on independent accumulators, GFLOP/s f32:
+/// `(512-bit vectors, 256-bit vectors)`, `None` off x86-64 or without
+/// AVX-512F / AVX2+FMA.
+#[allow(unreachable_code)]
+fn fma_peak(iters: usize) -> (Option<f64>, Option<f64>) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        #[target_feature(enable = "avx512f")]
+        fn zmm(iters: usize) -> f32 {
+            let (a, b) = (_mm512_set1_ps(0.999_999), _mm512_set1_ps(1e-7));
+            let mut acc = [_mm512_set1_ps(1.0); 12];
+            for _ in 0..iters {
+                for x in acc.iter_mut() {
+                    *x = _mm512_fmadd_ps(*x, a, b);
+                }
+            }
+            acc.iter().map(|&x| _mm512_reduce_add_ps(x)).sum()
+        }
+        #[target_feature(enable = "avx2,fma")]
+        fn ymm(iters: usize) -> f32 {
+            let (a, b) = (_mm256_set1_ps(0.999_999), _mm256_set1_ps(1e-7));
+            let mut acc = [_mm256_set1_ps(1.0); 12];
+            for _ in 0..iters {
+                for x in acc.iter_mut() {
+                    *x = _mm256_fmadd_ps(*x, a, b);
+                }
+            }
+            let mut out = [0f32; 8];
+            let mut s = 0.0;
+            for x in acc {
+                // SAFETY: `out` holds 8 floats.
+                unsafe { _mm256_storeu_ps(out.as_mut_ptr(), x) };
+                s += out.iter().sum::<f32>();
+            }
+            s
+        }
+        let time = |f: &dyn Fn() -> f32, flops: f64| {
+            let mut best = f64::MAX;
+            for _ in 0..5 {
+                let t = Instant::now();
+                black_box(f());
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+            flops / best / 1e9
+        };
+        let z = is_x86_feature_detected!("avx512f").then(|| {
+            // SAFETY: the CPU has AVX-512F.
+            time(&|| unsafe { zmm(black_box(iters)) }, (iters * 12 * 16 * 2) as f64)
+        });
+        let y = (is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")).then(|| {
+            // SAFETY: the CPU has AVX2 and FMA.
+            time(&|| unsafe { ymm(black_box(iters)) }, (iters * 12 * 8 * 2) as f64)
+        });
+        return (z, y);
+    }
+    (None, None)
+}
+
 /// One JSON line per (shape, threads): every timed `Tensor::matmul` /
 /// `matmul_t` in `ms` (output allocated per call, as `torch.mm`).
 fn run_gemm(o: &JsonOpts) {
+    let (z, y) = fma_peak(2_000_000);
+    let num = |v: Option<f64>| v.map_or("null".to_string(), |g| format!("{g:.1}"));
+    println!(
+        "{{\"bench\": \"peak\", \"framework\": \"forge\", \"threads\": 1, \"round\": {}, \
+         \"gflops_512\": {}, \"gflops_256\": {}}}",
+        o.round,
+        num(z),
+        num(y)
+    );
     for &(m, k, n, tb) in GEMM_SHAPES {
         let mut rng = Rng::new(0);
         let a = Tensor::<f32>::normal(&[m, k], 0.0, 1.0, &mut rng);
