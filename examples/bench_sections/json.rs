@@ -133,11 +133,17 @@ fn fma_peak(iters: usize) -> (Option<f64>, Option<f64>) {
         };
         let z = is_x86_feature_detected!("avx512f").then(|| {
             // SAFETY: the CPU has AVX-512F.
-            time(&|| unsafe { zmm(black_box(iters)) }, (iters * 12 * 16 * 2) as f64)
+            time(
+                &|| unsafe { zmm(black_box(iters)) },
+                (iters * 12 * 16 * 2) as f64,
+            )
         });
         let y = (is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")).then(|| {
             // SAFETY: the CPU has AVX2 and FMA.
-            time(&|| unsafe { ymm(black_box(iters)) }, (iters * 12 * 8 * 2) as f64)
+            time(
+                &|| unsafe { ymm(black_box(iters)) },
+                (iters * 12 * 8 * 2) as f64,
+            )
         });
         return (z, y);
     }
