@@ -37,6 +37,11 @@ pub mod optim;
 pub mod prelude;
 pub mod tensor;
 
+/// The repository README's Rust blocks, compiled as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
+
 pub use autograd::{gradcheck, is_grad_enabled, no_grad, Gradients, NoGradGuard};
 pub use error::{ForgeError, Result};
 /// The `half` crate, whose `f16` and `bf16` are forge element types.
