@@ -147,13 +147,13 @@ fn logits_loss_gradients_clip_norm_and_adamw_step_match_pytorch() {
     assert_close(
         "clip_grad_norm_with",
         &norm,
-        &f.t("clip_grad_norm_with"),
+        &f.t("clip_grad_norm"),
         rtol,
         atol,
     );
     eprintln!(
         "clip_grad_norm_with rel err {:.2e}",
-        rel_err(&norm, &f.t("clip_grad_norm_with"))
+        rel_err(&norm, &f.t("clip_grad_norm"))
     );
 
     // AdamW from the fixture's real state; weight decay only on the 2-D
