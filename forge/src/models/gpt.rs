@@ -409,7 +409,7 @@ impl<E: Float> Gpt<E> {
         let v = self.config.vocab_size as isize;
         let loss = cross_entropy_with(
             &logits.reshape(&[-1, v]),
-            &Tensor::from_parts(targets.data.clone(), [targets.numel()].into(), None),
+            &targets.reshape(&[-1]),
             CrossEntropyOptions::default(),
         );
         (logits, loss)

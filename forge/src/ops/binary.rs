@@ -1,12 +1,23 @@
 //! Binary elementwise ops with NumPy/PyTorch broadcasting, their operator
 //! overloads, and scalar forms.
 
-use crate::tensor::{broadcast_shapes, Device, Float, Tensor};
+use crate::tensor::{broadcast_shapes, Device, Element, Float, Tensor};
 use std::ops::{Add, Div, Mul, Neg, Sub};
 
-impl<E: Float, D: Device> Tensor<E, D> {
+impl<E: Element, D: Device> Tensor<E, D> {
+    /// `f` applied elementwise to `self` and `other` broadcast together
+    /// (NumPy/PyTorch rules), with no recording: the loop behind every
+    /// binary op, comparison and logical op.
+    ///
+    /// # Panics
+    /// When the shapes cannot be broadcast together (the message names `op`).
     #[track_caller]
-    fn broadcast_op(&self, other: &Self, op: &str, f: impl Fn(E, E) -> E + Sync) -> Self {
+    pub(crate) fn broadcast_op<O: Element>(
+        &self,
+        other: &Self,
+        op: &str,
+        f: impl Fn(E, E) -> O + Sync,
+    ) -> Tensor<O, D> {
         // No closure around the panic: it would hide the caller's line.
         let Some(shape) = broadcast_shapes(self.shape(), other.shape()) else {
             panic!(
@@ -25,7 +36,9 @@ impl<E: Float, D: Device> Tensor<E, D> {
         );
         Tensor::from_parts(data, shape.into(), None)
     }
+}
 
+impl<E: Float, D: Device> Tensor<E, D> {
     /// Elementwise `self + other` with broadcasting. Also available as `+`.
     ///
     /// # Panics

@@ -2,7 +2,7 @@
 //! differentiable: results are detached `Tensor<bool>` (or, for
 //! [`Tensor::one_hot`], an untracked tensor of any element type).
 
-use crate::tensor::{broadcast_shapes, Device, Element, Tensor};
+use crate::tensor::{Device, Element, Tensor};
 use std::sync::Arc;
 
 macro_rules! comparisons {
@@ -21,8 +21,9 @@ macro_rules! comparisons {
                 #[doc = concat!("let r = a.", stringify!($name), "(&b);")]
                 #[doc = concat!("assert_eq!(r.to_vec(), vec!", $want, ");")]
                 /// ```
+                #[track_caller]
                 pub fn $name(&self, other: &Self) -> Tensor<bool, D> {
-                    self.compare(other, stringify!($name), |x, y| x $sym y)
+                    self.broadcast_op(other, stringify!($name), |x, y| x $sym y)
                 }
 
                 #[doc = concat!("Elementwise `self ", stringify!($sym), " value` (", $what, "), as a detached boolean tensor.")]
@@ -51,25 +52,6 @@ comparisons! {
 }
 
 impl<E: Element, D: Device> Tensor<E, D> {
-    fn compare(&self, other: &Self, op: &str, f: impl Fn(E, E) -> bool + Sync) -> Tensor<bool, D> {
-        let shape = broadcast_shapes(self.shape(), other.shape()).unwrap_or_else(|| {
-            panic!(
-                "{op}: shapes {:?} and {:?} cannot be broadcast together",
-                self.shape(),
-                other.shape()
-            )
-        });
-        let data = D::zip_broadcast(
-            self.as_slice(),
-            self.shape(),
-            other.as_slice(),
-            other.shape(),
-            &shape,
-            f,
-        );
-        Tensor::from_parts(data, shape.into(), None)
-    }
-
     /// One-hot encoding: for class indices of any shape, a tensor with a
     /// new trailing dimension of size `classes` holding one at the index
     /// and zero elsewhere. Not differentiable.
@@ -124,8 +106,9 @@ impl<D: Device> Tensor<bool, D> {
     /// let b = Tensor::<bool>::from_vec(vec![true, false, true], &[3]);
     /// assert_eq!(a.logical_and(&b).to_vec(), vec![true, false, false]);
     /// ```
+    #[track_caller]
     pub fn logical_and(&self, other: &Self) -> Self {
-        self.compare(other, "logical_and", |x, y| x && y)
+        self.broadcast_op(other, "logical_and", |x, y| x && y)
     }
 
     /// Elementwise or, with broadcasting.
@@ -138,8 +121,9 @@ impl<D: Device> Tensor<bool, D> {
     /// let a = Tensor::<bool>::from_vec(vec![true, false], &[2]);
     /// assert_eq!(a.logical_or(&Tensor::scalar(false)).to_vec(), vec![true, false]);
     /// ```
+    #[track_caller]
     pub fn logical_or(&self, other: &Self) -> Self {
-        self.compare(other, "logical_or", |x, y| x || y)
+        self.broadcast_op(other, "logical_or", |x, y| x || y)
     }
 
     /// Whether any element is true (false for an empty tensor).
