@@ -1,13 +1,13 @@
 //! A user-defined layer, derived with `#[derive(Layer)]`, inside a
-//! `sequential!` model, trained for a few steps of plain SGD written by hand
-//! on top of `for_each_parameter_mut` and the backward gradients.
+//! `sequential!` model: printed, summarised and trained with SGD.
 //!
 //! ```sh
 //! cargo run --release --example custom_layer
 //! ```
 
-use forge::nn::TensorKind;
+use forge::nn::summary;
 use forge::prelude::*;
+use std::fmt;
 
 /// A gated residual block: `x + sigmoid(gate(x)) * tanh(value(x)) * scale`.
 #[derive(Layer)]
@@ -17,8 +17,6 @@ struct GatedResidual {
     /// A fixed per-feature scale: saved with the model, never trained.
     #[frozen]
     scale: Tensor,
-    #[skip]
-    width: usize,
 }
 
 impl GatedResidual {
@@ -27,7 +25,6 @@ impl GatedResidual {
             gate: Linear::new(width, width, rng),
             value: Linear::new(width, width, rng),
             scale: Tensor::full(&[width], 0.5),
-            width,
         }
     }
 }
@@ -35,22 +32,25 @@ impl GatedResidual {
 impl Forward<Tensor> for GatedResidual {
     type Output = Tensor;
     fn forward(&self, x: Tensor) -> Tensor {
-        assert_eq!(x.dim(-1), self.width, "GatedResidual: wrong input width");
         let g = self.gate.forward(x.clone()).sigmoid();
         let v = self.value.forward(x.clone()).tanh();
         x + g * v * &self.scale
     }
 }
 
+/// How `println!("{model}")` shows the block.
+impl fmt::Display for GatedResidual {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "GatedResidual(width={})", self.scale.numel())
+    }
+}
+
 fn main() {
     let mut rng = Rng::new(42);
-
     // Synthetic regression: y = sin(x0) + x1 * x2 on 256 points in [-1, 1)^3.
-    let n = 256;
-    let x = Tensor::<f32>::uniform(&[n, 3], -1.0, 1.0, &mut rng);
-    let xs = x.to_vec();
-    let y = Tensor::from_fn(&[n, 1], |i| {
-        let r = &xs[3 * i..3 * i + 3];
+    let x = Tensor::<f32>::uniform(&[256, 3], -1.0, 1.0, &mut rng);
+    let y = Tensor::from_fn(&[256, 1], |i| {
+        let r = &x.as_slice()[3 * i..3 * i + 3];
         r[0].sin() + r[1] * r[2]
     });
 
@@ -60,38 +60,24 @@ fn main() {
         GatedResidual::new(16, &mut rng),
         Linear::new(16, 1, &mut rng),
     ];
+    println!("{model}");
+    println!("{}", summary(&model, &[256, 3]));
 
-    println!("tensors:");
-    for (path, t, kind) in model.named_tensors() {
-        let role = match kind {
-            TensorKind::Weight => "weight",
-            TensorKind::Frozen => "frozen",
-        };
-        println!("  {path:<16} {:?} {role}", t.shape());
-    }
-    println!("trainable scalars: {}", model.num_parameters());
-
-    let lr = 0.1f32;
-    let mut first = 0.0;
-    let mut last = 0.0;
+    let mut opt = Sgd::new(0.1);
+    let first = mse(&model.forward(x.clone()), &y).item();
     for step in 0..200 {
-        let loss = (model.forward(x.clone()) - &y).square().mean();
-        let grads = loss.backward();
-        model.for_each_parameter_mut(&mut |_, w| {
-            let g = grads.get(w).expect("every trainable weight has a gradient");
-            *w = (&*w - &g.mul_scalar(lr)).detach().requires_grad();
-        });
-        let l = loss.item();
-        if step == 0 {
-            first = l;
-        }
-        last = l;
+        let loss = mse(&model.forward(x.clone()), &y);
+        opt.step(&mut model, &loss.backward()).unwrap();
         if step % 25 == 0 {
-            println!("step {step:>3}  loss {l:.5}");
+            println!("step {step:>3}  loss {:.5}", loss.item());
         }
     }
+    let last = mse(&model.forward(x.clone()), &y).item();
     println!("loss {first:.5} -> {last:.5}");
     assert!(last < first / 2.0, "training did not reduce the loss");
-    // The frozen scale did not move.
-    assert_eq!(model.state_dict()["2.scale"].to_vec(), vec![0.5; 16]);
+    assert_eq!(
+        model.state_dict()["2.scale"].to_vec(),
+        vec![0.5; 16],
+        "frozen"
+    );
 }

@@ -14,11 +14,12 @@
 //! in the metadata) every `--eval-every` steps and at the end. Then it
 //! samples with a temperature and top-k.
 
+use clap::Parser;
 use forge::io::{read_safetensors, write_safetensors, AnyTensor};
 use forge::models::gpt::{Gpt, GptConfig};
 use forge::nn::Layer;
 use forge::optim::{
-    clip_grad_norm_with, AdamW, CosineAnnealingLr, LinearLr, LrScheduler, ParamGroup, SequentialLr,
+    clip_grad_norm, AdamW, CosineAnnealingLr, LinearLr, LrScheduler, ParamGroup, SequentialLr,
 };
 use forge::{no_grad, Rng, Tensor};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -26,112 +27,79 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
-const USAGE: &str = "\
-usage: cargo run --release --example gpt -- [TEXT] [options]
-
-  TEXT                  training text (default data/text/gpl3.txt, the GNU GPL v3)
-  --steps N             optimizer steps (default 2000; 0 = only sample)
-  --batch N             windows per step (default 16)
-  --block N             context length (default 64)
-  --layers N            transformer blocks (default 4)
-  --heads N             attention heads (default 4)
-  --embd N              width (default 128)
-  --lr X                peak learning rate (default 3e-3)
-  --min-lr X            final learning rate (default 3e-4)
-  --warmup N            warm-up steps (default 100)
-  --clip X              gradient-norm clip (default 1.0)
-  --eval-every N        validation loss and checkpoint every N steps (default 250)
-  --save PATH           checkpoint path (default gpt_char.safetensors)
-  --load PATH           start from a checkpoint (its configuration wins)
-  --sample-len N        characters to sample (default 500)
-  --temperature X       sampling temperature (default 0.8)
-  --top-k N             sample among the N likeliest characters (default 10; 0 = all)
-  --prompt TEXT         start of the sample (default: a newline)
-  --seed N              seed for weights, batches and sampling (default 1337)
-  --quiet               no progress bar
-";
-
+/// Train a character-level GPT on a text file, then sample from it.
+#[derive(Parser, Debug)]
+#[command(about)]
 struct Args {
+    /// The text to learn.
+    #[arg(default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/data/text/gpl3.txt"))]
     text: PathBuf,
+    /// Optimizer steps (0: only sample).
+    #[arg(long, default_value_t = 2000)]
     steps: usize,
+    /// Windows per step.
+    #[arg(long, default_value_t = 16, value_parser = positive)]
     batch: usize,
+    /// Context length.
+    #[arg(long, default_value_t = 64, value_parser = positive)]
     block: usize,
+    /// Transformer blocks.
+    #[arg(long, default_value_t = 4)]
     layers: usize,
+    /// Attention heads.
+    #[arg(long, default_value_t = 4)]
     heads: usize,
+    /// Width.
+    #[arg(long, default_value_t = 128)]
     embd: usize,
+    /// Peak learning rate.
+    #[arg(long, default_value_t = 3e-3)]
     lr: f64,
+    /// Final learning rate.
+    #[arg(long, default_value_t = 3e-4)]
     min_lr: f64,
+    /// Warm-up steps.
+    #[arg(long, default_value_t = 100)]
     warmup: usize,
+    /// Gradient-norm clip.
+    #[arg(long, default_value_t = 1.0)]
     clip: f64,
+    /// Validation loss and checkpoint every N steps.
+    #[arg(long, default_value_t = 250, value_parser = positive)]
     eval_every: usize,
+    /// Checkpoint path.
+    #[arg(long, default_value = "gpt_char.safetensors")]
     save: PathBuf,
+    /// Start from a checkpoint (its configuration wins).
+    #[arg(long)]
     load: Option<PathBuf>,
+    /// Characters to sample.
+    #[arg(long, default_value_t = 500)]
     sample_len: usize,
+    /// Sampling temperature (> 0).
+    #[arg(long, default_value_t = 0.8)]
     temperature: f64,
+    /// Sample among the N likeliest characters (0: all).
+    #[arg(long, default_value_t = 10)]
     top_k: usize,
+    /// Start of the sample.
+    #[arg(long, default_value = "\n")]
     prompt: String,
+    /// Seed for weights, batches and sampling.
+    #[arg(long, default_value_t = 1337)]
     seed: u64,
+    /// No progress bar.
+    #[arg(long)]
     quiet: bool,
 }
 
-fn parse_args() -> Result<Args, String> {
-    let mut a = Args {
-        text: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/text/gpl3.txt"),
-        steps: 2000,
-        batch: 16,
-        block: 64,
-        layers: 4,
-        heads: 4,
-        embd: 128,
-        lr: 3e-3,
-        min_lr: 3e-4,
-        warmup: 100,
-        clip: 1.0,
-        eval_every: 250,
-        save: PathBuf::from("gpt_char.safetensors"),
-        load: None,
-        sample_len: 500,
-        temperature: 0.8,
-        top_k: 10,
-        prompt: "\n".into(),
-        seed: 1337,
-        quiet: false,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
-        fn num<T: std::str::FromStr>(name: &str, v: String) -> Result<T, String> {
-            v.parse().map_err(|_| format!("{name}: cannot parse {v:?}"))
-        }
-        match flag.as_str() {
-            "-h" | "--help" => return Err(String::new()),
-            "--steps" => a.steps = num("--steps", value("--steps")?)?,
-            "--batch" => a.batch = num("--batch", value("--batch")?)?,
-            "--block" => a.block = num("--block", value("--block")?)?,
-            "--layers" => a.layers = num("--layers", value("--layers")?)?,
-            "--heads" => a.heads = num("--heads", value("--heads")?)?,
-            "--embd" => a.embd = num("--embd", value("--embd")?)?,
-            "--lr" => a.lr = num("--lr", value("--lr")?)?,
-            "--min-lr" => a.min_lr = num("--min-lr", value("--min-lr")?)?,
-            "--warmup" => a.warmup = num("--warmup", value("--warmup")?)?,
-            "--clip" => a.clip = num("--clip", value("--clip")?)?,
-            "--eval-every" => a.eval_every = num("--eval-every", value("--eval-every")?)?,
-            "--save" => a.save = value("--save")?.into(),
-            "--load" => a.load = Some(value("--load")?.into()),
-            "--sample-len" => a.sample_len = num("--sample-len", value("--sample-len")?)?,
-            "--temperature" => a.temperature = num("--temperature", value("--temperature")?)?,
-            "--top-k" => a.top_k = num("--top-k", value("--top-k")?)?,
-            "--prompt" => a.prompt = value("--prompt")?,
-            "--seed" => a.seed = num("--seed", value("--seed")?)?,
-            "--quiet" => a.quiet = true,
-            f if f.starts_with("--") => return Err(format!("unknown option {f}")),
-            path => a.text = path.into(),
-        }
+/// A count that must be at least 1.
+fn positive(s: &str) -> Result<usize, String> {
+    match s.parse() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{e}")),
     }
-    if a.batch == 0 || a.block == 0 || a.eval_every == 0 || a.temperature <= 0.0 {
-        return Err("--batch, --block and --eval-every must be positive, --temperature > 0".into());
-    }
-    Ok(a)
 }
 
 /// Bytes <-> token ids: id `i` is byte `vocab[i]`.
@@ -248,20 +216,10 @@ fn load(path: &PathBuf) -> Result<(Gpt, Tokenizer), Box<dyn std::error::Error>> 
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprint!(
-                "{}{USAGE}",
-                if e.is_empty() {
-                    e
-                } else {
-                    format!("error: {e}\n\n")
-                }
-            );
-            std::process::exit(2);
-        }
-    };
+    let args = Args::parse();
+    if args.temperature <= 0.0 {
+        return Err("--temperature must be positive".into());
+    }
     let text = std::fs::read(&args.text).map_err(|e| format!("{}: {e}", args.text.display()))?;
     let mut rng = Rng::new(args.seed);
     let (mut gpt, tok) = match &args.load {
@@ -317,7 +275,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 ParamGroup::matching(move |p| no_decay.iter().any(|n| n == p)).weight_decay(0.0),
             );
         let warmup = args.warmup.clamp(1, args.steps) as u64;
-        let mut sched = SequentialLr::new(
+        let mut sched = SequentialLr::for_optimizer(
+            &mut opt,
             vec![
                 LinearLr::new(args.lr, 1.0 / warmup as f64, 1.0, warmup).into(),
                 CosineAnnealingLr::new(args.lr, (args.steps as u64 - warmup).max(1), args.min_lr)
@@ -325,7 +284,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ],
             &[warmup],
         );
-        sched.apply(&mut opt);
         let bar = if args.quiet {
             ProgressBar::hidden()
         } else {
@@ -341,7 +299,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let (x, y) = batch(train, args.batch, block, &mut rng);
             let loss = gpt.loss(&x, &y);
             let mut grads = loss.backward();
-            let norm = clip_grad_norm_with(&mut grads, args.clip, 2.0);
+            let norm = clip_grad_norm(&mut grads, args.clip);
             opt.step(&mut gpt, &grads)?;
             sched.step(&mut opt);
             bar.set_message(format!(

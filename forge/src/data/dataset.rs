@@ -135,24 +135,31 @@ impl<E: Element> InMemoryDataset<E> {
     /// A dataset from inputs `[N, ...]` (rank at least 1) and `N` labels.
     ///
     /// # Errors
-    /// [`ForgeError::Shape`] when the inputs are a scalar or their first
-    /// dimension differs from the number of labels.
+    /// [`ForgeError::Invalid`] when the inputs are a scalar or their first
+    /// dimension differs from the number of labels (the message names both
+    /// counts).
     ///
     /// ```
     /// use forge::data::InMemoryDataset;
     /// use forge::Tensor;
     /// assert!(InMemoryDataset::new(Tensor::<f32>::zeros(&[2, 4]), vec![0, 1]).is_ok());
-    /// assert!(InMemoryDataset::new(Tensor::<f32>::zeros(&[2, 4]), vec![0]).is_err());
+    /// let e = InMemoryDataset::new(Tensor::<f32>::zeros(&[2, 4]), vec![0]).unwrap_err();
+    /// assert!(e.to_string().contains("2 inputs (shape [2, 4]) but 1 labels"));
     /// ```
     pub fn new(inputs: Tensor<E>, labels: Vec<i64>) -> Result<Self> {
-        if inputs.rank() == 0 || inputs.shape()[0] != labels.len() {
-            let mut expected = vec![labels.len()];
-            expected.extend_from_slice(inputs.shape().get(1..).unwrap_or(&[]));
-            return Err(ForgeError::Shape {
-                name: "InMemoryDataset inputs".into(),
-                expected,
-                found: inputs.shape().to_vec(),
-            });
+        if inputs.rank() == 0 {
+            return Err(ForgeError::Invalid(
+                "InMemoryDataset: the inputs are a scalar; they need a first dimension (the samples)"
+                    .into(),
+            ));
+        }
+        if inputs.shape()[0] != labels.len() {
+            return Err(ForgeError::Invalid(format!(
+                "InMemoryDataset: {} inputs (shape {:?}) but {} labels",
+                inputs.shape()[0],
+                inputs.shape(),
+                labels.len()
+            )));
         }
         Ok(InMemoryDataset {
             inputs: inputs.detach(),

@@ -457,6 +457,10 @@ impl fmt::Display for Summary {
         writeln!(f, "Trainable params: {}", self.trainable)?;
         writeln!(f, "Frozen params: {}", self.frozen)?;
         writeln!(f, "Total params: {}", self.trainable + self.frozen)?;
-        write!(f, "Params size: {:.2} MB", self.bytes as f64 / 1e6)
+        if self.bytes >= 1_000_000 {
+            write!(f, "Params size: {:.2} MB", self.bytes as f64 / 1e6)
+        } else {
+            write!(f, "Params size: {:.2} KB", self.bytes as f64 / 1e3)
+        }
     }
 }
