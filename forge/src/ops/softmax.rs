@@ -7,9 +7,10 @@
 //! `d logsumexp = g * exp(x - lse)`.
 
 use super::reduce::{reduce_axes, reduced_shape};
+use crate::cpu::im2col::for_each_chunk_mut;
 use crate::cpu::reduce::{fold_axes, kept_shape};
+use crate::cpu::vmath;
 use crate::tensor::{norm_axis, Device, Float, Tensor};
-use std::sync::Arc;
 
 /// `(outer, n, inner)`: the sizes before, along and after `axis`.
 fn split_at_axis(shape: &[usize], axis: usize) -> (usize, usize, usize) {
@@ -20,8 +21,26 @@ fn split_at_axis(shape: &[usize], axis: usize) -> (usize, usize, usize) {
 
 /// Applies `f(row_in, row_out)` to every line along `axis` (strided by
 /// `inner`), gathering each line into a contiguous buffer first.
-fn per_line<E: Float>(x: &[E], shape: &[usize], axis: usize, f: impl Fn(&[E], &mut [E])) -> Vec<E> {
+fn per_line<E: Float>(
+    x: &[E],
+    shape: &[usize],
+    axis: usize,
+    f: impl Fn(&[E], &mut [E]) + Sync,
+) -> Vec<E> {
     let (outer, n, inner) = split_at_axis(shape, axis);
+    if inner == 1 {
+        // Lines are contiguous rows: run `f` on them in place, in parallel
+        // over fixed blocks of rows (each row is computed by one call).
+        let mut out = vec![E::zero(); x.len()];
+        let rows = ROW_BLOCK_ELEMS.div_ceil(n.max(1)).max(1);
+        for_each_chunk_mut(&mut out, rows * n.max(1), |b, chunk| {
+            let src = &x[b * rows * n..][..chunk.len()];
+            for (xr, or) in src.chunks(n.max(1)).zip(chunk.chunks_mut(n.max(1))) {
+                f(xr, or);
+            }
+        });
+        return out;
+    }
     let mut out = vec![E::zero(); x.len()];
     let mut line = vec![E::zero(); n];
     let mut res = vec![E::zero(); n];
@@ -51,13 +70,53 @@ fn line_max<E: Float>(line: &[E]) -> E {
     }
 }
 
-fn softmax_line<E: Float>(line: &[E], out: &mut [E]) {
-    let m = line_max(line);
-    let mut s = E::zero();
-    for (o, &x) in out.iter_mut().zip(line) {
-        *o = (x - m).exp();
-        s += *o;
+/// Elements per block of rows handed to one parallel task.
+const ROW_BLOCK_ELEMS: usize = 1 << 14;
+
+/// `sum(v)` in eight interleaved partial sums (so the loop vectorises),
+/// combined in a fixed order.
+pub(crate) fn lane_sum<E: Float>(v: &[E]) -> E {
+    let mut acc = [E::zero(); 8];
+    let mut chunks = v.chunks_exact(8);
+    for c in &mut chunks {
+        for (a, &x) in acc.iter_mut().zip(c) {
+            *a += x;
+        }
     }
+    for (a, &x) in acc.iter_mut().zip(chunks.remainder()) {
+        *a += x;
+    }
+    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))
+}
+
+/// `sum(a * b)` as [`lane_sum`] does it.
+pub(crate) fn lane_dot<E: Float>(a: &[E], b: &[E]) -> E {
+    let mut acc = [E::zero(); 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for k in 0..8 {
+            acc[k] += x[k] * y[k];
+        }
+    }
+    for (k, (&x, &y)) in ra.iter().zip(rb).enumerate() {
+        acc[k] += x * y;
+    }
+    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))
+}
+
+/// `out = x - max`, then `exp` in place by [`vmath::exp`]; returns the sum.
+fn shifted_exp<E: Float>(line: &[E], out: &mut [E]) -> E {
+    let m = line_max(line);
+    for (o, &x) in out.iter_mut().zip(line) {
+        *o = x - m;
+    }
+    vmath::exp(out);
+    lane_sum(out)
+}
+
+fn softmax_line<E: Float>(line: &[E], out: &mut [E]) {
+    let s = shifted_exp(line, out);
     for o in out.iter_mut() {
         *o /= s;
     }
@@ -65,11 +124,53 @@ fn softmax_line<E: Float>(line: &[E], out: &mut [E]) {
 
 fn log_softmax_line<E: Float>(line: &[E], out: &mut [E]) {
     let m = line_max(line);
-    let s: E = line.iter().map(|&x| (x - m).exp()).sum();
+    let s = shifted_exp(line, out);
     let lse = m + s.ln();
     for (o, &x) in out.iter_mut().zip(line) {
         *o = x - lse;
     }
+}
+
+/// The softmax input gradient of rows of length `n` (the last axis), one
+/// pass per row: `gx = y (g - sum(g y))`.
+fn softmax_backward_rows<E: Float>(y: &[E], g: &[E], n: usize) -> Vec<E> {
+    let mut gx = vec![E::zero(); y.len()];
+    let rows = ROW_BLOCK_ELEMS.div_ceil(n.max(1)).max(1);
+    for_each_chunk_mut(&mut gx, rows * n.max(1), |b, chunk| {
+        let at = b * rows * n;
+        let (yb, gb) = (&y[at..at + chunk.len()], &g[at..at + chunk.len()]);
+        for ((o, yr), gr) in chunk
+            .chunks_mut(n.max(1))
+            .zip(yb.chunks(n.max(1)))
+            .zip(gb.chunks(n.max(1)))
+        {
+            let s = lane_dot(gr, yr);
+            for ((o, &y), &g) in o.iter_mut().zip(yr).zip(gr) {
+                *o = y * (g - s);
+            }
+        }
+    });
+    gx
+}
+
+/// The log-softmax input gradient of rows of length `n` from the saved
+/// output `lp`: `gx = g - exp(lp) sum(g)`.
+fn log_softmax_backward_rows<E: Float>(lp: &[E], g: &[E], n: usize) -> Vec<E> {
+    let mut gx = vec![E::zero(); lp.len()];
+    let rows = ROW_BLOCK_ELEMS.div_ceil(n.max(1)).max(1);
+    for_each_chunk_mut(&mut gx, rows * n.max(1), |b, chunk| {
+        let at = b * rows * n;
+        chunk.copy_from_slice(&lp[at..at + chunk.len()]);
+        vmath::exp(chunk);
+        let gb = &g[at..at + chunk.len()];
+        for (o, gr) in chunk.chunks_mut(n.max(1)).zip(gb.chunks(n.max(1))) {
+            let s = lane_sum(gr);
+            for (o, &g) in o.iter_mut().zip(gr) {
+                *o = g - *o * s;
+            }
+        }
+    });
+    gx
 }
 
 impl<E: Float, D: Device> Tensor<E, D> {
@@ -92,10 +193,16 @@ impl<E: Float, D: Device> Tensor<E, D> {
                 });
         }
         let data = per_line(self.as_slice(), self.shape(), ax, softmax_line);
-        let y = Tensor::from_parts(Arc::new(data), self.shape.clone(), None);
+        let y = Tensor::from_parts(data, self.shape.clone(), None);
         let saved = y.clone();
         let a = ax as isize;
+        let last = ax + 1 == self.rank();
         y.record("softmax", vec![self.clone()], move |ctx| {
+            if last && !ctx.create_graph {
+                let n = saved.dim(-1);
+                let gx = softmax_backward_rows(saved.as_slice(), ctx.grad.as_slice(), n);
+                return vec![Some(Tensor::from_parts(gx, saved.shape.clone(), None))];
+            }
             let y = if ctx.create_graph {
                 ctx.inputs[0].softmax(a)
             } else {
@@ -129,15 +236,19 @@ impl<E: Float, D: Device> Tensor<E, D> {
         }
         let data = per_line(self.as_slice(), self.shape(), ax, log_softmax_line);
         let a = ax as isize;
-        Tensor::from_parts(Arc::new(data), self.shape.clone(), None).record(
-            "log_softmax",
-            vec![self.clone()],
-            move |ctx| {
-                let p = ctx.inputs[0].softmax(a);
-                let s = ctx.grad.sum_dim(&[a], true);
-                vec![Some(ctx.grad.sub(&p.mul(&s)))]
-            },
-        )
+        let y = Tensor::from_parts(data, self.shape.clone(), None);
+        let saved = y.clone();
+        let last = ax + 1 == self.rank();
+        y.record("log_softmax", vec![self.clone()], move |ctx| {
+            if last && !ctx.create_graph {
+                let n = saved.dim(-1);
+                let gx = log_softmax_backward_rows(saved.as_slice(), ctx.grad.as_slice(), n);
+                return vec![Some(Tensor::from_parts(gx, saved.shape.clone(), None))];
+            }
+            let p = ctx.inputs[0].softmax(a);
+            let s = ctx.grad.sum_dim(&[a], true);
+            vec![Some(ctx.grad.sub(&p.mul(&s)))]
+        })
     }
 
     /// `log(sum(exp(x)))` over every element, as a 0-d tensor.
@@ -182,7 +293,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let sums = fold_axes(&shifted, self.shape(), &axes, E::zero(), |a, v| a + v);
         let data: Vec<E> = sums.iter().zip(&maxes).map(|(&s, &m)| m + s.ln()).collect();
         let dims_owned: Vec<isize> = axes.iter().map(|&a| a as isize).collect();
-        Tensor::from_parts(Arc::new(data), shape.into(), None).record(
+        Tensor::from_parts(data, shape.into(), None).record(
             "logsumexp",
             vec![self.clone()],
             move |ctx| {
