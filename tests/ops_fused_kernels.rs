@@ -108,3 +108,45 @@ fn softmax_last_axis_gradcheck_and_second_order() {
         hvp_check(|v| (f(v) * &u).sum(), &x, 8).unwrap();
     }
 }
+
+#[test]
+fn layer_norm_fused_gradcheck_and_second_order() {
+    use forge::nn::functional::layer_norm;
+    let x = randn(&[3, 2, 5], 11);
+    let w = randn(&[2, 5], 12);
+    let b = randn(&[2, 5], 13);
+    let inputs = [x.clone(), w.clone(), b.clone()];
+    gradcheck(
+        |v| layer_norm(&v[0], &[2, 5], Some(&v[1]), Some(&v[2]), 1e-5),
+        &inputs,
+        1e-6,
+        1e-6,
+        1e-6,
+    )
+    .unwrap();
+    gradcheck(
+        |v| layer_norm(&v[0], &[5], None, None, 1e-5),
+        std::slice::from_ref(&x),
+        1e-6,
+        1e-6,
+        1e-6,
+    )
+    .unwrap();
+    let u = randn(&[3, 2, 5], 14);
+    hvp_check(
+        |v| (layer_norm(v, &[2, 5], Some(&w), Some(&b), 1e-5) * &u).sum(),
+        &x,
+        15,
+    )
+    .unwrap();
+    // Second order through the weight as well: d/dw of (d loss/dx . v).
+    let (xt, wt) = (x.requires_grad(), w.requires_grad());
+    let loss = (layer_norm(&xt, &[2, 5], Some(&wt), None, 1e-5) * &u).sum();
+    let g = loss.backward_with_graph();
+    let gx = g.get(&xt).unwrap().clone();
+    let hw = (gx * &u).sum().backward();
+    assert!(
+        hw.get(&wt).is_some(),
+        "mixed second derivative reaches the weight"
+    );
+}
