@@ -8,11 +8,22 @@
 //! cargo run --release --example mnist -- --resume ck.safetensors --epochs 4
 //! cargo run --release --example mnist -- --help
 //! ```
+//!
+//! Data-parallel over MPI (`--distributed`, a build with `--features mpi`;
+//! `--batch-size` is the global batch, split across the processes; rank 0
+//! prints and writes the checkpoints):
+//!
+//! ```sh
+//! cargo build --release --features mpi --example mnist
+//! mpirun -np 2 target/release/examples/mnist --distributed --threads 1
+//! ```
 
 mod plot;
 
 use clap::{Parser, ValueEnum};
 use forge::data::mnist::{Mnist, MnistOptions};
+use forge::data::DistributedSampler;
+use forge::distributed::{Communicator, DistributedDataParallel, LocalCommunicator};
 use forge::prelude::*;
 use indicatif::{ProgressBar, ProgressStyle};
 use plot::EpochStats;
@@ -66,6 +77,11 @@ struct Args {
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
+    /// Data-parallel training over MPI: start under `mpirun -np N`; each
+    /// process trains on its 1/N of every batch of --batch-size (needs a
+    /// build with `--features mpi`).
+    #[arg(long)]
+    distributed: bool,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -94,14 +110,39 @@ fn main() {
     }
 }
 
+/// Runs with the processes of the run: MPI's with --distributed, this one
+/// alone otherwise.
 fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(t) = args.threads {
         set_num_threads(t as usize);
     }
+    if !args.distributed {
+        return run_with(args, &LocalCommunicator);
+    }
+    #[cfg(feature = "mpi")]
+    return run_with(args, &forge::distributed::MpiCommunicator::init()?);
+    #[cfg(not(feature = "mpi"))]
+    Err("--distributed needs a build with MPI: cargo build --release --features mpi --example mnist".into())
+}
+
+fn run_with<C: Communicator>(args: &Args, comm: &C) -> Result<(), Box<dyn std::error::Error>> {
+    if args.batch_size as usize % comm.size() != 0 {
+        return Err(format!(
+            "--batch-size {} does not split evenly over {} processes",
+            args.batch_size,
+            comm.size()
+        )
+        .into());
+    }
     let normalize = !args.no_normalize;
     let data = Mnist::load_with(&args.data, MnistOptions { normalize })?;
-    println!(
-        "mnist: {} training and {} test images; model {:?}, {} epochs, batch {}, Adam lr {} ({:?}), seed {}, {} threads",
+    let processes = if args.distributed {
+        format!(", {} processes", comm.size())
+    } else {
+        String::new()
+    };
+    root_println(comm, format!(
+        "mnist: {} training and {} test images; model {:?}, {} epochs, batch {}, Adam lr {} ({:?}), seed {}, {} threads{processes}",
         data.train.len(),
         data.test.len(),
         args.model,
@@ -111,12 +152,29 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         args.schedule,
         args.seed,
         forge::cpu::num_threads()
-    );
+    ));
     let mut rng = Rng::new(args.seed);
     match args.model {
-        ModelKind::Lenet => train(forge::models::mnist::LeNet5::new(&mut rng), args, &data),
-        ModelKind::Mlp => train(forge::models::mnist::MnistMlp::new(&mut rng), args, &data),
-        ModelKind::Gru => train(MnistGru::new(&mut rng), args, &data),
+        ModelKind::Lenet => train(
+            forge::models::mnist::LeNet5::new(&mut rng),
+            args,
+            &data,
+            comm,
+        ),
+        ModelKind::Mlp => train(
+            forge::models::mnist::MnistMlp::new(&mut rng),
+            args,
+            &data,
+            comm,
+        ),
+        ModelKind::Gru => train(MnistGru::new(&mut rng), args, &data, comm),
+    }
+}
+
+/// Prints on rank 0 only (every line of a single-process run).
+fn root_println<C: Communicator>(comm: &C, line: String) {
+    if comm.is_root() {
+        println!("{line}");
     }
 }
 
@@ -149,13 +207,24 @@ impl Forward<Tensor> for MnistGru {
 }
 
 /// The whole run for one model type.
-fn train<M>(mut model: M, args: &Args, data: &Mnist) -> Result<(), Box<dyn std::error::Error>>
+fn train<M, C>(
+    mut model: M,
+    args: &Args,
+    data: &Mnist,
+    comm: &C,
+) -> Result<(), Box<dyn std::error::Error>>
 where
     M: Layer + Forward<Tensor, Output = Tensor>,
+    C: Communicator,
 {
-    println!("{} parameters", model.num_parameters());
-    // Shuffle with a stream separate from the weight initialisation.
-    let loader = DataLoader::new(&data.train, args.batch_size as usize).shuffle(args.seed ^ 0x5EED);
+    root_println(comm, format!("{} parameters", model.num_parameters()));
+    // Shuffle with a stream separate from the weight initialisation. Each
+    // process walks its shard of every epoch in batches of its share.
+    let mut loader = DataLoader::new(&data.train, args.batch_size as usize / comm.size())
+        .shuffle(args.seed ^ 0x5EED);
+    if args.distributed {
+        loader = loader.distributed(DistributedSampler::new(comm.rank(), comm.size()));
+    }
     let mut opt = Adam::new(args.lr);
     let mut sched: Option<Schedule> = match args.schedule {
         LrSchedule::Constant => None,
@@ -169,24 +238,37 @@ where
         let s = sched
             .as_mut()
             .map(|s| s as &mut dyn forge::checkpoint::ScheduleState);
+        // Every process loads the checkpoint rank 0 wrote.
         step = TrainingCheckpoint::load_into_with_loader(path, &mut model, &mut opt, s, &loader)?;
-        println!(
-            "resumed from {} at step {step} (epoch {}, lr {})",
-            path.display(),
-            loader.epochs_done() + 1,
-            opt.lr()
+        root_println(
+            comm,
+            format!(
+                "resumed from {} at step {step} (epoch {}, lr {})",
+                path.display(),
+                loader.epochs_done() + 1,
+                opt.lr()
+            ),
         );
     }
-    let save = |model: &M, opt: &Adam, sched: &Option<Schedule>, step| -> forge::Result<()> {
+    // One process: a pass-through. Several: every process starts from
+    // rank 0's weights and averages gradients before each step.
+    let mut model = DistributedDataParallel::new(model, comm)?;
+    let save = |model: &DistributedDataParallel<M, &C>,
+                opt: &Adam,
+                sched: &Option<Schedule>,
+                step|
+     -> forge::Result<()> {
         match &args.save {
-            Some(path) => TrainingCheckpoint::save_with_loader(
-                path,
-                model,
-                opt,
-                sched.as_ref().map(|s| s as _),
-                &loader,
-                step,
-            ),
+            Some(path) => comm.run_on_root(|| {
+                TrainingCheckpoint::save_with_loader(
+                    path,
+                    model,
+                    opt,
+                    sched.as_ref().map(|s| s as _),
+                    &loader,
+                    step,
+                )
+            }),
             None => Ok(()),
         }
     };
@@ -194,14 +276,16 @@ where
     let mut curve = Vec::new();
     for epoch in loader.epochs_done() + 1..=args.epochs {
         let start = Instant::now();
+        let comm_before = model.comm_time();
         model.train();
         let batches = loader.iter();
-        let bar = progress_bar(batches.len() as u64, epoch, args);
+        let steps = batches.len();
+        let bar = progress_bar(batches.len() as u64, epoch, args, comm);
         let (mut loss_sum, mut correct, mut seen) = (0.0f64, 0usize, 0usize);
         for (x, y) in batches {
             let logits = model.forward(x);
             let loss = cross_entropy(&logits, &y);
-            let grads = loss.backward();
+            let grads = model.backward(&loss)?;
             opt.step(&mut model, &grads)?;
             if let Some(s) = &mut sched {
                 s.step(&mut opt);
@@ -215,32 +299,53 @@ where
                 "loss {:.4}  acc {:.4}  {:.0} ex/s",
                 loss_sum / seen as f64,
                 correct as f64 / seen as f64,
-                seen as f64 / start.elapsed().as_secs_f64().max(1e-9)
+                (seen * comm.size()) as f64 / start.elapsed().as_secs_f64().max(1e-9)
             ));
             if args.save_every.is_some_and(|n| step % n == 0) {
                 save(&model, &opt, &sched, step)?;
             }
         }
         bar.finish_and_clear();
+        // Every process's loss, hits and samples, summed.
+        let mut totals = [loss_sum, correct as f64, seen as f64];
+        comm.all_reduce_sum(&mut totals)?;
+        let [loss_sum, correct, seen] = totals;
         let seconds = start.elapsed().as_secs_f64();
-        let test_accuracy = evaluate(&mut model, &data.test);
+        let comm_ms = (model.comm_time() - comm_before).as_secs_f64() * 1e3 / steps.max(1) as f64;
+        if !comm.is_root() {
+            // The replicas are identical: rank 0 evaluates and reports.
+            save(&model, &opt, &sched, step)?;
+            continue;
+        }
+        let test_accuracy = evaluate(model.module_mut(), &data.test);
         let stats = EpochStats {
             epoch,
-            train_loss: loss_sum / seen.max(1) as f64,
-            train_accuracy: correct as f64 / seen.max(1) as f64,
+            train_loss: loss_sum / seen.max(1.0),
+            train_accuracy: correct / seen.max(1.0),
             test_accuracy,
             seconds,
         };
+        let distributed = if args.distributed {
+            format!(
+                ", {} processes, all-reduce {comm_ms:.2} ms/step",
+                comm.size()
+            )
+        } else {
+            String::new()
+        };
         println!(
-            "epoch {epoch}: train loss {:.4}, train accuracy {:.4}, {seconds:.1} s, {:.0} examples/s",
+            "epoch {epoch}: train loss {:.4}, train accuracy {:.4}, {seconds:.1} s, {:.0} examples/s{distributed}",
             stats.train_loss,
             stats.train_accuracy,
-            seen as f64 / seconds
+            seen / seconds
         );
         // The line scripts read: keep it alone on its line.
         println!("epoch {epoch}: test accuracy {test_accuracy:.4}");
         curve.push(stats);
         save(&model, &opt, &sched, step)?;
+    }
+    if !comm.is_root() {
+        return Ok(());
     }
     if let Some(path) = &args.save {
         println!("checkpoint: {}", path.display());
@@ -259,8 +364,8 @@ where
     Ok(())
 }
 
-fn progress_bar(len: u64, epoch: u64, args: &Args) -> ProgressBar {
-    if args.quiet {
+fn progress_bar<C: Communicator>(len: u64, epoch: u64, args: &Args, comm: &C) -> ProgressBar {
+    if args.quiet || !comm.is_root() {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new(len);
