@@ -381,3 +381,41 @@ pub fn all<C: Communicator>(comm: &C, expected: usize, dir: &Path) -> usize {
     }
     checks.len()
 }
+
+/// Times, after a barrier (so that a slower rank's compute is not
+/// counted), the gradient reduction of a LeNet-5-sized model: the whole
+/// `reduce_gradients` (layout check, one bucket) and the bucket's
+/// all-reduce alone. Prints the medians of 200 rounds on rank 0.
+pub fn bench_reduce<C: Communicator>(comm: &C) {
+    let model = forge::models::mnist::LeNet5::new(&mut Rng::new(0));
+    let mut ddp = DistributedDataParallel::new(model, comm).expect("new");
+    let mut grads = Gradients::new();
+    for p in ddp.parameters() {
+        grads.insert(&p, Tensor::ones(p.shape()));
+    }
+    let numel = ddp.num_parameters();
+    let mut flat = vec![1.0f32; numel];
+    let (mut whole, mut bucket) = (Vec::new(), Vec::new());
+    for _ in 0..200 {
+        comm.barrier().expect("barrier");
+        let t = std::time::Instant::now();
+        ddp.reduce_gradients(&grads).expect("reduce");
+        whole.push(t.elapsed().as_secs_f64() * 1e3);
+        comm.barrier().expect("barrier");
+        let t = std::time::Instant::now();
+        comm.all_reduce_mean(&mut flat).expect("all_reduce");
+        bucket.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    if comm.is_root() {
+        println!(
+            "{} ranks, {numel} f32 gradients: reduce_gradients {:.3} ms, all-reduce alone {:.3} ms (medians of 200)",
+            comm.size(),
+            median(&mut whole),
+            median(&mut bucket)
+        );
+    }
+}

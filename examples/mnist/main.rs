@@ -327,7 +327,7 @@ where
         };
         let distributed = if args.distributed {
             format!(
-                ", {} processes, all-reduce {comm_ms:.2} ms/step",
+                ", {} processes, gradient sync {comm_ms:.2} ms/step",
                 comm.size()
             )
         } else {
