@@ -20,7 +20,8 @@
 
 mod scenarios;
 
-use forge::distributed::ThreadCommunicator;
+use forge::distributed::{Communicator, DistributedDataParallel, ThreadCommunicator};
+use forge::prelude::*;
 use std::path::PathBuf;
 
 const USAGE: &str = "usage: distributed_check --expect-world N [--threads N] [--dir DIR] [--bench]";
@@ -49,7 +50,7 @@ fn main() {
         Some(n) => (
             ThreadCommunicator::run(n, |c| {
                 if bench {
-                    scenarios::bench_reduce(&c);
+                    bench_reduce(&c);
                     return 0;
                 }
                 scenarios::all(&c, expected, &dir)
@@ -68,11 +69,10 @@ fn main() {
 
 #[cfg(feature = "mpi")]
 fn run_processes(expected: usize, dir: &std::path::Path, bench: bool) -> (usize, bool) {
-    use forge::distributed::Communicator;
     let comm = forge::distributed::MpiCommunicator::init().unwrap_or_else(|e| fail(&e.to_string()));
     if bench {
         scenarios::world(&comm, expected);
-        scenarios::bench_reduce(&comm);
+        bench_reduce(&comm);
         return (0, comm.is_root());
     }
     (scenarios::all(&comm, expected, dir), comm.is_root())
@@ -82,10 +82,48 @@ fn run_processes(expected: usize, dir: &std::path::Path, bench: bool) -> (usize,
 fn run_processes(expected: usize, dir: &std::path::Path, bench: bool) -> (usize, bool) {
     let comm = forge::distributed::LocalCommunicator;
     if bench {
-        scenarios::bench_reduce(&comm);
+        bench_reduce(&comm);
         return (0, true);
     }
     (scenarios::all(&comm, expected, dir), true)
+}
+
+/// Times, after a barrier (so that a slower rank's compute is not
+/// counted), the gradient reduction of a LeNet-5-sized model: the whole
+/// `reduce_gradients` (layout check, one bucket) and the bucket's
+/// all-reduce alone. Prints the medians of 200 rounds on rank 0.
+pub fn bench_reduce<C: Communicator>(comm: &C) {
+    let model = forge::models::mnist::LeNet5::new(&mut forge::Rng::new(0));
+    let mut ddp = DistributedDataParallel::new(model, comm).expect("new");
+    let mut grads = Gradients::new();
+    for p in ddp.parameters() {
+        grads.insert(&p, Tensor::ones(p.shape()));
+    }
+    let numel = ddp.num_parameters();
+    let mut flat = vec![1.0f32; numel];
+    let (mut whole, mut bucket) = (Vec::new(), Vec::new());
+    for _ in 0..200 {
+        comm.barrier().expect("barrier");
+        let t = std::time::Instant::now();
+        ddp.reduce_gradients(&grads).expect("reduce");
+        whole.push(t.elapsed().as_secs_f64() * 1e3);
+        comm.barrier().expect("barrier");
+        let t = std::time::Instant::now();
+        comm.all_reduce_mean(&mut flat).expect("all_reduce");
+        bucket.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    if comm.is_root() {
+        println!(
+            "{} ranks, {numel} f32 gradients: reduce_gradients {:.3} ms, all-reduce alone {:.3} ms (medians of 200)",
+            comm.size(),
+            median(&mut whole),
+            median(&mut bucket)
+        );
+    }
 }
 
 fn number(s: &str) -> usize {

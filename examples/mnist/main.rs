@@ -126,7 +126,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
 }
 
 fn run_with<C: Communicator>(args: &Args, comm: &C) -> Result<(), Box<dyn std::error::Error>> {
-    if args.batch_size as usize % comm.size() != 0 {
+    if !(args.batch_size as usize).is_multiple_of(comm.size()) {
         return Err(format!(
             "--batch-size {} does not split evenly over {} processes",
             args.batch_size,
