@@ -168,7 +168,7 @@ mod mnist {
             std::fs::copy(&labels, dir.join(name)).unwrap();
         }
         let err = Mnist::load(&dir).unwrap_err();
-        assert!(matches!(err, ForgeError::Format(_)), "{err}");
+        assert!(matches!(err, ForgeError::Format { .. }), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

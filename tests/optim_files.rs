@@ -127,28 +127,28 @@ fn a_newer_version_is_refused_and_other_kinds_too() {
     let b = Adam::<f32>::new(1e-3).to_bytes().unwrap();
     assert!(matches!(
         Sgd::<f32>::from_bytes(&b),
-        Err(ForgeError::State(_))
+        Err(ForgeError::State { .. })
     ));
     assert!(matches!(
         Adam::<f64>::from_bytes(&b),
-        Err(ForgeError::State(_))
+        Err(ForgeError::State { .. })
     ));
     assert!(matches!(
         Schedule::from_bytes(&b),
-        Err(ForgeError::State(_))
+        Err(ForgeError::State { .. })
     ));
     // Trailing bytes and bad magic.
     let mut t = b.clone();
     t.push(0);
     assert!(matches!(
         Adam::<f32>::from_bytes(&t),
-        Err(ForgeError::Format(_))
+        Err(ForgeError::Format { .. })
     ));
     let mut m = b.clone();
     m[0] = b'X';
     assert!(matches!(
         Adam::<f32>::from_bytes(&m),
-        Err(ForgeError::Format(_))
+        Err(ForgeError::Format { .. })
     ));
 }
 
@@ -168,7 +168,7 @@ fn closure_groups_are_unbound_after_load_and_restore_keeps_them() {
         .step_params(vec![("w", &mut w)], &Gradients::new())
         .unwrap_err();
     assert!(
-        matches!(e, ForgeError::State(ref m) if m.contains("restore")),
+        matches!(e, ForgeError::State { ref detail, .. } if detail.contains("restore")),
         "{e}"
     );
     let path = tmp("restore");
@@ -195,7 +195,7 @@ fn inconsistent_state_is_refused() {
     bad[at + 2] = 4; // shape [4] but buffers of 3 values
     let e = Adam::<f64>::from_bytes(&bad).unwrap_err();
     assert!(
-        matches!(e, ForgeError::State(ref m) if m.contains("layer.bias")),
+        matches!(e, ForgeError::State { ref path, .. } if path == "layer.bias"),
         "{e}"
     );
     // A state file for a different model (bias of 4 values): refused at

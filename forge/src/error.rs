@@ -9,9 +9,16 @@ use std::path::PathBuf;
 /// Op shape errors are programming errors and panic instead (naming the op
 /// and the shapes), as in PyTorch and ndarray.
 ///
+/// Every variant carries fields a caller can match on (the path of the
+/// tensor at fault, the argument's name, the shapes) beside a message:
+///
 /// ```
-/// let e = forge::ForgeError::Format("bad magic".into());
-/// assert_eq!(e.to_string(), "invalid format: bad magic");
+/// use forge::ForgeError;
+/// let e = ForgeError::format("IDX", "bad magic");
+/// assert_eq!(e.to_string(), "invalid format: IDX: bad magic");
+/// let e = ForgeError::missing("fc1.weight.exp_avg", "optimizer state");
+/// assert!(matches!(&e, ForgeError::MissingKey { path, .. } if path == "fc1.weight.exp_avg"));
+/// assert_eq!(e.to_string(), "optimizer state: missing fc1.weight.exp_avg");
 /// ```
 #[derive(Debug)]
 #[non_exhaustive]
@@ -25,7 +32,15 @@ pub enum ForgeError {
     },
     /// Bytes that do not follow the expected format (truncated, corrupt,
     /// inconsistent header, trailing garbage).
-    Format(String),
+    Format {
+        /// Where the bytes came from: the file (`data/train.idx`), the
+        /// format (`safetensors`, `IDX`, `training checkpoint`), or both
+        /// (`model.safetensors: safetensors`); empty when the detail says
+        /// it all (`not a safetensors file: ...`).
+        origin: String,
+        /// What is wrong, naming the tensor or field at fault.
+        detail: String,
+    },
     /// A tensor whose shape differs from the one expected.
     Shape {
         /// The tensor path or name.
@@ -63,11 +78,35 @@ pub enum ForgeError {
         /// The newest version this build reads.
         supported: u32,
     },
-    /// Optimizer or schedule state that does not fit the model or the
-    /// optimizer it is loaded into.
-    State(String),
+    /// A required entry that is absent: a buffer of optimizer state, a
+    /// part of a training checkpoint.
+    MissingKey {
+        /// The full path of the missing entry (`fc1.weight.exp_avg`,
+        /// `loader`).
+        path: String,
+        /// Where it was looked for (`optimizer state`, `training
+        /// checkpoint`).
+        within: String,
+    },
+    /// Optimizer, schedule, loader or random-generator state that does not
+    /// fit the model or the object it is loaded into.
+    State {
+        /// The tensor path the state belongs to (`fc1.weight`), or the
+        /// part it concerns (`data loader`, `schedule`); empty when the
+        /// state as a whole does not fit.
+        path: String,
+        /// What does not fit.
+        detail: String,
+    },
     /// An argument out of its valid range (a learning rate below zero, ...).
-    Invalid(String),
+    Invalid {
+        /// The argument, with its owner (`Sgd.momentum`,
+        /// `LinearLr.start_factor`, `tensor name`).
+        name: String,
+        /// The whole explanation, naming the argument and its value
+        /// (`Sgd: momentum = -1 must be finite and >= 0`).
+        detail: String,
+    },
     /// A failure between the processes of a data-parallel run: ranks that
     /// disagree (different models, buffer sizes), a peer that is gone, or a
     /// launcher that does not match the MPI library.
@@ -87,13 +126,93 @@ impl ForgeError {
             source,
         }
     }
+
+    /// A [`Format`](ForgeError::Format) error.
+    ///
+    /// ```
+    /// let e = forge::ForgeError::format("safetensors", "tensor 'w': invalid BOOL value");
+    /// assert_eq!(e.to_string(), "invalid format: safetensors: tensor 'w': invalid BOOL value");
+    /// ```
+    pub fn format(origin: impl Into<String>, detail: impl Into<String>) -> Self {
+        ForgeError::Format {
+            origin: origin.into(),
+            detail: detail.into(),
+        }
+    }
+
+    /// The same error, read from the file at `path`: a
+    /// [`Format`](ForgeError::Format) error's origin gains the path in
+    /// front; other errors are returned as they are.
+    ///
+    /// ```
+    /// let e = forge::ForgeError::format("IDX", "truncated").in_file("train.idx");
+    /// assert_eq!(e.to_string(), "invalid format: train.idx: IDX: truncated");
+    /// ```
+    pub fn in_file(self, path: impl AsRef<std::path::Path>) -> Self {
+        match self {
+            ForgeError::Format { origin, detail } => {
+                let path = path.as_ref().display();
+                let origin = if origin.is_empty() {
+                    path.to_string()
+                } else {
+                    format!("{path}: {origin}")
+                };
+                ForgeError::Format { origin, detail }
+            }
+            other => other,
+        }
+    }
+
+    /// A [`MissingKey`](ForgeError::MissingKey) error.
+    ///
+    /// ```
+    /// let e = forge::ForgeError::missing("loader", "training checkpoint");
+    /// assert_eq!(e.to_string(), "training checkpoint: missing loader");
+    /// ```
+    pub fn missing(path: impl Into<String>, within: impl Into<String>) -> Self {
+        ForgeError::MissingKey {
+            path: path.into(),
+            within: within.into(),
+        }
+    }
+
+    /// A [`State`](ForgeError::State) error.
+    ///
+    /// ```
+    /// let e = forge::ForgeError::state("fc.bias", "step = 3 cannot advance");
+    /// assert_eq!(e.to_string(), "invalid state: fc.bias: step = 3 cannot advance");
+    /// ```
+    pub fn state(path: impl Into<String>, detail: impl Into<String>) -> Self {
+        ForgeError::State {
+            path: path.into(),
+            detail: detail.into(),
+        }
+    }
+
+    /// An [`Invalid`](ForgeError::Invalid) error.
+    ///
+    /// ```
+    /// let e = forge::ForgeError::invalid("Sgd.momentum", "Sgd: momentum = -1 must be >= 0");
+    /// assert_eq!(e.to_string(), "invalid argument: Sgd: momentum = -1 must be >= 0");
+    /// ```
+    pub fn invalid(name: impl Into<String>, detail: impl Into<String>) -> Self {
+        ForgeError::Invalid {
+            name: name.into(),
+            detail: detail.into(),
+        }
+    }
 }
 
 impl fmt::Display for ForgeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ForgeError::Io { path, source } => write!(f, "{}: {source}", path.display()),
-            ForgeError::Format(m) => write!(f, "invalid format: {m}"),
+            ForgeError::Format { origin, detail } if origin.is_empty() => {
+                write!(f, "invalid format: {detail}")
+            }
+            ForgeError::Format { origin, detail } => {
+                write!(f, "invalid format: {origin}: {detail}")
+            }
             ForgeError::Shape {
                 name,
                 expected,
@@ -129,8 +248,12 @@ impl fmt::Display for ForgeError {
                 f,
                 "{what}: format version {found} is newer than the supported version {supported}"
             ),
-            ForgeError::State(m) => write!(f, "invalid state: {m}"),
-            ForgeError::Invalid(m) => write!(f, "invalid argument: {m}"),
+            ForgeError::MissingKey { path, within } => write!(f, "{within}: missing {path}"),
+            ForgeError::State { path, detail } if path.is_empty() => {
+                write!(f, "invalid state: {detail}")
+            }
+            ForgeError::State { path, detail } => write!(f, "invalid state: {path}: {detail}"),
+            ForgeError::Invalid { detail, .. } => write!(f, "invalid argument: {detail}"),
             ForgeError::Distributed(m) => write!(f, "distributed: {m}"),
         }
     }

@@ -134,10 +134,13 @@ pub(crate) fn tensors_as<E: Float>(
             DType::F32 => AnyTensor::F32(t.cast()),
             DType::F64 => AnyTensor::F64(t.cast()),
             other => {
-                return Err(ForgeError::Invalid(format!(
-                    "checkpoints store float tensors (F16, BF16, F32, F64), not {}",
-                    other.name()
-                )))
+                return Err(ForgeError::invalid(
+                    "dtype",
+                    format!(
+                        "checkpoints store float tensors (F16, BF16, F32, F64), not {}",
+                        other.name()
+                    ),
+                ))
             }
         };
         out.insert(format!("{prefix}{k}"), any);

@@ -86,7 +86,7 @@ macro_rules! concrete_schedule_state {
                         *self = s;
                         Ok(())
                     }
-                    other => Err(ForgeError::State(format!(
+                    other => Err(ForgeError::state("schedule", format!(
                         "the checkpoint's schedule is {}, not {}",
                         schedule_name(&other),
                         stringify!($t)
@@ -206,7 +206,12 @@ impl TrainingCheckpoint {
         L: Layer<E> + ?Sized,
     {
         let encode = |what: &str, r: std::result::Result<Vec<u8>, postcard::Error>| {
-            r.map_err(|e| ForgeError::Format(format!("cannot encode the {what}: {e}")))
+            r.map_err(|e| {
+                ForgeError::format(
+                    "training checkpoint",
+                    format!("cannot encode the {what}: {e}"),
+                )
+            })
         };
         let mut tensors = tensors_as(&model.state_dict(), "model.", E::DTYPE)?;
         tensors.insert("optimizer".into(), blob(optimizer.to_bytes()?));
@@ -363,7 +368,7 @@ impl TrainingCheckpoint {
     /// let ds = TensorDataset::new((Tensor::<f32>::zeros(&[4, 2]),)).unwrap();
     /// let loader = DataLoader::new(&ds, 2);
     /// let r = TrainingCheckpoint::load_into_with_loader(&path, &mut m, &mut Sgd::new(0.1), None, &loader);
-    /// assert!(matches!(r, Err(ForgeError::State(_))));
+    /// assert!(matches!(r, Err(ForgeError::State { .. })));
     /// std::fs::remove_file(&path).unwrap();
     /// ```
     pub fn load_into_with_loader<E, R, L, D>(
@@ -454,9 +459,9 @@ impl TrainingCheckpoint {
         let version: u32 = data
             .metadata
             .get(FORMAT_KEY)
-            .ok_or_else(|| ForgeError::Format("not a forge training checkpoint".into()))?
+            .ok_or_else(|| ForgeError::format("", "not a forge training checkpoint"))?
             .parse()
-            .map_err(|_| ForgeError::Format("training checkpoint: bad format version".into()))?;
+            .map_err(|_| ForgeError::format("training checkpoint", "bad format version"))?;
         if version > CHECKPOINT_VERSION {
             return Err(ForgeError::Version {
                 what: "training checkpoint".into(),
@@ -468,23 +473,19 @@ impl TrainingCheckpoint {
             .metadata
             .get("step")
             .and_then(|s| s.parse().ok())
-            .ok_or_else(|| ForgeError::Format("training checkpoint: missing or bad step".into()))?;
+            .ok_or_else(|| ForgeError::format("training checkpoint", "missing or bad step"))?;
         let blob = |name: &str| -> Option<Result<Vec<u8>>> {
             data.tensors.get(name).map(|t| {
                 t.get::<u8>().map(|t| t.to_vec()).ok_or_else(|| {
-                    ForgeError::Format(format!("training checkpoint: {name} is not a U8 tensor"))
+                    ForgeError::format("training checkpoint", format!("{name} is not a U8 tensor"))
                 })
             })
         };
         let required = |name: &str| -> Result<Vec<u8>> {
-            blob(name).unwrap_or_else(|| {
-                Err(ForgeError::Format(format!(
-                    "training checkpoint: no U8 tensor {name}"
-                )))
-            })
+            blob(name).unwrap_or_else(|| Err(ForgeError::missing(name, "training checkpoint")))
         };
         let decode_err = |what: &str, e: postcard::Error| {
-            ForgeError::Format(format!("training checkpoint: corrupt {what}: {e}"))
+            ForgeError::format("training checkpoint", format!("corrupt {what}: {e}"))
         };
 
         // Decode and check everything before anything changes.
@@ -494,27 +495,27 @@ impl TrainingCheckpoint {
             None => None,
             Some(target) => {
                 let bytes = blob("schedule").unwrap_or_else(|| {
-                    Err(ForgeError::State(
-                        "a schedule was given but the checkpoint holds none".into(),
+                    Err(ForgeError::state(
+                        "schedule",
+                        "a schedule was given but the checkpoint holds none",
                     ))
                 })?;
                 let s = Schedule::from_bytes(&bytes)?;
                 if !target.accepts(&s) {
-                    return Err(ForgeError::State(format!(
-                        "the checkpoint's schedule is {}, another type than the one given",
-                        schedule_name(&s)
-                    )));
+                    return Err(ForgeError::state(
+                        "schedule",
+                        format!(
+                            "the checkpoint's schedule is {}, another type than the one given",
+                            schedule_name(&s)
+                        ),
+                    ));
                 }
                 Some(s)
             }
         };
         let rngs: Option<BTreeMap<String, Rng>> = match blob("rng") {
             None if version < 2 => None,
-            None => {
-                return Err(ForgeError::Format(
-                    "training checkpoint: no U8 tensor rng".into(),
-                ))
-            }
+            None => return Err(ForgeError::missing("rng", "training checkpoint")),
             Some(bytes) => Some(
                 postcard::from_bytes(&bytes?).map_err(|e| decode_err("random generators", e))?,
             ),
@@ -522,19 +523,23 @@ impl TrainingCheckpoint {
         if let Some(rngs) = &rngs {
             let mine = model.rng_states();
             if !mine.keys().eq(rngs.keys()) {
-                return Err(ForgeError::State(format!(
-                    "the checkpoint's random generators {:?} are not the model's {:?}",
-                    rngs.keys().collect::<Vec<_>>(),
-                    mine.keys().collect::<Vec<_>>()
-                )));
+                return Err(ForgeError::state(
+                    "rng",
+                    format!(
+                        "the checkpoint's random generators {:?} are not the model's {:?}",
+                        rngs.keys().collect::<Vec<_>>(),
+                        mine.keys().collect::<Vec<_>>()
+                    ),
+                ));
             }
         }
         let loader_state = match loader {
             None => None,
             Some(l) => {
                 let bytes = blob("loader").unwrap_or_else(|| {
-                    Err(ForgeError::State(
-                        "a data loader was given but the checkpoint holds no loader state".into(),
+                    Err(ForgeError::state(
+                        "loader",
+                        "a data loader was given but the checkpoint holds no loader state",
                     ))
                 })?;
                 let state: LoaderState =

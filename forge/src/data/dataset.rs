@@ -148,18 +148,21 @@ impl<E: Element> InMemoryDataset<E> {
     /// ```
     pub fn new(inputs: Tensor<E>, labels: Vec<i64>) -> Result<Self> {
         if inputs.rank() == 0 {
-            return Err(ForgeError::Invalid(
-                "InMemoryDataset: the inputs are a scalar; they need a first dimension (the samples)"
-                    .into(),
+            return Err(ForgeError::invalid(
+                "InMemoryDataset.inputs",
+                "InMemoryDataset: the inputs are a scalar; they need a first dimension (the samples)",
             ));
         }
         if inputs.shape()[0] != labels.len() {
-            return Err(ForgeError::Invalid(format!(
-                "InMemoryDataset: {} inputs (shape {:?}) but {} labels",
-                inputs.shape()[0],
-                inputs.shape(),
-                labels.len()
-            )));
+            return Err(ForgeError::invalid(
+                "InMemoryDataset.labels",
+                format!(
+                    "InMemoryDataset: {} inputs (shape {:?}) but {} labels",
+                    inputs.shape()[0],
+                    inputs.shape(),
+                    labels.len()
+                ),
+            ));
         }
         Ok(InMemoryDataset {
             inputs: inputs.detach(),

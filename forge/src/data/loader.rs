@@ -391,7 +391,7 @@ impl<'a, D: Dataset> DataLoader<'a, D> {
     /// The checks of [`set_state`](Self::set_state), changing nothing.
     pub(crate) fn check_state(&self, state: &LoaderState) -> Result<()> {
         let n = self.dataset.len();
-        let bad = |msg: String| Err(ForgeError::State(format!("data loader state: {msg}")));
+        let bad = |msg: String| Err(ForgeError::state("data loader", msg));
         if state.rng.is_some() != self.shuffled {
             let on = |b: bool| if b { "on" } else { "off" };
             return bad(format!(

@@ -104,10 +104,7 @@ fn load_split(dir: &Path, prefixes: &[&str], opts: MnistOptions) -> Result<InMem
     let labels_path = find_file(dir, prefixes, "labels-idx1-ubyte")?;
     let images = read_idx(&images_path)?;
     let labels = read_idx(&labels_path)?;
-    images_to_dataset(images, labels, opts).map_err(|e| match e {
-        ForgeError::Format(m) => ForgeError::Format(format!("{}: {m}", images_path.display())),
-        other => other,
-    })
+    images_to_dataset(images, labels, opts).map_err(|e| e.in_file(&images_path))
 }
 
 /// Checks shapes and labels and builds the dataset.
@@ -117,27 +114,28 @@ fn images_to_dataset(
     opts: MnistOptions,
 ) -> Result<InMemoryDataset<f32>> {
     let &[n, h, w] = images.dims.as_slice() else {
-        return Err(ForgeError::Format(format!(
-            "MNIST images must be [N, 28, 28], found {:?}",
-            images.dims
-        )));
+        return Err(ForgeError::format(
+            "MNIST",
+            format!("MNIST images must be [N, 28, 28], found {:?}", images.dims),
+        ));
     };
     if (h, w) != (28, 28) {
-        return Err(ForgeError::Format(format!(
-            "MNIST images must be [N, 28, 28], found {:?}",
-            images.dims
-        )));
+        return Err(ForgeError::format(
+            "MNIST",
+            format!("MNIST images must be [N, 28, 28], found {:?}", images.dims),
+        ));
     }
     if labels.dims.as_slice() != [n] {
-        return Err(ForgeError::Format(format!(
-            "{n} MNIST images but labels of shape {:?}",
-            labels.dims
-        )));
+        return Err(ForgeError::format(
+            "MNIST",
+            format!("{n} MNIST images but labels of shape {:?}", labels.dims),
+        ));
     }
     if let Some(bad) = labels.data.iter().find(|&&l| l > 9) {
-        return Err(ForgeError::Format(format!(
-            "MNIST label {bad} is not a digit"
-        )));
+        return Err(ForgeError::format(
+            "MNIST",
+            format!("MNIST label {bad} is not a digit"),
+        ));
     }
     let (shift, scale) = if opts.normalize {
         (MNIST_MEAN, 1.0 / MNIST_STD)

@@ -161,16 +161,19 @@ impl<T: TensorTuple> TensorDataset<T> {
     pub fn new(tensors: T) -> Result<Self> {
         let dims = tensors.first_dims();
         if let Some(i) = dims.iter().position(Option::is_none) {
-            return Err(ForgeError::Invalid(format!(
+            return Err(ForgeError::invalid(format!("TensorDataset.{i}"), format!(
                 "TensorDataset: tensor {i} is a scalar; each tensor needs a first dimension (the samples)"
             )));
         }
         let dims: Vec<usize> = dims.into_iter().flatten().collect();
         if let Some(j) = dims.iter().position(|&d| d != dims[0]) {
-            return Err(ForgeError::Invalid(format!(
-                "TensorDataset: tensor 0 has {} samples but tensor {j} has {}",
-                dims[0], dims[j]
-            )));
+            return Err(ForgeError::invalid(
+                format!("TensorDataset.{j}"),
+                format!(
+                    "TensorDataset: tensor 0 has {} samples but tensor {j} has {}",
+                    dims[0], dims[j]
+                ),
+            ));
         }
         Ok(TensorDataset {
             tensors: tensors.detached(),

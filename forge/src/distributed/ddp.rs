@@ -490,8 +490,12 @@ impl<L, C: Communicator> DistributedDataParallel<L, C> {
 /// Replaces the module's random generators (dropout's) by rank 0's.
 fn broadcast_rngs<E: Float, L: Layer<E>, C: Communicator>(comm: &C, module: &mut L) -> Result<()> {
     let mine = if comm.is_root() {
-        postcard::to_allocvec(&module.rng_states())
-            .map_err(|e| ForgeError::Format(format!("cannot encode the random generators: {e}")))?
+        postcard::to_allocvec(&module.rng_states()).map_err(|e| {
+            ForgeError::format(
+                "random generators",
+                format!("cannot encode the random generators: {e}"),
+            )
+        })?
     } else {
         Vec::new()
     };

@@ -579,7 +579,7 @@ pub trait Communicator {
     /// use forge::distributed::{Communicator, ThreadCommunicator};
     /// use forge::ForgeError;
     /// let out = ThreadCommunicator::run(2, |c| {
-    ///     c.run_on_root(|| Err(ForgeError::Invalid("disk full".into()))).unwrap_err().to_string()
+    ///     c.run_on_root(|| Err(ForgeError::invalid("disk", "disk full"))).unwrap_err().to_string()
     /// });
     /// assert!(out[1].contains("rank 0 failed: invalid argument: disk full"), "{}", out[1]);
     /// ```

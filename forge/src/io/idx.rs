@@ -84,7 +84,7 @@ impl IdxArray {
 }
 
 fn format_err(m: impl std::fmt::Display) -> ForgeError {
-    ForgeError::Format(format!("IDX: {m}"))
+    ForgeError::format("IDX", m.to_string())
 }
 
 /// Maps a read error: an early end is a truncated file, anything else
@@ -221,8 +221,5 @@ fn parse_stream(mut r: impl Read, max_bytes: usize, what: &str) -> Result<IdxArr
 pub fn read_idx(path: impl AsRef<Path>) -> Result<IdxArray> {
     let path = path.as_ref();
     let bytes = std::fs::read(path).map_err(|e| ForgeError::io(path, e))?;
-    parse_idx(&bytes).map_err(|e| match e {
-        ForgeError::Format(m) => ForgeError::Format(format!("{}: {m}", path.display())),
-        other => other,
-    })
+    parse_idx(&bytes).map_err(|e| e.in_file(path))
 }

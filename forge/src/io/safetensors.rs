@@ -154,10 +154,10 @@ impl AnyTensor {
                 .map(E::take)
                 .collect::<Option<Vec<E>>>()
                 .ok_or_else(|| {
-                    ForgeError::Format(format!(
-                        "tensor '{name}': invalid {} value",
-                        E::DTYPE.name()
-                    ))
+                    ForgeError::format(
+                        "safetensors",
+                        format!("tensor '{name}': invalid {} value", E::DTYPE.name()),
+                    )
                 })?;
             Ok(Tensor::from_vec(data, shape))
         }
@@ -268,15 +268,21 @@ pub struct SafeTensorsData {
 /// assert!(parse_safetensors(&bytes[..bytes.len() - 1]).is_err());
 /// ```
 pub fn parse_safetensors(bytes: &[u8]) -> Result<SafeTensorsData> {
-    let fmt = |m: String| ForgeError::Format(format!("safetensors: {m}"));
+    let fmt = |m: String| ForgeError::format("safetensors", m);
     let header_end = header_end(bytes)?;
     let text = std::str::from_utf8(&bytes[8..header_end]).map_err(|e| {
-        ForgeError::Format(format!("not a safetensors file: header is not UTF-8: {e}"))
+        ForgeError::format(
+            "",
+            format!("not a safetensors file: header is not UTF-8: {e}"),
+        )
     })?;
     if let Some(c) = text.trim_start().chars().next().filter(|&c| c != '{') {
-        return Err(ForgeError::Format(format!(
-            "not a safetensors file: the header is not a JSON object (expected '{{', found {c:?})"
-        )));
+        return Err(ForgeError::format(
+            "",
+            format!(
+                "not a safetensors file: the header is not a JSON object (expected '{{', found {c:?})"
+            ),
+        ));
     }
     let Header { entries, metadata } = parse_header(text).map_err(fmt)?;
     check_layout(&entries, bytes.len() - header_end).map_err(fmt)?;
@@ -308,7 +314,7 @@ pub fn parse_safetensors(bytes: &[u8]) -> Result<SafeTensorsData> {
 /// not a safetensors file at all (a text file gives a length of about
 /// 10^18).
 fn header_end(bytes: &[u8]) -> Result<usize> {
-    let not = |m: String| ForgeError::Format(format!("not a safetensors file: {m}"));
+    let not = |m: String| ForgeError::format("", format!("not a safetensors file: {m}"));
     let len_bytes: [u8; 8] = bytes
         .get(..8)
         .and_then(|b| b.try_into().ok())
@@ -399,10 +405,7 @@ fn check_layout(
 pub fn read_safetensors(path: impl AsRef<Path>) -> Result<SafeTensorsData> {
     let path = path.as_ref();
     let bytes = std::fs::read(path).map_err(|e| ForgeError::io(path, e))?;
-    parse_safetensors(&bytes).map_err(|e| match e {
-        ForgeError::Format(m) => ForgeError::Format(format!("{}: {m}", path.display())),
-        other => other,
-    })
+    parse_safetensors(&bytes).map_err(|e| e.in_file(path))
 }
 
 /// Encodes tensors and metadata as a safetensors file.
@@ -446,7 +449,7 @@ fn encode(
     tensors: &BTreeMap<String, AnyTensor>,
     metadata: &BTreeMap<String, String>,
 ) -> Result<Vec<u8>> {
-    let fmt = |m: String| ForgeError::Format(format!("safetensors: {m}"));
+    let fmt = |m: String| ForgeError::format("safetensors", m);
     let views = tensors
         .iter()
         .map(|(name, t)| (name.as_str(), TensorBytes(t)));
@@ -533,9 +536,10 @@ pub fn write_safetensors(
     metadata: &BTreeMap<String, String>,
 ) -> Result<()> {
     if tensors.contains_key(METADATA_KEY) {
-        return Err(ForgeError::Invalid(format!(
-            "a tensor may not be named {METADATA_KEY}"
-        )));
+        return Err(ForgeError::invalid(
+            "tensor name",
+            format!("a tensor may not be named {METADATA_KEY}"),
+        ));
     }
     atomic_write(path, &encode(tensors, metadata)?)
 }

@@ -590,7 +590,7 @@ impl<E: Float> Layer<E> for Gpt<E> {
                 }
                 Some(wte) if wte.shape() == head.shape() && wte.as_slice() == head.as_slice() => {}
                 Some(wte) => {
-                    return Err(ForgeError::Invalid(format!(
+                    return Err(ForgeError::invalid(LM_HEAD, format!(
                         "Gpt::load_state_dict: {LM_HEAD} {:?} is not identical to {WTE} {:?}, but the head is tied to the token embedding",
                         head.shape(),
                         wte.shape()

@@ -341,7 +341,7 @@ pub trait Layer<E: Float = f32> {
             let missing: Vec<&String> = mine.keys().filter(|k| !states.contains_key(*k)).collect();
             let unexpected: Vec<&String> =
                 states.keys().filter(|k| !mine.contains_key(*k)).collect();
-            return Err(ForgeError::State(format!(
+            return Err(ForgeError::state("rng", format!(
                 "random generators do not match the model: missing {missing:?}, unexpected {unexpected:?}"
             )));
         }

@@ -130,10 +130,10 @@ impl UpdateRule for AdadeltaConfig {
 
     fn validate(&self) -> Result<()> {
         if !(self.rho.is_finite() && (0.0..=1.0).contains(&self.rho)) {
-            return Err(ForgeError::Invalid(format!(
-                "Adadelta: rho = {} must be in [0, 1]",
-                self.rho
-            )));
+            return Err(ForgeError::invalid(
+                "Adadelta.rho",
+                format!("Adadelta: rho = {} must be in [0, 1]", self.rho),
+            ));
         }
         positive_eps(Self::NAME, self.eps)
     }

@@ -143,9 +143,10 @@ impl UpdateRule for AdagradConfig {
             ("initial_accumulator_value", self.initial_accumulator_value),
         ] {
             if !(v.is_finite() && v >= 0.0) {
-                return Err(ForgeError::Invalid(format!(
-                    "Adagrad: {what} = {v} must be finite and >= 0"
-                )));
+                return Err(ForgeError::invalid(
+                    format!("Adagrad.{what}"),
+                    format!("Adagrad: {what} = {v} must be finite and >= 0"),
+                ));
             }
         }
         positive_eps(Self::NAME, self.eps)

@@ -221,9 +221,10 @@ impl AdamConfig {
     fn check(&self, name: &str) -> Result<()> {
         for (field, b) in [("beta1", self.beta1), ("beta2", self.beta2)] {
             if !(b.is_finite() && (0.0..1.0).contains(&b)) {
-                return Err(ForgeError::Invalid(format!(
-                    "{name}: {field} = {b} must be in [0, 1)"
-                )));
+                return Err(ForgeError::invalid(
+                    format!("{name}.{field}"),
+                    format!("{name}: {field} = {b} must be in [0, 1)"),
+                ));
             }
         }
         positive_eps(name, self.eps)
@@ -315,8 +316,7 @@ pub(crate) fn positive_eps(name: &str, eps: f64) -> Result<()> {
     if eps.is_finite() && eps >= 1e-30 {
         Ok(())
     } else {
-        Err(ForgeError::Invalid(format!(
-            "{name}: eps = {eps} must be finite and >= 1e-30 (a zero eps turns a zero gradient into 0/0)"
+        Err(ForgeError::invalid(format!("{name}.eps"), format!("{name}: eps = {eps} must be finite and >= 1e-30 (a zero eps turns a zero gradient into 0/0)"
         )))
     }
 }

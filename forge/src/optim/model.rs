@@ -100,10 +100,13 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
         if problems.is_empty() {
             Ok(())
         } else {
-            Err(ForgeError::State(format!(
-                "optimizer state does not fit the model: {}",
-                problems.join("; ")
-            )))
+            Err(ForgeError::state(
+                "",
+                format!(
+                    "optimizer state does not fit the model: {}",
+                    problems.join("; ")
+                ),
+            ))
         }
     }
 }

@@ -405,12 +405,15 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
         self.validate_ranges()?;
         for (i, g) in self.groups.iter().enumerate() {
             if g.matcher.is_unbound() {
-                return Err(ForgeError::State(format!(
-                    "{}: parameter group {i} was built with a closure (ParamGroup::matching), \
+                return Err(ForgeError::state(
+                    format!("param_groups.{i}"),
+                    format!(
+                        "{}: parameter group {i} was built with a closure (ParamGroup::matching), \
                      which a file cannot store; rebuild the optimizer in code and call \
                      `restore(path)` to take the saved state",
-                    R::NAME
-                )));
+                        R::NAME
+                    ),
+                ));
             }
         }
         Ok(())
@@ -425,10 +428,13 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
             if E::from_f64(v).is_finite() {
                 Ok(())
             } else {
-                Err(ForgeError::Invalid(format!(
-                    "{name}: {what} = {v} overflows {}",
-                    std::any::type_name::<E>()
-                )))
+                Err(ForgeError::invalid(
+                    format!("{name}.{what}"),
+                    format!(
+                        "{name}: {what} = {v} overflows {}",
+                        std::any::type_name::<E>()
+                    ),
+                ))
             }
         };
         fits("lr".into(), self.lr)?;
@@ -476,18 +482,24 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
         }
         if let Some(s) = self.state.get(path) {
             if s.shape != param.shape() {
-                return Err(ForgeError::State(format!(
-                    "{path}: optimizer state was created for shape {:?}, the parameter has shape {:?}",
-                    s.shape,
-                    param.shape()
-                )));
+                return Err(ForgeError::state(
+                    path.to_string(),
+                    format!(
+                        "optimizer state was created for shape {:?}, the parameter has shape {:?}",
+                        s.shape,
+                        param.shape()
+                    ),
+                ));
             }
             if s.step >= MAX_STEP {
-                return Err(ForgeError::State(format!(
-                    "{path}: step = {} cannot advance (the limit is {})",
-                    s.step,
-                    MAX_STEP - 1
-                )));
+                return Err(ForgeError::state(
+                    path.to_string(),
+                    format!(
+                        "step = {} cannot advance (the limit is {})",
+                        s.step,
+                        MAX_STEP - 1
+                    ),
+                ));
             }
         }
         Ok(true)
@@ -518,7 +530,10 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
             .checked_add(1)
             .filter(|&s| s < MAX_STEP)
             .ok_or_else(|| {
-                ForgeError::State(format!("{path}: step = {} cannot advance", state.step))
+                ForgeError::state(
+                    path.to_string(),
+                    format!("step = {} cannot advance", state.step),
+                )
             })?;
         state.step = step;
         let decay = if R::DECOUPLED_WEIGHT_DECAY {
@@ -620,8 +635,9 @@ pub(crate) fn non_negative(name: &str, field: &str, v: f64) -> Result<()> {
     if v.is_finite() && v >= 0.0 {
         Ok(())
     } else {
-        Err(ForgeError::Invalid(format!(
-            "{name}: {field} = {v} must be finite and >= 0"
-        )))
+        Err(ForgeError::invalid(
+            format!("{name}.{field}"),
+            format!("{name}: {field} = {v} must be finite and >= 0"),
+        ))
     }
 }

@@ -78,8 +78,9 @@ pub trait Persist: Serialize + Sized {
         let mut out = Vec::with_capacity(64);
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-        let body = postcard::to_allocvec(&(Self::kind(), self))
-            .map_err(|e| ForgeError::Format(format!("cannot encode {}: {e}", Self::kind())))?;
+        let body = postcard::to_allocvec(&(Self::kind(), self)).map_err(|e| {
+            ForgeError::format(Self::kind(), format!("cannot encode {}: {e}", Self::kind()))
+        })?;
         out.extend_from_slice(&body);
         Ok(out)
     }
@@ -99,20 +100,22 @@ pub trait Persist: Serialize + Sized {
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let body = check_header(bytes, &Self::kind())?;
         let (kind, rest): (String, &[u8]) = postcard::take_from_bytes(body)
-            .map_err(|e| ForgeError::Format(format!("optimizer file: corrupt kind: {e}")))?;
+            .map_err(|e| ForgeError::format("optimizer file", format!("corrupt kind: {e}")))?;
         if kind != Self::kind() {
-            return Err(ForgeError::State(format!(
-                "the file holds {kind}, not {}",
-                Self::kind()
-            )));
+            return Err(ForgeError::state(
+                "",
+                format!("the file holds {kind}, not {}", Self::kind()),
+            ));
         }
-        let (value, rest): (Self::Stored, &[u8]) = postcard::take_from_bytes(rest)
-            .map_err(|e| ForgeError::Format(format!("{kind} file: corrupt or truncated: {e}")))?;
+        let (value, rest): (Self::Stored, &[u8]) =
+            postcard::take_from_bytes(rest).map_err(|e| {
+                ForgeError::format(format!("{kind} file"), format!("corrupt or truncated: {e}"))
+            })?;
         if !rest.is_empty() {
-            return Err(ForgeError::Format(format!(
-                "{kind} file: {} trailing bytes",
-                rest.len()
-            )));
+            return Err(ForgeError::format(
+                format!("{kind} file"),
+                format!("{} trailing bytes", rest.len()),
+            ));
         }
         Self::from_stored(value)
     }
@@ -155,15 +158,16 @@ pub trait Persist: Serialize + Sized {
 /// Checks magic and version; returns the postcard body.
 fn check_header<'a>(bytes: &'a [u8], kind: &str) -> Result<&'a [u8]> {
     if bytes.len() < 12 {
-        return Err(ForgeError::Format(format!(
-            "{kind} file: {} bytes, shorter than the 12-byte header",
-            bytes.len()
-        )));
+        return Err(ForgeError::format(
+            format!("{kind} file"),
+            format!("{} bytes, shorter than the 12-byte header", bytes.len()),
+        ));
     }
     if &bytes[..8] != MAGIC {
-        return Err(ForgeError::Format(format!(
-            "{kind} file: bad magic bytes (not a forge optimizer/schedule file)"
-        )));
+        return Err(ForgeError::format(
+            format!("{kind} file"),
+            "bad magic bytes (not a forge optimizer/schedule file)",
+        ));
     }
     let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
     if version > FORMAT_VERSION {
@@ -174,7 +178,10 @@ fn check_header<'a>(bytes: &'a [u8], kind: &str) -> Result<&'a [u8]> {
         });
     }
     if version == 0 {
-        return Err(ForgeError::Format(format!("{kind} file: format version 0")));
+        return Err(ForgeError::format(
+            format!("{kind} file"),
+            "format version 0",
+        ));
     }
     Ok(&bytes[12..])
 }
@@ -285,10 +292,10 @@ impl<R: UpdateRule, E: Float + Serialize + DeserializeOwned> Persist for Optimiz
                 .iter()
                 .find(|r| !p.buffers.iter().any(|(n, _)| n == *r))
             {
-                return Err(ForgeError::State(format!(
-                    "{path}: the file has no {missing} buffer, which {} keeps",
-                    R::NAME
-                )));
+                return Err(ForgeError::state(
+                    path.to_string(),
+                    format!("the file has no {missing} buffer, which {} keeps", R::NAME),
+                ));
             }
             let s = opt.checked_state(&path, p.step, p.shape, p.buffers)?;
             opt.state.insert(path, s);

@@ -173,16 +173,19 @@ impl UpdateRule for RmsPropConfig {
 
     fn validate(&self) -> Result<()> {
         if !(self.alpha.is_finite() && (0.0..=1.0).contains(&self.alpha)) {
-            return Err(ForgeError::Invalid(format!(
-                "RmsProp: alpha = {} must be in [0, 1]",
-                self.alpha
-            )));
+            return Err(ForgeError::invalid(
+                "RmsProp.alpha",
+                format!("RmsProp: alpha = {} must be in [0, 1]", self.alpha),
+            ));
         }
         if !(self.momentum.is_finite() && self.momentum >= 0.0) {
-            return Err(ForgeError::Invalid(format!(
-                "RmsProp: momentum = {} must be finite and >= 0",
-                self.momentum
-            )));
+            return Err(ForgeError::invalid(
+                "RmsProp.momentum",
+                format!(
+                    "RmsProp: momentum = {} must be finite and >= 0",
+                    self.momentum
+                ),
+            ));
         }
         positive_eps(Self::NAME, self.eps)
     }

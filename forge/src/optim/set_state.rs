@@ -39,18 +39,22 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
         buffers: &[(&str, Tensor<E>)],
     ) -> Result<()> {
         let Some((_, first)) = buffers.first() else {
-            return Err(ForgeError::State(format!(
-                "{path}: set_state needs at least one buffer to know the parameter's shape"
-            )));
+            return Err(ForgeError::state(
+                path.to_string(),
+                "set_state needs at least one buffer to know the parameter's shape",
+            ));
         };
         let shape = first.shape().to_vec();
         for (name, t) in buffers {
             if t.shape() != shape.as_slice() {
-                return Err(ForgeError::State(format!(
-                    "{path}: buffer {name} has shape {:?}, the first buffer {:?}",
-                    t.shape(),
-                    shape
-                )));
+                return Err(ForgeError::state(
+                    path.to_string(),
+                    format!(
+                        "buffer {name} has shape {:?}, the first buffer {:?}",
+                        t.shape(),
+                        shape
+                    ),
+                ));
             }
         }
         let named = buffers
@@ -75,34 +79,45 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
         buffers: Vec<(String, Vec<E>)>,
     ) -> Result<ParamState<R::State<E>>> {
         let n = checked_numel(&shape).ok_or_else(|| {
-            ForgeError::State(format!(
-                "{path}: shape {shape:?} has more elements than memory can address"
-            ))
+            ForgeError::state(
+                path.to_string(),
+                format!("shape {shape:?} has more elements than memory can address"),
+            )
         })?;
         if step >= MAX_STEP {
-            return Err(ForgeError::State(format!(
-                "{path}: step = {step} is beyond the largest step count forge takes ({})",
-                MAX_STEP - 1
-            )));
+            return Err(ForgeError::state(
+                path.to_string(),
+                format!(
+                    "step = {step} is beyond the largest step count forge takes ({})",
+                    MAX_STEP - 1
+                ),
+            ));
         }
         for (i, (name, values)) in buffers.iter().enumerate() {
             if !R::BUFFERS.contains(&name.as_str()) {
-                return Err(ForgeError::State(format!(
-                    "{path}: state buffer {name} is not used by {} (it keeps {:?})",
-                    R::NAME,
-                    R::BUFFERS
-                )));
+                return Err(ForgeError::state(
+                    path.to_string(),
+                    format!(
+                        "state buffer {name} is not used by {} (it keeps {:?})",
+                        R::NAME,
+                        R::BUFFERS
+                    ),
+                ));
             }
             if buffers[..i].iter().any(|(m, _)| m == name) {
-                return Err(ForgeError::State(format!(
-                    "{path}: buffer {name} given twice"
-                )));
+                return Err(ForgeError::state(
+                    path.to_string(),
+                    format!("buffer {name} given twice"),
+                ));
             }
             if values.len() != n {
-                return Err(ForgeError::State(format!(
-                    "{path}: buffer {name} has {} values, shape {shape:?} needs {n}",
-                    values.len()
-                )));
+                return Err(ForgeError::state(
+                    path.to_string(),
+                    format!(
+                        "buffer {name} has {} values, shape {shape:?} needs {n}",
+                        values.len()
+                    ),
+                ));
             }
             let squares = NON_NEGATIVE_BUFFERS.contains(&name.as_str());
             if let Some((j, v)) = values
@@ -115,9 +130,10 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
                 } else {
                     "finite"
                 };
-                return Err(ForgeError::State(format!(
-                    "{path}: {name}[{j}] = {v} must be {rule}"
-                )));
+                return Err(ForgeError::state(
+                    path.to_string(),
+                    format!("{name}[{j}] = {v} must be {rule}"),
+                ));
             }
         }
         Ok(ParamState {

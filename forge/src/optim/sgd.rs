@@ -134,19 +134,19 @@ impl UpdateRule for SgdConfig {
 
     fn validate(&self) -> Result<()> {
         if !(self.momentum.is_finite() && self.momentum >= 0.0) {
-            return Err(ForgeError::Invalid(format!(
-                "Sgd: momentum = {} must be finite and >= 0",
-                self.momentum
-            )));
+            return Err(ForgeError::invalid(
+                "Sgd.momentum",
+                format!("Sgd: momentum = {} must be finite and >= 0", self.momentum),
+            ));
         }
         if !self.dampening.is_finite() {
-            return Err(ForgeError::Invalid(format!(
-                "Sgd: dampening = {} must be finite",
-                self.dampening
-            )));
+            return Err(ForgeError::invalid(
+                "Sgd.dampening",
+                format!("Sgd: dampening = {} must be finite", self.dampening),
+            ));
         }
         if self.nesterov && (self.momentum <= 0.0 || self.dampening != 0.0) {
-            return Err(ForgeError::Invalid(format!(
+            return Err(ForgeError::invalid("Sgd.nesterov", format!(
                 "Sgd: Nesterov momentum requires a momentum and zero dampening, got momentum = {} and dampening = {}",
                 self.momentum, self.dampening
             )));

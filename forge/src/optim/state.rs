@@ -154,26 +154,35 @@ impl<S: RuleState> ParamState<S> {
     /// use.
     pub(crate) fn validate(&self, path: &str) -> Result<()> {
         let n = checked_numel(&self.shape).ok_or_else(|| {
-            ForgeError::State(format!(
-                "{path}: shape {:?} has more elements than memory can address",
-                self.shape
-            ))
+            ForgeError::state(
+                path.to_string(),
+                format!(
+                    "shape {:?} has more elements than memory can address",
+                    self.shape
+                ),
+            )
         })?;
         for (name, v) in self.buffers.buffers() {
             if v.len() != n {
-                return Err(ForgeError::State(format!(
-                    "{path}: buffer {name} has {} values, shape {:?} needs {n}",
-                    v.len(),
-                    self.shape
-                )));
+                return Err(ForgeError::state(
+                    path.to_string(),
+                    format!(
+                        "buffer {name} has {} values, shape {:?} needs {n}",
+                        v.len(),
+                        self.shape
+                    ),
+                ));
             }
         }
         if self.step >= MAX_STEP {
-            return Err(ForgeError::State(format!(
-                "{path}: step = {} is beyond the largest step count forge takes ({})",
-                self.step,
-                MAX_STEP - 1
-            )));
+            return Err(ForgeError::state(
+                path.to_string(),
+                format!(
+                    "step = {} is beyond the largest step count forge takes ({})",
+                    self.step,
+                    MAX_STEP - 1
+                ),
+            ));
         }
         Ok(())
     }

@@ -237,9 +237,10 @@ pub(crate) fn non_negative(what: &str, v: f64) -> Result<()> {
     if v.is_finite() && v >= 0.0 {
         Ok(())
     } else {
-        Err(ForgeError::Invalid(format!(
-            "{what} = {v} must be finite and >= 0"
-        )))
+        Err(ForgeError::invalid(
+            what,
+            format!("{what} = {v} must be finite and >= 0"),
+        ))
     }
 }
 
@@ -248,9 +249,10 @@ pub(crate) fn positive_count(what: &str, v: u64) -> Result<()> {
     if v > 0 {
         Ok(())
     } else {
-        Err(ForgeError::Invalid(format!(
-            "{what} = 0 must be at least 1"
-        )))
+        Err(ForgeError::invalid(
+            what,
+            format!("{what} = 0 must be at least 1"),
+        ))
     }
 }
 
@@ -260,9 +262,12 @@ pub(crate) fn step_in_range(what: &str, step: u64) -> Result<()> {
     if step < MAX_STEP {
         Ok(())
     } else {
-        Err(ForgeError::State(format!(
-            "{what} = {step} is beyond the largest step count forge takes ({})",
-            MAX_STEP - 1
-        )))
+        Err(ForgeError::state(
+            what,
+            format!(
+                "step = {step} is beyond the largest step count forge takes ({})",
+                MAX_STEP - 1
+            ),
+        ))
     }
 }

@@ -170,19 +170,23 @@ impl LrScheduler for OneCycleLr {
         positive_count("OneCycleLr: total_steps", self.total_steps)?;
         step_in_range("OneCycleLr: step", self.step)?;
         if !(self.pct_start > 0.0 && self.pct_start < 1.0) {
-            return Err(ForgeError::Invalid(format!(
-                "OneCycleLr: pct_start = {} must be in (0, 1)",
-                self.pct_start
-            )));
+            return Err(ForgeError::invalid(
+                "OneCycleLr.pct_start",
+                format!(
+                    "OneCycleLr: pct_start = {} must be in (0, 1)",
+                    self.pct_start
+                ),
+            ));
         }
         for (what, v) in [
             ("div_factor", self.div_factor),
             ("final_div_factor", self.final_div_factor),
         ] {
             if !(v.is_finite() && v > 0.0) {
-                return Err(ForgeError::Invalid(format!(
-                    "OneCycleLr: {what} = {v} must be finite and > 0"
-                )));
+                return Err(ForgeError::invalid(
+                    format!("OneCycleLr.{what}"),
+                    format!("OneCycleLr: {what} = {v} must be finite and > 0"),
+                ));
             }
         }
         // Each phase must last: PyTorch divides by its length (and raises
@@ -190,11 +194,14 @@ impl LrScheduler for OneCycleLr {
         let mut start = 0.0;
         for (i, (end, ..)) in self.phases().into_iter().enumerate() {
             if end <= start || end.is_nan() {
-                return Err(ForgeError::Invalid(format!(
-                    "OneCycleLr: phase {i} ends at step {end}, not after its start {start} \
+                return Err(ForgeError::invalid(
+                    "OneCycleLr.total_steps",
+                    format!(
+                        "OneCycleLr: phase {i} ends at step {end}, not after its start {start} \
                      (total_steps = {}, pct_start = {}): too few steps for the phases",
-                    self.total_steps, self.pct_start
-                )));
+                        self.total_steps, self.pct_start
+                    ),
+                ));
             }
             start = end;
         }

@@ -55,18 +55,24 @@ impl SequentialLr {
 
     fn check_layout(&self) -> Result<()> {
         if self.schedules.is_empty() || self.milestones.len() + 1 != self.schedules.len() {
-            return Err(ForgeError::Invalid(format!(
-                "SequentialLr: {} schedules need {} milestones, got {}",
-                self.schedules.len(),
-                self.schedules.len().saturating_sub(1),
-                self.milestones.len()
-            )));
+            return Err(ForgeError::invalid(
+                "SequentialLr.milestones",
+                format!(
+                    "SequentialLr: {} schedules need {} milestones, got {}",
+                    self.schedules.len(),
+                    self.schedules.len().saturating_sub(1),
+                    self.milestones.len()
+                ),
+            ));
         }
         if self.milestones.windows(2).any(|w| w[0] >= w[1]) {
-            return Err(ForgeError::Invalid(format!(
-                "SequentialLr: milestones must increase, got {:?}",
-                self.milestones
-            )));
+            return Err(ForgeError::invalid(
+                "SequentialLr.milestones",
+                format!(
+                    "SequentialLr: milestones must increase, got {:?}",
+                    self.milestones
+                ),
+            ));
         }
         Ok(())
     }

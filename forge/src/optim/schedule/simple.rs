@@ -228,16 +228,22 @@ impl LrScheduler for LinearLr {
         non_negative("LinearLr: base_lr", self.base_lr)?;
         // PyTorch's ranges: start in (0, 1], end in [0, 1].
         if !(self.start_factor > 0.0 && self.start_factor <= 1.0) {
-            return Err(ForgeError::Invalid(format!(
-                "LinearLr: start_factor = {} must be in (0, 1]",
-                self.start_factor
-            )));
+            return Err(ForgeError::invalid(
+                "LinearLr.start_factor",
+                format!(
+                    "LinearLr: start_factor = {} must be in (0, 1]",
+                    self.start_factor
+                ),
+            ));
         }
         if !(self.end_factor >= 0.0 && self.end_factor <= 1.0) {
-            return Err(ForgeError::Invalid(format!(
-                "LinearLr: end_factor = {} must be in [0, 1]",
-                self.end_factor
-            )));
+            return Err(ForgeError::invalid(
+                "LinearLr.end_factor",
+                format!(
+                    "LinearLr: end_factor = {} must be in [0, 1]",
+                    self.end_factor
+                ),
+            ));
         }
         positive_count("LinearLr: total_iters", self.total_iters)?;
         step_in_range("LinearLr: step", self.step)
