@@ -45,6 +45,19 @@ case ",$models," in
         echo "compare.sh: resnet18 needs torchvision (pip install torchvision; or --models without resnet18)" >&2; exit 1; } ;;
 esac
 
+# PyTorch's OpenMP threads spin while they wait for work; when other
+# processes hold the cores that spinning makes a 2-thread GPT step ~100x
+# slower (9 s instead of 50 ms, measured at load 18). On a loaded machine
+# the runs use OMP_WAIT_POLICY=PASSIVE (threads sleep while waiting); on a
+# quiet one PyTorch's default. Set OMP_WAIT_POLICY yourself to choose.
+if [ -z "${OMP_WAIT_POLICY:-}" ]; then
+    load1=$(cut -d' ' -f1 /proc/loadavg)
+    if python3 -c "import sys; sys.exit(0 if float('$load1') > $(nproc) else 1)"; then
+        export OMP_WAIT_POLICY=PASSIVE
+    fi
+fi
+omp_note="OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-default}"
+
 echo "building forge's bench (release)..." >&2
 cargo build --release --example bench >&2
 bench_bin="target/release/examples/bench"
@@ -69,7 +82,7 @@ done
 load "after the last run"
 
 echo
-echo "forge vs PyTorch, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) hardware threads, $(python3 -c 'import torch; print("torch", torch.__version__)')"
+echo "forge vs PyTorch, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) hardware threads, $(python3 -c 'import torch; print("torch", torch.__version__)'), PyTorch run with $omp_note"
 echo
 if [ "$gemm" = 1 ]; then
     python3 bench/compare_table.py "$out"/gemm_*.jsonl

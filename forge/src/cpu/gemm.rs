@@ -216,7 +216,7 @@ fn gemm_threads<E: Float>(
             gemv(k, cols, x, w, beta, out);
         });
     } else if n <= LANES {
-        let mut panel = vec![E::zero(); k * LANES];
+        let mut panel = super::Storage::<E>::zeroed(k * LANES);
         for (p, row) in panel.chunks_exact_mut(LANES).enumerate() {
             for (j, v) in row[..n].iter_mut().enumerate() {
                 *v = b.data[p * b.rs + j * b.cs];

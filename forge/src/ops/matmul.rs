@@ -3,8 +3,8 @@
 
 use crate::cpu::broadcast::broadcast_strides;
 use crate::cpu::gemm::{gemm_batched, Mat};
+use crate::cpu::Storage;
 use crate::tensor::{broadcast_shapes, numel, Device, Float, Tensor};
-use std::sync::Arc;
 
 impl<E: Float, D: Device> Tensor<E, D> {
     /// Matrix product with `torch.matmul` semantics: vector-vector (dot
@@ -107,7 +107,8 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let nb = numel(&batch);
         let sa = broadcast_strides(ba, &batch);
         let sb = broadcast_strides(bb, &batch);
-        let mut out = vec![E::zero(); nb * m * n];
+        // a pooled buffer (every element is overwritten: beta is 0)
+        let mut out = Storage::<E>::zeroed(nb * m * n);
         let (a_mat, b_mat) = (ar * ac, br * bc);
         // batch offsets (in whole matrices) of product `i`'s operands
         let offset = |i: usize, strides: &[usize]| {
@@ -141,7 +142,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
         gemm_batched(nb, m, k, n, a_of, b_of, E::zero(), &mut out);
         let mut shape = batch;
         shape.extend([m, n]);
-        Tensor::from_parts(Arc::new(out), shape.into(), None).record(
+        Tensor::from_parts(out, shape.into(), None).record(
             "matmul",
             vec![self.clone(), other.clone()],
             move |ctx| {
