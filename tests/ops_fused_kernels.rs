@@ -150,3 +150,50 @@ fn layer_norm_fused_gradcheck_and_second_order() {
         "mixed second derivative reaches the weight"
     );
 }
+
+#[test]
+fn batch_norm_fused_gradcheck_and_second_order() {
+    use forge::nn::functional::batch_norm;
+    let x = randn(&[3, 2, 2, 3], 21);
+    let w = randn(&[2], 22);
+    let b = randn(&[2], 23);
+    let bn = |x: &Tensor<f64>, w: Option<&Tensor<f64>>, b: Option<&Tensor<f64>>| {
+        batch_norm(x, None, None, w, b, true, 0.1, 1e-5).0
+    };
+    let inputs = [x.clone(), w.clone(), b.clone()];
+    gradcheck(
+        |v| bn(&v[0], Some(&v[1]), Some(&v[2])),
+        &inputs,
+        1e-6,
+        1e-6,
+        1e-6,
+    )
+    .unwrap();
+    gradcheck(
+        |v| bn(&v[0], None, None),
+        std::slice::from_ref(&x),
+        1e-6,
+        1e-6,
+        1e-6,
+    )
+    .unwrap();
+    let u = randn(&[3, 2, 2, 3], 24);
+    hvp_check(|v| (bn(v, Some(&w), Some(&b)) * &u).sum(), &x, 25).unwrap();
+    // The statistics returned for the running averages: biased batch
+    // variance made unbiased, as in PyTorch.
+    let (rm, rv) = (Tensor::<f64>::zeros(&[2]), Tensor::<f64>::ones(&[2]));
+    let (_, m, v) = batch_norm(&x, Some(&rm), Some(&rv), None, None, true, 1.0, 1e-5);
+    let axes = [0, 2, 3];
+    let mean = x.mean_dim(&axes, false).to_vec();
+    let var = x
+        .sub(&x.mean_dim(&axes, true))
+        .square()
+        .sum_dim(&axes, false)
+        .div_scalar(17.0);
+    for (a, b) in m.unwrap().to_vec().iter().zip(&mean) {
+        assert!((a - b).abs() < 1e-14);
+    }
+    for (a, b) in v.unwrap().to_vec().iter().zip(&var.to_vec()) {
+        assert!((a - b).abs() < 1e-14);
+    }
+}

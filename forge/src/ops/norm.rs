@@ -116,9 +116,7 @@ pub fn batch_norm<E: Float, D: Device>(
         n > 1,
         "batch_norm: expected more than 1 value per channel when training, got input shape {shape:?}"
     );
-    let axes: Vec<isize> = (0..shape.len() as isize).filter(|&a| a != 1).collect();
-    let (out, mean, var) = normalize(x, &axes, eps);
-    let out = affine(out, w.as_ref(), b.as_ref());
+    let (out, mean, var) = batch_norm_train_fused(x, weight, bias, eps);
     let m = E::from_f64(momentum);
     let keep = E::from_f64(1.0 - momentum);
     let update = |running: Option<&Tensor<E, D>>, stat: Tensor<E, D>| {
@@ -361,4 +359,136 @@ pub fn group_norm<E: Float, D: Device>(
     let grouped = x.reshape(&[shape[0] as isize, groups as isize, -1]);
     let (out, _, _) = normalize(&grouped, &[2], eps);
     affine(out.view(shape), w.as_ref(), b.as_ref())
+}
+
+/// Training-mode batch norm over `x [N, C, S...]`, fused: per-channel
+/// statistics (biased variance) and `(x - mean) rstd * w + b` in one op,
+/// and one backward pass, `dx = w rstd (g - mean(g) - xhat mean(g xhat))`,
+/// `dw = sum(g xhat)`, `db = sum(g)` per channel, accumulated image by
+/// image in a fixed order. Under `create_graph` the same formulas are
+/// written in tensor ops. Returns the output and the batch mean and biased
+/// variance (untracked, shape `(1, C, 1, ...)`).
+fn batch_norm_train_fused<E: Float, D: Device>(
+    x: &Tensor<E, D>,
+    weight: Option<&Tensor<E, D>>,
+    bias: Option<&Tensor<E, D>>,
+    eps: f64,
+) -> (Tensor<E, D>, Tensor<E, D>, Tensor<E, D>) {
+    let shape = x.shape().to_vec();
+    let (n, c) = (shape[0], shape[1]);
+    let sp: usize = shape[2..].iter().product();
+    let cnt = E::from_f64((n * sp) as f64);
+    let xs = x.as_slice();
+    let runs = |ch: usize| (0..n).map(move |i| (i * c + ch) * sp..(i * c + ch + 1) * sp);
+    let mut mean = vec![E::zero(); c];
+    let mut var = vec![E::zero(); c];
+    for ch in 0..c {
+        let mu = runs(ch).fold(E::zero(), |a, r| a + lane_sum(&xs[r])) / cnt;
+        let ss = runs(ch).fold(E::zero(), |a, r| {
+            a + xs[r]
+                .iter()
+                .fold(E::zero(), |s, &v| s + (v - mu) * (v - mu))
+        });
+        mean[ch] = mu;
+        var[ch] = ss / cnt;
+    }
+    let e = E::from_f64(eps);
+    let rstd: Vec<E> = var.iter().map(|&v| (v + e).sqrt().recip()).collect();
+    let (w, b) = (weight.map(|t| t.to_vec()), bias.map(|t| t.to_vec()));
+    let wc = |ch: usize| w.as_ref().map_or(E::one(), |w| w[ch]);
+    let mut out = vec![E::zero(); xs.len()];
+    for ch in 0..c {
+        let (mu, r, wv) = (mean[ch], rstd[ch], wc(ch));
+        let bv = b.as_ref().map_or(E::zero(), |b| b[ch]);
+        for run in runs(ch) {
+            for (o, &v) in out[run.clone()].iter_mut().zip(&xs[run]) {
+                *o = (v - mu) * r * wv + bv;
+            }
+        }
+    }
+    let mut stat_shape = vec![1usize; shape.len()];
+    stat_shape[1] = c;
+    let mean_t = Tensor::from_vec(mean.clone(), &stat_shape);
+    let var_t = Tensor::from_vec(var, &stat_shape);
+    let mut inputs = vec![x.clone()];
+    inputs.extend(weight.cloned());
+    inputs.extend(bias.cloned());
+    let (has_w, has_b) = (weight.is_some(), bias.is_some());
+    let y =
+        Tensor::from_parts(out, x.shape.clone(), None).record("batch_norm", inputs, move |ctx| {
+            let x = &ctx.inputs[0];
+            let wt = has_w.then(|| &ctx.inputs[1]);
+            if ctx.create_graph {
+                return batch_norm_backward_graph(x, wt, has_b, eps, ctx.grad);
+            }
+            let wc = |ch: usize| wt.map_or(E::one(), |w| w.as_slice()[ch]);
+            let (xs, g) = (x.as_slice(), ctx.grad.as_slice());
+            let runs = |ch: usize| (0..n).map(move |i| (i * c + ch) * sp..(i * c + ch + 1) * sp);
+            let mut gx = vec![E::zero(); xs.len()];
+            let mut gw = vec![E::zero(); c];
+            let mut gb = vec![E::zero(); c];
+            for ch in 0..c {
+                let (mu, r) = (mean[ch], rstd[ch]);
+                let (mut sg, mut sgx) = (E::zero(), E::zero());
+                for run in runs(ch) {
+                    sg += lane_sum(&g[run.clone()]);
+                    sgx += g[run.clone()]
+                        .iter()
+                        .zip(&xs[run])
+                        .fold(E::zero(), |a, (&gv, &v)| a + gv * ((v - mu) * r));
+                }
+                gw[ch] = sgx;
+                gb[ch] = sg;
+                let k = wc(ch) * r;
+                let (a, bq) = (sg / cnt, sgx / cnt);
+                for run in runs(ch) {
+                    for ((o, &gv), &v) in gx[run.clone()]
+                        .iter_mut()
+                        .zip(&g[run.clone()])
+                        .zip(&xs[run])
+                    {
+                        *o = k * (gv - a - (v - mu) * r * bq);
+                    }
+                }
+            }
+            let mut grads = vec![Some(Tensor::from_parts(gx, x.shape.clone(), None))];
+            if has_w {
+                grads.push(Some(Tensor::from_vec(gw, &[c])));
+            }
+            if has_b {
+                grads.push(Some(Tensor::from_vec(gb, &[c])));
+            }
+            grads
+        });
+    (y, mean_t, var_t)
+}
+
+/// The batch-norm (training) gradients in tensor ops, for `create_graph`.
+fn batch_norm_backward_graph<E: Float, D: Device>(
+    x: &Tensor<E, D>,
+    w: Option<&Tensor<E, D>>,
+    has_b: bool,
+    eps: f64,
+    g: &Tensor<E, D>,
+) -> Vec<Option<Tensor<E, D>>> {
+    let shape = x.shape();
+    let axes: Vec<isize> = (0..shape.len() as isize).filter(|&a| a != 1).collect();
+    let (xhat, _, var) = normalize(x, &axes, eps);
+    let rstd = var.add_scalar(E::from_f64(eps)).rsqrt();
+    let gw = match w {
+        Some(w) => g.mul(&per_channel("batch_norm", "weight", w, shape)),
+        None => g.clone(),
+    };
+    let gx = gw
+        .sub(&gw.mean_dim(&axes, true))
+        .sub(&xhat.mul(&gw.mul(&xhat).mean_dim(&axes, true)))
+        .mul(&rstd);
+    let mut out = vec![Some(gx)];
+    if w.is_some() {
+        out.push(Some(g.mul(&xhat).sum_dim(&axes, false)));
+    }
+    if has_b {
+        out.push(Some(g.sum_dim(&axes, false)));
+    }
+    out
 }
