@@ -86,6 +86,8 @@ def gemm_table(paths, peak_readme=117.0):
 def fmt_ms(v):
     if v is None:
         return "-"
+    if v < 0.01:
+        return f"{v:.4f}"
     return f"{v:.3f}" if v < 1 else (f"{v:.2f}" if v < 100 else f"{v:.1f}")
 
 
