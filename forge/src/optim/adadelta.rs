@@ -1,10 +1,10 @@
 //! Adadelta: `torch.optim.Adadelta`.
 
 use super::adam::positive_eps;
-use super::optimizer::{Optimizer, Update, UpdateRule};
+use super::optimizer::{unit_interval, Optimizer, Update, UpdateRule};
 use super::state::{take_buffer, RuleState};
 use crate::tensor::Float;
-use crate::{ForgeError, Result};
+use crate::Result;
 use serde::{Deserialize, Serialize};
 
 /// `torch.optim.Adadelta` (use it through [`Adadelta`]).
@@ -129,17 +129,16 @@ impl UpdateRule for AdadeltaConfig {
     type State<E: Float> = AdadeltaState<E>;
 
     fn validate(&self) -> Result<()> {
-        if !(self.rho.is_finite() && (0.0..=1.0).contains(&self.rho)) {
-            return Err(ForgeError::invalid(
-                "Adadelta.rho",
-                format!("Adadelta: rho = {} must be in [0, 1]", self.rho),
-            ));
-        }
+        unit_interval(Self::NAME, "rho", self.rho)?;
         positive_eps(Self::NAME, self.eps)
     }
 
     fn maximize(&self) -> bool {
         self.maximize
+    }
+
+    fn settings(&self) -> Vec<(&'static str, f64)> {
+        vec![("eps", self.eps)]
     }
 
     fn new_state<E: Float>(&self, n: usize) -> AdadeltaState<E> {

@@ -156,6 +156,13 @@ impl UpdateRule for AdagradConfig {
         self.maximize
     }
 
+    fn settings(&self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("initial_accumulator_value", self.initial_accumulator_value),
+            ("eps", self.eps),
+        ]
+    }
+
     fn new_state<E: Float>(&self, n: usize) -> AdagradState<E> {
         AdagradState {
             sum: vec![E::from_f64(self.initial_accumulator_value); n],

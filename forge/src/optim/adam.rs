@@ -331,6 +331,9 @@ impl UpdateRule for AdamConfig {
     fn maximize(&self) -> bool {
         self.maximize
     }
+    fn settings(&self) -> Vec<(&'static str, f64)> {
+        vec![("eps", self.eps)]
+    }
     fn set_momentum(&mut self, momentum: f64) -> bool {
         self.beta1 = momentum;
         true
@@ -356,6 +359,9 @@ impl UpdateRule for AdamWConfig {
     }
     fn maximize(&self) -> bool {
         self.0.maximize
+    }
+    fn settings(&self) -> Vec<(&'static str, f64)> {
+        vec![("eps", self.0.eps)]
     }
     fn set_momentum(&mut self, momentum: f64) -> bool {
         self.0.beta1 = momentum;

@@ -146,6 +146,11 @@ pub trait UpdateRule: Clone + Debug + Serialize + DeserializeOwned {
     fn validate(&self) -> Result<()>;
     /// Whether to maximize the objective instead of minimizing it.
     fn maximize(&self) -> bool;
+    /// The numeric settings by name, each checked to stay finite in the
+    /// element type (a setting of 1e39 is finite in f64, infinite in f32).
+    fn settings(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
     /// Sets the momentum (SGD, RMSprop) or beta1 (Adam), for schedules
     /// that cycle it; returns whether the rule has one.
     fn set_momentum(&mut self, _momentum: f64) -> bool {
@@ -438,12 +443,14 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
             }
         };
         fits("lr".into(), self.lr)?;
+        fits("weight_decay".into(), self.weight_decay)?;
         fits("lr * weight_decay".into(), self.lr * self.weight_decay)?;
         for (i, g) in self.groups.iter().enumerate() {
             non_negative(name, &format!("groups[{i}].lr_scale"), g.lr_scale)?;
             fits(format!("lr * groups[{i}].lr_scale"), self.lr * g.lr_scale)?;
             if let Some(wd) = g.weight_decay {
                 non_negative(name, &format!("groups[{i}].weight_decay"), wd)?;
+                fits(format!("groups[{i}].weight_decay"), wd)?;
             }
             let wd = g.weight_decay.unwrap_or(self.weight_decay);
             fits(
@@ -451,7 +458,11 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
                 self.lr * g.lr_scale * wd,
             )?;
         }
-        self.rule.validate()
+        self.rule.validate()?;
+        for (field, v) in self.rule.settings() {
+            fits(field.to_string(), v)?;
+        }
+        Ok(())
     }
 
     /// Checks an optimizer decoded from a file or assembled from parts:
@@ -638,6 +649,19 @@ pub(crate) fn non_negative(name: &str, field: &str, v: f64) -> Result<()> {
         Err(ForgeError::invalid(
             format!("{name}.{field}"),
             format!("{name}: {field} = {v} must be finite and >= 0"),
+        ))
+    }
+}
+
+/// `Err(Invalid)` naming the optimizer, the field and the value unless `v`
+/// is in `[0, 1]`.
+pub(crate) fn unit_interval(name: &str, field: &str, v: f64) -> Result<()> {
+    if (0.0..=1.0).contains(&v) {
+        Ok(())
+    } else {
+        Err(ForgeError::invalid(
+            format!("{name}.{field}"),
+            format!("{name}: {field} = {v} must be in [0, 1]"),
         ))
     }
 }

@@ -288,6 +288,20 @@ impl<R: UpdateRule, E: Float + Serialize + DeserializeOwned> Persist for Optimiz
             .map(|(n, _)| n)
             .collect();
         for (path, p) in f.state {
+            if let Some((unknown, _)) = p
+                .buffers
+                .iter()
+                .find(|(n, _)| !R::BUFFERS.contains(&n.as_str()))
+            {
+                return Err(ForgeError::state(
+                    path.as_str(),
+                    format!(
+                        "state buffer {unknown} is not used by {} (it keeps {:?})",
+                        R::NAME,
+                        R::BUFFERS
+                    ),
+                ));
+            }
             if let Some(missing) = required
                 .iter()
                 .find(|r| !p.buffers.iter().any(|(n, _)| n == *r))

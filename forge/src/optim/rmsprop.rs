@@ -1,7 +1,7 @@
 //! RMSprop (with momentum and the centered variant): `torch.optim.RMSprop`.
 
 use super::adam::positive_eps;
-use super::optimizer::{Optimizer, Update, UpdateRule};
+use super::optimizer::{unit_interval, Optimizer, Update, UpdateRule};
 use super::state::{take_buffer, RuleState};
 use crate::tensor::Float;
 use crate::{ForgeError, Result};
@@ -172,26 +172,29 @@ impl UpdateRule for RmsPropConfig {
     type State<E: Float> = RmsPropState<E>;
 
     fn validate(&self) -> Result<()> {
-        if !(self.alpha.is_finite() && (0.0..=1.0).contains(&self.alpha)) {
+        unit_interval(Self::NAME, "alpha", self.alpha)?;
+        // alpha = 1 never updates the average (every step divides by eps);
+        // centered with alpha = 0 has a variance of exactly 0, likewise.
+        if self.alpha == 1.0 || (self.centered && self.alpha == 0.0) {
             return Err(ForgeError::invalid(
                 "RmsProp.alpha",
-                format!("RmsProp: alpha = {} must be in [0, 1]", self.alpha),
-            ));
-        }
-        if !(self.momentum.is_finite() && self.momentum >= 0.0) {
-            return Err(ForgeError::invalid(
-                "RmsProp.momentum",
                 format!(
-                    "RmsProp: momentum = {} must be finite and >= 0",
-                    self.momentum
+                    "RmsProp: alpha = {} with centered = {} leaves the variance estimate at 0 \
+                     (every step would divide by eps); use 0 < alpha < 1",
+                    self.alpha, self.centered
                 ),
             ));
         }
+        unit_interval(Self::NAME, "momentum", self.momentum)?;
         positive_eps(Self::NAME, self.eps)
     }
 
     fn maximize(&self) -> bool {
         self.maximize
+    }
+
+    fn settings(&self) -> Vec<(&'static str, f64)> {
+        vec![("eps", self.eps)]
     }
 
     fn set_momentum(&mut self, momentum: f64) -> bool {

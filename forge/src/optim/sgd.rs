@@ -1,7 +1,7 @@
 //! Stochastic gradient descent with momentum, dampening and Nesterov
 //! momentum: `torch.optim.SGD`.
 
-use super::optimizer::{Optimizer, Update, UpdateRule};
+use super::optimizer::{unit_interval, Optimizer, Update, UpdateRule};
 use super::state::{take_buffer, RuleState};
 use crate::tensor::Float;
 use crate::{ForgeError, Result};
@@ -133,18 +133,10 @@ impl UpdateRule for SgdConfig {
     type State<E: Float> = SgdState<E>;
 
     fn validate(&self) -> Result<()> {
-        if !(self.momentum.is_finite() && self.momentum >= 0.0) {
-            return Err(ForgeError::invalid(
-                "Sgd.momentum",
-                format!("Sgd: momentum = {} must be finite and >= 0", self.momentum),
-            ));
-        }
-        if !self.dampening.is_finite() {
-            return Err(ForgeError::invalid(
-                "Sgd.dampening",
-                format!("Sgd: dampening = {} must be finite", self.dampening),
-            ));
-        }
+        // Above 1 either factor makes the momentum buffer grow
+        // geometrically: no run means it.
+        unit_interval(Self::NAME, "momentum", self.momentum)?;
+        unit_interval(Self::NAME, "dampening", self.dampening)?;
         if self.nesterov && (self.momentum <= 0.0 || self.dampening != 0.0) {
             return Err(ForgeError::invalid("Sgd.nesterov", format!(
                 "Sgd: Nesterov momentum requires a momentum and zero dampening, got momentum = {} and dampening = {}",
@@ -156,6 +148,10 @@ impl UpdateRule for SgdConfig {
 
     fn maximize(&self) -> bool {
         self.maximize
+    }
+
+    fn settings(&self) -> Vec<(&'static str, f64)> {
+        vec![("momentum", self.momentum), ("dampening", self.dampening)]
     }
 
     fn set_momentum(&mut self, momentum: f64) -> bool {

@@ -1,0 +1,7 @@
+//! Fuzz target `idx_gzip`: the contract in `fuzz/contracts.rs`.
+#![no_main]
+
+#[path = "../contracts.rs"]
+mod contracts;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| contracts::idx_gzip(data));
