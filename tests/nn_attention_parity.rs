@@ -2,6 +2,8 @@
 //! every input and weight gradient, head-averaged attention weights), and
 //! gradient checks of `scaled_dot_product_attention` in f64.
 //!
+//! The fixtures are checked in f64 and in f32 (`f32_rtol`/`f32_atol`).
+//!
 //! Tolerances: each fixture's own `rtol`/`atol` (1e-10 / 1e-12 in f64);
 //! see tests/fixtures/README.md for how they were established.
 
@@ -9,20 +11,20 @@ mod common;
 mod second_order;
 use common::Fixture;
 use forge::nn::functional::scaled_dot_product_attention;
-use forge::{gradcheck, Rng, Tensor};
+use forge::{gradcheck, Float, Rng, Tensor};
 
 /// `x W^T + b`.
-fn linear(x: &Tensor<f64>, w: &Tensor<f64>, b: &Tensor<f64>) -> Tensor<f64> {
+fn linear<E: Float>(x: &Tensor<E>, w: &Tensor<E>, b: &Tensor<E>) -> Tensor<E> {
     x.matmul_t(w).add(b)
 }
 
 /// `(B, T, C)` to `(B, H, T, C / H)`.
-fn heads(x: &Tensor<f64>, h: usize) -> Tensor<f64> {
+fn heads<E: Float>(x: &Tensor<E>, h: usize) -> Tensor<E> {
     let (b, t, c) = (x.dim(0), x.dim(1), x.dim(2));
     x.view(&[b, t, h, c / h]).permute(&[0, 2, 1, 3])
 }
 
-fn merge(y: &Tensor<f64>) -> Tensor<f64> {
+fn merge<E: Float>(y: &Tensor<E>) -> Tensor<E> {
     let (b, h, t, d) = (y.dim(0), y.dim(1), y.dim(2), y.dim(3));
     y.permute(&[0, 2, 1, 3]).view(&[b, t, h * d])
 }
@@ -31,7 +33,7 @@ const CAUSAL_PARAMS: [&str; 9] = [
     "x", "q.weight", "q.bias", "k.weight", "k.bias", "v.weight", "v.bias", "o.weight", "o.bias",
 ];
 
-fn causal_self_attention(v: &[Tensor<f64>], h: usize) -> Tensor<f64> {
+fn causal_self_attention<E: Float>(v: &[Tensor<E>], h: usize) -> Tensor<E> {
     let x = &v[0];
     let q = heads(&linear(x, &v[1], &v[2]), h);
     let k = heads(&linear(x, &v[3], &v[4]), h);
@@ -40,19 +42,29 @@ fn causal_self_attention(v: &[Tensor<f64>], h: usize) -> Tensor<f64> {
     linear(&merge(&y), &v[7], &v[8])
 }
 
-#[test]
-fn causal_self_attention_matches_pytorch() {
-    let f = Fixture::load("nn/attention_mhsa_causal.safetensors");
-    let h: usize = f.meta("num_heads").parse().unwrap();
-    let v: Vec<Tensor<f64>> = CAUSAL_PARAMS
+fn causal_file<E: Float>(f: &Fixture) {
+    assert_eq!(f.meta_list("inputs"), CAUSAL_PARAMS, "{}", f.name);
+    let h: usize = f.parse("num_heads");
+    let v: Vec<Tensor<E>> = CAUSAL_PARAMS
         .iter()
-        .map(|n| f.t(n).requires_grad())
+        .map(|n| f.input::<E>(n).requires_grad())
         .collect();
     let out = causal_self_attention(&v, h);
-    f.check("out", &out);
-    let g = out.backward_with(&f.t("gout"), false);
+    f.check_as("out", &out);
+    let g = out.backward_with(&f.input::<E>("gout"), false);
     for (i, n) in CAUSAL_PARAMS.iter().enumerate() {
-        f.check(&format!("grad_{n}"), g.get(&v[i]).unwrap());
+        f.check_as(&format!("grad_{n}"), g.get(&v[i]).unwrap());
+    }
+}
+
+#[test]
+fn causal_self_attention_matches_pytorch() {
+    let files = common::fixtures_with_prefix("nn", "attention_mhsa");
+    assert_eq!(files.len(), 1, "{files:?}");
+    for file in files {
+        let f = Fixture::load(&file);
+        causal_file::<f64>(&f);
+        causal_file::<f32>(&f);
     }
 }
 
@@ -140,52 +152,83 @@ const MHA_PARAMS: [&str; 4] = [
     "out_proj.bias",
 ];
 
-fn fixture_mha(f: &Fixture) -> MultiheadAttention<f64> {
-    let e: usize = f.meta("embed_dim").parse().unwrap();
-    let h: usize = f.meta("num_heads").parse().unwrap();
-    assert_eq!(f.meta("batch_first"), "true");
-    let mut mha = MultiheadAttention::<f64>::new(e, h, 0.0, true, &mut Rng::new(9));
-    let sd: BTreeMap<String, Tensor<f64>> =
-        MHA_PARAMS.iter().map(|n| (n.to_string(), f.t(n))).collect();
+fn fixture_mha<E: Float>(f: &Fixture) -> MultiheadAttention<E> {
+    let e: usize = f.parse("embed_dim");
+    let h: usize = f.parse("num_heads");
+    let mut mha = MultiheadAttention::<E>::new(
+        e,
+        h,
+        f.meta_f64("dropout"),
+        f.flag("batch_first"),
+        &mut Rng::new(9),
+    );
+    let sd: BTreeMap<String, Tensor<E>> = MHA_PARAMS
+        .iter()
+        .map(|n| (n.to_string(), f.input::<E>(n)))
+        .collect();
     mha.load_state_dict(&sd).unwrap();
     mha
 }
 
-#[test]
-fn multihead_attention_with_key_padding_matches_pytorch() {
-    let f = Fixture::load("nn/attention_nn_multihead_key_padding.safetensors");
-    let mha = fixture_mha(&f);
+fn mha_file<E: Float>(f: &Fixture) {
+    let mha = fixture_mha::<E>(f);
     let pad = f.i("key_padding_mask").cast::<bool>();
-    let x = f.t("x").requires_grad();
+    let x = f.input::<E>("x").requires_grad();
     let (out, w) = mha.attend(&x, &x, &x, Some(&pad), None, false);
-    f.check("out", &out);
-    f.check("attn_weights", &w);
-    let g = out.backward_with(&f.t("gout"), false);
-    f.check("grad_x", g.get(&x).unwrap());
+    f.check_as("out", &out);
+    f.check_as("attn_weights", &w);
+    let g = out.backward_with(&f.input::<E>("gout"), false);
+    f.check_as("grad_x", g.get(&x).unwrap());
     let params = mha.named_parameters();
-    assert_eq!(params.len(), 4);
+    assert_eq!(params.len(), f.meta_list("grads").len() - 1, "{}", f.name);
     for (name, p) in params {
-        f.check(&format!("grad_{name}"), g.get(&p).unwrap());
+        f.check_as(&format!("grad_{name}"), g.get(&p).unwrap());
     }
 }
 
 #[test]
-fn multihead_attention_second_order_and_sequence_first_layout() {
-    let f = Fixture::load("nn/attention_nn_multihead_key_padding.safetensors");
-    let mha = fixture_mha(&f);
+fn multihead_attention_with_key_padding_matches_pytorch() {
+    let files = common::fixtures_with_prefix("nn", "attention_nn_multihead");
+    assert_eq!(files.len(), 1, "{files:?}");
+    for file in files {
+        let f = Fixture::load(&file);
+        mha_file::<f64>(&f);
+        mha_file::<f32>(&f);
+    }
+}
+
+#[test]
+fn multihead_attention_second_order_and_other_layout() {
+    for file in common::fixtures_with_prefix("nn", "attention_nn_multihead") {
+        mha_second_order_and_other_layout(&Fixture::load(&file));
+    }
+}
+
+fn mha_second_order_and_other_layout(f: &Fixture) {
+    let mha = fixture_mha::<f64>(f);
     let pad = f.i("key_padding_mask").cast::<bool>();
-    // A small slice of the input keeps the finite differences quick.
-    let x = Tensor::<f64>::from_vec(f.t("x").to_vec()[..2 * 3 * 16].to_vec(), &[2, 3, 16]);
-    let pad3 = Tensor::<bool>::from_vec(vec![false, false, true, false, false, false], &[2, 3]);
+    // A small slice of the input (the first 3 positions, or fewer) keeps
+    // the finite differences quick; its key padding mask is the fixture's,
+    // sliced the same way, with the first key never padded (a fully padded
+    // row has no softmax).
+    let full = f.t("x");
+    let time = usize::from(mha.batch_first);
+    let t = full.shape()[time].min(3);
+    let x = full.narrow(time as isize, 0, t);
+    let mut mask = f.i("key_padding_mask").narrow(1, 0, t).to_vec();
+    for row in mask.chunks_mut(t) {
+        row[0] = 0;
+    }
+    let pad3 = Tensor::<i64>::from_vec(mask, &[full.shape()[1 - time], t]).cast::<bool>();
     second_order::check(
         "MultiheadAttention",
         |x| mha.attend(x, x, x, Some(&pad3), None, true).0,
         &x,
         1e-6,
     );
-    // The same layer with batch_first = false on transposed inputs.
+    // The same layer with the other layout on transposed inputs.
     let mut seq_first = mha.clone();
-    seq_first.batch_first = false;
+    seq_first.batch_first = !mha.batch_first;
     let x = f.t("x");
     let (a, wa) = mha.attend(&x, &x, &x, Some(&pad), None, false);
     let xt = x.transpose(0, 1);

@@ -1,5 +1,7 @@
 //! The convolution and pooling layers: PyTorch parity through the layers
-//! (loading fixture weights by their state_dict names), default
+//! in f64 and f32 (every fixture of each kind, the layer built from the
+//! file's metadata and weight shape, weights loaded by their state_dict
+//! names), default
 //! initialisation bounds, state_dict round trips, unbatched inputs, and the
 //! shape-error message of each family.
 
@@ -9,61 +11,104 @@ use forge::nn::{
     AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d,
     AvgPool2d, Conv1d, Conv2d, ConvTranspose2d, MaxPool1d, MaxPool2d,
 };
-use forge::{Forward, Layer, Rng, Tensor};
+use forge::{Float, Forward, Layer, Rng, Tensor};
 use std::collections::BTreeMap;
 
 /// Loads `weight` / `bias` from the fixture into `layer` by name, runs it,
-/// and checks the output and every gradient.
-fn check_layer<L: Layer<f64> + Forward<Tensor<f64>, Output = Tensor<f64>>>(
-    file: &str,
+/// and checks the output and every gradient, in element type `E`.
+fn check_layer<E: Float, L: Layer<E> + Forward<Tensor<E>, Output = Tensor<E>>>(
+    f: &Fixture,
     mut layer: L,
 ) {
-    let f = Fixture::load(file);
     let mut dict = BTreeMap::new();
-    dict.insert("weight".to_string(), f.t("weight"));
+    dict.insert("weight".to_string(), f.input::<E>("weight"));
+    assert_eq!(f.flag("bias"), f.has("bias"), "{}", f.name);
     if f.has("bias") {
-        dict.insert("bias".to_string(), f.t("bias"));
+        dict.insert("bias".to_string(), f.input::<E>("bias"));
     }
     layer.load_state_dict(&dict).unwrap();
-    let x = f.t("x").requires_grad();
+    let x = f.input::<E>("x").requires_grad();
     let y = layer.forward(x.clone());
-    f.check("out", &y);
+    f.check_as("out", &y);
     let params = layer.named_parameters();
-    let g = y.backward_with(&f.t("gout"), false);
-    f.check("grad_x", g.get(&x).unwrap());
+    let g = y.backward_with(&f.input::<E>("gout"), false);
+    f.check_as("grad_x", g.get(&x).unwrap());
     for (name, p) in &params {
-        f.check(&format!("grad_{name}"), g.get(p).unwrap());
+        f.check_as(&format!("grad_{name}"), g.get(p).unwrap());
     }
-    assert_eq!(params.len(), dict.len(), "{file}");
+    assert_eq!(params.len(), dict.len(), "{}", f.name);
+}
+
+fn pair(f: &Fixture, key: &str) -> [usize; 2] {
+    match f.usizes(key).as_slice() {
+        [a] => [*a, *a],
+        [a, b] => [*a, *b],
+        other => panic!("{}: {key} = {other:?}", f.name),
+    }
+}
+
+fn single(f: &Fixture, key: &str) -> usize {
+    match f.usizes(key).as_slice() {
+        [a] => *a,
+        other => panic!("{}: {key} = {other:?}", f.name),
+    }
+}
+
+/// Builds the layer the file describes (channels and kernel from the weight
+/// shape, every other hyperparameter from the metadata) and checks it.
+fn check_conv_file<E: Float>(f: &Fixture) {
+    let w = f.t("weight");
+    let ws = w.shape();
+    let groups: usize = f.parse("groups");
+    let mut rng = Rng::new(0);
+    match f.meta("op") {
+        "conv2d" => {
+            let mut c = Conv2d::<E>::new(ws[1] * groups, ws[0], [ws[2], ws[3]], &mut rng)
+                .stride(pair(f, "stride"))
+                .padding(pair(f, "padding"))
+                .dilation(pair(f, "dilation"))
+                .groups(groups);
+            if !f.flag("bias") {
+                c = c.no_bias();
+            }
+            check_layer(f, c);
+        }
+        "conv1d" => {
+            let mut c = Conv1d::<E>::new(ws[1] * groups, ws[0], ws[2], &mut rng)
+                .stride(single(f, "stride"))
+                .padding(single(f, "padding"))
+                .dilation(single(f, "dilation"))
+                .groups(groups);
+            if !f.flag("bias") {
+                c = c.no_bias();
+            }
+            check_layer(f, c);
+        }
+        "conv_transpose2d" => {
+            let mut c = ConvTranspose2d::<E>::new(ws[0], ws[1] * groups, [ws[2], ws[3]], &mut rng)
+                .stride(pair(f, "stride"))
+                .padding(pair(f, "padding"))
+                .output_padding(pair(f, "output_padding"))
+                .dilation(pair(f, "dilation"))
+                .groups(groups);
+            if !f.flag("bias") {
+                c = c.no_bias();
+            }
+            check_layer(f, c);
+        }
+        op => panic!("{}: op {op}", f.name),
+    }
 }
 
 #[test]
 fn conv_layers_match_pytorch_fixtures() {
-    let mut rng = Rng::new(0);
-    check_layer(
-        "nn/conv2d_mixed_s2x1_p1x0_d1x2_g2.safetensors",
-        Conv2d::new(4, 6, [3, 2], &mut rng)
-            .stride([2, 1])
-            .padding([1, 0])
-            .dilation([1, 2])
-            .groups(2),
-    );
-    check_layer(
-        "nn/conv2d_stride2.safetensors",
-        Conv2d::new(3, 4, 3, &mut rng).stride(2).no_bias(),
-    );
-    check_layer(
-        "nn/conv1d_s2_p1.safetensors",
-        Conv1d::new(3, 4, 3, &mut rng).stride(2).padding(1),
-    );
-    check_layer(
-        "nn/conv_transpose2d_s2_p1_op1_g2.safetensors",
-        ConvTranspose2d::new(4, 4, 3, &mut rng)
-            .stride(2)
-            .padding(1)
-            .output_padding(1)
-            .groups(2),
-    );
+    let files = common::fixtures_with_prefix("nn", "conv");
+    assert_eq!(files.len(), 10, "{files:?}");
+    for file in files {
+        let f = Fixture::load(&file);
+        check_conv_file::<f64>(&f);
+        check_conv_file::<f32>(&f);
+    }
 }
 
 fn max_abs(t: &Tensor<f64>) -> f64 {
@@ -172,21 +217,49 @@ fn every_layer_survives_a_state_dict_round_trip() {
     assert!(Layer::<f64>::state_dict(&MaxPool2d::new(2)).is_empty());
 }
 
+/// Every pooling fixture through its layer, hyperparameters from the
+/// metadata, in f64 and f32.
+fn check_pool_file<E: Float>(f: &Fixture) {
+    let x = f.input::<E>("x");
+    let y = match f.meta("op") {
+        "max_pool2d" => MaxPool2d::new(pair(f, "kernel_size"))
+            .stride(pair(f, "stride"))
+            .padding(pair(f, "padding"))
+            .dilation(pair(f, "dilation"))
+            .ceil_mode(f.flag("ceil_mode"))
+            .forward(x),
+        "avg_pool2d" => {
+            let divisor = match f.meta.get("divisor_override").map(String::as_str) {
+                None | Some("none") => None,
+                Some(_) => Some(f.parse::<usize>("divisor_override")),
+            };
+            AvgPool2d::new(pair(f, "kernel_size"))
+                .stride(pair(f, "stride"))
+                .padding(pair(f, "padding"))
+                .count_include_pad(f.flag("count_include_pad"))
+                .ceil_mode(f.flag("ceil_mode"))
+                .divisor_override(divisor)
+                .forward(x)
+        }
+        "adaptive_avg_pool2d" => AdaptiveAvgPool2d::new(pair(f, "output_size")).forward(x),
+        "adaptive_max_pool2d" => AdaptiveMaxPool2d::new(pair(f, "output_size")).forward(x),
+        op => panic!("{}: op {op}", f.name),
+    };
+    f.check_as("out", &y);
+}
+
 #[test]
 fn pool_layers_match_pytorch_fixtures() {
-    let f = Fixture::load("nn/max_pool2d_k3_s2_p1.safetensors");
-    f.check(
-        "out",
-        &MaxPool2d::new(3).stride(2).padding(1).forward(f.t("x")),
-    );
-    let f = Fixture::load("nn/avg_pool2d_k3_s1_p1_exclude_pad.safetensors");
-    let pool = AvgPool2d::new(3)
-        .stride(1)
-        .padding(1)
-        .count_include_pad(false);
-    f.check("out", &pool.forward(f.t("x")));
-    let f = Fixture::load("nn/adaptive_avg_pool2d_3x2.safetensors");
-    f.check("out", &AdaptiveAvgPool2d::new([3, 2]).forward(f.t("x")));
+    let mut files = Vec::new();
+    for prefix in ["max_pool", "avg_pool", "adaptive_"] {
+        files.extend(common::fixtures_with_prefix("nn", prefix));
+    }
+    assert_eq!(files.len(), 12, "{files:?}");
+    for file in files {
+        let f = Fixture::load(&file);
+        check_pool_file::<f64>(&f);
+        check_pool_file::<f32>(&f);
+    }
 }
 
 #[test]

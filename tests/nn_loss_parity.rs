@@ -2,6 +2,8 @@
 //! every listed input gradient), finite-difference gradient checks in f64
 //! (first and second order), and the edge cases PyTorch defines.
 //!
+//! Every file is checked in f64 and in f32 (its `f32_rtol`/`f32_atol`).
+//!
 //! Tolerances: each fixture's own `rtol`/`atol` (1e-10 / 1e-12 in f64);
 //! see tests/fixtures/README.md for how they were established.
 
@@ -9,7 +11,7 @@ mod common;
 mod second_order;
 use common::Fixture;
 use forge::nn::functional::*;
-use forge::{gradcheck, Tensor};
+use forge::{gradcheck, Float, Tensor};
 
 fn reduction(f: &Fixture) -> Reduction {
     match f.meta("reduction") {
@@ -20,25 +22,42 @@ fn reduction(f: &Fixture) -> Reduction {
     }
 }
 
+/// `ignore_index` and `label_smoothing` from the metadata, with PyTorch's
+/// defaults when the file does not state them (the older files state them
+/// only when they differ from the default).
+fn ignore_index(f: &Fixture) -> i64 {
+    f.meta.get("ignore_index").map_or(-100, |_| f.parse("ignore_index"))
+}
+
+fn label_smoothing(f: &Fixture) -> f64 {
+    f.meta
+        .get("label_smoothing")
+        .map_or(0.0, |_| f.meta_f64("label_smoothing"))
+}
+
 /// The loss of fixture `f` with float inputs `v` in metadata `inputs` order
 /// (integer inputs are taken from the file).
-fn apply(f: &Fixture, v: &[Tensor<f64>]) -> Tensor<f64> {
+fn apply<E: Float>(f: &Fixture, v: &[Tensor<E>]) -> Tensor<E> {
     let names = float_inputs(f);
     let get = |n: &str| v[names.iter().position(|x| x == n).unwrap()].clone();
-    let (input, r) = (get("input"), reduction_or_mean(f));
+    let opt = |n: &str| names.iter().any(|x| x == n).then(|| get(n));
+    let input = get("input");
+    let known = [
+        "input",
+        "target",
+        "weight",
+        "pos_weight",
+    ];
+    for n in &names {
+        assert!(known.contains(&n.as_str()), "{}: unknown input {n}", f.name);
+    }
     match f.meta("op") {
         "cross_entropy" => {
             let o = CrossEntropyOptions {
-                weight: f.has("weight").then(|| get("weight")),
-                ignore_index: f
-                    .meta
-                    .get("ignore_index")
-                    .map_or(-100, |s| s.parse().unwrap()),
-                label_smoothing: f
-                    .meta
-                    .get("label_smoothing")
-                    .map_or(0.0, |s| s.parse().unwrap()),
-                reduction: r,
+                weight: opt("weight"),
+                ignore_index: ignore_index(f),
+                label_smoothing: label_smoothing(f),
+                reduction: reduction(f),
             };
             cross_entropy_with(&input, &f.i("target"), o)
         }
@@ -46,37 +65,41 @@ fn apply(f: &Fixture, v: &[Tensor<f64>]) -> Tensor<f64> {
             &input,
             &f.i("target"),
             NllLossOptions {
-                reduction: r,
-                ..Default::default()
+                weight: opt("weight"),
+                ignore_index: ignore_index(f),
+                reduction: reduction(f),
             },
         ),
-        "mse_loss" => mse_loss(&input, &get("target"), r),
-        "l1_loss" => l1_loss(&input, &get("target"), r),
-        "smooth_l1_loss" => smooth_l1_loss(&input, &get("target"), f.meta_f64("beta"), r),
-        "huber_loss" => huber_loss(&input, &get("target"), f.meta_f64("delta"), r),
-        "binary_cross_entropy" => binary_cross_entropy(&input, &get("target"), None, r),
-        "binary_cross_entropy_with_logits" => {
-            let pw = f.has("pos_weight").then(|| get("pos_weight"));
-            binary_cross_entropy_with_logits(&input, &get("target"), None, pw.as_ref(), r)
+        "mse_loss" => mse_loss(&input, &get("target"), reduction(f)),
+        "l1_loss" => l1_loss(&input, &get("target"), reduction(f)),
+        "smooth_l1_loss" => {
+            smooth_l1_loss(&input, &get("target"), f.meta_f64("beta"), reduction(f))
         }
+        "huber_loss" => huber_loss(&input, &get("target"), f.meta_f64("delta"), reduction(f)),
+        "binary_cross_entropy" => binary_cross_entropy(
+            &input,
+            &get("target"),
+            opt("weight").as_ref(),
+            reduction(f),
+        ),
+        "binary_cross_entropy_with_logits" => binary_cross_entropy_with_logits(
+            &input,
+            &get("target"),
+            opt("weight").as_ref(),
+            opt("pos_weight").as_ref(),
+            reduction(f),
+        ),
         "kl_div" => {
-            assert_eq!(f.meta("reduction"), "batchmean");
-            kl_div(
-                &input,
-                &get("target"),
-                KlDivReduction::BatchMean,
-                f.meta("log_target") == "true",
-            )
+            let r = match f.meta("reduction") {
+                "batchmean" => KlDivReduction::BatchMean,
+                "mean" => KlDivReduction::Mean,
+                "sum" => KlDivReduction::Sum,
+                "none" => KlDivReduction::None,
+                other => panic!("{}: reduction {other}", f.name),
+            };
+            kl_div(&input, &get("target"), r, f.flag("log_target"))
         }
         op => panic!("{}: unknown op {op}", f.name),
-    }
-}
-
-fn reduction_or_mean(f: &Fixture) -> Reduction {
-    if f.meta("reduction") == "batchmean" {
-        Reduction::Mean
-    } else {
-        reduction(f)
     }
 }
 
@@ -88,37 +111,48 @@ fn float_inputs(f: &Fixture) -> Vec<String> {
         .collect()
 }
 
+fn check_file<E: Float>(f: &Fixture) {
+    let names = float_inputs(f);
+    let grads = f.meta_list("grads");
+    assert!(!grads.is_empty(), "{}: no gradients listed", f.name);
+    let inputs: Vec<Tensor<E>> = names
+        .iter()
+        .map(|n| {
+            let t = f.input::<E>(n);
+            if grads.contains(n) {
+                t.requires_grad()
+            } else {
+                t
+            }
+        })
+        .collect();
+    let out = apply(f, &inputs);
+    f.check_as("out", &out);
+    let g = out.backward_with(&f.input::<E>("gout"), false);
+    for n in &grads {
+        let i = names.iter().position(|x| x == n).unwrap();
+        let gi = g
+            .get(&inputs[i])
+            .unwrap_or_else(|| panic!("{}: no gradient for {n}", f.name));
+        f.check_as(&format!("grad_{n}"), gi);
+    }
+}
+
 #[test]
 fn every_loss_matches_pytorch() {
     let files = common::fixtures_with_prefix("nn", "loss_");
-    assert_eq!(files.len(), 16, "expected 16 loss fixtures");
+    assert_eq!(files.len(), 30, "{files:?}");
+    let mut ops = std::collections::BTreeSet::new();
     for file in files {
         let f = Fixture::load(&file);
-        let names = float_inputs(&f);
-        let grads = f.meta_list("grads");
-        let inputs: Vec<Tensor<f64>> = names
-            .iter()
-            .map(|n| {
-                let t = f.t(n);
-                if grads.contains(n) {
-                    t.requires_grad()
-                } else {
-                    t
-                }
-            })
-            .collect();
-        let out = apply(&f, &inputs);
-        f.check("out", &out);
-        let g = out.backward_with(&f.t("gout"), false);
-        assert!(!grads.is_empty(), "{file}: no gradients listed");
-        for n in &grads {
-            let i = names.iter().position(|x| x == n).unwrap();
-            let gi = g
-                .get(&inputs[i])
-                .unwrap_or_else(|| panic!("{file}: no gradient for {n}"));
-            f.check(&format!("grad_{n}"), gi);
+        check_file::<f64>(&f);
+        check_file::<f32>(&f);
+        if f.meta("reduction") == "none" {
+            ops.insert(f.meta("op").to_string());
         }
     }
+    // Reduction::None is covered for every loss.
+    assert_eq!(ops.len(), 9, "{ops:?}");
 }
 
 #[test]
@@ -126,7 +160,7 @@ fn every_loss_passes_gradcheck() {
     for file in common::fixtures_with_prefix("nn", "loss_") {
         let f = Fixture::load(&file);
         let inputs: Vec<Tensor<f64>> = float_inputs(&f).iter().map(|n| f.t(n)).collect();
-        gradcheck(|v| apply(&f, v), &inputs, 1e-6, 1e-6, 1e-6)
+        gradcheck(|v| apply::<f64>(&f, v), &inputs, 1e-6, 1e-6, 1e-6)
             .unwrap_or_else(|e| panic!("{file}: {e}"));
     }
 }

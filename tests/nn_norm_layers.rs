@@ -1,5 +1,7 @@
 //! The normalisation, embedding, dropout and softmax layers: PyTorch
-//! fixtures through the layers (running statistics included), train versus
+//! fixtures through the layers in f64 and f32 (every hyperparameter, shape
+//! and optional parameter read from the file's metadata; running statistics
+//! included), train versus
 //! eval behaviour, state_dict round trips, and one pinned shape-error
 //! message per layer family.
 
@@ -9,70 +11,130 @@ use forge::nn::{
     BatchNorm1d, BatchNorm2d, Dropout, Embedding, Forward, GroupNorm, Layer, LayerNorm, LogSoftmax,
     Softmax,
 };
-use forge::{Rng, Tensor};
+use forge::{Element, Float, Rng, Tensor};
 use std::collections::BTreeMap;
 
-fn load<L: Layer<f64>>(layer: &mut L, f: &Fixture, names: &[(&str, &str)]) {
-    let mut sd: BTreeMap<String, Tensor<f64>> = layer.state_dict();
+/// Loads every tensor of `f` listed in `names` (state-dict key, fixture
+/// name) into `layer`, cast to `E`.
+fn load<E: Float, L: Layer<E>>(layer: &mut L, f: &Fixture, names: &[(&str, &str)]) {
+    let mut sd: BTreeMap<String, Tensor<E>> = layer.state_dict();
     for (key, fixture_name) in names {
-        sd.insert(key.to_string(), f.t(fixture_name));
+        let t = if f.floats.contains_key(*fixture_name) {
+            f.input::<E>(fixture_name)
+        } else {
+            f.i(fixture_name).cast::<E>()
+        };
+        sd.insert(key.to_string(), t);
     }
     layer.load_state_dict(&sd).unwrap();
 }
 
-const BN: [(&str, &str); 4] = [
-    ("weight", "weight"),
-    ("bias", "bias"),
-    ("running_mean", "running_mean"),
-    ("running_var", "running_var"),
-];
+/// The fixture's inputs that are state-dict entries of the layer, as
+/// (key, fixture name) pairs: every listed input but `x` and `indices`.
+fn state_inputs(f: &Fixture) -> Vec<(String, String)> {
+    f.meta_list("inputs")
+        .into_iter()
+        .filter(|n| n != "x" && n != "indices")
+        .map(|n| (n.clone(), n))
+        .collect()
+}
+
+fn pairs(v: &[(String, String)]) -> Vec<(&str, &str)> {
+    v.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect()
+}
+
+/// The optional affine parameters: present exactly when the file lists
+/// them as inputs.
+fn affine<E: Float>(f: &Fixture, w: &mut Option<Tensor<E>>, b: &mut Option<Tensor<E>>) {
+    let inputs = f.meta_list("inputs");
+    if !inputs.iter().any(|n| n == "weight") {
+        *w = None;
+    }
+    if !inputs.iter().any(|n| n == "bias") {
+        *b = None;
+    }
+}
+
+fn momentum(f: &Fixture) -> Option<f64> {
+    match f.meta("momentum") {
+        "none" => None,
+        _ => Some(f.meta_f64("momentum")),
+    }
+}
+
+/// Checks the gradient of every input the file lists in `grads`: `x`, or a
+/// parameter of the layer by its state-dict name.
+fn check_grads<E: Float>(
+    f: &Fixture,
+    y: &Tensor<E>,
+    x: &Tensor<E>,
+    params: &BTreeMap<String, Tensor<E>>,
+) {
+    let g = y.backward_with(&f.input::<E>("gout"), false);
+    let grads = f.meta_list("grads");
+    assert!(!grads.is_empty(), "{}", f.name);
+    for n in grads {
+        let t = if n == "x" { x } else { &params[&n] };
+        let gt = g
+            .get(t)
+            .unwrap_or_else(|| panic!("{}: no gradient for {n}", f.name));
+        f.check_as(&format!("grad_{n}"), gt);
+    }
+}
+
+fn batch_norm_file<E: Float>(f: &Fixture) {
+    let x = f.input::<E>("x").requires_grad();
+    let c = x.shape()[1];
+    let training = f.flag("training");
+    let names = state_inputs(f);
+    macro_rules! run {
+        ($layer:ident) => {{
+            let mut bn = $layer::<E>::new(c);
+            affine(f, &mut bn.weight, &mut bn.bias);
+            bn.eps = f.meta_f64("eps");
+            bn.momentum = momentum(f);
+            load(&mut bn, f, &pairs(&names));
+            if !training {
+                bn.eval();
+            }
+            let before = Element::to_f64(bn.num_batches_tracked.get().item());
+            let y = bn.forward(x.clone());
+            let params: BTreeMap<String, Tensor<E>> = bn.named_parameters().into_iter().collect();
+            (
+                y,
+                bn.running_mean.get(),
+                bn.running_var.get(),
+                before,
+                Element::to_f64(bn.num_batches_tracked.get().item()),
+                params,
+            )
+        }};
+    }
+    let (y, mean, var, before, after, params) = match x.rank() {
+        2 | 3 => run!(BatchNorm1d),
+        4 => run!(BatchNorm2d),
+        r => panic!("{}: rank {r}", f.name),
+    };
+    f.check_as("out", &y);
+    f.check_as("running_mean_new", &mean);
+    f.check_as("running_var_new", &var);
+    let expected = if f.has("num_batches_tracked_new") {
+        f.i("num_batches_tracked_new").item() as f64
+    } else {
+        before + if training { 1.0 } else { 0.0 }
+    };
+    assert_eq!(after, expected, "{}: num_batches_tracked", f.name);
+    check_grads(f, &y, &x, &params);
+}
 
 #[test]
 fn batch_norm_layers_match_pytorch_in_train_and_eval() {
-    for file in common::fixtures_with_prefix("nn", "batch_norm") {
+    let files = common::fixtures_with_prefix("nn", "batch_norm");
+    assert_eq!(files.len(), 4, "{files:?}");
+    for file in files {
         let f = Fixture::load(&file);
-        let x = f.t("x").requires_grad();
-        let c = x.shape()[1];
-        let training = f.meta("training") == "true";
-        let (y, mean, var, nbt, params) = if x.rank() == 2 {
-            let mut bn = BatchNorm1d::<f64>::new(c);
-            load(&mut bn, &f, &BN);
-            if !training {
-                bn.eval();
-            }
-            let y = bn.forward(x.clone());
-            let p = bn.parameters();
-            (
-                y,
-                bn.running_mean.get(),
-                bn.running_var.get(),
-                bn.num_batches_tracked.get(),
-                p,
-            )
-        } else {
-            let mut bn = BatchNorm2d::<f64>::new(c);
-            load(&mut bn, &f, &BN);
-            if !training {
-                bn.eval();
-            }
-            let y = bn.forward(x.clone());
-            let p = bn.parameters();
-            (
-                y,
-                bn.running_mean.get(),
-                bn.running_var.get(),
-                bn.num_batches_tracked.get(),
-                p,
-            )
-        };
-        f.check("out", &y);
-        f.check("running_mean_new", &mean);
-        f.check("running_var_new", &var);
-        assert_eq!(nbt.item(), if training { 1.0 } else { 0.0 }, "{file}");
-        let g = y.backward_with(&f.t("gout"), false);
-        f.check("grad_x", g.get(&x).unwrap());
-        f.check("grad_weight", g.get(&params[0]).unwrap());
-        f.check("grad_bias", g.get(&params[1]).unwrap());
+        batch_norm_file::<f64>(&f);
+        batch_norm_file::<f32>(&f);
     }
 }
 
@@ -140,40 +202,71 @@ fn norm_layers_state_dict_round_trip() {
     assert_eq!(keys, ["bias", "weight"]);
 }
 
+fn layer_or_group_norm_file<E: Float>(f: &Fixture) {
+    let x = f.input::<E>("x").requires_grad();
+    let names = state_inputs(f);
+    let eps = f.meta_f64("eps");
+    let (y, params) = match f.meta("op") {
+        "layer_norm" => {
+            let mut l = LayerNorm::<E>::new(&f.usizes("normalized_shape"));
+            affine(f, &mut l.weight, &mut l.bias);
+            l.eps = eps;
+            load(&mut l, f, &pairs(&names));
+            (l.forward(x.clone()), l.named_parameters())
+        }
+        "group_norm" => {
+            let mut l = GroupNorm::<E>::new(f.parse("num_groups"), x.shape()[1]);
+            affine(f, &mut l.weight, &mut l.bias);
+            l.eps = eps;
+            load(&mut l, f, &pairs(&names));
+            (l.forward(x.clone()), l.named_parameters())
+        }
+        op => panic!("{}: op {op}", f.name),
+    };
+    f.check_as("out", &y);
+    check_grads(f, &y, &x, &params.into_iter().collect());
+}
+
 #[test]
 fn layer_and_group_norm_layers_match_pytorch() {
-    for file in common::fixtures_with_prefix("nn", "layer_norm")
+    let files: Vec<String> = common::fixtures_with_prefix("nn", "layer_norm")
         .into_iter()
         .chain(common::fixtures_with_prefix("nn", "group_norm"))
-    {
+        .collect();
+    assert_eq!(files.len(), 4, "{files:?}");
+    for file in files {
         let f = Fixture::load(&file);
-        let x = f.t("x");
-        let y = if f.meta("op") == "layer_norm" {
-            let mut l = LayerNorm::<f64>::new(f.t("weight").shape());
-            load(&mut l, &f, &[("weight", "weight"), ("bias", "bias")]);
-            l.forward(x)
-        } else {
-            let g = f.meta("num_groups").parse().unwrap();
-            let mut l = GroupNorm::<f64>::new(g, x.shape()[1]);
-            load(&mut l, &f, &[("weight", "weight"), ("bias", "bias")]);
-            l.forward(x)
-        };
-        f.check("out", &y);
+        layer_or_group_norm_file::<f64>(&f);
+        layer_or_group_norm_file::<f32>(&f);
     }
+}
+
+fn embedding_file<E: Float>(f: &Fixture) {
+    let padding = f
+        .meta
+        .get("padding_idx")
+        .map(|_| f.parse::<usize>("padding_idx"));
+    let (n, d) = (f.parse("num_embeddings"), f.parse("embedding_dim"));
+    let mut e = Embedding::<E>::new(n, d, padding, &mut Rng::new(0));
+    load(&mut e, f, &[("weight", "weight")]);
+    let y = e.forward(f.i("indices"));
+    f.check_as("out", &y);
+    let g = y.backward_with(&f.input::<E>("gout"), false);
+    f.check_as("grad_weight", g.get(&e.weight).unwrap());
+    let mut e2 = Embedding::<E>::new(n, d, padding, &mut Rng::new(1));
+    e2.load_state_dict(&e.state_dict()).unwrap();
+    assert_eq!(e2.forward(f.i("indices")).to_vec(), y.to_vec());
 }
 
 #[test]
 fn embedding_layer_matches_pytorch_and_round_trips() {
-    let f = Fixture::load("nn/embedding_padding_idx.safetensors");
-    let mut e = Embedding::<f64>::new(10, 6, Some(0), &mut Rng::new(0));
-    load(&mut e, &f, &[("weight", "weight")]);
-    let y = e.forward(f.i("indices"));
-    f.check("out", &y);
-    let g = y.backward_with(&f.t("gout"), false);
-    f.check("grad_weight", g.get(&e.weight).unwrap());
-    let mut e2 = Embedding::<f64>::new(10, 6, Some(0), &mut Rng::new(1));
-    e2.load_state_dict(&e.state_dict()).unwrap();
-    assert_eq!(e2.forward(f.i("indices")).to_vec(), y.to_vec());
+    let files = common::fixtures_with_prefix("nn", "embedding");
+    assert_eq!(files.len(), 2, "{files:?}");
+    for file in files {
+        let f = Fixture::load(&file);
+        embedding_file::<f64>(&f);
+        embedding_file::<f32>(&f);
+    }
 }
 
 #[test]

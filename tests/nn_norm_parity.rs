@@ -3,6 +3,10 @@
 //! weight and bias gradients, updated running statistics), and gradient
 //! checks in f64, first and second order.
 //!
+//! Every file is checked in f64 and in f32 (`f32_rtol`/`f32_atol`); shapes,
+//! eps, momentum and the presence of affine parameters come from the
+//! metadata.
+//!
 //! Tolerances: each fixture's own `rtol`/`atol` (1e-10 / 1e-12 in f64);
 //! see tests/fixtures/README.md for how they were established.
 
@@ -10,78 +14,96 @@ mod common;
 mod second_order;
 use common::Fixture;
 use forge::nn::functional::{batch_norm, group_norm, layer_norm};
-use forge::{gradcheck, Tensor};
+use forge::{gradcheck, Float, Tensor};
 
 fn files() -> Vec<String> {
     let mut v = common::fixtures_with_prefix("nn", "batch_norm");
     v.extend(common::fixtures_with_prefix("nn", "layer_norm"));
     v.extend(common::fixtures_with_prefix("nn", "group_norm"));
+    assert_eq!(v.len(), 8, "{v:?}");
     v
 }
 
-/// `(out, running_mean_new, running_var_new)` of fixture `f` on
-/// `[x, weight, bias]`.
-type Stats = Option<(Tensor<f64>, Tensor<f64>)>;
+/// The differentiable float inputs of `f` in call order: `x`, then
+/// `weight` and `bias` when the file has them (no affine parameters
+/// otherwise).
+fn diff_inputs(f: &Fixture) -> Vec<String> {
+    let inputs = f.meta_list("inputs");
+    let v: Vec<String> = ["x", "weight", "bias"]
+        .iter()
+        .filter(|n| inputs.iter().any(|i| i == *n))
+        .map(|n| n.to_string())
+        .collect();
+    assert_eq!(v, f.meta_list("grads"), "{}", f.name);
+    v
+}
 
-fn apply(f: &Fixture, v: &[Tensor<f64>]) -> (Tensor<f64>, Stats) {
+/// `(running_mean_new, running_var_new)` of a training batch norm.
+type Stats<E> = Option<(Tensor<E>, Tensor<E>)>;
+
+/// The output of fixture `f` (and the updated running statistics of a
+/// batch norm) on its differentiable inputs `v` (see [`diff_inputs`]).
+fn apply<E: Float>(f: &Fixture, v: &[Tensor<E>]) -> (Tensor<E>, Stats<E>) {
+    let names = diff_inputs(f);
+    let get = |n: &str| names.iter().position(|x| x == n).map(|i| &v[i]);
     let eps = f.meta_f64("eps");
-    let (x, w, b) = (&v[0], Some(&v[1]), Some(&v[2]));
+    let (x, w, b) = (&v[0], get("weight"), get("bias"));
     match f.meta("op") {
         "batch_norm" => {
-            let (rm, rv) = (f.t("running_mean"), f.t("running_var"));
-            let training = f.meta("training") == "true";
+            let (rm, rv) = (f.input::<E>("running_mean"), f.input::<E>("running_var"));
+            // momentum None is nn.BatchNorm's cumulative average: the module
+            // passes 1 / num_batches_tracked (after counting this batch).
+            let momentum = match f.meta("momentum") {
+                "none" => 1.0 / (f.i("num_batches_tracked").item() + 1) as f64,
+                _ => f.meta_f64("momentum"),
+            };
             let (y, m, s) = batch_norm(
                 x,
                 Some(&rm),
                 Some(&rv),
                 w,
                 b,
-                training,
-                f.meta_f64("momentum"),
+                f.flag("training"),
+                momentum,
                 eps,
             );
             (y, Some((m.unwrap(), s.unwrap())))
         }
-        "layer_norm" => {
-            let ns: Vec<usize> = f
-                .meta_list("normalized_shape")
-                .iter()
-                .map(|d| d.parse().unwrap())
-                .collect();
-            (layer_norm(x, &ns, w, b, eps), None)
-        }
-        "group_norm" => {
-            let g = f.meta("num_groups").parse().unwrap();
-            (group_norm(x, g, w, b, eps), None)
-        }
+        "layer_norm" => (layer_norm(x, &f.usizes("normalized_shape"), w, b, eps), None),
+        "group_norm" => (group_norm(x, f.parse("num_groups"), w, b, eps), None),
         op => panic!("{}: unknown op {op}", f.name),
+    }
+}
+
+fn check_file<E: Float>(f: &Fixture) {
+    let names = diff_inputs(f);
+    let v: Vec<Tensor<E>> = names
+        .iter()
+        .map(|n| f.input::<E>(n).requires_grad())
+        .collect();
+    let (y, stats) = apply(f, &v);
+    f.check_as("out", &y);
+    if let Some((m, s)) = stats {
+        assert!(
+            !m.is_tracked() && !s.is_tracked(),
+            "{}: running stats tracked",
+            f.name
+        );
+        f.check_as("running_mean_new", &m);
+        f.check_as("running_var_new", &s);
+    }
+    let g = y.backward_with(&f.input::<E>("gout"), false);
+    for (i, n) in names.iter().enumerate() {
+        f.check_as(&format!("grad_{n}"), g.get(&v[i]).unwrap());
     }
 }
 
 #[test]
 fn norms_match_pytorch() {
-    let files = files();
-    assert_eq!(files.len(), 6);
-    for file in files {
+    for file in files() {
         let f = Fixture::load(&file);
-        let v: Vec<Tensor<f64>> = ["x", "weight", "bias"]
-            .iter()
-            .map(|n| f.t(n).requires_grad())
-            .collect();
-        let (y, stats) = apply(&f, &v);
-        f.check("out", &y);
-        if let Some((m, s)) = stats {
-            assert!(
-                !m.is_tracked() && !s.is_tracked(),
-                "{file}: running stats tracked"
-            );
-            f.check("running_mean_new", &m);
-            f.check("running_var_new", &s);
-        }
-        let g = y.backward_with(&f.t("gout"), false);
-        for (i, n) in ["x", "weight", "bias"].iter().enumerate() {
-            f.check(&format!("grad_{n}"), g.get(&v[i]).unwrap());
-        }
+        check_file::<f64>(&f);
+        check_file::<f32>(&f);
     }
 }
 
@@ -89,7 +111,7 @@ fn norms_match_pytorch() {
 fn norms_pass_gradcheck() {
     for file in files() {
         let f = Fixture::load(&file);
-        let v: Vec<Tensor<f64>> = ["x", "weight", "bias"].iter().map(|n| f.t(n)).collect();
+        let v: Vec<Tensor<f64>> = diff_inputs(&f).iter().map(|n| f.t(n)).collect();
         gradcheck(|v| apply(&f, v).0, &v, 1e-6, 1e-6, 1e-6)
             .unwrap_or_else(|e| panic!("{file}: {e}"));
     }
@@ -99,10 +121,14 @@ fn norms_pass_gradcheck() {
 fn norms_second_order() {
     for file in files() {
         let f = Fixture::load(&file);
-        let v: Vec<Tensor<f64>> = ["x", "weight", "bias"].iter().map(|n| f.t(n)).collect();
+        let v: Vec<Tensor<f64>> = diff_inputs(&f).iter().map(|n| f.t(n)).collect();
         second_order::check(
             &file,
-            |x| apply(&f, &[x.clone(), v[1].clone(), v[2].clone()]).0,
+            |x| {
+                let mut w = v.clone();
+                w[0] = x.clone();
+                apply(&f, &w).0
+            },
             &v[0],
             1e-6,
         );

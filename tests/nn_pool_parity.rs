@@ -1,12 +1,14 @@
 //! Parity of max / average / adaptive pooling with PyTorch (every fixture
-//! `nn/max_pool*`, `nn/avg_pool*`, `nn/adaptive_*`), gradient checks in f64
+//! `nn/max_pool*`, `nn/avg_pool*`, `nn/adaptive_*`, in f64 and f32, every
+//! option — dilation, ceil_mode, count_include_pad, divisor_override — read
+//! from the metadata), gradient checks in f64
 //! of every pooling op (2-d and 1-d), second-order gradients and shape errors.
 //!
 //! Tolerances: each fixture's own `rtol`/`atol` (1e-10 / 1e-12 in f64).
 
 mod common;
 use common::Fixture;
-use forge::{gradcheck, Rng, Tensor};
+use forge::{gradcheck, Float, Rng, Tensor};
 
 fn pair(f: &Fixture, key: &str) -> [usize; 2] {
     let v: Vec<usize> = f
@@ -21,24 +23,27 @@ fn pair(f: &Fixture, key: &str) -> [usize; 2] {
     }
 }
 
-fn apply(f: &Fixture, x: &Tensor<f64>) -> Tensor<f64> {
+fn apply<E: Float>(f: &Fixture, x: &Tensor<E>) -> Tensor<E> {
     match f.meta("op") {
-        "max_pool2d" => {
-            assert_eq!(f.meta("ceil_mode"), "false");
-            assert_eq!(pair(f, "dilation"), [1, 1]);
-            x.max_pool2d(
-                pair(f, "kernel_size"),
-                pair(f, "stride"),
-                pair(f, "padding"),
-            )
-        }
+        "max_pool2d" => x.max_pool2d_with(
+            pair(f, "kernel_size"),
+            pair(f, "stride"),
+            pair(f, "padding"),
+            pair(f, "dilation"),
+            f.flag("ceil_mode"),
+        ),
         "avg_pool2d" => {
-            assert_eq!(f.meta("ceil_mode"), "false");
-            x.avg_pool2d(
+            let divisor = match f.meta.get("divisor_override").map(String::as_str) {
+                None | Some("none") => None,
+                Some(_) => Some(f.parse::<usize>("divisor_override")),
+            };
+            x.avg_pool2d_with(
                 pair(f, "kernel_size"),
                 pair(f, "stride"),
                 pair(f, "padding"),
-                f.meta("count_include_pad") == "true",
+                f.flag("ceil_mode"),
+                f.flag("count_include_pad"),
+                divisor,
             )
         }
         "adaptive_avg_pool2d" => x.adaptive_avg_pool2d(pair(f, "output_size")),
@@ -47,20 +52,38 @@ fn apply(f: &Fixture, x: &Tensor<f64>) -> Tensor<f64> {
     }
 }
 
-#[test]
-fn every_pool_fixture_matches_pytorch() {
+fn files() -> Vec<String> {
     let mut files = Vec::new();
     for prefix in ["max_pool", "avg_pool", "adaptive_"] {
         files.extend(common::fixtures_with_prefix("nn", prefix));
     }
-    assert_eq!(files.len(), 7, "pool fixtures: {files:?}");
-    for file in files {
+    assert_eq!(files.len(), 12, "pool fixtures: {files:?}");
+    files
+}
+
+fn check_file<E: Float>(f: &Fixture) {
+    let x = f.input::<E>("x").requires_grad();
+    let y = apply(f, &x);
+    f.check_as("out", &y);
+    let g = y.backward_with(&f.input::<E>("gout"), false);
+    f.check_as("grad_x", g.get(&x).unwrap());
+}
+
+#[test]
+fn every_pool_fixture_matches_pytorch() {
+    for file in files() {
         let f = Fixture::load(&file);
-        let x = f.t("x").requires_grad();
-        let y = apply(&f, &x);
-        f.check("out", &y);
-        let g = y.backward_with(&f.t("gout"), false);
-        f.check("grad_x", g.get(&x).unwrap());
+        check_file::<f64>(&f);
+        check_file::<f32>(&f);
+    }
+}
+
+#[test]
+fn every_pool_fixture_passes_gradcheck() {
+    for file in files() {
+        let f = Fixture::load(&file);
+        gradcheck(|v| apply(&f, &v[0]), &[f.t("x")], 1e-6, 1e-6, 1e-6)
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
     }
 }
 

@@ -12,17 +12,17 @@ mod common;
 use common::{fixtures_with_prefix, Fixture};
 use forge::nn::{Gru, Lstm, Rnn, RnnConfig, RnnNonlinearity, TensorKind};
 use forge::prelude::*;
-use forge::{gradcheck, Gradients};
+use forge::{gradcheck, Float, Gradients};
 use std::collections::BTreeMap;
 
-enum Model {
-    Rnn(Rnn<f64>),
-    Lstm(Lstm<f64>),
-    Gru(Gru<f64>),
+enum Model<E: Float> {
+    Rnn(Rnn<E>),
+    Lstm(Lstm<E>),
+    Gru(Gru<E>),
 }
 
-impl Model {
-    fn layer_mut(&mut self) -> &mut dyn Layer<f64> {
+impl<E: Float> Model<E> {
+    fn layer_mut(&mut self) -> &mut dyn Layer<E> {
         match self {
             Model::Rnn(m) => m,
             Model::Lstm(m) => m,
@@ -30,7 +30,7 @@ impl Model {
         }
     }
 
-    fn layer(&self) -> &dyn Layer<f64> {
+    fn layer(&self) -> &dyn Layer<E> {
         match self {
             Model::Rnn(m) => m,
             Model::Lstm(m) => m,
@@ -40,7 +40,7 @@ impl Model {
 
     /// Runs the layer on `x` and the initial states (`h0`, and `c0` for an
     /// LSTM); returns the outputs by their fixture names.
-    fn run(&self, x: Tensor<f64>, states: &[Tensor<f64>]) -> BTreeMap<&'static str, Tensor<f64>> {
+    fn run(&self, x: Tensor<E>, states: &[Tensor<E>]) -> BTreeMap<&'static str, Tensor<E>> {
         let mut out = BTreeMap::new();
         match self {
             Model::Rnn(m) => {
@@ -79,7 +79,7 @@ fn config_of(f: &Fixture) -> RnnConfig {
 }
 
 /// A freshly initialised model of the fixture's kind and hyperparameters.
-fn model_of(f: &Fixture) -> Model {
+fn model_of<E: Float>(f: &Fixture) -> Model<E> {
     let cfg = config_of(f);
     let mut rng = Rng::new(0);
     match f.meta("op") {
@@ -99,29 +99,33 @@ fn model_of(f: &Fixture) -> Model {
 
 /// Loads the fixture's weights by name, runs it, and checks every output
 /// and every listed gradient.
-fn check_fixture(path: &str) {
+fn check_fixture<E: Float>(path: &str) {
     let f = Fixture::load(path);
-    let mut model = model_of(&f);
+    let mut model = model_of::<E>(&f);
     let params = f.meta_list("params");
-    let dict: BTreeMap<String, Tensor<f64>> = params.iter().map(|p| (p.clone(), f.t(p))).collect();
+    let dict: BTreeMap<String, Tensor<E>> =
+        params.iter().map(|p| (p.clone(), f.input::<E>(p))).collect();
     model
         .layer_mut()
         .load_state_dict(&dict)
         .unwrap_or_else(|e| panic!("{path}: {e}"));
 
-    let x = f.t("x").requires_grad();
+    let x = f.input::<E>("x").requires_grad();
     let state_names: Vec<String> = f
         .meta_list("inputs")
         .into_iter()
         .filter(|n| n == "h0" || n == "c0")
         .collect();
-    let states: Vec<Tensor<f64>> = state_names.iter().map(|n| f.t(n).requires_grad()).collect();
+    let states: Vec<Tensor<E>> = state_names
+        .iter()
+        .map(|n| f.input::<E>(n).requires_grad())
+        .collect();
     let outs = model.run(x.clone(), &states);
 
     let out_names = f.meta_list("outputs");
     assert_eq!(out_names.len(), outs.len(), "{path}: outputs");
     for name in &out_names {
-        f.check(name, &outs[name.as_str()]);
+        f.check_as(name, &outs[name.as_str()]);
     }
 
     // sum_k <out_k, gout_k>: its gradient is the fixture's vector-Jacobian product
@@ -134,12 +138,12 @@ fn check_fixture(path: &str) {
             } else {
                 g.strip_prefix("gout_").unwrap()
             };
-            outs[out].mul(&f.t(g)).sum()
+            outs[out].mul(&f.input::<E>(g)).sum()
         })
         .reduce(|a, b| a.add(&b))
         .unwrap();
     let grads = loss.backward();
-    let weights: BTreeMap<String, Tensor<f64>> =
+    let weights: BTreeMap<String, Tensor<E>> =
         model.layer().named_parameters().into_iter().collect();
     let grad_names = f.meta_list("grads");
     assert_eq!(grad_names.len(), 1 + states.len() + params.len(), "{path}");
@@ -154,25 +158,17 @@ fn check_fixture(path: &str) {
         let g = grads
             .get(&t)
             .unwrap_or_else(|| panic!("{path}: no gradient for {name}"));
-        f.check(&format!("grad_{name}"), g);
+        f.check_as(&format!("grad_{name}"), g);
     }
 }
 
 #[test]
 fn every_rnn_fixture_matches_pytorch() {
     let files = fixtures_with_prefix("rnn", "");
-    assert_eq!(
-        files,
-        [
-            "rnn/gru.safetensors",
-            "rnn/gru_2layer.safetensors",
-            "rnn/lstm.safetensors",
-            "rnn/lstm_bidirectional.safetensors",
-            "rnn/rnn_tanh.safetensors",
-        ]
-    );
+    assert_eq!(files.len(), 11, "{files:?}");
     for file in &files {
-        check_fixture(file);
+        check_fixture::<f64>(file);
+        check_fixture::<f32>(file);
     }
 }
 

@@ -8,7 +8,7 @@
 
 mod common;
 use common::Fixture;
-use forge::{gradcheck, Tensor};
+use forge::{gradcheck, Float, Tensor};
 
 fn dims(f: &Fixture) -> Vec<isize> {
     f.meta_list("dim")
@@ -17,10 +17,10 @@ fn dims(f: &Fixture) -> Vec<isize> {
         .collect()
 }
 
-fn apply(f: &Fixture, x: &Tensor<f64>) -> Tensor<f64> {
+fn apply<E: Float>(f: &Fixture, x: &Tensor<E>) -> Tensor<E> {
     let d = dims(f);
-    let keep = f.meta("keepdim") == "true";
-    let c = || f.meta("correction").parse::<usize>().unwrap();
+    let keep = f.flag("keepdim");
+    let c = || f.parse::<usize>("correction");
     match f.meta("op") {
         "sum" => x.sum_dim(&d, keep),
         "mean" => x.mean_dim(&d, keep),
@@ -40,15 +40,20 @@ fn reduce_files() -> Vec<String> {
     files
 }
 
+fn check_file<E: Float>(f: &Fixture) {
+    let x = f.input::<E>("x").requires_grad();
+    let y = apply(f, &x);
+    f.check_as("out", &y);
+    let g = y.backward_with(&f.input::<E>("gout"), false);
+    f.check_as("grad_x", g.get(&x).unwrap());
+}
+
 #[test]
 fn reductions_match_pytorch() {
     for file in reduce_files() {
         let f = Fixture::load(&file);
-        let x = f.t("x").requires_grad();
-        let y = apply(&f, &x);
-        f.check("out", &y);
-        let g = y.backward_with(&f.t("gout"), false);
-        f.check("grad_x", g.get(&x).unwrap());
+        check_file::<f64>(&f);
+        check_file::<f32>(&f);
     }
 }
 
@@ -56,25 +61,28 @@ fn reductions_match_pytorch() {
 fn reductions_pass_gradcheck() {
     for file in reduce_files() {
         let f = Fixture::load(&file);
-        gradcheck(|v| apply(&f, &v[0]), &[f.t("x")], 1e-6, 1e-6, 1e-6)
+        gradcheck(|v| apply::<f64>(&f, &v[0]), &[f.t("x")], 1e-6, 1e-6, 1e-6)
             .unwrap_or_else(|e| panic!("{file}: {e}"));
     }
 }
 
-/// The whole-tensor forms agree with the `_dim` forms over every axis.
+/// The whole-tensor forms agree with the `_dim` forms over every axis
+/// (listed by positive and by negative index), on every fixture's input.
 #[test]
 fn whole_tensor_forms_match_dim_forms() {
-    let f = Fixture::load("ops/reduce_amax_all.safetensors");
-    let x = f.t("x");
-    assert_eq!(x.max().to_vec(), x.max_dim(&[0, 1, 2], false).to_vec());
-    assert_eq!(x.min().to_vec(), x.min_dim(&[], false).to_vec());
-    assert_eq!(x.max().shape(), &[] as &[usize]);
-    for c in [0, 1] {
-        assert_eq!(x.var(c).to_vec(), x.var_dim(&[], c, false).to_vec());
-        assert_eq!(
-            x.std(c).to_vec(),
-            x.std_dim(&[-3, -2, -1], c, false).to_vec()
-        );
+    for file in reduce_files() {
+        let x = Fixture::load(&file).t("x");
+        let r = x.rank() as isize;
+        let pos: Vec<isize> = (0..r).collect();
+        let neg: Vec<isize> = (-r..0).collect();
+        assert_eq!(x.max().to_vec(), x.max_dim(&pos, false).to_vec(), "{file}");
+        assert_eq!(x.min().to_vec(), x.min_dim(&[], false).to_vec(), "{file}");
+        assert_eq!(x.max().shape(), &[] as &[usize]);
+        assert_eq!(x.sum().to_vec(), x.sum_dim(&neg, false).to_vec(), "{file}");
+        for c in [0, 1] {
+            assert_eq!(x.var(c).to_vec(), x.var_dim(&[], c, false).to_vec());
+            assert_eq!(x.std(c).to_vec(), x.std_dim(&neg, c, false).to_vec());
+        }
     }
 }
 
@@ -188,25 +196,24 @@ fn var_and_std_edge_cases() {
     }
 }
 
-/// Gradients of gradients through max, var and std: the Hessian-vector
-/// product from `backward_with_graph` against central differences of the
-/// first-order gradient along the same direction.
+/// Gradients of gradients through every nonlinear reduction fixture (amax,
+/// var, std, with the file's dims, keepdim and correction): the
+/// Hessian-vector product from `backward_with_graph` against central
+/// differences of the first-order gradient along a fixed direction.
 #[test]
 fn second_order_through_reductions() {
-    let f = Fixture::load("ops/reduce_std_c1_dim1.safetensors");
-    let x0 = f.t("x");
-    let u = f.t("gout");
-    let dir = Tensor::<f64>::from_fn(x0.shape(), |i| ((i * 37 % 17) as f64 - 8.0) / 8.0);
-    type Op = fn(&Tensor<f64>) -> Tensor<f64>;
-    let ops: Vec<(&str, Op)> = vec![
-        ("var", |x| x.var_dim(&[1], 1, false)),
-        ("std", |x| x.std_dim(&[1], 1, false)),
-        ("std_all", |x| x.std(0)),
-        ("max", |x| x.max_dim(&[1], false)),
-    ];
-    for (name, op) in ops {
+    let mut n = 0;
+    for file in reduce_files() {
+        let f = Fixture::load(&file);
+        if !["amax", "var", "std"].contains(&f.meta("op")) {
+            continue;
+        }
+        n += 1;
+        let x0 = f.t("x");
+        let u = f.t("gout");
+        let dir = Tensor::<f64>::from_fn(x0.shape(), |i| ((i * 37 % 17) as f64 - 8.0) / 8.0);
         // loss(x) = sum(op(x)^2 * u), so the gradient depends on x nonlinearly.
-        let loss = |x: &Tensor<f64>| (&op(x).square() * &u).sum();
+        let loss = |x: &Tensor<f64>| (&apply(&f, x).square() * &u).sum();
         let grad = |x: &Tensor<f64>| {
             let x = x.requires_grad();
             loss(&x).backward().get(&x).unwrap().clone()
@@ -217,6 +224,7 @@ fn second_order_through_reductions() {
         let hvp = hvp.get(&x).unwrap();
         let eps = 1e-6;
         let numeric = (grad(&(&x0 + &(&dir * eps))) - grad(&(&x0 - &(&dir * eps)))) / (2.0 * eps);
-        common::assert_close(name, hvp, &numeric, 1e-6, 1e-6);
+        common::assert_close(&file, hvp, &numeric, 1e-6, 1e-6);
     }
+    assert_eq!(n, 20);
 }

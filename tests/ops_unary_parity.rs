@@ -1,14 +1,15 @@
-//! Parity of the unary ops with PyTorch (fixtures `ops/unary_*`), and a
-//! finite-difference gradient check of each in f64.
+//! Parity of the unary ops with PyTorch (fixtures `ops/unary_*`) in f64
+//! and in f32, and a finite-difference gradient check of each in f64.
 //!
-//! Tolerances: each fixture's own `rtol`/`atol` (1e-10 / 1e-12 in f64);
-//! see tests/fixtures/README.md for how they were established.
+//! Tolerances: each fixture's own `rtol`/`atol` (1e-10 / 1e-12 in f64) and
+//! `f32_rtol`/`f32_atol` in f32; see tests/fixtures/README.md for how they
+//! were established.
 
 mod common;
 use common::Fixture;
-use forge::{gradcheck, Tensor};
+use forge::{gradcheck, Float, Tensor};
 
-fn apply(f: &Fixture, x: &Tensor<f64>) -> Tensor<f64> {
+fn apply<E: Float>(f: &Fixture, x: &Tensor<E>) -> Tensor<E> {
     let m = |k: &str| f.meta_f64(k);
     match f.meta("op") {
         "neg" => x.neg(),
@@ -21,6 +22,9 @@ fn apply(f: &Fixture, x: &Tensor<f64>) -> Tensor<f64> {
         "sin" => x.sin(),
         "cos" => x.cos(),
         "tanh" => x.tanh(),
+        "tan" => x.tan(),
+        "erf" => x.erf(),
+        "mish" => x.mish(),
         "sigmoid" => x.sigmoid(),
         "relu" => x.relu(),
         "leaky_relu" => x.leaky_relu(m("negative_slope")),
@@ -37,21 +41,22 @@ fn apply(f: &Fixture, x: &Tensor<f64>) -> Tensor<f64> {
     }
 }
 
+fn check_file<E: Float>(f: &Fixture) {
+    let x = f.input::<E>("x").requires_grad();
+    let y = apply(f, &x);
+    f.check_as("out", &y);
+    let g = y.backward_with(&f.input::<E>("gout"), false);
+    f.check_as("grad_x", g.get(&x).unwrap());
+}
+
 #[test]
 fn unary_ops_match_pytorch() {
     let files = common::fixtures_with_prefix("ops", "unary_");
-    assert!(
-        files.len() >= 25,
-        "expected the unary fixtures, found {}",
-        files.len()
-    );
+    assert_eq!(files.len(), 29, "{files:?}");
     for file in files {
         let f = Fixture::load(&file);
-        let x = f.t("x").requires_grad();
-        let y = apply(&f, &x);
-        f.check("out", &y);
-        let g = y.backward_with(&f.t("gout"), false);
-        f.check("grad_x", g.get(&x).unwrap());
+        check_file::<f64>(&f);
+        check_file::<f32>(&f);
     }
 }
 
@@ -60,7 +65,7 @@ fn unary_ops_pass_gradcheck() {
     for file in common::fixtures_with_prefix("ops", "unary_") {
         let f = Fixture::load(&file);
         let x = f.t("x");
-        gradcheck(|v| apply(&f, &v[0]), &[x], 1e-6, 1e-6, 1e-6)
+        gradcheck(|v| apply::<f64>(&f, &v[0]), &[x], 1e-6, 1e-6, 1e-6)
             .unwrap_or_else(|e| panic!("{file}: {e}"));
     }
 }

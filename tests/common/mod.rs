@@ -2,7 +2,7 @@
 //! comparing tensors with a written-down tolerance.
 #![allow(dead_code)]
 
-use forge::Tensor;
+use forge::{DType, Element, Float, Tensor};
 use safetensors::SafeTensors;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -124,6 +124,62 @@ impl Fixture {
     /// The file's own tolerances (rtol, atol).
     pub fn tol(&self) -> (f64, f64) {
         (self.meta_f64("rtol"), self.meta_f64("atol"))
+    }
+
+    /// The tolerances for element type `E`: `rtol`/`atol` for f64,
+    /// `f32_rtol`/`f32_atol` for f32 (every fixture of an op forge runs in
+    /// f32 states them).
+    pub fn tol_for<E: Element>(&self) -> (f64, f64) {
+        match E::DTYPE {
+            DType::F64 => self.tol(),
+            DType::F32 => (self.meta_f64("f32_rtol"), self.meta_f64("f32_atol")),
+            other => panic!("{}: no tolerances for {other:?}", self.name),
+        }
+    }
+
+    /// A float tensor by name, cast to `E` (exact for f64).
+    pub fn input<E: Float>(&self, name: &str) -> Tensor<E> {
+        self.t(name).cast::<E>()
+    }
+
+    /// Compares `actual` (of element type `E`) with the stored tensor `name`
+    /// using the tolerances for `E` ([`Fixture::tol_for`]).
+    pub fn check_as<E: Float>(&self, name: &str, actual: &Tensor<E>) {
+        let (rtol, atol) = self.tol_for::<E>();
+        assert_close(
+            &format!("{} ({:?}): {name}", self.name, E::DTYPE),
+            &actual.cast::<f64>(),
+            &self.t(name),
+            rtol,
+            atol,
+        );
+    }
+
+    /// Parses a metadata value, naming the file and key on failure.
+    pub fn parse<T: std::str::FromStr>(&self, key: &str) -> T {
+        self.meta(key)
+            .parse()
+            .unwrap_or_else(|_| panic!("{}: metadata {key} = {:?}", self.name, self.meta(key)))
+    }
+
+    /// A comma-separated metadata list of unsigned integers.
+    pub fn usizes(&self, key: &str) -> Vec<usize> {
+        self.meta_list(key)
+            .iter()
+            .map(|s| {
+                s.parse()
+                    .unwrap_or_else(|_| panic!("{}: metadata {key} = {s:?}", self.name))
+            })
+            .collect()
+    }
+
+    /// A `true`/`false` metadata value.
+    pub fn flag(&self, key: &str) -> bool {
+        match self.meta(key) {
+            "true" => true,
+            "false" => false,
+            other => panic!("{}: {key} = {other}", self.name),
+        }
     }
 
     /// Compares `actual` with the stored tensor `name` using the file's
