@@ -1,5 +1,5 @@
 //! Parity of `conv1d`, `conv2d` and `conv_transpose2d` with PyTorch
-//! (every fixture `nn/conv*`), their gradient checks in f64, second-order
+//! (every fixture `nn/conv*`, in f64 and f32), their gradient checks in f64, second-order
 //! gradients, shape-error messages and thread-count independence.
 //!
 //! Tolerances: each fixture's own `rtol`/`atol` (1e-10 / 1e-12 in f64);
@@ -7,7 +7,7 @@
 
 mod common;
 use common::Fixture;
-use forge::{gradcheck, Rng, Tensor};
+use forge::{gradcheck, Float, Rng, Tensor};
 
 fn pair(f: &Fixture, key: &str) -> [usize; 2] {
     let v: Vec<usize> = f
@@ -22,7 +22,7 @@ fn pair(f: &Fixture, key: &str) -> [usize; 2] {
     }
 }
 
-fn apply(f: &Fixture, x: &Tensor<f64>, w: &Tensor<f64>, b: Option<&Tensor<f64>>) -> Tensor<f64> {
+fn apply<E: Float>(f: &Fixture, x: &Tensor<E>, w: &Tensor<E>, b: Option<&Tensor<E>>) -> Tensor<E> {
     let groups: usize = f.meta("groups").parse().unwrap();
     let (s, p, d) = (pair(f, "stride"), pair(f, "padding"), pair(f, "dilation"));
     match f.meta("op") {
@@ -33,12 +33,28 @@ fn apply(f: &Fixture, x: &Tensor<f64>, w: &Tensor<f64>, b: Option<&Tensor<f64>>)
     }
 }
 
+/// The file's case in element type `E`, against the tolerances for `E`.
+fn check_file<E: Float>(f: &Fixture) {
+    let x = f.input::<E>("x").requires_grad();
+    let w = f.input::<E>("weight").requires_grad();
+    let b = f.has("bias").then(|| f.input::<E>("bias").requires_grad());
+    let y = apply(f, &x, &w, b.as_ref());
+    f.check_as("out", &y);
+    let g = y.backward_with(&f.input::<E>("gout"), false);
+    f.check_as("grad_x", g.get(&x).unwrap());
+    f.check_as("grad_weight", g.get(&w).unwrap());
+    if let Some(b) = &b {
+        f.check_as("grad_bias", g.get(b).unwrap());
+    }
+}
+
 #[test]
 fn every_conv_fixture_matches_pytorch() {
     let files = common::fixtures_with_prefix("nn", "conv");
     assert_eq!(files.len(), 10, "conv fixtures: {files:?}");
     for file in files {
         let f = Fixture::load(&file);
+        check_file::<f32>(&f);
         let x = f.t("x").requires_grad();
         let w = f.t("weight").requires_grad();
         let b = f.has("bias").then(|| f.t("bias").requires_grad());

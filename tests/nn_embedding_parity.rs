@@ -9,7 +9,7 @@ mod common;
 mod second_order;
 use common::Fixture;
 use forge::nn::functional::{dropout, embedding};
-use forge::{gradcheck, Rng, Tensor};
+use forge::{gradcheck, Float, Rng, Tensor};
 
 fn padding(f: &Fixture) -> Option<usize> {
     f.meta.get("padding_idx").map(|p| p.parse().unwrap())
@@ -21,13 +21,23 @@ fn embedding_matches_pytorch() {
     assert_eq!(files.len(), 2);
     for file in files {
         let f = Fixture::load(&file);
-        let w = f.t("weight").requires_grad();
-        let e = embedding(&w, &f.i("indices"), padding(&f));
-        assert_eq!(e.to_vec(), f.t("out").to_vec(), "{file}: lookup is exact");
-        f.check("out", &e);
-        let g = e.backward_with(&f.t("gout"), false);
-        f.check("grad_weight", g.get(&w).unwrap());
+        check_file::<f64>(&f);
+        check_file::<f32>(&f);
     }
+}
+
+fn check_file<E: Float>(f: &Fixture) {
+    let w = f.input::<E>("weight").requires_grad();
+    let e = embedding(&w, &f.i("indices"), padding(f));
+    assert_eq!(
+        e.to_vec(),
+        f.input::<E>("out").to_vec(),
+        "{}: lookup is exact",
+        f.name
+    );
+    f.check_as("out", &e);
+    let g = e.backward_with(&f.input::<E>("gout"), false);
+    f.check_as("grad_weight", g.get(&w).unwrap());
 }
 
 #[test]

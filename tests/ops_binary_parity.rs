@@ -1,7 +1,8 @@
 //! Parity of the binary ops with PyTorch (every fixture `ops/binary_*`):
 //! broadcasting, 0-d tensor operands on either side, and Python-scalar
 //! operands (`x * s`, `s - x`, `s / x`, `s ** x`), outputs and every input
-//! gradient; plus a finite-difference gradient check of each in f64.
+//! gradient, in f64 and f32; plus a finite-difference gradient check of
+//! each in f64.
 //!
 //! Tolerances: each fixture's own `rtol`/`atol` (1e-10 / 1e-12 in f64);
 //! see tests/fixtures/README.md for how they were established. The
@@ -10,14 +11,14 @@
 
 mod common;
 use common::Fixture;
-use forge::{gradcheck, Tensor};
+use forge::{gradcheck, Float, Tensor};
 
-fn tensor_op(op: &str, l: &Tensor<f64>, r: &Tensor<f64>) -> Tensor<f64> {
+fn tensor_op<E: Float>(op: &str, l: &Tensor<E>, r: &Tensor<E>) -> Tensor<E> {
     match op {
-        "add" => l + r,
-        "sub" => l - r,
-        "mul" => l * r,
-        "div" => l / r,
+        "add" => l.add(r),
+        "sub" => l.sub(r),
+        "mul" => l.mul(r),
+        "div" => l.div(r),
         "pow" => l.pow(r),
         "maximum" => l.maximum(r),
         "minimum" => l.minimum(r),
@@ -26,16 +27,16 @@ fn tensor_op(op: &str, l: &Tensor<f64>, r: &Tensor<f64>) -> Tensor<f64> {
 }
 
 /// The fixture's expression, on inputs given in the file's `inputs` order.
-fn apply(f: &Fixture, v: &[Tensor<f64>]) -> Tensor<f64> {
+fn apply<E: Float>(f: &Fixture, v: &[Tensor<E>]) -> Tensor<E> {
     let op = f.meta("op");
     if f.meta("inputs") == "x" {
         // A Python scalar constant; `expr` says which side it is on.
-        let s = f.meta_f64("scalar");
+        let s = E::from_f64(f.meta_f64("scalar"));
         let x = &v[0];
         return match (op, f.meta("expr")) {
-            ("mul", "x * scalar") => x * s,
-            ("rsub", "scalar - x") => s - x,
-            ("rdiv", "scalar / x") => s / x,
+            ("mul", "x * scalar") => x.mul_scalar(s),
+            ("rsub", "scalar - x") => x.rsub_scalar(s),
+            ("rdiv", "scalar / x") => x.rdiv_scalar(s),
             ("rpow", "scalar ** x") => x.rpow_scalar(s),
             (op, expr) => panic!("{}: unknown scalar form {op}: {expr}", f.name),
         };
@@ -52,24 +53,32 @@ fn inputs(f: &Fixture) -> Vec<String> {
     f.meta_list("inputs")
 }
 
+fn check_file<E: Float>(f: &Fixture) {
+    let names = inputs(f);
+    let xs: Vec<Tensor<E>> = names
+        .iter()
+        .map(|n| f.input::<E>(n).requires_grad())
+        .collect();
+    let y = apply(f, &xs);
+    f.check_as("out", &y);
+    let g = y.backward_with(&f.input::<E>("gout"), false);
+    for n in f.meta_list("grads") {
+        let i = names.iter().position(|m| *m == n).unwrap();
+        let gi = g
+            .get(&xs[i])
+            .unwrap_or_else(|| panic!("{}: no gradient for {n}", f.name));
+        f.check_as(&format!("grad_{n}"), gi);
+    }
+}
+
 #[test]
 fn binary_ops_match_pytorch() {
     let files = common::fixtures_with_prefix("ops", "binary_");
     assert_eq!(files.len(), 20, "expected the 20 binary fixtures");
     for file in files {
         let f = Fixture::load(&file);
-        let names = inputs(&f);
-        let xs: Vec<Tensor<f64>> = names.iter().map(|n| f.t(n).requires_grad()).collect();
-        let y = apply(&f, &xs);
-        f.check("out", &y);
-        let g = y.backward_with(&f.t("gout"), false);
-        for n in f.meta_list("grads") {
-            let i = names.iter().position(|m| *m == n).unwrap();
-            let gi = g
-                .get(&xs[i])
-                .unwrap_or_else(|| panic!("{file}: no gradient for {n}"));
-            f.check(&format!("grad_{n}"), gi);
-        }
+        check_file::<f64>(&f);
+        check_file::<f32>(&f);
     }
 }
 

@@ -4,11 +4,22 @@
 //! gradient check of each in f64; and `matmul_t` against `matmul` with an
 //! explicit transpose.
 //!
-//! Tolerances: each fixture's own `rtol`/`atol` (1e-10 / 1e-12 in f64).
+//! Tolerances: each fixture's own `rtol`/`atol` (1e-10 / 1e-12 in f64),
+//! and `f32_rtol`/`f32_atol` for the same files in f32.
 
 mod common;
 use common::Fixture;
-use forge::gradcheck;
+use forge::{gradcheck, Float};
+
+fn check_file<E: Float>(f: &Fixture) {
+    let a = f.input::<E>("a").requires_grad();
+    let b = f.input::<E>("b").requires_grad();
+    let y = a.matmul(&b);
+    f.check_as("out", &y);
+    let g = y.backward_with(&f.input::<E>("gout"), false);
+    f.check_as("grad_a", g.get(&a).unwrap());
+    f.check_as("grad_b", g.get(&b).unwrap());
+}
 
 #[test]
 fn matmul_matches_pytorch() {
@@ -16,13 +27,8 @@ fn matmul_matches_pytorch() {
     assert_eq!(files.len(), 7, "expected the 7 matmul fixtures");
     for file in files {
         let f = Fixture::load(&file);
-        let a = f.t("a").requires_grad();
-        let b = f.t("b").requires_grad();
-        let y = a.matmul(&b);
-        f.check("out", &y);
-        let g = y.backward_with(&f.t("gout"), false);
-        f.check("grad_a", g.get(&a).unwrap());
-        f.check("grad_b", g.get(&b).unwrap());
+        check_file::<f64>(&f);
+        check_file::<f32>(&f);
     }
 }
 

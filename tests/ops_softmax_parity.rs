@@ -3,13 +3,15 @@
 //! `autograd/hvp_softmax_entropy`), and finite-difference gradient checks
 //! in f64, first and second order.
 //!
+//! The parity files are checked in f64 and in f32 (`f32_rtol`/`f32_atol`).
+//!
 //! Tolerances: each fixture's own `rtol`/`atol` (1e-10 / 1e-12 in f64);
 //! see tests/fixtures/README.md for how they were established.
 
 mod common;
 mod second_order;
 use common::Fixture;
-use forge::{gradcheck, Tensor};
+use forge::{gradcheck, Float, Tensor};
 
 fn dims(f: &Fixture) -> Vec<isize> {
     f.meta_list("dim")
@@ -18,7 +20,7 @@ fn dims(f: &Fixture) -> Vec<isize> {
         .collect()
 }
 
-fn apply(f: &Fixture, x: &Tensor<f64>) -> Tensor<f64> {
+fn apply<E: Float>(f: &Fixture, x: &Tensor<E>) -> Tensor<E> {
     let d = dims(f);
     match f.meta("op") {
         "softmax" => x.softmax(d[0]),
@@ -41,12 +43,17 @@ fn softmax_family_matches_pytorch() {
     assert_eq!(files.len(), 10, "expected 3 + 3 + 4 fixtures");
     for file in files {
         let f = Fixture::load(&file);
-        let x = f.t("x").requires_grad();
-        let y = apply(&f, &x);
-        f.check("out", &y);
-        let g = y.backward_with(&f.t("gout"), false);
-        f.check("grad_x", g.get(&x).unwrap());
+        check_file::<f64>(&f);
+        check_file::<f32>(&f);
     }
+}
+
+fn check_file<E: Float>(f: &Fixture) {
+    let x = f.input::<E>("x").requires_grad();
+    let y = apply(f, &x);
+    f.check_as("out", &y);
+    let g = y.backward_with(&f.input::<E>("gout"), false);
+    f.check_as("grad_x", g.get(&x).unwrap());
 }
 
 #[test]

@@ -142,6 +142,20 @@ fn out_of_range_settings_are_invalid_errors() {
         .step_params(vec![("w", &mut w)], &g)
         .unwrap_err();
     assert!(matches!(e, ForgeError::Invalid { .. }), "{e:?}");
+    // Nesterov with dampening: PyTorch 2.15 raises "Nesterov momentum
+    // requires a momentum and zero dampening", so there is no fixture; forge
+    // refuses it the same way.
+    let e = Sgd::new(0.1)
+        .momentum(0.9)
+        .dampening(0.1)
+        .nesterov(true)
+        .step_params(vec![("w", &mut w)], &g)
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("Nesterov momentum requires a momentum and zero dampening"),
+        "{e}"
+    );
     let e = Adam::new(0.1)
         .betas(1.0, 0.9)
         .step_params(vec![("w", &mut w)], &g)

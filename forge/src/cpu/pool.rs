@@ -30,21 +30,54 @@ pub struct PoolWindows {
     pub rows: Vec<(usize, usize)>,
     /// Half-open input column range of each output column.
     pub cols: Vec<(usize, usize)>,
+    /// The step between window positions (rows, columns): 1 except for a
+    /// dilated max pooling. Each range's start is a window position.
+    pub dilation: [usize; 2],
 }
 
-/// Window ranges along one axis for a sliding window (floor mode); `None`
-/// when the padded input is shorter than the kernel.
-fn sliding_axis(len: usize, k: usize, s: usize, p: usize) -> Option<Vec<(usize, usize)>> {
-    let out = (len + 2 * p).checked_sub(k)? / s + 1;
+/// Window ranges along one axis for a sliding window of `k` positions
+/// `dilation` apart, moved by `s` over the input padded by `p` on each side,
+/// in floor or ceil mode (PyTorch's output size, whose last window must
+/// start inside the input or its left padding); `None` when the padded
+/// input is shorter than the window. Each range starts at its first
+/// position inside the input and ends past its last one.
+fn sliding_axis(
+    len: usize,
+    k: usize,
+    s: usize,
+    p: usize,
+    dilation: usize,
+    ceil: bool,
+) -> Option<Vec<(usize, usize)>> {
+    let span = dilation * (k - 1) + 1;
+    let room = (len + 2 * p).checked_sub(span)?;
+    let mut out = if ceil { room.div_ceil(s) } else { room / s } + 1;
+    if ceil && (out - 1) * s >= len + p {
+        out -= 1;
+    }
     Some(
         (0..out)
             .map(|o| {
-                let start = (o * s).saturating_sub(p);
-                let end = (o * s + k).saturating_sub(p).min(len);
-                (start, end)
+                let first = (o * s) as isize - p as isize;
+                // The first window position at or after 0.
+                let skip = if first < 0 {
+                    (-first as usize).div_ceil(dilation)
+                } else {
+                    0
+                };
+                let start = (first + (skip * dilation) as isize) as usize;
+                let end = ((first + span as isize).max(0) as usize).min(len);
+                (start.min(end), end)
             })
             .collect(),
     )
+}
+
+/// The count-include-pad divisor along one axis: the window's extent
+/// clipped to the padded input (`min(start + k, len + p) - start`), which
+/// is `k` except for a ceil-mode window running past the right padding.
+fn padded_extent(len: usize, k: usize, s: usize, p: usize, out: usize) -> Vec<usize> {
+    (0..out).map(|o| (o * s + k).min(len + 2 * p) - o * s).collect()
 }
 
 /// PyTorch's adaptive bins `[floor(i * len / out), ceil((i + 1) * len / out))`.
@@ -70,15 +103,65 @@ impl PoolWindows {
         stride: [usize; 2],
         padding: [usize; 2],
     ) -> Option<Self> {
-        if stride.contains(&0) {
+        Self::sliding_with(input, kernel, stride, padding, [1, 1], false)
+    }
+
+    /// Sliding windows as [`sliding`](Self::sliding), with window positions
+    /// `dilation` apart and PyTorch's `ceil_mode` (an extra window at the end
+    /// when the last one would start inside the input or its left padding).
+    /// `None` when the padded input is smaller than the dilated kernel, or a
+    /// kernel size, stride or dilation is zero.
+    ///
+    /// ```
+    /// use forge::cpu::pool::PoolWindows;
+    /// // k 2, stride 2 over 5: floor mode drops the last element, ceil mode keeps it.
+    /// let p = PoolWindows::sliding_with([1, 5], [1, 2], [1, 2], [0, 0], [1, 1], true).unwrap();
+    /// assert_eq!(p.cols, vec![(0, 2), (2, 4), (4, 5)]);
+    /// // k 2, dilation 2: positions {0, 2}, {2, 4}.
+    /// let p = PoolWindows::sliding_with([1, 5], [1, 2], [1, 2], [0, 0], [1, 2], false).unwrap();
+    /// assert_eq!(p.cols, vec![(0, 3), (2, 5)]);
+    /// ```
+    pub fn sliding_with(
+        input: [usize; 2],
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        padding: [usize; 2],
+        dilation: [usize; 2],
+        ceil_mode: bool,
+    ) -> Option<Self> {
+        if stride.contains(&0) || kernel.contains(&0) || dilation.contains(&0) {
             return None;
         }
         Some(PoolWindows {
             h: input[0],
             w: input[1],
-            rows: sliding_axis(input[0], kernel[0], stride[0], padding[0])?,
-            cols: sliding_axis(input[1], kernel[1], stride[1], padding[1])?,
+            rows: sliding_axis(input[0], kernel[0], stride[0], padding[0], dilation[0], ceil_mode)?,
+            cols: sliding_axis(input[1], kernel[1], stride[1], padding[1], dilation[1], ceil_mode)?,
+            dilation,
         })
+    }
+
+    /// PyTorch's count-include-pad divisors of undilated sliding windows,
+    /// row-major over the output: `kh * kw`, except for ceil-mode windows
+    /// that run past the right padding, which count only their part inside
+    /// the padded input.
+    ///
+    /// ```
+    /// use forge::cpu::pool::PoolWindows;
+    /// let p = PoolWindows::sliding_with([1, 5], [1, 2], [1, 2], [0, 0], [1, 1], true).unwrap();
+    /// assert_eq!(p.padded_counts([1, 2], [1, 2], [0, 0]), vec![2, 2, 1]);
+    /// ```
+    pub fn padded_counts(
+        &self,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        padding: [usize; 2],
+    ) -> Vec<usize> {
+        let r = padded_extent(self.h, kernel[0], stride[0], padding[0], self.oh());
+        let c = padded_extent(self.w, kernel[1], stride[1], padding[1], self.ow());
+        r.iter()
+            .flat_map(|&a| c.iter().map(move |&b| a * b))
+            .collect()
     }
 
     /// Adaptive bins producing an `out` plane; bins may overlap.
@@ -95,6 +178,7 @@ impl PoolWindows {
             w: input[1],
             rows: adaptive_axis(input[0], out[0]),
             cols: adaptive_axis(input[1], out[1]),
+            dilation: [1, 1],
         }
     }
 
@@ -116,7 +200,8 @@ impl PoolWindows {
         self.cols.len()
     }
 
-    /// The number of input elements in each window, row-major over the output.
+    /// The number of input elements in each (undilated) window, row-major
+    /// over the output.
     ///
     /// ```
     /// let p = forge::cpu::pool::PoolWindows::sliding([3, 3], [2, 2], [2, 2], [1, 1]).unwrap();
@@ -157,11 +242,12 @@ pub fn max_argmax<E: Float>(win: &PoolWindows, x: &[E]) -> Vec<usize> {
     for_each_chunk_mut(&mut idx, op, |p, out| {
         let plane = &x[p * ip..(p + 1) * ip];
         let mut k = 0;
+        let [dr, dc] = win.dilation;
         for &(r0, r1) in &win.rows {
             for &(c0, c1) in &win.cols {
                 let mut best: Option<(usize, E)> = None;
-                for r in r0..r1 {
-                    for c in c0..c1 {
+                for r in (r0..r1).step_by(dr) {
+                    for c in (c0..c1).step_by(dc) {
                         let v = plane[r * win.w + c];
                         let better = match best {
                             None => true,

@@ -41,7 +41,8 @@ fn pooled<E: Float>(
     }
 }
 
-/// 2-d max pooling (`torch.nn.MaxPool2d`, floor mode, padding counts as -inf).
+/// 2-d max pooling (`torch.nn.MaxPool2d`: padding counts as -inf; floor
+/// mode unless [`ceil_mode`](Self::ceil_mode); optional dilation).
 ///
 /// ```
 /// use forge::prelude::*;
@@ -59,6 +60,12 @@ pub struct MaxPool2d {
     /// Padding on each side (at most half the kernel).
     #[skip]
     pub padding: [usize; 2],
+    /// The step between window positions (default 1).
+    #[skip]
+    pub dilation: [usize; 2],
+    /// Round the output size up instead of down (default `false`).
+    #[skip]
+    pub ceil_mode: bool,
 }
 
 impl MaxPool2d {
@@ -73,7 +80,32 @@ impl MaxPool2d {
             kernel,
             stride: kernel,
             padding: [0, 0],
+            dilation: [1, 1],
+            ceil_mode: false,
         }
+    }
+
+    /// Sets the dilation (the step between window positions).
+    ///
+    /// ```
+    /// assert_eq!(forge::nn::MaxPool2d::new(3).dilation(2).dilation, [2, 2]);
+    /// ```
+    pub fn dilation(mut self, dilation: impl IntoPair) -> Self {
+        self.dilation = dilation.into_pair();
+        self
+    }
+
+    /// Sets ceil mode: the output size rounds up, keeping a last partial
+    /// window that starts inside the input or its left padding.
+    ///
+    /// ```
+    /// use forge::prelude::*;
+    /// let pool = forge::nn::MaxPool2d::new(2).ceil_mode(true);
+    /// assert_eq!(pool.forward(Tensor::<f32>::zeros(&[1, 1, 5, 5])).shape(), &[1, 1, 3, 3]);
+    /// ```
+    pub fn ceil_mode(mut self, ceil_mode: bool) -> Self {
+        self.ceil_mode = ceil_mode;
+        self
     }
 
     /// Sets the stride.
@@ -107,12 +139,19 @@ impl<E: Float> Forward<Tensor<E>> for MaxPool2d {
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
         let name = format!("MaxPool2d(kernel {:?})", self.kernel);
         pooled(&name, x, 4, |x| {
-            x.max_pool2d(self.kernel, self.stride, self.padding)
+            x.max_pool2d_with(
+                self.kernel,
+                self.stride,
+                self.padding,
+                self.dilation,
+                self.ceil_mode,
+            )
         })
     }
 }
 
-/// 2-d average pooling (`torch.nn.AvgPool2d`, floor mode).
+/// 2-d average pooling (`torch.nn.AvgPool2d`: floor mode unless
+/// [`ceil_mode`](Self::ceil_mode); optional `divisor_override`).
 ///
 /// ```
 /// use forge::prelude::*;
@@ -134,6 +173,12 @@ pub struct AvgPool2d {
     /// Whether padding counts in the divisor (default `true`).
     #[skip]
     pub count_include_pad: bool,
+    /// Round the output size up instead of down (default `false`).
+    #[skip]
+    pub ceil_mode: bool,
+    /// Divide every window sum by this instead (default `None`).
+    #[skip]
+    pub divisor_override: Option<usize>,
 }
 
 impl AvgPool2d {
@@ -150,7 +195,34 @@ impl AvgPool2d {
             stride: kernel,
             padding: [0, 0],
             count_include_pad: true,
+            ceil_mode: false,
+            divisor_override: None,
         }
+    }
+
+    /// Sets ceil mode: the output size rounds up, keeping a last partial
+    /// window that starts inside the input or its left padding.
+    ///
+    /// ```
+    /// use forge::prelude::*;
+    /// let pool = forge::nn::AvgPool2d::new(2).ceil_mode(true);
+    /// assert_eq!(pool.forward(Tensor::<f32>::ones(&[1, 1, 3, 3])).to_vec(), vec![1.0; 4]);
+    /// ```
+    pub fn ceil_mode(mut self, ceil_mode: bool) -> Self {
+        self.ceil_mode = ceil_mode;
+        self
+    }
+
+    /// Divides every window sum by `divisor` instead of the window size.
+    ///
+    /// ```
+    /// use forge::prelude::*;
+    /// let pool = forge::nn::AvgPool2d::new(2).divisor_override(Some(8));
+    /// assert_eq!(pool.forward(Tensor::<f32>::ones(&[1, 1, 2, 2])).to_vec(), vec![0.5]);
+    /// ```
+    pub fn divisor_override(mut self, divisor: Option<usize>) -> Self {
+        self.divisor_override = divisor;
+        self
     }
 
     /// Sets the stride.
@@ -194,11 +266,13 @@ impl<E: Float> Forward<Tensor<E>> for AvgPool2d {
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
         let name = format!("AvgPool2d(kernel {:?})", self.kernel);
         pooled(&name, x, 4, |x| {
-            x.avg_pool2d(
+            x.avg_pool2d_with(
                 self.kernel,
                 self.stride,
                 self.padding,
+                self.ceil_mode,
                 self.count_include_pad,
+                self.divisor_override,
             )
         })
     }

@@ -117,10 +117,18 @@ fn windows(
     kernel: [usize; 2],
     stride: [usize; 2],
     padding: [usize; 2],
+    dilation: [usize; 2],
+    ceil_mode: bool,
 ) -> PoolWindows {
-    PoolWindows::sliding([shape[2], shape[3]], kernel, stride, padding).unwrap_or_else(|| {
-        panic!("{op}: input {shape:?} padded by {padding:?} is smaller than the kernel {kernel:?}")
-    })
+    PoolWindows::sliding_with([shape[2], shape[3]], kernel, stride, padding, dilation, ceil_mode)
+        .unwrap_or_else(|| {
+            if dilation == [1, 1] {
+                panic!("{op}: input {shape:?} padded by {padding:?} is smaller than the kernel {kernel:?}")
+            }
+            panic!(
+                "{op}: input {shape:?} padded by {padding:?} is smaller than the kernel {kernel:?} dilated by {dilation:?}"
+            )
+        })
 }
 
 impl<E: Float, D: Device> Tensor<E, D> {
@@ -143,6 +151,10 @@ impl<E: Float, D: Device> Tensor<E, D> {
                 .map(|c| E::from_f64(c as f64))
                 .collect(),
         };
+        self.avg_pool_divided(win, div)
+    }
+
+    fn avg_pool_divided(&self, win: PoolWindows, div: Vec<E>) -> Self {
         let spec = AvgSpec {
             out_shape: out_shape(self.shape(), &win),
             in_shape: self.shape().to_vec(),
@@ -177,10 +189,42 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(y.to_vec(), vec![5.0, 7.0, 13.0, 15.0]);
     /// ```
     pub fn max_pool2d(&self, kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> Self {
+        self.max_pool2d_with(kernel, stride, padding, [1, 1], false)
+    }
+
+    /// 2-d max pooling with every option of
+    /// `torch.nn.functional.max_pool2d`: window positions `dilation` apart,
+    /// and `ceil_mode` (the output size rounds up, so a last partial window
+    /// is kept when it starts inside the input or its left padding).
+    ///
+    /// # Panics
+    /// As [`max_pool2d`](Self::max_pool2d), and when a dilation is zero.
+    ///
+    /// ```
+    /// use forge::Tensor;
+    /// let x = Tensor::<f32>::from_vec((0..5).map(|v| v as f32).collect(), &[1, 1, 1, 5]);
+    /// // Windows {0, 2} and {2, 4}.
+    /// assert_eq!(x.max_pool2d_with([1, 2], [1, 2], [0, 0], [1, 2], false).to_vec(), vec![2.0, 4.0]);
+    /// // Ceil mode keeps the last element in a window of its own.
+    /// assert_eq!(x.max_pool2d_with([1, 2], [1, 2], [0, 0], [1, 1], true).to_vec(), vec![1.0, 3.0, 4.0]);
+    /// ```
+    pub fn max_pool2d_with(
+        &self,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        padding: [usize; 2],
+        dilation: [usize; 2],
+        ceil_mode: bool,
+    ) -> Self {
         let op = "max_pool2d";
         check_sliding(op, self.shape(), 4, &kernel, &stride);
+        assert!(
+            !dilation.contains(&0),
+            "{op}: dilation {dilation:?} must be positive"
+        );
         check_padding(op, &kernel, &padding);
-        self.max_pool_windows(windows(op, self.shape(), kernel, stride, padding))
+        let win = windows(op, self.shape(), kernel, stride, padding, dilation, ceil_mode);
+        self.max_pool_windows(win)
     }
 
     /// 2-d average pooling of `[N, C, H, W]` (floor mode), as
@@ -206,12 +250,59 @@ impl<E: Float, D: Device> Tensor<E, D> {
         padding: [usize; 2],
         count_include_pad: bool,
     ) -> Self {
+        self.avg_pool2d_with(kernel, stride, padding, false, count_include_pad, None)
+    }
+
+    /// 2-d average pooling with every option of
+    /// `torch.nn.functional.avg_pool2d`: `ceil_mode` (as in
+    /// [`max_pool2d_with`](Self::max_pool2d_with)) and `divisor_override`
+    /// (every window sum divided by that number). Without an override, a
+    /// window is divided by its part inside the padded input when
+    /// `count_include_pad` (`kh * kw` except for a ceil-mode window running
+    /// past the padding), else by its number of input elements.
+    ///
+    /// # Panics
+    /// As [`max_pool2d`](Self::max_pool2d), and when `divisor_override` is 0.
+    ///
+    /// ```
+    /// use forge::Tensor;
+    /// let x = Tensor::<f64>::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0], &[1, 1, 1, 5]);
+    /// let y = x.avg_pool2d_with([1, 2], [1, 2], [0, 0], true, true, None);
+    /// assert_eq!(y.to_vec(), vec![1.5, 3.5, 5.0]);
+    /// let y = x.avg_pool2d_with([1, 2], [1, 2], [0, 0], false, true, Some(4));
+    /// assert_eq!(y.to_vec(), vec![0.75, 1.75]);
+    /// ```
+    pub fn avg_pool2d_with(
+        &self,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        padding: [usize; 2],
+        ceil_mode: bool,
+        count_include_pad: bool,
+        divisor_override: Option<usize>,
+    ) -> Self {
         let op = "avg_pool2d";
         check_sliding(op, self.shape(), 4, &kernel, &stride);
         check_padding(op, &kernel, &padding);
-        let win = windows(op, self.shape(), kernel, stride, padding);
-        let div = count_include_pad.then(|| E::from_f64((kernel[0] * kernel[1]) as f64));
-        self.avg_pool_windows(win, div)
+        assert!(
+            divisor_override != Some(0),
+            "{op}: divisor_override must be positive"
+        );
+        let win = windows(op, self.shape(), kernel, stride, padding, [1, 1], ceil_mode);
+        let div = match divisor_override {
+            Some(d) => vec![E::from_f64(d as f64); win.oh() * win.ow()],
+            None if count_include_pad => win
+                .padded_counts(kernel, stride, padding)
+                .into_iter()
+                .map(|c| E::from_f64(c as f64))
+                .collect(),
+            None => win
+                .counts()
+                .into_iter()
+                .map(|c| E::from_f64(c as f64))
+                .collect(),
+        };
+        self.avg_pool_divided(win, div)
     }
 
     /// Adaptive 2-d average pooling of `[N, C, H, W]` to `[N, C, oh, ow]`,
