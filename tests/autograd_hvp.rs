@@ -13,7 +13,12 @@ use forge::{Float, Tensor};
 
 /// Checks `f`, `g` and `hvp` (and `hvp_mixed_<w>` for each extra tracked
 /// input `w`) for a loss of the tracked inputs `wrt` and `others`.
-fn check_hvp<E: Float>(f: &Fixture, wrt: &Tensor<E>, others: &[(&str, &Tensor<E>)], loss: &Tensor<E>) {
+fn check_hvp<E: Float>(
+    f: &Fixture,
+    wrt: &Tensor<E>,
+    others: &[(&str, &Tensor<E>)],
+    loss: &Tensor<E>,
+) {
     f.check_as("f", loss);
     let grads = loss.backward_with_graph();
     let g = grads.get(wrt).expect("gradient wrt x");

@@ -26,7 +26,9 @@ fn reduction(f: &Fixture) -> Reduction {
 /// defaults when the file does not state them (the older files state them
 /// only when they differ from the default).
 fn ignore_index(f: &Fixture) -> i64 {
-    f.meta.get("ignore_index").map_or(-100, |_| f.parse("ignore_index"))
+    f.meta
+        .get("ignore_index")
+        .map_or(-100, |_| f.parse("ignore_index"))
 }
 
 fn label_smoothing(f: &Fixture) -> f64 {
@@ -42,12 +44,7 @@ fn apply<E: Float>(f: &Fixture, v: &[Tensor<E>]) -> Tensor<E> {
     let get = |n: &str| v[names.iter().position(|x| x == n).unwrap()].clone();
     let opt = |n: &str| names.iter().any(|x| x == n).then(|| get(n));
     let input = get("input");
-    let known = [
-        "input",
-        "target",
-        "weight",
-        "pos_weight",
-    ];
+    let known = ["input", "target", "weight", "pos_weight"];
     for n in &names {
         assert!(known.contains(&n.as_str()), "{}: unknown input {n}", f.name);
     }
@@ -76,12 +73,9 @@ fn apply<E: Float>(f: &Fixture, v: &[Tensor<E>]) -> Tensor<E> {
             smooth_l1_loss(&input, &get("target"), f.meta_f64("beta"), reduction(f))
         }
         "huber_loss" => huber_loss(&input, &get("target"), f.meta_f64("delta"), reduction(f)),
-        "binary_cross_entropy" => binary_cross_entropy(
-            &input,
-            &get("target"),
-            opt("weight").as_ref(),
-            reduction(f),
-        ),
+        "binary_cross_entropy" => {
+            binary_cross_entropy(&input, &get("target"), opt("weight").as_ref(), reduction(f))
+        }
         "binary_cross_entropy_with_logits" => binary_cross_entropy_with_logits(
             &input,
             &get("target"),

@@ -69,7 +69,10 @@ fn apply<E: Float>(f: &Fixture, v: &[Tensor<E>]) -> (Tensor<E>, Stats<E>) {
             );
             (y, Some((m.unwrap(), s.unwrap())))
         }
-        "layer_norm" => (layer_norm(x, &f.usizes("normalized_shape"), w, b, eps), None),
+        "layer_norm" => (
+            layer_norm(x, &f.usizes("normalized_shape"), w, b, eps),
+            None,
+        ),
         "group_norm" => (group_norm(x, f.parse("num_groups"), w, b, eps), None),
         op => panic!("{}: unknown op {op}", f.name),
     }

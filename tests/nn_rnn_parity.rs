@@ -103,8 +103,10 @@ fn check_fixture<E: Float>(path: &str) {
     let f = Fixture::load(path);
     let mut model = model_of::<E>(&f);
     let params = f.meta_list("params");
-    let dict: BTreeMap<String, Tensor<E>> =
-        params.iter().map(|p| (p.clone(), f.input::<E>(p))).collect();
+    let dict: BTreeMap<String, Tensor<E>> = params
+        .iter()
+        .map(|p| (p.clone(), f.input::<E>(p)))
+        .collect();
     model
         .layer_mut()
         .load_state_dict(&dict)

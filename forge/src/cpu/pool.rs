@@ -77,7 +77,9 @@ fn sliding_axis(
 /// clipped to the padded input (`min(start + k, len + p) - start`), which
 /// is `k` except for a ceil-mode window running past the right padding.
 fn padded_extent(len: usize, k: usize, s: usize, p: usize, out: usize) -> Vec<usize> {
-    (0..out).map(|o| (o * s + k).min(len + 2 * p) - o * s).collect()
+    (0..out)
+        .map(|o| (o * s + k).min(len + 2 * p) - o * s)
+        .collect()
 }
 
 /// PyTorch's adaptive bins `[floor(i * len / out), ceil((i + 1) * len / out))`.
@@ -135,8 +137,22 @@ impl PoolWindows {
         Some(PoolWindows {
             h: input[0],
             w: input[1],
-            rows: sliding_axis(input[0], kernel[0], stride[0], padding[0], dilation[0], ceil_mode)?,
-            cols: sliding_axis(input[1], kernel[1], stride[1], padding[1], dilation[1], ceil_mode)?,
+            rows: sliding_axis(
+                input[0],
+                kernel[0],
+                stride[0],
+                padding[0],
+                dilation[0],
+                ceil_mode,
+            )?,
+            cols: sliding_axis(
+                input[1],
+                kernel[1],
+                stride[1],
+                padding[1],
+                dilation[1],
+                ceil_mode,
+            )?,
             dilation,
         })
     }

@@ -223,7 +223,15 @@ impl<E: Float, D: Device> Tensor<E, D> {
             "{op}: dilation {dilation:?} must be positive"
         );
         check_padding(op, &kernel, &padding);
-        let win = windows(op, self.shape(), kernel, stride, padding, dilation, ceil_mode);
+        let win = windows(
+            op,
+            self.shape(),
+            kernel,
+            stride,
+            padding,
+            dilation,
+            ceil_mode,
+        );
         self.max_pool_windows(win)
     }
 
