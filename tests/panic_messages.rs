@@ -1,6 +1,7 @@
 //! The panics a user meets first, pinned word for word: shape errors name
 //! the op and both shapes (or the axis and the rank), so a message that
-//! regresses to a bare index panic fails here.
+//! regresses to a bare index panic fails here; a `Sequential` names the
+//! layer (index and type) that received the wrong shape.
 
 use forge::Tensor;
 
@@ -63,4 +64,22 @@ fn permute_repeated_axis() {
 fn backward_on_a_non_scalar() {
     let x = t(&[2, 3]).requires_grad();
     x.mul_scalar(2.0).backward();
+}
+
+/// A `Sequential` names the layer that received the wrong shape (its index
+/// and type) before the layer's own message; deeper cases are pinned in
+/// `tests/usability.rs`.
+#[test]
+#[should_panic(
+    expected = "Sequential layer 0 (Linear): Linear(3 -> 4): expected input of shape [.., 3], got [2, 5]"
+)]
+fn sequential_names_the_first_layer_when_the_input_does_not_fit() {
+    use forge::prelude::*;
+    let mut rng = Rng::new(0);
+    let model = sequential![
+        Linear::new(3, 4, &mut rng),
+        Relu,
+        Linear::new(4, 2, &mut rng)
+    ];
+    model.forward(Tensor::<f32>::zeros(&[2, 5]));
 }
