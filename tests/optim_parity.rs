@@ -28,7 +28,7 @@ fn betas(f: &Fixture) -> (f64, f64) {
 fn run<R: UpdateRule, E: Float>(f: &Fixture, mut opt: Optimizer<R, E>, rtol: f64, atol: f64) {
     let n: usize = f.meta("n_params").parse().unwrap();
     let steps: usize = f.meta("n_steps").parse().unwrap();
-    assert_eq!((n, steps), (3, 5), "{}", f.name);
+    assert!(n > 0 && steps > 0, "{}", f.name);
     let path = |i: usize| format!("p.{i}");
     let mut params: Vec<Tensor<E>> = (0..n)
         .map(|i| f.t(&format!("p0_{i}")).cast::<E>().requires_grad())
@@ -255,10 +255,14 @@ fn schedule_for(f: &Fixture) -> Schedule {
             .into()
         }
         "OneCycleLR" => {
-            assert_eq!(f.meta("anneal_strategy"), "cos");
+            let anneal = match f.meta("anneal_strategy") {
+                "cos" => Anneal::Cos,
+                "linear" => Anneal::Linear,
+                other => panic!("{}: anneal_strategy {other}", f.name),
+            };
             OneCycleLr {
                 pct_start: m("pct_start"),
-                anneal: Anneal::Cos,
+                anneal,
                 cycle_momentum: boolean(f, "cycle_momentum"),
                 base_momentum: m("base_momentum"),
                 max_momentum: m("max_momentum"),
