@@ -56,6 +56,10 @@ pub(crate) fn attention_probs<E: Float, D: Device>(
     let scores = q
         .matmul_t(k)
         .mul_scalar(E::from_f64(1.0 / (e as f64).sqrt()));
+    if attn_mask.is_none() && is_causal {
+        // The causal mask is applied inside the softmax kernel.
+        return scores.softmax_causal();
+    }
     let scores = match additive_mask(attn_mask, is_causal, l, s) {
         Some(m) => {
             assert!(

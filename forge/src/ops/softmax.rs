@@ -214,6 +214,50 @@ impl<E: Float, D: Device> Tensor<E, D> {
         })
     }
 
+    /// Softmax over the last axis of scores `(..., L, S)` with the causal
+    /// mask applied inside the kernel: row `i` of each `L x S` matrix sees
+    /// columns `j <= i` only, and the others come out 0 (as after adding a
+    /// `-inf` mask above the diagonal), with no mask tensor built. The
+    /// backward pass is softmax's one-pass rule (masked entries have `y = 0`
+    /// and get no gradient); under `create_graph` it recomputes the masked
+    /// softmax with tensor ops.
+    ///
+    /// # Panics
+    /// When the rank is below 2.
+    pub(crate) fn softmax_causal(&self) -> Self {
+        assert!(
+            self.rank() >= 2,
+            "softmax_causal: scores of shape {:?} need rank >= 2",
+            self.shape()
+        );
+        let (l, s) = (self.dim(-2), self.dim(-1));
+        let x = self.as_slice();
+        let mut out = vec![E::zero(); x.len()];
+        if s > 0 {
+            let rows = ROW_BLOCK_ELEMS.div_ceil(s).max(1);
+            for_each_chunk_mut(&mut out, rows * s, |b, chunk| {
+                let src = &x[b * rows * s..][..chunk.len()];
+                for (k, (xr, or)) in src.chunks(s).zip(chunk.chunks_mut(s)).enumerate() {
+                    let i = (b * rows + k) % l;
+                    let n = (i + 1).min(s);
+                    softmax_line(&xr[..n], &mut or[..n]);
+                }
+            });
+        }
+        let y = Tensor::from_parts(out, self.shape.clone(), None);
+        let saved = y.clone();
+        y.record("softmax_causal", vec![self.clone()], move |ctx| {
+            if !ctx.create_graph {
+                let gx = softmax_backward_rows(saved.as_slice(), ctx.grad.as_slice(), s);
+                return vec![Some(Tensor::from_parts(gx, saved.shape.clone(), None))];
+            }
+            let y = ctx.inputs[0].softmax_causal();
+            let gy = ctx.grad.mul(&y);
+            let sum = gy.sum_dim(&[-1], true);
+            vec![Some(gy.sub(&y.mul(&sum)))]
+        })
+    }
+
     /// `x - logsumexp(x)` along `axis`: log-probabilities, computed without
     /// forming `softmax` (stable for large logits).
     ///
