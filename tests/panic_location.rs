@@ -52,6 +52,12 @@ fn shape_panics_point_at_the_callers_line() {
     });
     assert_eq!((file.as_str(), line), (this, line!() - 2), "{msg}");
 
+    let (file, line, msg) = panic_site(|| {
+        a.softmax(5);
+    });
+    assert_eq!((file.as_str(), line), (this, line!() - 2), "{msg}");
+    assert!(msg.contains("axis 5 is out of range"), "{msg}");
+
     let model = sequential![
         Linear::new(5, 3, &mut rng),
         Relu,

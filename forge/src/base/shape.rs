@@ -64,6 +64,7 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
 /// ```
 /// assert_eq!(forge::tensor::norm_axis("sum", -1, 3), 2);
 /// ```
+#[track_caller]
 pub fn norm_axis(op: &str, axis: isize, rank: usize) -> usize {
     let r = rank as isize;
     let a = if axis < 0 { axis + r } else { axis };

@@ -183,6 +183,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f64>::from_vec(vec![1.0, 1.0, 0.0, 1000.0], &[2, 2]);
     /// assert_eq!(t.softmax(-1).to_vec(), vec![0.5, 0.5, 0.0, 1.0]);
     /// ```
+    #[track_caller]
     pub fn softmax(&self, axis: isize) -> Self {
         let ax = norm_axis("softmax", axis, self.rank());
         if self.rank() == 0 {
@@ -269,6 +270,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let l = t.log_softmax(0).to_vec();
     /// assert!((l[0] + 2f64.ln()).abs() < 1e-15);
     /// ```
+    #[track_caller]
     pub fn log_softmax(&self, axis: isize) -> Self {
         let ax = norm_axis("log_softmax", axis, self.rank());
         if self.rank() == 0 {
