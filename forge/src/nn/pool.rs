@@ -11,6 +11,7 @@
 //! assert_eq!(AdaptiveAvgPool2d::new(1).forward(x).shape(), &[2, 3, 1, 1]);
 //! ```
 
+use super::builder::size_setters;
 use super::conv::IntoPair;
 use super::forward::Forward;
 use crate::tensor::{Float, Tensor};
@@ -39,6 +40,49 @@ fn pooled<E: Float>(
     } else {
         f(&x)
     }
+}
+
+/// Defines an adaptive pooling layer: a struct holding the output size
+/// (`output_size`), `new`, and a `Forward` that calls the op on the batched
+/// input (through `pooled`, which checks the rank).
+macro_rules! adaptive_pool {
+    (
+        $(#[doc = $doc:literal])*
+        $name:ident: $size:ty, $arg:ty, $into:path;
+        $what:literal, $rank:literal, $shapes:literal, $op:ident, $fmt:literal;
+        $new_example:literal;
+    ) => {
+        $(#[doc = $doc])*
+        #[derive(Layer, Clone, Copy, Debug, PartialEq, Eq)]
+        pub struct $name {
+            #[doc = $what]
+            #[skip]
+            pub output_size: $size,
+        }
+
+        impl $name {
+            /// Pools any input to `output_size`.
+            ///
+            /// ```
+            #[doc = $new_example]
+            /// ```
+            pub fn new(output_size: $arg) -> Self {
+                $name {
+                    output_size: $into(output_size),
+                }
+            }
+        }
+
+        impl<E: Float> Forward<Tensor<E>> for $name {
+            type Output = Tensor<E>;
+
+            #[doc = concat!("# Panics\nWhen `x` is not ", $shapes, " (the message names the layer, the expected and the received shapes).")]
+            fn forward(&self, x: Tensor<E>) -> Tensor<E> {
+                let name = format!(concat!(stringify!($name), "(", $fmt, ")"), self.output_size);
+                pooled(&name, x, $rank, |x| x.$op(self.output_size))
+            }
+        }
+    };
 }
 
 /// 2-d max pooling (`torch.nn.MaxPool2d`: padding counts as -inf; floor
@@ -85,14 +129,12 @@ impl MaxPool2d {
         }
     }
 
-    /// Sets the dilation (the step between window positions).
-    ///
-    /// ```
-    /// assert_eq!(forge::nn::MaxPool2d::new(3).dilation(2).dilation, [2, 2]);
-    /// ```
-    pub fn dilation(mut self, dilation: impl IntoPair) -> Self {
-        self.dilation = dilation.into_pair();
-        self
+    size_setters! {
+        impl IntoPair, IntoPair::into_pair,
+        "forge::nn::MaxPool2d::new(3)", "[2, 2]";
+        dilation: "the dilation (the step between window positions)";
+        stride: "the stride";
+        padding: "the padding";
     }
 
     /// Sets ceil mode: the output size rounds up, keeping a last partial
@@ -105,26 +147,6 @@ impl MaxPool2d {
     /// ```
     pub fn ceil_mode(mut self, ceil_mode: bool) -> Self {
         self.ceil_mode = ceil_mode;
-        self
-    }
-
-    /// Sets the stride.
-    ///
-    /// ```
-    /// assert_eq!(forge::nn::MaxPool2d::new(3).stride(1).stride, [1, 1]);
-    /// ```
-    pub fn stride(mut self, stride: impl IntoPair) -> Self {
-        self.stride = stride.into_pair();
-        self
-    }
-
-    /// Sets the padding.
-    ///
-    /// ```
-    /// assert_eq!(forge::nn::MaxPool2d::new(3).padding(1).padding, [1, 1]);
-    /// ```
-    pub fn padding(mut self, padding: impl IntoPair) -> Self {
-        self.padding = padding.into_pair();
         self
     }
 }
@@ -225,24 +247,11 @@ impl AvgPool2d {
         self
     }
 
-    /// Sets the stride.
-    ///
-    /// ```
-    /// assert_eq!(forge::nn::AvgPool2d::new(3).stride(1).stride, [1, 1]);
-    /// ```
-    pub fn stride(mut self, stride: impl IntoPair) -> Self {
-        self.stride = stride.into_pair();
-        self
-    }
-
-    /// Sets the padding.
-    ///
-    /// ```
-    /// assert_eq!(forge::nn::AvgPool2d::new(3).padding(1).padding, [1, 1]);
-    /// ```
-    pub fn padding(mut self, padding: impl IntoPair) -> Self {
-        self.padding = padding.into_pair();
-        self
+    size_setters! {
+        impl IntoPair, IntoPair::into_pair,
+        "forge::nn::AvgPool2d::new(3)", "[2, 2]";
+        stride: "the stride";
+        padding: "the padding";
     }
 
     /// Sets whether padding counts in the divisor.
@@ -278,84 +287,32 @@ impl<E: Float> Forward<Tensor<E>> for AvgPool2d {
     }
 }
 
-/// Adaptive 2-d average pooling to a fixed output size
-/// (`torch.nn.AdaptiveAvgPool2d`).
-///
-/// ```
-/// use forge::prelude::*;
-/// let pool = forge::nn::AdaptiveAvgPool2d::new([3, 2]);
-/// assert_eq!(pool.forward(Tensor::<f32>::zeros(&[2, 3, 7, 5])).shape(), &[2, 3, 3, 2]);
-/// ```
-#[derive(Layer, Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AdaptiveAvgPool2d {
-    /// Output size (rows, columns).
-    #[skip]
-    pub output_size: [usize; 2],
-}
-
-impl AdaptiveAvgPool2d {
-    /// Pools any input to `output_size`.
+adaptive_pool! {
+    /// Adaptive 2-d average pooling to a fixed output size
+    /// (`torch.nn.AdaptiveAvgPool2d`).
     ///
     /// ```
-    /// assert_eq!(forge::nn::AdaptiveAvgPool2d::new(1).output_size, [1, 1]);
+    /// use forge::prelude::*;
+    /// let pool = forge::nn::AdaptiveAvgPool2d::new([3, 2]);
+    /// assert_eq!(pool.forward(Tensor::<f32>::zeros(&[2, 3, 7, 5])).shape(), &[2, 3, 3, 2]);
     /// ```
-    pub fn new(output_size: impl IntoPair) -> Self {
-        AdaptiveAvgPool2d {
-            output_size: output_size.into_pair(),
-        }
-    }
+    AdaptiveAvgPool2d: [usize; 2], impl IntoPair, IntoPair::into_pair;
+    "Output size (rows, columns).", 4, "`[N, C, H, W]` or `[C, H, W]`", adaptive_avg_pool2d, "{:?}";
+    "assert_eq!(forge::nn::AdaptiveAvgPool2d::new(1).output_size, [1, 1]);";
 }
 
-impl<E: Float> Forward<Tensor<E>> for AdaptiveAvgPool2d {
-    type Output = Tensor<E>;
-
-    /// # Panics
-    /// When `x` is not `[N, C, H, W]` or `[C, H, W]` (the message names the
-    /// layer, the expected and the received shapes).
-    fn forward(&self, x: Tensor<E>) -> Tensor<E> {
-        let name = format!("AdaptiveAvgPool2d({:?})", self.output_size);
-        pooled(&name, x, 4, |x| x.adaptive_avg_pool2d(self.output_size))
-    }
-}
-
-/// Adaptive 2-d max pooling to a fixed output size
-/// (`torch.nn.AdaptiveMaxPool2d`).
-///
-/// ```
-/// use forge::prelude::*;
-/// let pool = forge::nn::AdaptiveMaxPool2d::new(2);
-/// assert_eq!(pool.forward(Tensor::<f32>::zeros(&[3, 7, 5])).shape(), &[3, 2, 2]);
-/// ```
-#[derive(Layer, Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AdaptiveMaxPool2d {
-    /// Output size (rows, columns).
-    #[skip]
-    pub output_size: [usize; 2],
-}
-
-impl AdaptiveMaxPool2d {
-    /// Pools any input to `output_size`.
+adaptive_pool! {
+    /// Adaptive 2-d max pooling to a fixed output size
+    /// (`torch.nn.AdaptiveMaxPool2d`).
     ///
     /// ```
-    /// assert_eq!(forge::nn::AdaptiveMaxPool2d::new([2, 3]).output_size, [2, 3]);
+    /// use forge::prelude::*;
+    /// let pool = forge::nn::AdaptiveMaxPool2d::new(2);
+    /// assert_eq!(pool.forward(Tensor::<f32>::zeros(&[3, 7, 5])).shape(), &[3, 2, 2]);
     /// ```
-    pub fn new(output_size: impl IntoPair) -> Self {
-        AdaptiveMaxPool2d {
-            output_size: output_size.into_pair(),
-        }
-    }
-}
-
-impl<E: Float> Forward<Tensor<E>> for AdaptiveMaxPool2d {
-    type Output = Tensor<E>;
-
-    /// # Panics
-    /// When `x` is not `[N, C, H, W]` or `[C, H, W]` (the message names the
-    /// layer, the expected and the received shapes).
-    fn forward(&self, x: Tensor<E>) -> Tensor<E> {
-        let name = format!("AdaptiveMaxPool2d({:?})", self.output_size);
-        pooled(&name, x, 4, |x| x.adaptive_max_pool2d(self.output_size))
-    }
+    AdaptiveMaxPool2d: [usize; 2], impl IntoPair, IntoPair::into_pair;
+    "Output size (rows, columns).", 4, "`[N, C, H, W]` or `[C, H, W]`", adaptive_max_pool2d, "{:?}";
+    "assert_eq!(forge::nn::AdaptiveMaxPool2d::new([2, 3]).output_size, [2, 3]);";
 }
 
 /// 1-d max pooling (`torch.nn.MaxPool1d`).
@@ -392,24 +349,11 @@ impl MaxPool1d {
         }
     }
 
-    /// Sets the stride.
-    ///
-    /// ```
-    /// assert_eq!(forge::nn::MaxPool1d::new(3).stride(1).stride, 1);
-    /// ```
-    pub fn stride(mut self, stride: usize) -> Self {
-        self.stride = stride;
-        self
-    }
-
-    /// Sets the padding.
-    ///
-    /// ```
-    /// assert_eq!(forge::nn::MaxPool1d::new(3).padding(1).padding, 1);
-    /// ```
-    pub fn padding(mut self, padding: usize) -> Self {
-        self.padding = padding;
-        self
+    size_setters! {
+        usize, std::convert::identity,
+        "forge::nn::MaxPool1d::new(3)", "2";
+        stride: "the stride";
+        padding: "the padding";
     }
 }
 
@@ -467,24 +411,11 @@ impl AvgPool1d {
         }
     }
 
-    /// Sets the stride.
-    ///
-    /// ```
-    /// assert_eq!(forge::nn::AvgPool1d::new(3).stride(1).stride, 1);
-    /// ```
-    pub fn stride(mut self, stride: usize) -> Self {
-        self.stride = stride;
-        self
-    }
-
-    /// Sets the padding.
-    ///
-    /// ```
-    /// assert_eq!(forge::nn::AvgPool1d::new(3).padding(1).padding, 1);
-    /// ```
-    pub fn padding(mut self, padding: usize) -> Self {
-        self.padding = padding;
-        self
+    size_setters! {
+        usize, std::convert::identity,
+        "forge::nn::AvgPool1d::new(3)", "2";
+        stride: "the stride";
+        padding: "the padding";
     }
 
     /// Sets whether padding counts in the divisor.
@@ -517,78 +448,30 @@ impl<E: Float> Forward<Tensor<E>> for AvgPool1d {
     }
 }
 
-/// Adaptive 1-d average pooling (`torch.nn.AdaptiveAvgPool1d`).
-///
-/// ```
-/// use forge::prelude::*;
-/// let pool = forge::nn::AdaptiveAvgPool1d::new(1);
-/// let y = pool.forward(Tensor::<f64>::from_vec(vec![1.0, 3.0, 5.0], &[1, 3]));
-/// assert_eq!(y.to_vec(), vec![3.0]);
-/// ```
-#[derive(Layer, Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AdaptiveAvgPool1d {
-    /// Output length.
-    #[skip]
-    pub output_size: usize,
-}
-
-impl AdaptiveAvgPool1d {
-    /// Pools any input to `output_size`.
+adaptive_pool! {
+    /// Adaptive 1-d average pooling (`torch.nn.AdaptiveAvgPool1d`).
     ///
     /// ```
-    /// assert_eq!(forge::nn::AdaptiveAvgPool1d::new(4).output_size, 4);
+    /// use forge::prelude::*;
+    /// let pool = forge::nn::AdaptiveAvgPool1d::new(1);
+    /// let y = pool.forward(Tensor::<f64>::from_vec(vec![1.0, 3.0, 5.0], &[1, 3]));
+    /// assert_eq!(y.to_vec(), vec![3.0]);
     /// ```
-    pub fn new(output_size: usize) -> Self {
-        AdaptiveAvgPool1d { output_size }
-    }
+    AdaptiveAvgPool1d: usize, usize, std::convert::identity;
+    "Output length.", 3, "`[N, C, L]` or `[C, L]`", adaptive_avg_pool1d, "{}";
+    "assert_eq!(forge::nn::AdaptiveAvgPool1d::new(4).output_size, 4);";
 }
 
-impl<E: Float> Forward<Tensor<E>> for AdaptiveAvgPool1d {
-    type Output = Tensor<E>;
-
-    /// # Panics
-    /// When `x` is not `[N, C, L]` or `[C, L]` (the message names the layer,
-    /// the expected and the received shapes).
-    fn forward(&self, x: Tensor<E>) -> Tensor<E> {
-        let name = format!("AdaptiveAvgPool1d({})", self.output_size);
-        pooled(&name, x, 3, |x| x.adaptive_avg_pool1d(self.output_size))
-    }
-}
-
-/// Adaptive 1-d max pooling (`torch.nn.AdaptiveMaxPool1d`).
-///
-/// ```
-/// use forge::prelude::*;
-/// let pool = forge::nn::AdaptiveMaxPool1d::new(2);
-/// let y = pool.forward(Tensor::<f64>::from_vec(vec![1.0, 3.0, 5.0, 2.0], &[1, 1, 4]));
-/// assert_eq!(y.to_vec(), vec![3.0, 5.0]);
-/// ```
-#[derive(Layer, Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AdaptiveMaxPool1d {
-    /// Output length.
-    #[skip]
-    pub output_size: usize,
-}
-
-impl AdaptiveMaxPool1d {
-    /// Pools any input to `output_size`.
+adaptive_pool! {
+    /// Adaptive 1-d max pooling (`torch.nn.AdaptiveMaxPool1d`).
     ///
     /// ```
-    /// assert_eq!(forge::nn::AdaptiveMaxPool1d::new(4).output_size, 4);
+    /// use forge::prelude::*;
+    /// let pool = forge::nn::AdaptiveMaxPool1d::new(2);
+    /// let y = pool.forward(Tensor::<f64>::from_vec(vec![1.0, 3.0, 5.0, 2.0], &[1, 1, 4]));
+    /// assert_eq!(y.to_vec(), vec![3.0, 5.0]);
     /// ```
-    pub fn new(output_size: usize) -> Self {
-        AdaptiveMaxPool1d { output_size }
-    }
-}
-
-impl<E: Float> Forward<Tensor<E>> for AdaptiveMaxPool1d {
-    type Output = Tensor<E>;
-
-    /// # Panics
-    /// When `x` is not `[N, C, L]` or `[C, L]` (the message names the layer,
-    /// the expected and the received shapes).
-    fn forward(&self, x: Tensor<E>) -> Tensor<E> {
-        let name = format!("AdaptiveMaxPool1d({})", self.output_size);
-        pooled(&name, x, 3, |x| x.adaptive_max_pool1d(self.output_size))
-    }
+    AdaptiveMaxPool1d: usize, usize, std::convert::identity;
+    "Output length.", 3, "`[N, C, L]` or `[C, L]`", adaptive_max_pool1d, "{}";
+    "assert_eq!(forge::nn::AdaptiveMaxPool1d::new(4).output_size, 4);";
 }

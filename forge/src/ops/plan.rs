@@ -14,6 +14,7 @@ pub(crate) struct View {
 }
 
 /// The target shape of `reshape`, with one `-1` inferred.
+#[track_caller]
 pub(crate) fn reshape(from: &[usize], to: &[isize]) -> Vec<usize> {
     let n = numel(from);
     let known: usize = to
@@ -41,6 +42,7 @@ pub(crate) fn reshape(from: &[usize], to: &[isize]) -> Vec<usize> {
 }
 
 /// `shape` without dimension `axis` if its size is 1.
+#[track_caller]
 pub(crate) fn squeeze(shape: &[usize], axis: isize) -> Vec<usize> {
     let a = norm_axis("squeeze", axis, shape.len());
     let mut out = shape.to_vec();
@@ -51,6 +53,7 @@ pub(crate) fn squeeze(shape: &[usize], axis: isize) -> Vec<usize> {
 }
 
 /// `shape` with a 1 inserted at `axis` (in `-rank-1..=rank`).
+#[track_caller]
 pub(crate) fn unsqueeze(shape: &[usize], axis: isize) -> Vec<usize> {
     let r = shape.len() as isize;
     assert!(
@@ -65,6 +68,7 @@ pub(crate) fn unsqueeze(shape: &[usize], axis: isize) -> Vec<usize> {
 }
 
 /// `shape` with dimensions `start..=end` merged (`[1]` for a 0-d shape).
+#[track_caller]
 pub(crate) fn flatten(shape: &[usize], start: isize, end: isize) -> Vec<usize> {
     if shape.is_empty() {
         return vec![1];
@@ -82,6 +86,7 @@ pub(crate) fn flatten(shape: &[usize], start: isize, end: isize) -> Vec<usize> {
 }
 
 /// Checks that `from` broadcasts to `to` (for `expand`).
+#[track_caller]
 pub(crate) fn check_expand(from: &[usize], to: &[usize]) {
     assert!(
         broadcast_shapes(from, to).as_deref() == Some(to),
@@ -90,6 +95,7 @@ pub(crate) fn check_expand(from: &[usize], to: &[usize]) {
 }
 
 /// The view of `permute(dims)` and the inverse permutation.
+#[track_caller]
 pub(crate) fn permute(shape: &[usize], dims: &[isize]) -> (View, Vec<isize>) {
     let rank = shape.len();
     let p: Vec<usize> = dims
@@ -118,6 +124,7 @@ pub(crate) fn permute(shape: &[usize], dims: &[isize]) -> (View, Vec<isize>) {
 }
 
 /// The permutation of `transpose(a, b)`.
+#[track_caller]
 pub(crate) fn transpose(rank: usize, a: isize, b: isize) -> Vec<isize> {
     let (a, b) = (
         norm_axis("transpose", a, rank),
@@ -130,6 +137,7 @@ pub(crate) fn transpose(rank: usize, a: isize, b: isize) -> Vec<isize> {
 
 /// The view of `x[start:end:step]` along `axis` (Python clamping), or
 /// `None` when it is the whole tensor.
+#[track_caller]
 pub(crate) fn slice(
     shape: &[usize],
     axis: isize,
@@ -163,6 +171,7 @@ pub(crate) fn slice(
 }
 
 /// Checks `narrow(axis, start, len)` and returns the normalised axis.
+#[track_caller]
 pub(crate) fn check_narrow(shape: &[usize], axis: isize, start: usize, len: usize) -> usize {
     let a = norm_axis("narrow", axis, shape.len());
     let n = shape.get(a).copied().unwrap_or(1);
@@ -174,6 +183,7 @@ pub(crate) fn check_narrow(shape: &[usize], axis: isize, start: usize, len: usiz
 }
 
 /// Checks that every index lies in `0..size` and converts them.
+#[track_caller]
 pub(crate) fn indices(op: &str, idx: &[i64], axis: usize, size: usize) -> Vec<usize> {
     idx.iter()
         .map(|&i| {
@@ -187,6 +197,7 @@ pub(crate) fn indices(op: &str, idx: &[i64], axis: usize, size: usize) -> Vec<us
 
 /// Checks `index_select` and returns the axis, the indices and the output
 /// shape.
+#[track_caller]
 pub(crate) fn index_select(
     shape: &[usize],
     axis: isize,
@@ -205,6 +216,7 @@ pub(crate) fn index_select(
 }
 
 /// Checks the shapes given to `cat` and returns the axis.
+#[track_caller]
 pub(crate) fn check_cat(shapes: &[&[usize]], axis: isize) -> usize {
     assert!(!shapes.is_empty(), "cat: no tensors to concatenate");
     let first = shapes[0];
@@ -222,6 +234,7 @@ pub(crate) fn check_cat(shapes: &[&[usize]], axis: isize) -> usize {
 }
 
 /// Checks the shapes given to `stack` and returns the new axis.
+#[track_caller]
 pub(crate) fn check_stack(shapes: &[&[usize]], axis: isize) -> isize {
     assert!(!shapes.is_empty(), "stack: no tensors to stack");
     for s in shapes {

@@ -3,7 +3,7 @@
 
 use crate::cpu::broadcast;
 use crate::cpu::reduce::fold_axes;
-use crate::tensor::{broadcast_shapes, norm_axis, numel, strides, Device, Float, Tensor};
+use crate::tensor::{broadcast_shapes, norm_axis, numel, Device, Float, Tensor};
 use std::sync::Arc;
 
 impl<E: Float, D: Device> Tensor<E, D> {
@@ -124,31 +124,14 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     #[track_caller]
     pub fn permute(&self, dims: &[isize]) -> Self {
-        let rank = self.rank();
-        let p: Vec<usize> = dims
-            .iter()
-            .map(|&d| norm_axis("permute", d, rank))
-            .collect();
-        let mut seen = vec![false; rank];
-        for &d in &p {
-            seen[d] = true;
-        }
-        assert!(
-            p.len() == rank && seen.iter().all(|&s| s),
-            "permute: {dims:?} is not a permutation of the axes of shape {:?}",
-            self.shape()
-        );
-        if p.iter().enumerate().all(|(i, &d)| i == d) {
+        let (view, inv) = super::plan::permute(self.shape(), dims);
+        if inv.iter().enumerate().all(|(i, &d)| i as isize == d) {
             return self.clone();
         }
-        let in_strides = strides(self.shape());
-        let out_shape: Vec<usize> = p.iter().map(|&d| self.shape[d]).collect();
-        let src_strides: Vec<usize> = p.iter().map(|&d| in_strides[d]).collect();
-        let data = gather_strided(self.as_slice(), &out_shape, &src_strides);
-        let mut inv = vec![0isize; rank];
-        for (i, &d) in p.iter().enumerate() {
-            inv[d] = i as isize;
-        }
+        // A permutation's strides are all non-negative.
+        let src_strides: Vec<usize> = view.strides.iter().map(|&s| s as usize).collect();
+        let data = gather_strided(self.as_slice(), &view.shape, &src_strides);
+        let out_shape = view.shape;
         Tensor::from_parts(Arc::new(data), out_shape.into(), None).record(
             "permute",
             vec![self.clone()],
