@@ -60,7 +60,7 @@ omp_note="OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-default}"
 
 echo "building forge's bench (release)..." >&2
 cargo build --release --example bench >&2
-bench_bin="target/release/examples/bench"
+bench_bin="${CARGO_TARGET_DIR:-target}/release/examples/bench"
 
 load() { echo "$1: $(uptime)" | tee -a "$out/load.txt" >&2; }
 
