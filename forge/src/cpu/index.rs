@@ -1,6 +1,7 @@
 //! Indexing kernels: selecting, gathering and scattering along one axis,
 //! and concatenation. Indices arrive validated (in range) as `usize`.
 
+use super::memory::Storage;
 use super::strided::{for_each_row, signed_strides};
 use crate::base::numel;
 use std::ops::Add;
@@ -25,11 +26,11 @@ pub fn split_at_axis(shape: &[usize], axis: usize) -> (usize, usize, usize) {
 /// use forge::cpu::index::index_select;
 /// // rows 2, 0, 2 of a 3x2 matrix
 /// let v = index_select(&[1, 2, 3, 4, 5, 6], &[3, 2], 0, &[2, 0, 2]);
-/// assert_eq!(v, vec![5, 6, 1, 2, 5, 6]);
+/// assert_eq!(&v[..], &[5, 6, 1, 2, 5, 6]);
 /// ```
-pub fn index_select<E: Copy>(src: &[E], shape: &[usize], axis: usize, idx: &[usize]) -> Vec<E> {
+pub fn index_select<E: Copy>(src: &[E], shape: &[usize], axis: usize, idx: &[usize]) -> Storage<E> {
     let (outer, n, inner) = split_at_axis(shape, axis);
-    let mut out = Vec::with_capacity(outer * idx.len() * inner);
+    let mut out = Storage::with_capacity(outer * idx.len() * inner);
     for o in 0..outer {
         for &i in idx {
             let start = (o * n + i) * inner;
@@ -86,7 +87,7 @@ fn strides_without(shape: &[usize], axis: usize) -> (Vec<isize>, isize) {
 /// use forge::cpu::index::gather;
 /// // per row, pick columns [1, 1] and [0, 2] of a 2x3 matrix
 /// let v = gather(&[1, 2, 3, 4, 5, 6], &[2, 3], 1, &[1, 1, 0, 2], &[2, 2]);
-/// assert_eq!(v, vec![2, 2, 4, 6]);
+/// assert_eq!(&v[..], &[2, 2, 4, 6]);
 /// ```
 pub fn gather<E: Copy>(
     src: &[E],
@@ -94,11 +95,11 @@ pub fn gather<E: Copy>(
     axis: usize,
     idx: &[usize],
     idx_shape: &[usize],
-) -> Vec<E> {
+) -> Storage<E> {
     let (ss, sa) = strides_without(src_shape, axis);
     let len = idx_shape.last().copied().unwrap_or(1);
     let step = ss.last().copied().unwrap_or(0);
-    let mut out = Vec::with_capacity(idx.len());
+    let mut out = Storage::with_capacity(idx.len());
     for_each_row(idx_shape, [&ss], [0], |[o]| {
         let p = out.len();
         for j in 0..len {
@@ -153,11 +154,11 @@ pub fn scatter_add<E: Copy + Add<Output = E>>(
 /// use forge::cpu::index::concat;
 /// // a 2x1 and a 2x2 matrix side by side (axis 1):
 /// let v = concat(&[(&[1, 2][..], 1), (&[3, 4, 5, 6][..], 2)], 2, 1);
-/// assert_eq!(v, vec![1, 3, 4, 2, 5, 6]);
+/// assert_eq!(&v[..], &[1, 3, 4, 2, 5, 6]);
 /// ```
-pub fn concat<E: Copy>(parts: &[(&[E], usize)], outer: usize, inner: usize) -> Vec<E> {
+pub fn concat<E: Copy>(parts: &[(&[E], usize)], outer: usize, inner: usize) -> Storage<E> {
     let total: usize = parts.iter().map(|(_, n)| n).sum();
-    let mut out = Vec::with_capacity(outer * total * inner);
+    let mut out = Storage::with_capacity(outer * total * inner);
     for o in 0..outer {
         for &(data, n) in parts {
             let block = n * inner;

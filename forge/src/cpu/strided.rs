@@ -5,6 +5,7 @@
 //! A view is an `offset` plus one signed stride per dimension of a shape:
 //! element `i` of the view lives at `offset + sum_k i_k * strides[k]`.
 
+use super::memory::Storage;
 use crate::base::numel;
 
 /// Calls `f` once per row of `shape` (every index of all dimensions but the
@@ -72,15 +73,15 @@ fn inner(shape: &[usize], strides: &[isize]) -> (usize, isize) {
 /// ```
 /// use forge::cpu::strided::strided_read;
 /// // Every second element of [0..6), reversed.
-/// assert_eq!(strided_read(&[0, 1, 2, 3, 4, 5], 5, &[3], &[-2]), vec![5, 3, 1]);
+/// assert_eq!(&strided_read(&[0, 1, 2, 3, 4, 5], 5, &[3], &[-2])[..], &[5, 3, 1]);
 /// ```
 pub fn strided_read<E: Copy>(
     src: &[E],
     offset: usize,
     shape: &[usize],
     strides: &[isize],
-) -> Vec<E> {
-    let mut out = Vec::with_capacity(numel(shape));
+) -> Storage<E> {
+    let mut out = Storage::with_capacity(numel(shape));
     let (len, step) = inner(shape, strides);
     for_each_row(shape, [strides], [offset as isize], |[o]| {
         if step == 1 {

@@ -3,7 +3,6 @@
 //! [`Tensor::one_hot`], an untracked tensor of any element type).
 
 use crate::tensor::{Device, Element, Tensor};
-use std::sync::Arc;
 
 macro_rules! comparisons {
     ($($name:ident, $scalar:ident, $sym:tt, $what:literal, $want:literal;)*) => {
@@ -76,7 +75,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
         }
         let mut shape = idx.shape().to_vec();
         shape.push(classes);
-        Tensor::from_parts(Arc::new(data), shape.into(), None)
+        Tensor::from_parts(data, shape.into(), None)
     }
 }
 

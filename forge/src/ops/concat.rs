@@ -5,7 +5,6 @@
 use super::plan;
 use crate::cpu::index::concat;
 use crate::tensor::{norm_axis, numel, Device, Float, Tensor};
-use std::sync::Arc;
 
 impl<E: Float, D: Device> Tensor<E, D> {
     /// Concatenates tensors along an existing axis. Every tensor has the
@@ -39,7 +38,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let lens: Vec<usize> = tensors.iter().map(|t| t.shape()[a]).collect();
         let mut shape = first.shape().to_vec();
         shape[a] = lens.iter().sum();
-        Tensor::from_parts(Arc::new(data), shape.into(), None).record(
+        Tensor::from_parts(data, shape.into(), None).record(
             "cat",
             tensors.iter().map(|&t| t.clone()).collect(),
             move |ctx| {

@@ -7,8 +7,8 @@ use super::plan;
 use crate::cpu::broadcast::zip_broadcast;
 use crate::cpu::index;
 use crate::cpu::strided::signed_strides;
+use crate::cpu::Storage;
 use crate::tensor::{broadcast_shapes, norm_axis, Device, Float, Tensor};
-use std::sync::Arc;
 
 impl<E: Float, D: Device> Tensor<E, D> {
     /// Python-style slicing along one axis, `x[start:end:step]`: negative
@@ -61,7 +61,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let (a, ix, shape) = plan::index_select(self.shape(), axis, idx.shape(), idx.as_slice());
         let data = index::index_select(self.as_slice(), self.shape(), a, &ix);
         let idx = idx.clone();
-        Tensor::from_parts(Arc::new(data), shape.into(), None).record(
+        Tensor::from_parts(data, shape.into(), None).record(
             "index_select",
             vec![self.clone()],
             move |ctx| {
@@ -102,10 +102,10 @@ impl<E: Float, D: Device> Tensor<E, D> {
             src.shape()
         );
         let ix = plan::indices("index_add", idx.as_slice(), a, self.shape[a]);
-        let mut data = self.to_vec();
+        let mut data = Storage::from_slice(self.as_slice());
         index::index_add(&mut data, self.shape(), a, &ix, src.as_slice());
         let idx = idx.clone();
-        Tensor::from_parts(Arc::new(data), self.shape.clone(), None).record(
+        Tensor::from_parts(data, self.shape.clone(), None).record(
             "index_add",
             vec![self.clone(), src.clone()],
             move |ctx| {
@@ -146,7 +146,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let ix = plan::indices("gather", idx.as_slice(), a, self.shape[a]);
         let data = index::gather(self.as_slice(), self.shape(), a, &ix, idx.shape());
         let idx = idx.clone();
-        Tensor::from_parts(Arc::new(data), idx.shape.clone(), None).record(
+        Tensor::from_parts(data, idx.shape.clone(), None).record(
             "gather",
             vec![self.clone()],
             move |ctx| {
@@ -191,7 +191,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
             src.shape()
         );
         let ix = plan::indices("scatter_add", idx.as_slice(), a, self.shape[a]);
-        let mut data = self.to_vec();
+        let mut data = Storage::from_slice(self.as_slice());
         index::scatter_add(
             &mut data,
             self.shape(),
@@ -202,7 +202,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
             src.shape(),
         );
         let idx = idx.clone();
-        Tensor::from_parts(Arc::new(data), self.shape.clone(), None).record(
+        Tensor::from_parts(data, self.shape.clone(), None).record(
             "scatter_add",
             vec![self.clone(), src.clone()],
             move |ctx| {
@@ -251,7 +251,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
             |x, m| if m { v } else { x },
         );
         let mask = mask.clone();
-        Tensor::from_parts(Arc::new(data), self.shape.clone(), None).record(
+        Tensor::from_parts(data, self.shape.clone(), None).record(
             "masked_fill",
             vec![self.clone()],
             move |ctx| vec![Some(ctx.grad.masked_fill(&mask, 0.0))],
@@ -299,7 +299,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
             |(x, y), c| if c { x } else { y },
         );
         let cond = cond.clone();
-        Tensor::from_parts(Arc::new(data), shape.into(), None).record(
+        Tensor::from_parts(data, shape.into(), None).record(
             "where",
             vec![a.clone(), b.clone()],
             move |ctx| {

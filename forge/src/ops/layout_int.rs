@@ -13,7 +13,6 @@ use crate::cpu::broadcast;
 use crate::cpu::index;
 use crate::cpu::strided::strided_read;
 use crate::tensor::{numel, Device, Element, Tensor};
-use std::sync::Arc;
 
 fn with_shape<E: Element, D: Device>(t: &Tensor<E, D>, shape: &[usize]) -> Tensor<E, D> {
     assert!(
@@ -27,7 +26,7 @@ fn with_shape<E: Element, D: Device>(t: &Tensor<E, D>, shape: &[usize]) -> Tenso
 
 fn read<E: Element, D: Device>(t: &Tensor<E, D>, v: View) -> Tensor<E, D> {
     let data = strided_read(t.as_slice(), v.offset, &v.shape, &v.strides);
-    Tensor::from_parts(Arc::new(data), v.shape.into(), None)
+    Tensor::from_parts(data, v.shape.into(), None)
 }
 
 macro_rules! int_layout {
@@ -110,7 +109,7 @@ macro_rules! int_layout {
             pub fn expand(&self, shape: &[usize]) -> Self {
                 plan::check_expand(self.shape(), shape);
                 let data = broadcast::expand(self.as_slice(), self.shape(), shape);
-                Tensor::from_parts(Arc::new(data), shape.into(), None)
+                Tensor::from_parts(data, shape.into(), None)
             }
 
             #[doc = concat!("[`permute`](Tensor::<f32>::permute) for `", stringify!($t), "` tensors (not tracked).")]
@@ -184,7 +183,7 @@ macro_rules! int_layout {
                 let (a, ix, shape) =
                     plan::index_select(self.shape(), axis, idx.shape(), idx.as_slice());
                 let data = index::index_select(self.as_slice(), self.shape(), a, &ix);
-                Tensor::from_parts(Arc::new(data), shape.into(), None)
+                Tensor::from_parts(data, shape.into(), None)
             }
         }
     };

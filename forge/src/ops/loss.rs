@@ -124,7 +124,7 @@ fn target_mask<E: Float, D: Device>(
         targets.shape()
     );
     let inner: usize = shape[axis + 1..].iter().product();
-    let mut mask = vec![E::zero(); input.numel()];
+    let mut mask = crate::cpu::Storage::filled(input.numel(), E::zero());
     for (i, &t) in targets.as_slice().iter().enumerate() {
         if t == ignore_index {
             continue;
@@ -136,7 +136,7 @@ fn target_mask<E: Float, D: Device>(
         let (n, d) = (i / inner, i % inner);
         mask[(n * c + t as usize) * inner + d] = E::one();
     }
-    (axis, c, Tensor::from_vec(mask, shape))
+    (axis, c, Tensor::from_storage(mask, shape))
 }
 
 /// A `(C,)` weight viewed to broadcast along the class axis of `shape`.

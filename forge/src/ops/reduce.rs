@@ -2,7 +2,6 @@
 
 use crate::cpu::reduce::{fold_axes, kept_shape};
 use crate::tensor::{norm_axis, Device, Float, Tensor};
-use std::sync::Arc;
 
 /// Normalises and sorts reduction axes; an empty list means every axis.
 pub(crate) fn reduce_axes(op: &str, dims: &[isize], rank: usize) -> Vec<usize> {
@@ -59,11 +58,9 @@ impl<E: Float, D: Device> Tensor<E, D> {
         });
         let shape = reduced_shape(self.shape(), &axes, keepdim);
         let kept = kept_shape(self.shape(), &axes);
-        Tensor::from_parts(Arc::new(data), shape.into(), None).record(
-            "sum",
-            vec![self.clone()],
-            move |ctx| vec![Some(ctx.grad.view(&kept).expand(ctx.inputs[0].shape()))],
-        )
+        Tensor::from_parts(data, shape.into(), None).record("sum", vec![self.clone()], move |ctx| {
+            vec![Some(ctx.grad.view(&kept).expand(ctx.inputs[0].shape()))]
+        })
     }
 
     /// The mean of every element, as a 0-d tensor.

@@ -179,7 +179,7 @@ fn tie_weights<E: Float, D: Device>(
     });
     let count = fold_axes(&hit, x.shape(), axes, E::zero(), |a, h| a + h);
     let w = zip_broadcast(&hit, x.shape(), &count, kept, x.shape(), |h, c| h / c);
-    Tensor::from_parts(Arc::new(w), x.shape.clone(), None)
+    Tensor::from_parts(w, x.shape.clone(), None)
 }
 
 impl<E: Element, D: Device> Tensor<E, D> {
@@ -192,7 +192,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
         let idx = arg_best(self.as_slice(), &[self.numel()], 0, |x, b| {
             which.beats(x, b)
         });
-        Tensor::from_parts(Arc::new(idx), Vec::<usize>::new().into(), None)
+        Tensor::from_parts(idx, Vec::<usize>::new().into(), None)
     }
 
     fn arg_extreme_dim(
@@ -213,7 +213,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
         );
         let idx = arg_best(self.as_slice(), self.shape(), ax, |x, b| which.beats(x, b));
         let shape = reduced_shape(self.shape(), &[ax], keepdim);
-        Tensor::from_parts(Arc::new(idx), shape.into(), None)
+        Tensor::from_parts(idx, shape.into(), None)
     }
 
     /// The flat (row-major) index of the largest element, as a 0-d `i64`

@@ -4,18 +4,18 @@
 use super::reduce::{reduce_axes, reduced_shape};
 use super::shape::gather_strided;
 use crate::cpu::reduce::{kept_shape, var_rows};
+use crate::cpu::Storage;
 use crate::tensor::{numel, strides, Device, Float, Tensor};
-use std::borrow::Cow;
 use std::sync::Arc;
 
 /// The data of `x` with the reduced `axes` moved last (the kept axes first,
 /// each group in its original order), so that every output element owns one
 /// contiguous row. Borrows when the axes are already trailing.
-fn rows_last<'a, E: Float, D: Device>(x: &'a Tensor<E, D>, axes: &[usize]) -> Cow<'a, [E]> {
+fn rows_last<'a, E: Float, D: Device>(x: &'a Tensor<E, D>, axes: &[usize]) -> Rows<'a, E> {
     let rank = x.rank();
     let k = axes.len();
     if axes.iter().enumerate().all(|(i, &a)| a == rank - k + i) {
-        return Cow::Borrowed(x.as_slice());
+        return Rows::Borrowed(x.as_slice());
     }
     let order: Vec<usize> = (0..rank)
         .filter(|a| !axes.contains(a))
@@ -24,7 +24,23 @@ fn rows_last<'a, E: Float, D: Device>(x: &'a Tensor<E, D>, axes: &[usize]) -> Co
     let st = strides(x.shape());
     let shape: Vec<usize> = order.iter().map(|&a| x.shape[a]).collect();
     let src: Vec<usize> = order.iter().map(|&a| st[a]).collect();
-    Cow::Owned(gather_strided(x.as_slice(), &shape, &src))
+    Rows::Owned(gather_strided(x.as_slice(), &shape, &src))
+}
+
+/// A tensor's data, or a reordered pooled copy of it.
+enum Rows<'a, E: Copy> {
+    Borrowed(&'a [E]),
+    Owned(Storage<E>),
+}
+
+impl<E: Copy> std::ops::Deref for Rows<'_, E> {
+    type Target = [E];
+    fn deref(&self) -> &[E] {
+        match self {
+            Rows::Borrowed(s) => s,
+            Rows::Owned(s) => s,
+        }
+    }
 }
 
 /// Reduction bookkeeping shared by var and std.
@@ -51,7 +67,7 @@ impl Plan {
     }
 
     /// The variances, in the `keepdim` layout.
-    fn variances<E: Float, D: Device>(&self, x: &Tensor<E, D>, correction: usize) -> Vec<E> {
+    fn variances<E: Float, D: Device>(&self, x: &Tensor<E, D>, correction: usize) -> Storage<E> {
         let rows = rows_last(x, &self.axes);
         var_rows(&rows, numel(&self.kept), correction)
     }
@@ -77,21 +93,17 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let plan = Plan::new("var", self.shape(), dims, correction, keepdim);
         let data = plan.variances(self, correction);
         let shape = plan.shape.clone();
-        Tensor::from_parts(Arc::new(data), shape.into(), None).record(
-            "var",
-            vec![self.clone()],
-            move |ctx| {
-                // d var / dx = 2 (x - mean) / (N - c); exact for every x
-                // because the deviations sum to zero, so the rule is also
-                // right under differentiation.
-                let x = &ctx.inputs[0];
-                let centered = x.sub(&x.mean_dim(&plan.dims, true));
-                let scale = E::from_f64(2.0 / plan.divisor);
-                vec![Some(
-                    centered.mul(&ctx.grad.view(&plan.kept).mul_scalar(scale)),
-                )]
-            },
-        )
+        Tensor::from_parts(data, shape.into(), None).record("var", vec![self.clone()], move |ctx| {
+            // d var / dx = 2 (x - mean) / (N - c); exact for every x
+            // because the deviations sum to zero, so the rule is also
+            // right under differentiation.
+            let x = &ctx.inputs[0];
+            let centered = x.sub(&x.mean_dim(&plan.dims, true));
+            let scale = E::from_f64(2.0 / plan.divisor);
+            vec![Some(
+                centered.mul(&ctx.grad.view(&plan.kept).mul_scalar(scale)),
+            )]
+        })
     }
 
     /// The standard deviation over `dims` (all dimensions when empty):

@@ -3,8 +3,8 @@
 
 use crate::cpu::broadcast;
 use crate::cpu::reduce::fold_axes;
+use crate::cpu::Storage;
 use crate::tensor::{broadcast_shapes, norm_axis, numel, Device, Float, Tensor};
-use std::sync::Arc;
 
 impl<E: Float, D: Device> Tensor<E, D> {
     /// The same data in a new shape with the same number of elements. One
@@ -71,11 +71,9 @@ impl<E: Float, D: Device> Tensor<E, D> {
             return self.clone();
         }
         let data = broadcast::expand(self.as_slice(), self.shape(), shape);
-        Tensor::from_parts(Arc::new(data), shape.into(), None).record(
-            "expand",
-            vec![self.clone()],
-            |ctx| vec![Some(ctx.grad.sum_to(ctx.inputs[0].shape()))],
-        )
+        Tensor::from_parts(data, shape.into(), None).record("expand", vec![self.clone()], |ctx| {
+            vec![Some(ctx.grad.sum_to(ctx.inputs[0].shape()))]
+        })
     }
 
     /// Sums over the dimensions along which `shape` would be broadcast to
@@ -105,11 +103,9 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let data = fold_axes(self.as_slice(), self.shape(), &axes, E::zero(), |a, x| {
             a + x
         });
-        Tensor::from_parts(Arc::new(data), shape.into(), None).record(
-            "sum_to",
-            vec![self.clone()],
-            |ctx| vec![Some(ctx.grad.expand(ctx.inputs[0].shape()))],
-        )
+        Tensor::from_parts(data, shape.into(), None).record("sum_to", vec![self.clone()], |ctx| {
+            vec![Some(ctx.grad.expand(ctx.inputs[0].shape()))]
+        })
     }
 
     /// Reorders the dimensions: output dimension `i` is input dimension
@@ -132,7 +128,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let src_strides: Vec<usize> = view.strides.iter().map(|&s| s as usize).collect();
         let data = gather_strided(self.as_slice(), &view.shape, &src_strides);
         let out_shape = view.shape;
-        Tensor::from_parts(Arc::new(data), out_shape.into(), None).record(
+        Tensor::from_parts(data, out_shape.into(), None).record(
             "permute",
             vec![self.clone()],
             move |ctx| vec![Some(ctx.grad.permute(&inv))],
@@ -184,9 +180,9 @@ pub(crate) fn gather_strided<E: Copy>(
     src: &[E],
     out_shape: &[usize],
     src_strides: &[usize],
-) -> Vec<E> {
+) -> Storage<E> {
     let n = numel(out_shape);
-    let mut out = Vec::with_capacity(n);
+    let mut out = Storage::with_capacity(n);
     if n == 0 {
         return out;
     }

@@ -10,6 +10,7 @@ use super::reduce::{reduce_axes, reduced_shape};
 use crate::cpu::im2col::for_each_chunk_mut;
 use crate::cpu::reduce::{fold_axes, kept_shape};
 use crate::cpu::vmath;
+use crate::cpu::Storage;
 use crate::tensor::{norm_axis, Device, Float, Tensor};
 
 /// `(outer, n, inner)`: the sizes before, along and after `axis`.
@@ -26,12 +27,12 @@ fn per_line<E: Float>(
     shape: &[usize],
     axis: usize,
     f: impl Fn(&[E], &mut [E]) + Sync,
-) -> Vec<E> {
+) -> Storage<E> {
     let (outer, n, inner) = split_at_axis(shape, axis);
     if inner == 1 {
         // Lines are contiguous rows: run `f` on them in place, in parallel
         // over fixed blocks of rows (each row is computed by one call).
-        let mut out = vec![E::zero(); x.len()];
+        let mut out = Storage::filled(x.len(), E::zero());
         let rows = ROW_BLOCK_ELEMS.div_ceil(n.max(1)).max(1);
         for_each_chunk_mut(&mut out, rows * n.max(1), |b, chunk| {
             let src = &x[b * rows * n..][..chunk.len()];
@@ -41,7 +42,7 @@ fn per_line<E: Float>(
         });
         return out;
     }
-    let mut out = vec![E::zero(); x.len()];
+    let mut out = Storage::filled(x.len(), E::zero());
     let mut line = vec![E::zero(); n];
     let mut res = vec![E::zero(); n];
     for o in 0..outer {
@@ -326,8 +327,8 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let x = self.as_slice();
         let maxes = fold_axes(x, self.shape(), &axes, E::neg_infinity(), |a, v| a.max(v));
         let maxes: Vec<E> = maxes
-            .into_iter()
-            .map(|m| if m.is_finite() { m } else { E::zero() })
+            .iter()
+            .map(|&m| if m.is_finite() { m } else { E::zero() })
             .collect();
         // Sum exp(x - max) with the max broadcast back over the reduced axes.
         let m_full = crate::cpu::broadcast::expand(&maxes, &kept, self.shape());

@@ -13,7 +13,6 @@
 
 use crate::cpu::strided::{strided_read, strided_write};
 use crate::tensor::{numel, Device, Float, Tensor};
-use std::sync::Arc;
 
 impl<E: Float, D: Device> Tensor<E, D> {
     /// The strided view `(offset, shape, strides)` of `self`'s buffer as a
@@ -27,20 +26,16 @@ impl<E: Float, D: Device> Tensor<E, D> {
     ) -> Self {
         let data = strided_read(self.as_slice(), offset, shape, strides);
         let strides = strides.to_vec();
-        Tensor::from_parts(Arc::new(data), shape.into(), None).record(
-            name,
-            vec![self.clone()],
-            move |ctx| {
-                let x = &ctx.inputs[0];
-                vec![Some(ctx.grad.strided_embed(
-                    "strided_embed",
-                    x.shape(),
-                    offset,
-                    &strides,
-                    E::zero(),
-                ))]
-            },
-        )
+        Tensor::from_parts(data, shape.into(), None).record(name, vec![self.clone()], move |ctx| {
+            let x = &ctx.inputs[0];
+            vec![Some(ctx.grad.strided_embed(
+                "strided_embed",
+                x.shape(),
+                offset,
+                &strides,
+                E::zero(),
+            ))]
+        })
     }
 
     /// A tensor of `shape` filled with `fill` whose strided view
@@ -54,21 +49,17 @@ impl<E: Float, D: Device> Tensor<E, D> {
         strides: &[isize],
         fill: E,
     ) -> Self {
-        let mut data = vec![fill; numel(shape)];
+        let mut data = D::filled(numel(shape), fill);
         strided_write(&mut data, offset, self.shape(), strides, self.as_slice());
         let strides = strides.to_vec();
-        Tensor::from_parts(Arc::new(data), shape.into(), None).record(
-            name,
-            vec![self.clone()],
-            move |ctx| {
-                let x = &ctx.inputs[0];
-                vec![Some(ctx.grad.strided_view(
-                    "strided_view",
-                    offset,
-                    x.shape(),
-                    &strides,
-                ))]
-            },
-        )
+        Tensor::from_parts(data, shape.into(), None).record(name, vec![self.clone()], move |ctx| {
+            let x = &ctx.inputs[0];
+            vec![Some(ctx.grad.strided_view(
+                "strided_view",
+                offset,
+                x.shape(),
+                &strides,
+            ))]
+        })
     }
 }
