@@ -83,10 +83,7 @@ fn assert_steady(name: &str, mut update: Update, threads: usize, all_pooled: boo
     assert_eq!(after.high_water_bytes, warm.high_water_bytes, "{name}");
 }
 
-fn optimizer<O: 'static>(mut opt: O) -> Update<'static>
-where
-    O: FnMut(&mut MnistMlp, &Gradients),
-{
+fn optimizer<O: FnMut(&mut MnistMlp, &Gradients) + 'static>(mut opt: O) -> Update<'static> {
     Box::new(move |m: &mut MnistMlp, g: &Gradients| opt(m, g))
 }
 
