@@ -16,7 +16,7 @@ pub mod memory;
 pub mod pool;
 pub mod reduce;
 pub mod strided;
-mod threads;
+pub mod threads;
 pub mod vmath;
 
 pub use memory::{trim, Storage};

@@ -356,7 +356,7 @@ fn cross_entropy_fused<E: Float, D: Device>(
         }
         let wc = |k: usize| class_w(w.as_deref(), k);
         let x = ctx.inputs[0].as_slice();
-        let mut gx = vec![E::zero(); n * c];
+        let mut gx = crate::cpu::Storage::filled(n * c, E::zero());
         for (i, g) in gx.chunks_mut(c).enumerate() {
             if !valid(i) {
                 continue;

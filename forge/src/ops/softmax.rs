@@ -134,8 +134,8 @@ fn log_softmax_line<E: Float>(line: &[E], out: &mut [E]) {
 
 /// The softmax input gradient of rows of length `n` (the last axis), one
 /// pass per row: `gx = y (g - sum(g y))`.
-fn softmax_backward_rows<E: Float>(y: &[E], g: &[E], n: usize) -> Vec<E> {
-    let mut gx = vec![E::zero(); y.len()];
+fn softmax_backward_rows<E: Float>(y: &[E], g: &[E], n: usize) -> Storage<E> {
+    let mut gx = Storage::filled(y.len(), E::zero());
     let rows = ROW_BLOCK_ELEMS.div_ceil(n.max(1)).max(1);
     for_each_chunk_mut(&mut gx, rows * n.max(1), |b, chunk| {
         let at = b * rows * n;
@@ -156,8 +156,8 @@ fn softmax_backward_rows<E: Float>(y: &[E], g: &[E], n: usize) -> Vec<E> {
 
 /// The log-softmax input gradient of rows of length `n` from the saved
 /// output `lp`: `gx = g - exp(lp) sum(g)`.
-fn log_softmax_backward_rows<E: Float>(lp: &[E], g: &[E], n: usize) -> Vec<E> {
-    let mut gx = vec![E::zero(); lp.len()];
+fn log_softmax_backward_rows<E: Float>(lp: &[E], g: &[E], n: usize) -> Storage<E> {
+    let mut gx = Storage::filled(lp.len(), E::zero());
     let rows = ROW_BLOCK_ELEMS.div_ceil(n.max(1)).max(1);
     for_each_chunk_mut(&mut gx, rows * n.max(1), |b, chunk| {
         let at = b * rows * n;

@@ -1,6 +1,7 @@
 //! Tensor creation: constants, ranges, identity.
 
 use super::{numel, Device, Element, Tensor};
+use crate::cpu::Storage;
 
 impl<E: Element, D: Device> Tensor<E, D> {
     /// A 0-d tensor (shape `[]`) holding one value.
@@ -10,7 +11,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
     /// assert_eq!(s.shape(), &[] as &[usize]);
     /// ```
     pub fn scalar(v: E) -> Self {
-        Self::from_vec(vec![v], &[])
+        Self::from_parts(D::filled(1, v), [].into(), None)
     }
 
     /// A tensor filled with `v`.
@@ -67,7 +68,8 @@ impl<E: Element, D: Device> Tensor<E, D> {
     /// assert_eq!(t.to_vec(), vec![0.0, 2.0, 4.0]);
     /// ```
     pub fn from_fn(shape: &[usize], f: impl FnMut(usize) -> E) -> Self {
-        Self::from_vec((0..numel(shape)).map(f).collect(), shape)
+        let data: Storage<E> = (0..numel(shape)).map(f).collect();
+        Self::from_parts(data, shape.into(), None)
     }
 
     /// `start, start + step, ...` up to but excluding `end`, as
