@@ -252,6 +252,9 @@ fn the_random_vgg_constructors_build_the_same_network() {
     };
     assert_eq!(shapes(&a), shapes(&b));
     let w = a.state_dict()["classifier.0.weight"].clone();
-    let std = (w.as_slice().iter().map(|x| x * x).sum::<f32>() / w.numel() as f32).sqrt();
+    // Summed in f64: an f32 running sum of 100 million squares stalls
+    // (the test read 0.0086 when it first ran in CI).
+    let sq: f64 = w.as_slice().iter().map(|&x| f64::from(x).powi(2)).sum();
+    let std = (sq / w.numel() as f64).sqrt();
     assert!((std - 0.01).abs() < 1e-4, "N(0, 0.01): {std}");
 }
