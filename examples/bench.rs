@@ -19,6 +19,7 @@
 //! To add a section: write `fn my_section(opts: &Opts)` printing its lines
 //! (use [`measure`] and [`Row`]) and add it to [`SECTIONS`].
 
+use clap::Parser;
 use forge::cpu::set_num_threads;
 use forge::models::gpt::{Gpt, GptConfig};
 use forge::models::resnet::resnet18;
@@ -452,74 +453,62 @@ fn lstm_step(opts: &Opts) {
 
 // ---- Driver -----------------------------------------------------------------
 
-fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut only: Option<Vec<String>> = None;
-    let mut opts = Opts { quick: false };
-    let mut json = false;
-    let mut jo = json_section::JsonOpts::default();
-    let mut i = 0;
-    let value = |i: &mut usize, name: &str| -> String {
-        *i += 1;
-        args.get(*i)
-            .cloned()
-            .unwrap_or_else(|| usage(&format!("{name} needs a value")))
-    };
-    let number = |s: String, name: &str| -> usize {
-        s.parse()
-            .unwrap_or_else(|_| usage(&format!("{name}: {s} is not a number")))
-    };
-    while i < args.len() {
-        match args[i].as_str() {
-            "--only" => {
-                let names = value(&mut i, "--only");
-                only = Some(names.split(',').map(str::to_string).collect());
-            }
-            "--list" => {
-                for (name, what, _) in SECTIONS {
-                    println!("{name:<12} {what}");
-                }
-                return;
-            }
-            "--quick" => opts.quick = true,
-            "--json" => json = true,
-            "--models" => {
-                jo.models = value(&mut i, "--models")
-                    .split(',')
-                    .map(str::to_string)
-                    .collect();
-                for m in &jo.models {
-                    if !json_section::known_model(m) {
-                        usage(&format!("--models: no model named {m}"));
-                    }
-                }
-            }
-            "--threads" => {
-                jo.threads = value(&mut i, "--threads")
-                    .split(',')
-                    .map(|t| number(t.to_string(), "--threads").max(1))
-                    .collect();
-            }
-            "--warmup" => jo.warmup = number(value(&mut i, "--warmup"), "--warmup"),
-            "--rounds" => jo.rounds = number(value(&mut i, "--rounds"), "--rounds"),
-            "--block" => jo.block = number(value(&mut i, "--block"), "--block"),
-            "--round" => jo.round = number(value(&mut i, "--round"), "--round"),
-            "--no-infer" => jo.no_infer = true,
-            other => usage(&format!("unknown argument {other}")),
-        }
-        i += 1;
+/// forge's micro-benchmarks (human-readable sections), or with `--json` the
+/// plan of bench/torch_bench.py as JSON lines for bench/compare.sh.
+#[derive(Parser, Debug)]
+#[command(name = "bench", after_help = sections_help())]
+struct Cli {
+    /// Run only these sections, comma-separated (see --list)
+    #[arg(long, value_delimiter = ',', value_parser = section_name)]
+    only: Option<Vec<String>>,
+    /// Print the sections and what each measures, then exit
+    #[arg(long)]
+    list: bool,
+    /// Fewer repetitions (a smoke run)
+    #[arg(long)]
+    quick: bool,
+    /// Print torch_bench.py's JSON lines instead of the sections
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    json_opts: json_section::JsonOpts,
+}
+
+/// clap's parser for one `--only` name: a section or an error that lists them.
+fn section_name(s: &str) -> Result<String, String> {
+    if SECTIONS.iter().any(|(name, _, _)| *name == s) {
+        Ok(s.to_string())
+    } else {
+        let names: Vec<&str> = SECTIONS.iter().map(|s| s.0).collect();
+        Err(format!(
+            "no section named {s} (sections: {})",
+            names.join(", ")
+        ))
     }
-    if json {
-        json_section::run_all(&jo);
+}
+
+/// The `--help` epilogue: the section names.
+fn sections_help() -> String {
+    let names: Vec<&str> = SECTIONS.iter().map(|s| s.0).collect();
+    format!("Sections: {}", names.join(", "))
+}
+
+fn main() {
+    let mut cli = Cli::parse();
+    if cli.list {
+        for (name, what, _) in SECTIONS {
+            println!("{name:<12} {what}");
+        }
         return;
     }
-    if let Some(names) = &only {
-        for n in names {
-            if !SECTIONS.iter().any(|(s, _, _)| s == n) {
-                usage(&format!("no section named {n}"));
-            }
+    if cli.json {
+        for t in &mut cli.json_opts.threads {
+            *t = (*t).max(1);
         }
+        json_section::run_all(&cli.json_opts);
+        return;
     }
+    let opts = Opts { quick: cli.quick };
     let default_threads = forge::cpu::num_threads();
     println!(
         "forge bench ({} build), {} hardware threads",
@@ -534,7 +523,7 @@ fn main() {
         println!("load average before the run: {}", load.trim());
     }
     for (name, _, run) in SECTIONS {
-        let selected = match &only {
+        let selected = match &cli.only {
             None => true,
             Some(o) => o.iter().any(|n| n == name),
         };
@@ -544,19 +533,4 @@ fn main() {
             set_num_threads(default_threads);
         }
     }
-}
-
-fn usage(msg: &str) -> ! {
-    eprintln!(
-        "bench: {msg}\nusage: bench [--only NAME[,NAME..]] [--list] [--quick]\n       \
-         bench --json [--models M[,M..]] [--threads T[,T..]] [--warmup N] [--rounds N] \
-         [--block N] [--round N] [--no-infer]"
-    );
-    let names: Vec<&str> = SECTIONS.iter().map(|s| s.0).collect();
-    eprintln!("sections: {}", names.join(", "));
-    eprintln!(
-        "models (--json): {}",
-        json_section::DEFAULT_MODELS.join(", ")
-    );
-    std::process::exit(2);
 }

@@ -26,28 +26,44 @@ use forge::{no_grad, Rng, Tensor};
 use std::hint::black_box;
 use std::time::Instant;
 
-/// Options mirroring `torch_bench.py`'s command line.
+/// Options mirroring `torch_bench.py`'s command line (flattened into
+/// `bench`'s clap parser; they take effect with `--json`).
+#[derive(clap::Args, Debug)]
 pub struct JsonOpts {
+    /// `--json`: the models to run, comma-separated (`gemm` is the sgemm table)
+    #[arg(long, value_delimiter = ',', value_parser = model_name,
+          default_values_t = DEFAULT_MODELS.iter().map(|s| s.to_string()))]
     pub models: Vec<String>,
+    /// `--json`: the thread counts, comma-separated (0 counts as 1)
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 2])]
     pub threads: Vec<usize>,
+    /// `--json`: untimed warm-up steps per thread count
+    #[arg(long, default_value_t = 5)]
     pub warmup: usize,
+    /// `--json`: timed rounds over the thread counts
+    #[arg(long, default_value_t = 5)]
     pub rounds: usize,
+    /// `--json`: timed steps per round and thread count
+    #[arg(long, default_value_t = 10)]
     pub block: usize,
+    /// `--json`: the round number written into every row
+    #[arg(long, default_value_t = 0)]
     pub round: usize,
+    /// `--json`: skip the inference rows
+    #[arg(long)]
     pub no_infer: bool,
 }
 
-impl Default for JsonOpts {
-    fn default() -> Self {
-        JsonOpts {
-            models: DEFAULT_MODELS.iter().map(|s| s.to_string()).collect(),
-            threads: vec![1, 2],
-            warmup: 5,
-            rounds: 5,
-            block: 10,
-            round: 0,
-            no_infer: false,
-        }
+/// clap's parser for one `--models` name: a known model or an error that
+/// lists them.
+fn model_name(s: &str) -> Result<String, String> {
+    if known_model(s) {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "no model named {s} (models: {}, gemm)",
+            DEFAULT_MODELS.join(", ")
+        ))
     }
 }
 

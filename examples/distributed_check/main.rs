@@ -20,35 +20,41 @@
 
 mod scenarios;
 
+use clap::Parser;
 use forge::distributed::{Communicator, DistributedDataParallel, ThreadCommunicator};
 use forge::prelude::*;
 use std::path::PathBuf;
 
-const USAGE: &str = "usage: distributed_check --expect-world N [--threads N] [--dir DIR] [--bench]";
+/// The data-parallel checks of `forge::distributed` on real processes (or
+/// on thread ranks with `--threads`).
+#[derive(Parser, Debug)]
+#[command(name = "distributed_check")]
+struct Args {
+    /// The number of processes the launcher was asked for (the first check
+    /// fails when MPI reports another world size)
+    #[arg(long)]
+    expect_world: usize,
+    /// Run this many ranks as threads of one process instead of MPI processes
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    threads: Option<u64>,
+    /// Where the checkpoint scenarios write their files
+    #[arg(long, default_value_os_t = std::env::temp_dir())]
+    dir: PathBuf,
+    /// Time the gradient reduction instead of checking
+    #[arg(long)]
+    bench: bool,
+}
 
 fn main() {
-    let mut expected = None;
-    let mut threads = None;
-    let mut dir = std::env::temp_dir();
-    let mut bench = false;
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        let mut value = || {
-            args.next()
-                .unwrap_or_else(|| fail(&format!("{flag} needs a value")))
-        };
-        match flag.as_str() {
-            "--expect-world" => expected = Some(number(&value())),
-            "--threads" => threads = Some(number(&value())),
-            "--dir" => dir = PathBuf::from(value()),
-            "--bench" => bench = true,
-            _ => fail(&format!("unknown flag {flag}")),
-        }
-    }
-    let expected = expected.unwrap_or_else(|| fail("--expect-world N is required"));
+    let Args {
+        expect_world: expected,
+        threads,
+        dir,
+        bench,
+    } = Args::parse();
     let (passed, root) = match threads {
         Some(n) => (
-            ThreadCommunicator::run(n, |c| {
+            ThreadCommunicator::run(n as usize, |c| {
                 if bench {
                     bench_reduce(&c);
                     return 0;
@@ -69,7 +75,10 @@ fn main() {
 
 #[cfg(feature = "mpi")]
 fn run_processes(expected: usize, dir: &std::path::Path, bench: bool) -> (usize, bool) {
-    let comm = forge::distributed::MpiCommunicator::init().unwrap_or_else(|e| fail(&e.to_string()));
+    let comm = forge::distributed::MpiCommunicator::init().unwrap_or_else(|e| {
+        eprintln!("distributed_check: {e}");
+        std::process::exit(2)
+    });
     if bench {
         scenarios::world(&comm, expected);
         bench_reduce(&comm);
@@ -124,14 +133,4 @@ pub fn bench_reduce<C: Communicator>(comm: &C) {
             median(&mut bucket)
         );
     }
-}
-
-fn number(s: &str) -> usize {
-    s.parse()
-        .unwrap_or_else(|_| fail(&format!("not a number: {s}")))
-}
-
-fn fail(msg: &str) -> ! {
-    eprintln!("distributed_check: {msg}\n{USAGE}");
-    std::process::exit(2)
 }
