@@ -208,6 +208,95 @@ fn models_print_like_pytorch_without_weights() {
     assert!(!text.contains("tensor("), "no weights");
 }
 
+#[test]
+fn recurrent_attention_and_transformer_layers_print_like_pytorch() {
+    use forge::nn::{
+        AdaptiveAvgPool2d, AvgPool1d, ConvTranspose2d, Gru, MaxPool1d, MultiheadAttention,
+        PositionalEncoding, Reshape, Rnn, RnnConfig, RnnNonlinearity, TransformerConfig,
+        TransformerEncoder,
+    };
+    let mut rng = Rng::new(0);
+    let lstm = Lstm::<f32>::new(
+        RnnConfig::new(10, 20).num_layers(2).batch_first(true),
+        &mut rng,
+    );
+    assert_eq!(
+        lstm.to_string(),
+        "LSTM(10, 20, num_layers=2, batch_first=true)"
+    );
+    let gru = Gru::<f32>::new(
+        RnnConfig::new(3, 4).bias(false).bidirectional(true),
+        &mut rng,
+    );
+    assert_eq!(gru.to_string(), "GRU(3, 4, bias=false, bidirectional=true)");
+    let rnn = Rnn::<f32>::new(RnnConfig::new(3, 4), &mut rng);
+    assert_eq!(rnn.to_string(), "RNN(3, 4)");
+    let rnn = Rnn::<f32>::with_nonlinearity(RnnConfig::new(3, 4), RnnNonlinearity::Relu, &mut rng);
+    assert_eq!(rnn.to_string(), "RNN(3, 4, nonlinearity='relu')");
+
+    let mha = MultiheadAttention::<f32>::new(8, 2, 0.0, true, &mut rng);
+    assert_eq!(
+        mha.to_string(),
+        "MultiheadAttention(
+  embed_dim=8, num_heads=2, dropout=0, batch_first=true
+  (out_proj): Linear(in_features=8, out_features=8, bias=true)
+)"
+    );
+    let pe = PositionalEncoding::<f32>::new(8, 50, 0.1, false, &mut rng);
+    assert_eq!(
+        pe.to_string(),
+        "PositionalEncoding(\n  d_model=8, max_len=50, batch_first=false\n  (dropout): Dropout(p=0.1)\n)"
+    );
+
+    let cfg = TransformerConfig {
+        dim_feedforward: 16,
+        ..TransformerConfig::new(8, 2)
+    };
+    let enc = TransformerEncoder::<f32>::new(cfg, 2, true, &mut rng);
+    assert_eq!(
+        enc.to_string(),
+        "TransformerEncoder(
+  (layers): ModuleList(
+    (0-1): 2 x TransformerEncoderLayer(
+      activation=relu, norm_first=false
+      (self_attn): MultiheadAttention(
+        embed_dim=8, num_heads=2, dropout=0.1, batch_first=false
+        (out_proj): Linear(in_features=8, out_features=8, bias=true)
+      )
+      (linear1): Linear(in_features=8, out_features=16, bias=true)
+      (dropout): Dropout(p=0.1)
+      (linear2): Linear(in_features=16, out_features=8, bias=true)
+      (norm1): LayerNorm([8], eps=0.00001, elementwise_affine=true)
+      (norm2): LayerNorm([8], eps=0.00001, elementwise_affine=true)
+      (dropout1): Dropout(p=0.1)
+      (dropout2): Dropout(p=0.1)
+    )
+  )
+  (norm): LayerNorm([8], eps=0.00001, elementwise_affine=true)
+)"
+    );
+
+    let more = sequential![
+        ConvTranspose2d::<f32>::new(4, 2, 3, &mut rng)
+            .stride(2)
+            .output_padding(1),
+        AdaptiveAvgPool2d::new([3, 2]),
+        Reshape(vec![2, -1]),
+        MaxPool1d::new(2),
+        AvgPool1d::new(2),
+    ];
+    assert_eq!(
+        more.to_string(),
+        "Sequential(
+  (0): ConvTranspose2d(4, 2, kernel_size=(3, 3), stride=(2, 2), padding=(0, 0), output_padding=(1, 1))
+  (1): AdaptiveAvgPool2d(output_size=(3, 2))
+  (2): Reshape(shape=[2, -1])
+  (3): MaxPool1d(kernel_size=2, stride=2, padding=0)
+  (4): AvgPool1d(kernel_size=(2,), stride=(2,), padding=(0,))
+)"
+    );
+}
+
 #[derive(Layer)]
 struct Net {
     body: forge::sequential_type![Linear, Relu],
@@ -233,28 +322,169 @@ fn summary_lists_every_layer_with_counts_and_totals() {
     };
     net.freeze_prefix("head");
     let s = summary(&net, &[5, 8]);
-    let rows: Vec<(&str, &str, usize, usize)> = s
+    // (path, type, output shape, trainable, frozen)
+    type Row<'a> = (&'a str, &'a str, Option<Vec<usize>>, usize, usize);
+    let rows: Vec<Row> = s
         .rows
         .iter()
-        .map(|r| (r.path.as_str(), r.type_name.as_str(), r.trainable, r.frozen))
+        .map(|r| {
+            let shape = r.output_shape.clone();
+            (
+                r.path.as_str(),
+                r.type_name.as_str(),
+                shape,
+                r.trainable,
+                r.frozen,
+            )
+        })
         .collect();
     assert_eq!(
         rows,
         [
-            ("", "Net", 144, 54),
-            ("body", "Sequential", 144, 0),
-            ("body.0", "Linear", 144, 0),
-            ("body.1", "Relu", 0, 0),
-            ("head", "Linear", 0, 51),
+            ("", "Net", Some(vec![5, 3]), 144, 54),
+            ("body", "Sequential", Some(vec![5, 16]), 144, 0),
+            ("body.0", "Linear", Some(vec![5, 16]), 144, 0),
+            ("body.1", "Relu", Some(vec![5, 16]), 0, 0),
+            ("head", "Linear", Some(vec![5, 3]), 0, 51),
         ]
     );
     assert_eq!(s.output_shape, [5, 3]);
     assert_eq!((s.trainable, s.frozen, s.bytes), (144, 54, (144 + 54) * 4));
-    let table = s.to_string();
-    assert!(
-        table.contains("body.0 (Linear)") && table.contains("Total params: 198"),
-        "{table}"
+    assert_eq!(
+        s.to_string(),
+        "\
+-------------------------------------------------------------
+Layer                Output shape     Trainable        Frozen
+-------------------------------------------------------------
+Net                  [5, 3]                 144            54
+  body (Sequential)  [5, 16]                144             0
+    body.0 (Linear)  [5, 16]                144             0
+    body.1 (Relu)    [5, 16]                  0             0
+  head (Linear)      [5, 3]                   0            51
+-------------------------------------------------------------
+Input shape: [5, 8]
+Output shape: [5, 3]
+Trainable params: 144
+Frozen params: 54
+Total params: 198
+Params size: 0.79 KB"
     );
+}
+
+/// A derived sublayer that reports its output shape (one line) when
+/// `report` is set.
+#[derive(Layer)]
+struct Block {
+    fc: Linear,
+    #[skip]
+    report: bool,
+}
+
+impl Forward<Tensor> for Block {
+    type Output = Tensor;
+    fn forward(&self, x: Tensor) -> Tensor {
+        let y = self.fc.forward(x).reshape(&[-1]);
+        if self.report {
+            forge::nn::record_output(self, y)
+        } else {
+            y
+        }
+    }
+}
+
+#[derive(Layer)]
+struct Outer {
+    reported: Block,
+    silent: Block,
+}
+
+impl Forward<Tensor> for Outer {
+    type Output = Tensor;
+    fn forward(&self, x: Tensor) -> Tensor {
+        let y = self.reported.forward(x.clone());
+        y + self.silent.forward(x)
+    }
+}
+
+#[test]
+fn summary_shows_per_layer_output_shapes_for_convolutions_and_derived_layers() {
+    let mut rng = Rng::new(0);
+    // every layer changes the shape, the same activation type twice
+    let cnn = sequential![
+        Conv2d::new(1, 4, 3, &mut rng),
+        Relu,
+        MaxPool2d::new(2),
+        sequential![Flatten, Linear::new(4 * 3 * 3, 5, &mut rng)],
+        Relu,
+    ];
+    let s = summary(&cnn, &[2, 1, 8, 8]);
+    let shapes: Vec<(&str, Option<Vec<usize>>)> = s
+        .rows
+        .iter()
+        .map(|r| (r.path.as_str(), r.output_shape.clone()))
+        .collect();
+    assert_eq!(
+        shapes,
+        [
+            ("", Some(vec![2, 5])),
+            ("0", Some(vec![2, 4, 6, 6])),
+            ("1", Some(vec![2, 4, 6, 6])),
+            ("2", Some(vec![2, 4, 3, 3])),
+            ("3", Some(vec![2, 5])),
+            ("3.0", Some(vec![2, 36])),
+            ("3.1", Some(vec![2, 5])),
+            ("4", Some(vec![2, 5])),
+        ]
+    );
+
+    // A derived layer's own row has a shape only when its forward calls
+    // record_output; its built-in sublayers always do. The model's row
+    // comes from the forward pass itself.
+    let outer = Outer {
+        reported: Block {
+            fc: Linear::new(3, 2, &mut rng),
+            report: true,
+        },
+        silent: Block {
+            fc: Linear::new(3, 2, &mut rng),
+            report: false,
+        },
+    };
+    let s = summary(&outer, &[4, 3]);
+    let shapes: Vec<(&str, Option<Vec<usize>>)> = s
+        .rows
+        .iter()
+        .map(|r| (r.path.as_str(), r.output_shape.clone()))
+        .collect();
+    assert_eq!(
+        shapes,
+        [
+            ("", Some(vec![8])),
+            ("reported", Some(vec![8])),
+            ("reported.fc", Some(vec![4, 2])),
+            ("silent", None),
+            ("silent.fc", Some(vec![4, 2])),
+        ]
+    );
+    let table = s.to_string();
+    let silent_line = table.lines().find(|l| l.starts_with("  silent ")).unwrap();
+    assert_eq!(
+        silent_line.split_whitespace().collect::<Vec<_>>(),
+        ["silent", "(Block)", "-", "8", "0"]
+    );
+    // a Sequential whose last element reports nothing reports nothing
+    let seq = sequential![
+        Linear::new(3, 3, &mut rng),
+        Block {
+            fc: Linear::new(3, 2, &mut rng),
+            report: false,
+        }
+    ];
+    let outer_seq = sequential![seq];
+    let s = summary(&outer_seq, &[4, 3]);
+    assert_eq!(s.rows[1].path, "0");
+    assert_eq!(s.rows[1].output_shape, None);
+    assert_eq!(s.rows[2].output_shape, Some(vec![4, 3]));
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! and `classifier.{1,4,6}.*`.
 
 use super::vgg::{run, Stage};
+use crate::nn::record_output;
 use crate::nn::{AdaptiveAvgPool2d, Conv2d, Dropout, Forward, Layer, Linear, MaxPool2d};
 use crate::tensor::{Float, Rng, Tensor};
 
@@ -88,6 +89,6 @@ impl<E: Float> Forward<Tensor<E>> for AlexNet<E> {
         );
         let x = self.avgpool.forward(run(&self.features, x));
         let n = x.shape()[0] as isize;
-        run(&self.classifier, x.reshape(&[n, -1]))
+        record_output(self, run(&self.classifier, x.reshape(&[n, -1])))
     }
 }

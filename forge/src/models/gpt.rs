@@ -30,6 +30,7 @@ use crate::error::{ForgeError, Result};
 use crate::nn::functional::{
     cross_entropy_with, scaled_dot_product_attention, CrossEntropyOptions,
 };
+use crate::nn::record_output;
 use crate::nn::{
     Embedding, Forward, Layer, LayerNorm, Linear, TensorVisitor, TensorVisitorMut, Visit,
 };
@@ -164,7 +165,7 @@ impl<E: Float> Forward<Tensor<E>> for CausalSelfAttention<E> {
             true,
         );
         let y = y.permute(&[0, 2, 1, 3]).reshape(&[b, t, c as isize]);
-        self.c_proj.forward(y)
+        record_output(self, self.c_proj.forward(y))
     }
 }
 
@@ -203,7 +204,7 @@ impl<E: Float> Mlp<E> {
 impl<E: Float> Forward<Tensor<E>> for Mlp<E> {
     type Output = Tensor<E>;
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
-        self.c_proj.forward(self.c_fc.forward(x).gelu_tanh())
+        record_output(self, self.c_proj.forward(self.c_fc.forward(x).gelu_tanh()))
     }
 }
 
@@ -252,7 +253,7 @@ impl<E: Float> Forward<Tensor<E>> for Block<E> {
     type Output = Tensor<E>;
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
         let x = &x + &self.attn.forward(self.ln_1.forward(x.clone()));
-        &x + &self.mlp.forward(self.ln_2.forward(x.clone()))
+        record_output(self, &x + &self.mlp.forward(self.ln_2.forward(x.clone())))
     }
 }
 
@@ -539,7 +540,7 @@ impl<E: Float> Forward<Tensor<i64>> for Gpt<E> {
         for block in &tr.h {
             x = block.forward(x);
         }
-        tr.ln_f.forward(x).matmul_t(&tr.wte.weight)
+        record_output(self, tr.ln_f.forward(x).matmul_t(&tr.wte.weight))
     }
 }
 

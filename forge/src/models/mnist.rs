@@ -2,6 +2,7 @@
 //! [`MnistMlp`]. Both take images `[N, 1, 28, 28]` and return logits
 //! `[N, 10]`.
 
+use crate::nn::record_output;
 use crate::nn::{Conv2d, Flatten, Forward, Layer, Linear, MaxPool2d};
 use crate::{Float, Rng, Tensor};
 
@@ -60,7 +61,7 @@ impl Forward<Tensor> for LeNet5 {
         let x = Flatten.forward(x);
         let x = self.fc1.forward(x).relu();
         let x = self.fc2.forward(x).relu();
-        self.fc3.forward(x)
+        record_output(self, self.fc3.forward(x))
     }
 }
 
@@ -107,7 +108,7 @@ impl Forward<Tensor> for MnistMlp {
         let x = Flatten.forward(x);
         let x = self.fc1.forward(x).relu();
         let x = self.fc2.forward(x).relu();
-        self.fc3.forward(x)
+        record_output(self, self.fc3.forward(x))
     }
 }
 

@@ -4,6 +4,7 @@
 //! `fc.bias`, ...) so that its checkpoints load by name.
 
 use crate::nn::init::{kaiming_normal, FanMode, Nonlinearity};
+use crate::nn::record_output;
 use crate::nn::{AdaptiveAvgPool2d, BatchNorm2d, Conv2d, Forward, Layer, Linear, MaxPool2d};
 use crate::tensor::{Float, Rng, Tensor};
 
@@ -59,7 +60,7 @@ impl<E: Float> Downsample<E> {
 impl<E: Float> Forward<Tensor<E>> for Downsample<E> {
     type Output = Tensor<E>;
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
-        self.1.forward(self.0.forward(x))
+        record_output(self, self.1.forward(self.0.forward(x)))
     }
 }
 
@@ -127,7 +128,7 @@ impl<E: Float> Forward<Tensor<E>> for BasicBlock<E> {
         };
         let y = self.bn1.forward(self.conv1.forward(x)).relu();
         let y = self.bn2.forward(self.conv2.forward(y));
-        (&y + &identity).relu()
+        record_output(self, (&y + &identity).relu())
     }
 }
 
@@ -225,6 +226,6 @@ impl<E: Float> Forward<Tensor<E>> for ResNet<E> {
         }
         let x = self.avgpool.forward(x);
         let n = x.shape()[0] as isize;
-        self.fc.forward(x.reshape(&[n, -1]))
+        record_output(self, self.fc.forward(x.reshape(&[n, -1])))
     }
 }

@@ -8,6 +8,7 @@
 //! `embedding.weight`, `encoder.layers.0.self_attn.in_proj_weight`, ...,
 //! `decoder.layers.0.multihead_attn.out_proj.weight`, `positions.pe`.
 
+use crate::nn::record_output;
 use crate::nn::Layer;
 use crate::nn::{
     DecoderMasks, Embedding, EncoderMasks, Forward, PositionalEncoding, TransformerConfig,
@@ -249,6 +250,6 @@ impl<E: Float> Forward<(Tensor<i64>, Tensor<i64>)> for Seq2SeqTransformer<E> {
 
     /// `(src, tgt)` ids to logits (teacher forcing).
     fn forward(&self, (src, tgt): (Tensor<i64>, Tensor<i64>)) -> Tensor<E> {
-        self.decode(&tgt, &self.encode(&src))
+        record_output(self, self.decode(&tgt, &self.encode(&src)))
     }
 }

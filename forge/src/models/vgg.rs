@@ -8,6 +8,7 @@
 //! used by [`alexnet`](super::alexnet)).
 
 use crate::nn::init::{kaiming_normal, FanMode, Nonlinearity};
+use crate::nn::record_output;
 use crate::nn::{
     AdaptiveAvgPool2d, BatchNorm2d, Conv2d, Dropout, Forward, Layer, Linear, MaxPool2d,
     TensorVisitor, TensorVisitorMut, Visit, Visitable,
@@ -70,14 +71,15 @@ impl<E: Float> Visit<E> for Stage<E> {
 impl<E: Float> Forward<Tensor<E>> for Stage<E> {
     type Output = Tensor<E>;
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
-        match self {
+        let y = match self {
             Stage::Conv(l) => l.forward(x),
             Stage::Norm(l) => l.forward(x),
             Stage::Relu => x.relu(),
             Stage::MaxPool(l) => l.forward(x),
             Stage::Linear(l) => l.forward(x),
             Stage::Dropout(l) => l.forward(x),
-        }
+        };
+        record_output(self, y)
     }
 }
 
@@ -128,7 +130,7 @@ impl<E: Float> Forward<Tensor<E>> for Vgg<E> {
         );
         let x = self.avgpool.forward(run(&self.features, x));
         let n = x.shape()[0] as isize;
-        run(&self.classifier, x.reshape(&[n, -1]))
+        record_output(self, run(&self.classifier, x.reshape(&[n, -1])))
     }
 }
 

@@ -3,6 +3,7 @@
 //! They hold no tensors and work for every float element type.
 
 use super::forward::Forward;
+use super::summary::record_output;
 use crate::tensor::{Float, Tensor};
 use forge_macros::Layer;
 
@@ -27,7 +28,7 @@ macro_rules! simple_activation {
         impl<E: Float> Forward<Tensor<E>> for $name {
             type Output = Tensor<E>;
             fn forward(&self, x: Tensor<E>) -> Tensor<E> {
-                x.$op()
+                record_output(self, x.$op())
             }
         }
     };
@@ -89,7 +90,7 @@ impl Default for LeakyRelu {
 impl<E: Float> Forward<Tensor<E>> for LeakyRelu {
     type Output = Tensor<E>;
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
-        x.leaky_relu(self.slope)
+        record_output(self, x.leaky_relu(self.slope))
     }
 }
 
@@ -119,7 +120,7 @@ impl Default for Elu {
 impl<E: Float> Forward<Tensor<E>> for Elu {
     type Output = Tensor<E>;
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
-        x.elu(self.alpha)
+        record_output(self, x.elu(self.alpha))
     }
 }
 
@@ -157,7 +158,7 @@ impl Default for Softplus {
 impl<E: Float> Forward<Tensor<E>> for Softplus {
     type Output = Tensor<E>;
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
-        x.softplus(self.beta, self.threshold)
+        record_output(self, x.softplus(self.beta, self.threshold))
     }
 }
 
@@ -184,7 +185,7 @@ pub struct Softmax {
 impl<E: Float> Forward<Tensor<E>> for Softmax {
     type Output = Tensor<E>;
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
-        x.softmax(self.axis)
+        record_output(self, x.softmax(self.axis))
     }
 }
 
@@ -211,6 +212,6 @@ pub struct LogSoftmax {
 impl<E: Float> Forward<Tensor<E>> for LogSoftmax {
     type Output = Tensor<E>;
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
-        x.log_softmax(self.axis)
+        record_output(self, x.log_softmax(self.axis))
     }
 }

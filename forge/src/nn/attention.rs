@@ -3,6 +3,7 @@
 use super::dropout::Dropout;
 use super::forward::Forward;
 use super::linear::Linear;
+use super::summary::record_output;
 use crate::ops::attention::attention_probs;
 use crate::tensor::{Float, Rng, Tensor};
 use forge_macros::Layer;
@@ -188,7 +189,7 @@ impl<E: Float> MultiheadAttention<E> {
         } else {
             out.transpose(0, 1)
         };
-        (out, p.mean_dim(&[1], false))
+        record_output(self, (out, p.mean_dim(&[1], false)))
     }
 }
 

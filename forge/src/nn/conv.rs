@@ -16,6 +16,7 @@
 use super::builder::size_setters;
 use super::forward::Forward;
 use super::init::default_bound;
+use super::summary::record_output;
 use crate::error::{ForgeError, Result};
 use crate::tensor::{Float, Rng, Tensor};
 use forge_macros::Layer;
@@ -360,7 +361,7 @@ impl<E: Float> Forward<Tensor<E>> for Conv2d<E> {
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
         let channels = (self.in_channels(), self.out_channels());
         let k = &self.weight.shape()[2..];
-        conv_forward("Conv2d", channels, &k, "H, W", x, |x| {
+        let y = conv_forward("Conv2d", channels, &k, "H, W", x, |x| {
             x.conv2d(
                 &self.weight,
                 self.bias.as_ref(),
@@ -369,7 +370,8 @@ impl<E: Float> Forward<Tensor<E>> for Conv2d<E> {
                 self.dilation,
                 self.groups,
             )
-        })
+        });
+        record_output(self, y)
     }
 }
 
@@ -533,7 +535,7 @@ impl<E: Float> Forward<Tensor<E>> for Conv1d<E> {
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
         let channels = (self.in_channels(), self.out_channels());
         let k = self.weight.shape()[2];
-        conv_forward("Conv1d", channels, &k, "L", x, |x| {
+        let y = conv_forward("Conv1d", channels, &k, "L", x, |x| {
             x.conv1d(
                 &self.weight,
                 self.bias.as_ref(),
@@ -542,6 +544,7 @@ impl<E: Float> Forward<Tensor<E>> for Conv1d<E> {
                 self.dilation,
                 self.groups,
             )
-        })
+        });
+        record_output(self, y)
     }
 }

@@ -5,6 +5,7 @@
 use super::builder::size_setters;
 use super::conv::{check_weights, conv_forward, grouped, init_params, IntoPair};
 use super::forward::Forward;
+use super::summary::record_output;
 use crate::error::Result;
 use crate::tensor::{Float, Rng, Tensor};
 use forge_macros::Layer;
@@ -192,7 +193,7 @@ impl<E: Float> Forward<Tensor<E>> for ConvTranspose2d<E> {
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
         let channels = (self.in_channels(), self.out_channels());
         let k = &self.weight.shape()[2..];
-        conv_forward("ConvTranspose2d", channels, &k, "H, W", x, |x| {
+        let y = conv_forward("ConvTranspose2d", channels, &k, "H, W", x, |x| {
             x.conv_transpose2d(
                 &self.weight,
                 self.bias.as_ref(),
@@ -202,6 +203,7 @@ impl<E: Float> Forward<Tensor<E>> for ConvTranspose2d<E> {
                 self.groups,
                 self.dilation,
             )
-        })
+        });
+        record_output(self, y)
     }
 }

@@ -1,7 +1,6 @@
 //! Printing models as PyTorch's `print(model)` does (the structure and the
-//! settings, never the weights), and [`summary`]: a torchinfo-style table
-//! of every sublayer with its parameter count, the output shape and the
-//! totals.
+//! settings, never the weights). [`summary`](super::summary) (in
+//! `nn/summary.rs`) is the torchinfo-style table.
 //!
 //! ```
 //! use forge::f32::Linear;
@@ -14,16 +13,16 @@
 //! );
 //! ```
 
-use super::forward::Forward;
-use super::layer::Layer;
 use super::sequential::Sequential;
-use super::visit::{TensorKind, TensorVisitor};
 use super::{
-    AvgPool2d, BatchNorm1d, BatchNorm2d, Conv1d, Conv2d, Dropout, Elu, Embedding, Flatten, Gelu,
-    GeluTanh, GroupNorm, LayerNorm, LeakyRelu, Linear, LogSoftmax, MaxPool2d, Mish, Relu, Sigmoid,
-    Silu, Softmax, Softplus, Tanh,
+    Activation, AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d,
+    AvgPool1d, AvgPool2d, BatchNorm1d, BatchNorm2d, Conv1d, Conv2d, ConvTranspose2d, Dropout, Elu,
+    Embedding, Flatten, Gelu, GeluTanh, GroupNorm, Gru, Lambda, LayerNorm, LeakyRelu, Linear,
+    LogSoftmax, Lstm, MaxPool1d, MaxPool2d, Mish, MultiheadAttention, PositionalEncoding, Relu,
+    Reshape, Rnn, RnnConfig, RnnNonlinearity, Sigmoid, Silu, Softmax, Softplus, Tanh,
+    TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer,
 };
-use crate::tensor::{Float, Tensor};
+use crate::tensor::Float;
 use std::fmt;
 
 macro_rules! plain_display {
@@ -156,35 +155,23 @@ impl<E: Float> fmt::Display for Conv1d<E> {
     }
 }
 
-impl fmt::Display for MaxPool2d {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "MaxPool2d(kernel_size=({}, {}), stride=({}, {}), padding=({}, {}))",
-            self.kernel[0],
-            self.kernel[1],
-            self.stride[0],
-            self.stride[1],
-            self.padding[0],
-            self.padding[1]
-        )
-    }
+macro_rules! pool2d_display {
+    ($($t:ident),*) => {$(
+        impl fmt::Display for $t {
+            /// `MaxPool2d(kernel_size=(2, 2), stride=(2, 2), padding=(0, 0))`.
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                let (k, s, p) = (self.kernel, self.stride, self.padding);
+                write!(
+                    f,
+                    concat!(stringify!($t), "(kernel_size=({}, {}), stride=({}, {}), padding=({}, {}))"),
+                    k[0], k[1], s[0], s[1], p[0], p[1]
+                )
+            }
+        }
+    )*};
 }
 
-impl fmt::Display for AvgPool2d {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "AvgPool2d(kernel_size=({}, {}), stride=({}, {}), padding=({}, {}))",
-            self.kernel[0],
-            self.kernel[1],
-            self.stride[0],
-            self.stride[1],
-            self.padding[0],
-            self.padding[1]
-        )
-    }
-}
+pool2d_display!(MaxPool2d, AvgPool2d);
 
 macro_rules! batch_norm_display {
     ($($t:ident),*) => {$(
@@ -285,182 +272,336 @@ impl<T: SeqDisplay> fmt::Display for Sequential<T> {
     }
 }
 
-/// One row of a [`Summary`]: a sublayer (or the model itself, path `""`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SummaryRow {
-    /// The sublayer's path (`encoder.0`), `""` for the model.
-    pub path: String,
-    /// Its type, without module path or generics (`Linear`).
-    pub type_name: String,
-    /// Trainable elements under it.
-    pub trainable: usize,
-    /// Frozen or untracked elements under it.
-    pub frozen: usize,
-}
-
-/// What [`summary`] returns: a row per sublayer, the output shape for the
-/// given input, and totals. `Display` prints it as a table.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Summary {
-    /// Every sublayer in traversal order, the model first.
-    pub rows: Vec<SummaryRow>,
-    /// The input shape given.
-    pub input_shape: Vec<usize>,
-    /// The model's output shape for that input.
-    pub output_shape: Vec<usize>,
-    /// Trainable elements in all.
-    pub trainable: usize,
-    /// Frozen (and untracked) elements in all.
-    pub frozen: usize,
-    /// Bytes of all stored tensors.
-    pub bytes: usize,
-}
-
-/// The last path segment of a type name without generics.
-fn short_name(full: &str) -> String {
-    let base = full.split('<').next().unwrap_or(full);
-    base.rsplit("::").next().unwrap_or(base).to_string()
-}
-
-/// A torchinfo-style summary: every sublayer's path, type and parameter
-/// count (trainable and frozen), the output shape for an input of
-/// `input_shape` (one forward pass on zeros, under `no_grad`, in the
-/// model's current mode), and the totals in elements and bytes.
-///
-/// # Panics
-/// When the model cannot take an input of that shape (the forward pass's
-/// own message).
-///
-/// ```
-/// use forge::f32::Linear;
-/// use forge::prelude::*;
-/// use forge::nn::summary;
-/// let mut rng = Rng::new(0);
-/// let model = sequential![Linear::new(784, 32, &mut rng), Relu, Linear::new(32, 10, &mut rng)];
-/// let s = summary(&model, &[64, 784]);
-/// assert_eq!(s.output_shape, [64, 10]);
-/// assert_eq!(s.trainable, 784 * 32 + 32 + 32 * 10 + 10);
-/// assert_eq!(s.bytes, s.trainable * 4);
-/// assert_eq!(s.rows[1].path, "0");
-/// assert_eq!(s.rows[1].type_name, "Linear");
-/// println!("{s}");
-/// ```
-#[track_caller]
-pub fn summary<E, L>(model: &L, input_shape: &[usize]) -> Summary
-where
-    E: Float,
-    L: Layer<E> + Forward<Tensor<E>, Output = Tensor<E>>,
-{
-    struct Rows<'a, E> {
-        rows: &'a mut Vec<SummaryRow>,
-        totals: (usize, usize, usize),
-        _e: std::marker::PhantomData<E>,
+/// PyTorch's layout for a module with children: `Name(`, the settings line
+/// (when there is one), one `(label): child` line per child (a child's own
+/// lines indented), then `)`.
+fn nested(
+    f: &mut fmt::Formatter<'_>,
+    name: &str,
+    settings: Option<String>,
+    children: &[(&str, &dyn fmt::Display)],
+) -> fmt::Result {
+    write!(f, "{name}(")?;
+    if let Some(s) = settings {
+        write!(f, "\n  {s}")?;
     }
-    impl<E: Float> TensorVisitor<E> for Rows<'_, E> {
-        fn visit(&mut self, path: &str, t: &Tensor<E>, kind: TensorKind) {
-            let trainable = kind == TensorKind::Weight && t.is_tracked();
-            let n = t.numel();
-            for row in self.rows.iter_mut() {
-                let inside = row.path.is_empty()
-                    || path
-                        .strip_prefix(row.path.as_str())
-                        .is_some_and(|r| r.starts_with('.'));
-                if inside && !row.path.is_empty() {
-                    if trainable {
-                        row.trainable += n;
-                    } else {
-                        row.frozen += n;
-                    }
-                }
-            }
-            if trainable {
-                self.totals.0 += n;
-            } else {
-                self.totals.1 += n;
-            }
-            self.totals.2 += n * std::mem::size_of::<E>();
-        }
-        fn visit_layer(&mut self, path: &str, type_name: &'static str) {
-            self.rows.push(SummaryRow {
-                path: path.to_string(),
-                type_name: short_name(type_name),
-                trainable: 0,
-                frozen: 0,
-            });
-        }
+    for (label, child) in children {
+        write!(f, "\n  ({label}): ")?;
+        indented(f, *child)?;
     }
-    let mut rows = vec![SummaryRow {
-        path: String::new(),
-        type_name: short_name(std::any::type_name::<L>()),
-        trainable: 0,
-        frozen: 0,
-    }];
-    let mut v = Rows {
-        rows: &mut rows,
-        totals: (0, 0, 0),
-        _e: std::marker::PhantomData,
-    };
-    model.visit_tensors(&mut v);
-    let (trainable, frozen, bytes) = v.totals;
-    rows[0].trainable = trainable;
-    rows[0].frozen = frozen;
-    let output = crate::autograd::no_grad(|| model.forward(Tensor::zeros(input_shape)));
-    Summary {
-        rows,
-        input_shape: input_shape.to_vec(),
-        output_shape: output.shape().to_vec(),
-        trainable,
-        frozen,
-        bytes,
-    }
+    f.write_str("\n)")
 }
 
-impl fmt::Display for Summary {
-    /// A table: layer (path and type), trainable and frozen parameters,
-    /// then the input and output shapes and the totals.
+/// A list of layers printed as PyTorch prints a `ModuleList`: `(i): layer`
+/// per element, and a run of equal elements as `(0-5): 6 x layer`.
+struct ModuleList<'a, T>(&'a [T]);
+
+impl<T: fmt::Display> fmt::Display for ModuleList<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = |r: &SummaryRow| {
-            if r.path.is_empty() {
-                r.type_name.clone()
+        let texts: Vec<String> = self.0.iter().map(ToString::to_string).collect();
+        f.write_str("ModuleList(")?;
+        let mut i = 0;
+        while i < texts.len() {
+            let run = texts[i..].iter().take_while(|t| **t == texts[i]).count();
+            if run == 1 {
+                write!(f, "\n  ({i}): ")?;
             } else {
-                let depth = r.path.matches('.').count() + 1;
-                format!("{}{} ({})", "  ".repeat(depth), r.path, r.type_name)
+                write!(f, "\n  ({i}-{}): {run} x ", i + run - 1)?;
             }
+            indented(f, &texts[i])?;
+            i += run;
+        }
+        f.write_str("\n)")
+    }
+}
+
+/// `input_size, hidden_size` and the settings that differ from PyTorch's
+/// defaults, as `nn.RNN`/`nn.LSTM`/`nn.GRU` print them.
+fn write_recurrent(
+    f: &mut fmt::Formatter<'_>,
+    name: &str,
+    c: &RnnConfig,
+    extra: &str,
+) -> fmt::Result {
+    write!(f, "{name}({}, {}", c.input_size, c.hidden_size)?;
+    if c.num_layers != 1 {
+        write!(f, ", num_layers={}", c.num_layers)?;
+    }
+    if !c.bias {
+        f.write_str(", bias=false")?;
+    }
+    if c.batch_first {
+        f.write_str(", batch_first=true")?;
+    }
+    if c.bidirectional {
+        f.write_str(", bidirectional=true")?;
+    }
+    write!(f, "{extra})")
+}
+
+impl<E: Float> fmt::Display for Lstm<E> {
+    /// `LSTM(10, 20, num_layers=2, batch_first=true)`: PyTorch's text
+    /// (input and hidden size, then the settings that differ from the
+    /// defaults).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_recurrent(f, "LSTM", self.config(), "")
+    }
+}
+
+impl<E: Float> fmt::Display for Gru<E> {
+    /// `GRU(10, 20, bidirectional=true)`, as [`Lstm`]'s.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_recurrent(f, "GRU", self.config(), "")
+    }
+}
+
+impl<E: Float> fmt::Display for Rnn<E> {
+    /// `RNN(10, 20)`, as [`Lstm`]'s, with `nonlinearity='relu'` when it is
+    /// not tanh (PyTorch's text leaves the nonlinearity out).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let extra = match self.nonlinearity() {
+            RnnNonlinearity::Tanh => "",
+            RnnNonlinearity::Relu => ", nonlinearity='relu'",
         };
-        let width = self
-            .rows
-            .iter()
-            .map(|r| name(r).len())
-            .max()
-            .unwrap_or(5)
-            .max(5);
-        let rule = "-".repeat(width + 28);
-        writeln!(f, "{rule}")?;
-        writeln!(
+        write_recurrent(f, "RNN", self.config(), extra)
+    }
+}
+
+impl<E: Float> fmt::Display for MultiheadAttention<E> {
+    /// The settings on one line, then the output projection:
+    /// `MultiheadAttention(\n  embed_dim=8, num_heads=2, dropout=0.1, batch_first=false\n  (out_proj): Linear(..)\n)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let settings = format!(
+            "embed_dim={}, num_heads={}, dropout={}, batch_first={}",
+            self.embed_dim(),
+            self.num_heads,
+            self.dropout.p,
+            self.batch_first
+        );
+        nested(
             f,
-            "{:<width$} {:>13} {:>13}",
-            "Layer", "Trainable", "Frozen"
+            "MultiheadAttention",
+            Some(settings),
+            &[("out_proj", &self.out_proj)],
+        )
+    }
+}
+
+impl<E: Float> fmt::Display for PositionalEncoding<E> {
+    /// `PositionalEncoding(\n  d_model=8, max_len=100, batch_first=false\n  (dropout): Dropout(p=0.1)\n)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let pe = self.pe.shape();
+        let settings = format!(
+            "d_model={}, max_len={}, batch_first={}",
+            pe[1], pe[0], self.batch_first
+        );
+        nested(
+            f,
+            "PositionalEncoding",
+            Some(settings),
+            &[("dropout", &self.dropout)],
+        )
+    }
+}
+
+impl fmt::Display for Activation {
+    /// `relu` or `gelu`, as PyTorch's `activation` argument.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Activation::Relu => "relu",
+            Activation::Gelu => "gelu",
+        })
+    }
+}
+
+/// A transformer block's settings line: `activation=relu, norm_first=false`.
+fn block_settings(activation: Activation, norm_first: bool) -> Option<String> {
+    Some(format!("activation={activation}, norm_first={norm_first}"))
+}
+
+impl<E: Float> fmt::Display for TransformerEncoderLayer<E> {
+    /// PyTorch's children in its order, after a settings line
+    /// (`activation=relu, norm_first=false`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        nested(
+            f,
+            "TransformerEncoderLayer",
+            block_settings(self.activation, self.norm_first),
+            &[
+                ("self_attn", &self.self_attn),
+                ("linear1", &self.linear1),
+                ("dropout", &self.dropout),
+                ("linear2", &self.linear2),
+                ("norm1", &self.norm1),
+                ("norm2", &self.norm2),
+                ("dropout1", &self.dropout1),
+                ("dropout2", &self.dropout2),
+            ],
+        )
+    }
+}
+
+impl<E: Float> fmt::Display for TransformerDecoderLayer<E> {
+    /// As [`TransformerEncoderLayer`]'s, with the cross-attention and the
+    /// third norm and dropout.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        nested(
+            f,
+            "TransformerDecoderLayer",
+            block_settings(self.activation, self.norm_first),
+            &[
+                ("self_attn", &self.self_attn),
+                ("multihead_attn", &self.multihead_attn),
+                ("linear1", &self.linear1),
+                ("dropout", &self.dropout),
+                ("linear2", &self.linear2),
+                ("norm1", &self.norm1),
+                ("norm2", &self.norm2),
+                ("norm3", &self.norm3),
+                ("dropout1", &self.dropout1),
+                ("dropout2", &self.dropout2),
+                ("dropout3", &self.dropout3),
+            ],
+        )
+    }
+}
+
+/// A stack's children: its layers as a `ModuleList`, then the final norm
+/// when there is one.
+fn write_stack<L: fmt::Display, E: Float>(
+    f: &mut fmt::Formatter<'_>,
+    name: &str,
+    layers: &[L],
+    norm: Option<&LayerNorm<E>>,
+) -> fmt::Result {
+    let list = ModuleList(layers);
+    match norm {
+        Some(n) => nested(f, name, None, &[("layers", &list), ("norm", n)]),
+        None => nested(f, name, None, &[("layers", &list)]),
+    }
+}
+
+impl<E: Float> fmt::Display for TransformerEncoder<E> {
+    /// `TransformerEncoder(\n  (layers): ModuleList(\n    (0-5): 6 x TransformerEncoderLayer(..)\n  )\n  (norm): LayerNorm(..)\n)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_stack(f, "TransformerEncoder", &self.layers, self.norm.as_ref())
+    }
+}
+
+impl<E: Float> fmt::Display for TransformerDecoder<E> {
+    /// As [`TransformerEncoder`]'s.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_stack(f, "TransformerDecoder", &self.layers, self.norm.as_ref())
+    }
+}
+
+/// How an adaptive pool's `output_size` prints: `(3, 2)` in 2-d, `4` in 1-d.
+trait SizeText {
+    fn text(&self) -> String;
+}
+
+impl SizeText for usize {
+    fn text(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl SizeText for [usize; 2] {
+    fn text(&self) -> String {
+        format!("({}, {})", self[0], self[1])
+    }
+}
+
+macro_rules! adaptive_pool_display {
+    ($($t:ident),*) => {$(
+        impl fmt::Display for $t {
+            /// PyTorch's text: `AdaptiveAvgPool2d(output_size=(1, 1))`,
+            /// `AdaptiveMaxPool1d(output_size=4)`.
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, concat!(stringify!($t), "(output_size={})"), self.output_size.text())
+            }
+        }
+    )*};
+}
+
+adaptive_pool_display!(
+    AdaptiveAvgPool2d,
+    AdaptiveMaxPool2d,
+    AdaptiveAvgPool1d,
+    AdaptiveMaxPool1d
+);
+
+impl fmt::Display for MaxPool1d {
+    /// `MaxPool1d(kernel_size=2, stride=2, padding=0)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "MaxPool1d(kernel_size={}, stride={}, padding={})",
+            self.kernel, self.stride, self.padding
+        )
+    }
+}
+
+impl fmt::Display for AvgPool1d {
+    /// `AvgPool1d(kernel_size=(2,), stride=(2,), padding=(0,))`, with
+    /// `count_include_pad=false` when set so.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "AvgPool1d(kernel_size=({},), stride=({},), padding=({},)",
+            self.kernel, self.stride, self.padding
         )?;
-        writeln!(f, "{rule}")?;
-        for r in &self.rows {
-            writeln!(
-                f,
-                "{:<width$} {:>13} {:>13}",
-                name(r),
-                r.trainable,
-                r.frozen
-            )?;
+        if !self.count_include_pad {
+            f.write_str(", count_include_pad=false")?;
         }
-        writeln!(f, "{rule}")?;
-        writeln!(f, "Input shape: {:?}", self.input_shape)?;
-        writeln!(f, "Output shape: {:?}", self.output_shape)?;
-        writeln!(f, "Trainable params: {}", self.trainable)?;
-        writeln!(f, "Frozen params: {}", self.frozen)?;
-        writeln!(f, "Total params: {}", self.trainable + self.frozen)?;
-        if self.bytes >= 1_000_000 {
-            write!(f, "Params size: {:.2} MB", self.bytes as f64 / 1e6)
-        } else {
-            write!(f, "Params size: {:.2} KB", self.bytes as f64 / 1e3)
+        f.write_str(")")
+    }
+}
+
+impl<E: Float> fmt::Display for ConvTranspose2d<E> {
+    /// `ConvTranspose2d(16, 33, kernel_size=(3, 5), stride=(2, 1), padding=(4, 2))`,
+    /// then the settings that differ from the defaults.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let w = self.weight.shape();
+        write!(
+            f,
+            "ConvTranspose2d({}, {}, kernel_size=({}, {}), stride=({}, {}), padding=({}, {})",
+            w[0],
+            w[1] * self.groups,
+            w[2],
+            w[3],
+            self.stride[0],
+            self.stride[1],
+            self.padding[0],
+            self.padding[1]
+        )?;
+        if self.output_padding != [0, 0] {
+            let [a, b] = self.output_padding;
+            write!(f, ", output_padding=({a}, {b})")?;
         }
+        if self.dilation != [1, 1] {
+            write!(f, ", dilation=({}, {})", self.dilation[0], self.dilation[1])?;
+        }
+        if self.groups != 1 {
+            write!(f, ", groups={}", self.groups)?;
+        }
+        if self.bias.is_none() {
+            f.write_str(", bias=false")?;
+        }
+        f.write_str(")")
+    }
+}
+
+impl fmt::Display for Reshape {
+    /// `Reshape(shape=[2, -1])`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Reshape(shape={:?})", self.0)
+    }
+}
+
+impl<I, O> fmt::Display for Lambda<I, O> {
+    /// `Lambda()` (the closure cannot be printed).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Lambda()")
     }
 }

@@ -1,6 +1,7 @@
 //! [`Dropout`]: inverted dropout in training, the identity in evaluation.
 
 use super::forward::Forward;
+use super::summary::record_output;
 use super::visit::{
     enter_layer, enter_layer_mut, TensorVisitor, TensorVisitorMut, Visit, Visitable,
 };
@@ -112,9 +113,9 @@ impl<E: Float> Forward<Tensor<E>> for Dropout {
     type Output = Tensor<E>;
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
         if !self.training || self.p == 0.0 {
-            return x;
+            return record_output(self, x);
         }
         let mut rng = self.rng.lock().unwrap_or_else(|e| e.into_inner());
-        x.dropout(self.p, true, &mut rng)
+        record_output(self, x.dropout(self.p, true, &mut rng))
     }
 }

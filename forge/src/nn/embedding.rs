@@ -1,6 +1,7 @@
 //! [`Embedding`]: a lookup table of learned vectors.
 
 use super::forward::Forward;
+use super::summary::record_output;
 use crate::ops::embedding::embedding;
 use crate::tensor::{Float, Rng, Tensor};
 use forge_macros::Layer;
@@ -79,6 +80,6 @@ impl<E: Float> Forward<Tensor<i64>> for Embedding<E> {
                 idx.shape()
             );
         }
-        embedding(&self.weight, &idx, self.padding_idx)
+        record_output(self, embedding(&self.weight, &idx, self.padding_idx))
     }
 }

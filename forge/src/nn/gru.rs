@@ -2,6 +2,7 @@
 
 use super::forward::Forward;
 use super::rnn::{recurrent_layer, CellWeights, Recurrent, RnnConfig};
+use super::summary::record_output;
 use crate::tensor::{Float, Rng, Tensor};
 
 /// A gated recurrent unit layer (`nn.GRU`), stacked `num_layers` deep and
@@ -103,7 +104,7 @@ impl<E: Float> Forward<Tensor<E>> for Gru<E> {
     /// When the input is not `[T, N, I]` / `[N, T, I]` / `[T, I]` with the
     /// layer's `I` and `T >= 1`; the message names the layer and both shapes.
     fn forward(&self, x: Tensor<E>) -> Self::Output {
-        self.run(x, None)
+        record_output(self, self.run(x, None))
     }
 }
 
@@ -116,7 +117,7 @@ impl<E: Float> Forward<(Tensor<E>, Tensor<E>)> for Gru<E> {
     /// As the zero-state form, and when `h0` is not `[L * D, N, H]`
     /// (`[L * D, H]` for an unbatched input).
     fn forward(&self, (x, h0): (Tensor<E>, Tensor<E>)) -> Self::Output {
-        self.run(x, Some(h0))
+        record_output(self, self.run(x, Some(h0)))
     }
 }
 

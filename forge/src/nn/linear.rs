@@ -1,6 +1,7 @@
 //! [`Linear`]: `y = x W^T + b`.
 
 use super::forward::Forward;
+use super::summary::record_output;
 use crate::error::{ForgeError, Result};
 use crate::tensor::{Float, Rng, Tensor};
 use forge_macros::Layer;
@@ -157,10 +158,11 @@ impl<E: Float> Forward<Tensor<E>> for Linear<E> {
         } else {
             x.matmul_t(&self.weight)
         };
-        match &self.bias {
+        let y = match &self.bias {
             Some(b) => y + b,
             None => y,
-        }
+        };
+        record_output(self, y)
     }
 }
 

@@ -2,6 +2,7 @@
 
 use super::forward::Forward;
 use super::rnn::{recurrent_layer, CellWeights, Recurrent, RnnConfig};
+use super::summary::record_output;
 use crate::tensor::{Float, Rng, Tensor};
 
 /// A long short-term memory layer (`nn.LSTM`), stacked `num_layers` deep
@@ -106,7 +107,7 @@ impl<E: Float> Forward<Tensor<E>> for Lstm<E> {
     /// When the input is not `[T, N, I]` / `[N, T, I]` / `[T, I]` with the
     /// layer's `I` and `T >= 1`; the message names the layer and both shapes.
     fn forward(&self, x: Tensor<E>) -> Self::Output {
-        self.run(x, None)
+        record_output(self, self.run(x, None))
     }
 }
 
@@ -119,7 +120,7 @@ impl<E: Float> Forward<(Tensor<E>, (Tensor<E>, Tensor<E>))> for Lstm<E> {
     /// As the zero-state form, and when `h0` or `c0` is not
     /// `[L * D, N, H]` (`[L * D, H]` for an unbatched input).
     fn forward(&self, (x, (h0, c0)): (Tensor<E>, (Tensor<E>, Tensor<E>))) -> Self::Output {
-        self.run(x, Some([h0, c0]))
+        record_output(self, self.run(x, Some([h0, c0])))
     }
 }
 

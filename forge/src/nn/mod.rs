@@ -34,6 +34,7 @@ mod pool;
 mod rnn;
 mod sequential;
 mod shape_layers;
+mod summary;
 mod transformer;
 mod visit;
 
@@ -44,7 +45,7 @@ pub use attention::{MultiheadAttention, PositionalEncoding};
 pub use buffer::Buffer;
 pub use conv::{Conv1d, Conv2d, IntoPair};
 pub use conv_transpose::ConvTranspose2d;
-pub use display::{summary, SeqDisplay, Summary, SummaryRow};
+pub use display::SeqDisplay;
 pub use dropout::Dropout;
 pub use embedding::Embedding;
 pub use forward::Forward;
@@ -60,6 +61,7 @@ pub use pool::{
 pub use rnn::{CellWeights, Rnn, RnnConfig, RnnNonlinearity};
 pub use sequential::{SeqChain, SeqForward, SeqVisit, Sequential};
 pub use shape_layers::{Flatten, Lambda, Reshape};
+pub use summary::{record_output, summary, OutputShape, Summary, SummaryRow};
 pub use transformer::{
     Activation, DecoderMasks, EncoderMasks, TransformerConfig, TransformerDecoder,
     TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer,

@@ -3,6 +3,7 @@
 
 use super::buffer::Buffer;
 use super::forward::Forward;
+use super::summary::record_output;
 use crate::ops::norm::{batch_norm, group_norm, layer_norm};
 use crate::tensor::{Element, Float, Tensor};
 use forge_macros::Layer;
@@ -99,7 +100,7 @@ macro_rules! batch_norm_layer {
                         &x, Some(&rm), Some(&rv), self.weight.as_ref(), self.bias.as_ref(),
                         false, 0.0, self.eps,
                     );
-                    return y;
+                    return record_output(self, y);
                 }
                 let n = self.num_batches_tracked.get().add_scalar(E::one());
                 let momentum = self.momentum.unwrap_or(1.0 / Element::to_f64(n.item()));
@@ -112,7 +113,7 @@ macro_rules! batch_norm_layer {
                     self.running_var.set(v);
                 }
                 self.num_batches_tracked.set(n);
-                y
+                record_output(self, y)
             }
         }
     };
@@ -225,7 +226,10 @@ impl<E: Float> Forward<Tensor<E>> for LayerNorm<E> {
                 .join(", "),
             x.shape()
         );
-        layer_norm(&x, ns, self.weight.as_ref(), self.bias.as_ref(), self.eps)
+        record_output(
+            self,
+            layer_norm(&x, ns, self.weight.as_ref(), self.bias.as_ref(), self.eps),
+        )
     }
 }
 
@@ -299,12 +303,13 @@ impl<E: Float> Forward<Tensor<E>> for GroupNorm<E> {
             self.num_groups,
             x.shape()
         );
-        group_norm(
+        let y = group_norm(
             &x,
             self.num_groups,
             self.weight.as_ref(),
             self.bias.as_ref(),
             self.eps,
-        )
+        );
+        record_output(self, y)
     }
 }

@@ -14,6 +14,7 @@
 use super::builder::size_setters;
 use super::conv::IntoPair;
 use super::forward::Forward;
+use super::summary::record_output;
 use crate::tensor::{Float, Tensor};
 use forge_macros::Layer;
 
@@ -79,7 +80,7 @@ macro_rules! adaptive_pool {
             #[doc = concat!("# Panics\nWhen `x` is not ", $shapes, " (the message names the layer, the expected and the received shapes).")]
             fn forward(&self, x: Tensor<E>) -> Tensor<E> {
                 let name = format!(concat!(stringify!($name), "(", $fmt, ")"), self.output_size);
-                pooled(&name, x, $rank, |x| x.$op(self.output_size))
+                record_output(self, pooled(&name, x, $rank, |x| x.$op(self.output_size)))
             }
         }
     };
@@ -160,7 +161,7 @@ impl<E: Float> Forward<Tensor<E>> for MaxPool2d {
     /// kernel.
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
         let name = format!("MaxPool2d(kernel {:?})", self.kernel);
-        pooled(&name, x, 4, |x| {
+        let y = pooled(&name, x, 4, |x| {
             x.max_pool2d_with(
                 self.kernel,
                 self.stride,
@@ -168,7 +169,8 @@ impl<E: Float> Forward<Tensor<E>> for MaxPool2d {
                 self.dilation,
                 self.ceil_mode,
             )
-        })
+        });
+        record_output(self, y)
     }
 }
 
@@ -274,7 +276,7 @@ impl<E: Float> Forward<Tensor<E>> for AvgPool2d {
     /// kernel.
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
         let name = format!("AvgPool2d(kernel {:?})", self.kernel);
-        pooled(&name, x, 4, |x| {
+        let y = pooled(&name, x, 4, |x| {
             x.avg_pool2d_with(
                 self.kernel,
                 self.stride,
@@ -283,7 +285,8 @@ impl<E: Float> Forward<Tensor<E>> for AvgPool2d {
                 self.count_include_pad,
                 self.divisor_override,
             )
-        })
+        });
+        record_output(self, y)
     }
 }
 
@@ -365,9 +368,10 @@ impl<E: Float> Forward<Tensor<E>> for MaxPool1d {
     /// the expected and the received shapes), or is shorter than the kernel.
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
         let name = format!("MaxPool1d(kernel {})", self.kernel);
-        pooled(&name, x, 3, |x| {
+        let y = pooled(&name, x, 3, |x| {
             x.max_pool1d(self.kernel, self.stride, self.padding)
-        })
+        });
+        record_output(self, y)
     }
 }
 
@@ -437,14 +441,15 @@ impl<E: Float> Forward<Tensor<E>> for AvgPool1d {
     /// the expected and the received shapes), or is shorter than the kernel.
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
         let name = format!("AvgPool1d(kernel {})", self.kernel);
-        pooled(&name, x, 3, |x| {
+        let y = pooled(&name, x, 3, |x| {
             x.avg_pool1d(
                 self.kernel,
                 self.stride,
                 self.padding,
                 self.count_include_pad,
             )
-        })
+        });
+        record_output(self, y)
     }
 }
 

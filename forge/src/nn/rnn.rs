@@ -11,6 +11,7 @@
 
 use super::forward::Forward;
 use super::init;
+use super::summary::record_output;
 use super::visit::{TensorKind, TensorVisitor, TensorVisitorMut};
 use crate::tensor::{Float, Rng, Tensor};
 
@@ -608,7 +609,7 @@ impl<E: Float> Forward<Tensor<E>> for Rnn<E> {
     /// When the input is not `[T, N, I]` / `[N, T, I]` / `[T, I]` with the
     /// layer's `I` and `T >= 1`; the message names the layer and both shapes.
     fn forward(&self, x: Tensor<E>) -> Self::Output {
-        self.run(x, None)
+        record_output(self, self.run(x, None))
     }
 }
 
@@ -621,6 +622,6 @@ impl<E: Float> Forward<(Tensor<E>, Tensor<E>)> for Rnn<E> {
     /// As the zero-state form, and when `h0` is not `[L * D, N, H]`
     /// (`[L * D, H]` for an unbatched input).
     fn forward(&self, (x, h0): (Tensor<E>, Tensor<E>)) -> Self::Output {
-        self.run(x, Some(h0))
+        record_output(self, self.run(x, Some(h0)))
     }
 }

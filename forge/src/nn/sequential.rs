@@ -3,6 +3,7 @@
 
 use super::forward::Forward;
 use super::layer::Layer;
+use super::summary::{key_of, record_last_as, recording_mark};
 use super::visit::{
     enter_layer, enter_layer_mut, TensorVisitor, TensorVisitorMut, Visit, Visitable,
 };
@@ -60,9 +61,14 @@ impl<T> Sequential<T> {
     #[track_caller]
     pub fn forward<I>(&self, x: I) -> T::Output
     where
-        T: SeqForward<I>,
+        T: SeqForward<I> + SeqChain,
     {
-        self.0.forward_chain(x)
+        let mark = recording_mark();
+        let y = self.0.forward_chain(x);
+        if let (Some(mark), Some(last)) = (mark, self.0.last_key()) {
+            record_last_as(self, mark, last);
+        }
+        y
     }
 }
 
@@ -98,14 +104,24 @@ impl<T: SeqChain> Sequential<T> {
 pub trait SeqChain {
     /// The number of elements.
     const LEN: usize;
+    /// The address and full type name of the last element, under which it
+    /// records its output for [`summary`](crate::nn::summary); `None` for
+    /// the empty list.
+    fn last_key(&self) -> Option<(usize, &'static str)>;
 }
 
 impl SeqChain for () {
     const LEN: usize = 0;
+    fn last_key(&self) -> Option<(usize, &'static str)> {
+        None
+    }
 }
 
 impl<H, T: SeqChain> SeqChain for (H, T) {
     const LEN: usize = 1 + T::LEN;
+    fn last_key(&self) -> Option<(usize, &'static str)> {
+        self.1.last_key().or(Some(key_of(&self.0)))
+    }
 }
 
 /// A cons list whose elements apply one after the other to an `Input`:
@@ -213,10 +229,10 @@ fn forward_named<I, H: Forward<I>>(layer: &H, x: I, index: usize) -> H::Output {
     }
 }
 
-impl<I, T: SeqForward<I>> Forward<I> for Sequential<T> {
+impl<I, T: SeqForward<I> + SeqChain> Forward<I> for Sequential<T> {
     type Output = T::Output;
     fn forward(&self, x: I) -> T::Output {
-        self.0.forward_chain(x)
+        Sequential::forward(self, x)
     }
 }
 

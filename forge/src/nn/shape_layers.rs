@@ -2,6 +2,7 @@
 //! [`Reshape`], [`Lambda`].
 
 use super::forward::Forward;
+use super::summary::record_output;
 use crate::tensor::{Float, Tensor};
 use forge_macros::Layer;
 use std::fmt;
@@ -33,7 +34,7 @@ impl<E: Float> Forward<Tensor<E>> for Flatten {
         );
         let n = x.shape()[0];
         let rest: usize = x.shape()[1..].iter().product();
-        x.view(&[n, rest])
+        record_output(self, x.view(&[n, rest]))
     }
 }
 
@@ -55,7 +56,7 @@ pub struct Reshape(#[skip] pub Vec<isize>);
 impl<E: Float> Forward<Tensor<E>> for Reshape {
     type Output = Tensor<E>;
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
-        x.reshape(&self.0)
+        record_output(self, x.reshape(&self.0))
     }
 }
 

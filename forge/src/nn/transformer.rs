@@ -8,6 +8,7 @@ use super::dropout::Dropout;
 use super::forward::Forward;
 use super::linear::Linear;
 use super::norm::LayerNorm;
+use super::summary::record_output;
 use crate::tensor::{Float, Rng, Tensor};
 use forge_macros::Layer;
 
@@ -227,13 +228,14 @@ impl<E: Float> TransformerEncoderLayer<E> {
     /// ```
     pub fn forward_masked(&self, x: &Tensor<E>, masks: EncoderMasks<'_>) -> Tensor<E> {
         check_input("TransformerEncoderLayer", "input", &self.self_attn, x);
-        if self.norm_first {
+        let y = if self.norm_first {
             let x = x.add(&self.sa(&self.norm1.forward(x.clone()), &masks));
             x.add(&self.ff(&self.norm2.forward(x.clone())))
         } else {
             let x = self.norm1.forward(x.add(&self.sa(x, &masks)));
             self.norm2.forward(x.add(&self.ff(&x)))
-        }
+        };
+        record_output(self, y)
     }
 }
 
@@ -398,7 +400,7 @@ impl<E: Float> TransformerDecoderLayer<E> {
         check_input("TransformerDecoderLayer", "target", &self.self_attn, tgt);
         check_input("TransformerDecoderLayer", "memory", &self.self_attn, memory);
         let x = tgt;
-        if self.norm_first {
+        let y = if self.norm_first {
             let x = x.add(&self.sa(&self.norm1.forward(x.clone()), &masks));
             let x = x.add(&self.mha(&self.norm2.forward(x.clone()), memory, &masks));
             x.add(&self.ff(&self.norm3.forward(x.clone())))
@@ -406,7 +408,8 @@ impl<E: Float> TransformerDecoderLayer<E> {
             let x = self.norm1.forward(x.add(&self.sa(x, &masks)));
             let x = self.norm2.forward(x.add(&self.mha(&x, memory, &masks)));
             self.norm3.forward(x.add(&self.ff(&x)))
-        }
+        };
+        record_output(self, y)
     }
 }
 
@@ -473,10 +476,11 @@ impl<E: Float> TransformerEncoder<E> {
         for l in &self.layers {
             x = l.forward_masked(&x, masks);
         }
-        match &self.norm {
+        let y = match &self.norm {
             Some(n) => n.forward(x),
             None => x,
-        }
+        };
+        record_output(self, y)
     }
 }
 
@@ -545,10 +549,11 @@ impl<E: Float> TransformerDecoder<E> {
         for l in &self.layers {
             x = l.forward_masked(&x, memory, masks);
         }
-        match &self.norm {
+        let y = match &self.norm {
             Some(n) => n.forward(x),
             None => x,
-        }
+        };
+        record_output(self, y)
     }
 }
 

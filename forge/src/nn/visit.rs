@@ -77,6 +77,16 @@ pub trait TensorVisitor<E: Float> {
         let _ = (path, type_name);
     }
 
+    /// What [`enter_layer`] calls: [`visit_layer`](Self::visit_layer) with
+    /// the layer's address in memory as well (how
+    /// [`summary`](crate::nn::summary) matches the output shapes recorded
+    /// in the forward pass to the paths). The default forgets the address
+    /// and calls `visit_layer`; a visitor that wraps another forwards both.
+    fn visit_layer_at(&mut self, path: &str, type_name: &'static str, address: usize) {
+        let _ = address;
+        self.visit_layer(path, type_name)
+    }
+
     /// A layer's own random generator (a [`Dropout`](crate::nn::Dropout)'s
     /// mask generator) at `path` and its state (does nothing by default):
     /// what [`Layer::rng_states`](crate::nn::Layer::rng_states) collects for
@@ -175,6 +185,10 @@ impl<E: Float, V: TensorVisitor<E> + ?Sized> TensorVisitor<E> for Scoped<'_, V> 
         self.inner
             .visit_layer(&join_path(self.prefix, path), type_name)
     }
+    fn visit_layer_at(&mut self, path: &str, type_name: &'static str, address: usize) {
+        self.inner
+            .visit_layer_at(&join_path(self.prefix, path), type_name, address)
+    }
     fn visit_rng(&mut self, path: &str, rng: &Rng) {
         self.inner.visit_rng(&join_path(self.prefix, path), rng)
     }
@@ -230,6 +244,9 @@ impl<E: Float, V: TensorVisitor<E> + ?Sized> TensorVisitor<E> for AsFrozen<'_, V
     }
     fn visit_layer(&mut self, path: &str, type_name: &'static str) {
         self.inner.visit_layer(path, type_name)
+    }
+    fn visit_layer_at(&mut self, path: &str, type_name: &'static str, address: usize) {
+        self.inner.visit_layer_at(path, type_name, address)
     }
     fn visit_rng(&mut self, path: &str, rng: &Rng) {
         self.inner.visit_rng(path, rng)
@@ -320,7 +337,8 @@ pub fn enter_layer<E: Float, L: Layer<E> + ?Sized>(
     name: &str,
     v: &mut dyn TensorVisitor<E>,
 ) {
-    v.visit_layer(name, std::any::type_name::<L>());
+    let address = (layer as *const L).cast::<()>() as usize;
+    v.visit_layer_at(name, std::any::type_name::<L>(), address);
     layer.visit_tensors(&mut Scoped::new(name, v))
 }
 

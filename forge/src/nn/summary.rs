@@ -1,0 +1,411 @@
+//! [`summary`]: a torchinfo-style table of a model (every sublayer's path,
+//! type, output shape and parameter counts, then the totals), and
+//! [`record_output`], the hook through which layers report their output
+//! shapes to it.
+//!
+//! # How the output shapes are found
+//! `summary` walks the model (the same traversal as `parameters()`), noting
+//! each sublayer's path, type and address in memory, then runs one forward
+//! pass on zeros of the given shape under [`no_grad`](crate::no_grad) with a
+//! recorder switched on for this thread. Every built-in layer ends its
+//! `forward` with [`record_output`], which notes the layer's address, type
+//! and output shape while the recorder is on (and otherwise costs one
+//! thread-local read). A [`Sequential`](super::Sequential) notes its own
+//! output as its last element's. Rows are matched to records by address
+//! and type.
+//!
+//! Covered: every layer of `forge::nn` and the blocks of `forge::models`,
+//! every `Sequential` whose last element is covered, and the model itself
+//! (its row always has the output shape of the forward pass). A derived or
+//! hand-written sublayer shows `-` unless its `forward` calls
+//! [`record_output`] (one line, see its example). A layer called more than
+//! once in the pass shows its first call's shape; for a layer returning a
+//! tuple (`Lstm`: `(output, (h_n, c_n))`) the shape is the first element's.
+
+use super::forward::Forward;
+use super::layer::Layer;
+use super::visit::{TensorKind, TensorVisitor};
+use crate::tensor::{Element, Float, Tensor};
+use std::cell::{Cell, RefCell};
+use std::fmt;
+
+/// An output a layer can report to [`summary`]: a tensor (its shape), or a
+/// tuple whose first element is one (recurrent layers return
+/// `(output, state)`, attention `(output, weights)`).
+///
+/// ```
+/// use forge::nn::OutputShape;
+/// use forge::Tensor;
+/// let out = (Tensor::<f32>::zeros(&[2, 3]), Tensor::<f32>::zeros(&[1]));
+/// assert_eq!(out.output_shape(), [2, 3]);
+/// ```
+pub trait OutputShape {
+    /// The shape reported for this output.
+    fn output_shape(&self) -> &[usize];
+}
+
+impl<T: Element> OutputShape for Tensor<T> {
+    fn output_shape(&self) -> &[usize] {
+        self.shape()
+    }
+}
+
+impl<A: OutputShape, B> OutputShape for (A, B) {
+    fn output_shape(&self) -> &[usize] {
+        self.0.output_shape()
+    }
+}
+
+impl<A: OutputShape, B, C> OutputShape for (A, B, C) {
+    fn output_shape(&self) -> &[usize] {
+        self.0.output_shape()
+    }
+}
+
+/// One output noted while a [`summary`] runs.
+struct Record {
+    address: usize,
+    type_name: &'static str,
+    shape: Vec<usize>,
+}
+
+thread_local! {
+    /// Whether a `summary` is running its forward pass on this thread.
+    static RECORDING: Cell<bool> = const { Cell::new(false) };
+    /// The outputs noted by that pass, in call order.
+    static RECORDS: RefCell<Vec<Record>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The address of a value, as the traversal and the records both key it.
+fn address_of<L: ?Sized>(layer: &L) -> usize {
+    (layer as *const L).cast::<()>() as usize
+}
+
+/// Returns `output` unchanged, and notes `layer`'s output shape when a
+/// [`summary`] is running on this thread (otherwise it costs one
+/// thread-local read). Every built-in layer ends its `forward` with it;
+/// call it at the end of a hand-written layer's `forward` for that layer's
+/// row in [`summary`] to show its output shape (without it the row shows
+/// `-`; the model's own row always has it).
+///
+/// ```
+/// use forge::nn::{record_output, summary};
+/// use forge::prelude::*;
+///
+/// #[derive(Layer)]
+/// struct Block {
+///     fc: Linear,
+/// }
+/// impl Forward<Tensor> for Block {
+///     type Output = Tensor;
+///     fn forward(&self, x: Tensor) -> Tensor {
+///         record_output(self, self.fc.forward(x).relu())
+///     }
+/// }
+///
+/// let mut rng = Rng::new(0);
+/// let model = sequential![Block { fc: Linear::new(4, 3, &mut rng) }, Linear::new(3, 1, &mut rng)];
+/// let s = summary(&model, &[2, 4]);
+/// assert_eq!(s.rows[1].path, "0");
+/// assert_eq!(s.rows[1].output_shape, Some(vec![2, 3]));
+/// ```
+pub fn record_output<L: ?Sized, Y: OutputShape>(layer: &L, output: Y) -> Y {
+    if RECORDING.with(Cell::get) {
+        let record = Record {
+            address: address_of(layer),
+            type_name: std::any::type_name::<L>(),
+            shape: output.output_shape().to_vec(),
+        };
+        RECORDS.with(|r| r.borrow_mut().push(record));
+    }
+    output
+}
+
+/// Where the records stand now, or `None` when no summary is running (for
+/// [`record_last_as`]).
+pub(crate) fn recording_mark() -> Option<usize> {
+    if RECORDING.with(Cell::get) {
+        Some(RECORDS.with(|r| r.borrow().len()))
+    } else {
+        None
+    }
+}
+
+/// Notes, for `layer`, the shape recorded since `mark` by the value at
+/// `last` of type `last_type` (a `Sequential`'s last element: its output is
+/// the `Sequential`'s). Nothing when that element recorded nothing.
+pub(crate) fn record_last_as<L: ?Sized>(layer: &L, mark: usize, last: (usize, &'static str)) {
+    RECORDS.with(|r| {
+        let mut records = r.borrow_mut();
+        let found = records[mark.min(records.len())..]
+            .iter()
+            .rev()
+            .find(|rec| (rec.address, rec.type_name) == last)
+            .map(|rec| rec.shape.clone());
+        if let Some(shape) = found {
+            records.push(Record {
+                address: address_of(layer),
+                type_name: std::any::type_name::<L>(),
+                shape,
+            });
+        }
+    });
+}
+
+/// The recorder switched on for one forward pass; off (and emptied) again
+/// on drop, also when the pass panics.
+struct Recording;
+
+impl Recording {
+    fn start() -> Recording {
+        RECORDS.with(|r| r.borrow_mut().clear());
+        RECORDING.with(|c| c.set(true));
+        Recording
+    }
+
+    fn take(&self) -> Vec<Record> {
+        RECORDS.with(|r| std::mem::take(&mut *r.borrow_mut()))
+    }
+}
+
+impl Drop for Recording {
+    fn drop(&mut self) {
+        RECORDING.with(|c| c.set(false));
+        RECORDS.with(|r| r.borrow_mut().clear());
+    }
+}
+
+/// The key (address, full type name) under which `value` records its
+/// output: what `Sequential` looks up for its last element.
+pub(crate) fn key_of<T>(value: &T) -> (usize, &'static str) {
+    (address_of(value), std::any::type_name::<T>())
+}
+
+/// One row of a [`Summary`]: a sublayer (or the model itself, path `""`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SummaryRow {
+    /// The sublayer's path (`encoder.0`), `""` for the model.
+    pub path: String,
+    /// Its type, without module path or generics (`Linear`).
+    pub type_name: String,
+    /// Its output shape in the forward pass, `None` when it reported none
+    /// (a derived sublayer whose `forward` does not call
+    /// [`record_output`], or a layer the pass did not run).
+    pub output_shape: Option<Vec<usize>>,
+    /// Trainable elements under it.
+    pub trainable: usize,
+    /// Frozen or untracked elements under it.
+    pub frozen: usize,
+}
+
+/// What [`summary`] returns: a row per sublayer, the output shape for the
+/// given input, and totals. `Display` prints it as a table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Summary {
+    /// Every sublayer in traversal order, the model first.
+    pub rows: Vec<SummaryRow>,
+    /// The input shape given.
+    pub input_shape: Vec<usize>,
+    /// The model's output shape for that input.
+    pub output_shape: Vec<usize>,
+    /// Trainable elements in all.
+    pub trainable: usize,
+    /// Frozen (and untracked) elements in all.
+    pub frozen: usize,
+    /// Bytes of all stored tensors.
+    pub bytes: usize,
+}
+
+/// The last path segment of a type name without generics.
+fn short_name(full: &str) -> String {
+    let base = full.split('<').next().unwrap_or(full);
+    base.rsplit("::").next().unwrap_or(base).to_string()
+}
+
+/// A torchinfo-style summary: every sublayer's path, type, output shape and
+/// parameter count (trainable and frozen), the output shape for an input of
+/// `input_shape` (one forward pass on zeros, under `no_grad`, in the
+/// model's current mode), and the totals in elements and bytes. Which rows
+/// get an output shape is explained in the [module docs](self); a
+/// hand-written layer reports its own with [`record_output`].
+///
+/// # Panics
+/// When the model cannot take an input of that shape (the forward pass's
+/// own message).
+///
+/// ```
+/// use forge::f32::Linear;
+/// use forge::prelude::*;
+/// use forge::nn::summary;
+/// let mut rng = Rng::new(0);
+/// let model = sequential![Linear::new(784, 32, &mut rng), Relu, Linear::new(32, 10, &mut rng)];
+/// let s = summary(&model, &[64, 784]);
+/// assert_eq!(s.output_shape, [64, 10]);
+/// assert_eq!(s.trainable, 784 * 32 + 32 + 32 * 10 + 10);
+/// assert_eq!(s.bytes, s.trainable * 4);
+/// assert_eq!(s.rows[1].path, "0");
+/// assert_eq!(s.rows[1].type_name, "Linear");
+/// assert_eq!(s.rows[1].output_shape, Some(vec![64, 32]));
+/// println!("{s}");
+/// ```
+#[track_caller]
+pub fn summary<E, L>(model: &L, input_shape: &[usize]) -> Summary
+where
+    E: Float,
+    L: Layer<E> + Forward<Tensor<E>, Output = Tensor<E>>,
+{
+    /// Rows (with each sublayer's address and full type name) and totals.
+    struct Rows<E> {
+        rows: Vec<(SummaryRow, usize, &'static str)>,
+        totals: (usize, usize, usize),
+        _e: std::marker::PhantomData<E>,
+    }
+    impl<E: Float> TensorVisitor<E> for Rows<E> {
+        fn visit(&mut self, path: &str, t: &Tensor<E>, kind: TensorKind) {
+            let trainable = kind == TensorKind::Weight && t.is_tracked();
+            let n = t.numel();
+            for (row, _, _) in self.rows.iter_mut() {
+                let inside = row.path.is_empty()
+                    || path
+                        .strip_prefix(row.path.as_str())
+                        .is_some_and(|r| r.starts_with('.'));
+                if inside && !row.path.is_empty() {
+                    if trainable {
+                        row.trainable += n;
+                    } else {
+                        row.frozen += n;
+                    }
+                }
+            }
+            if trainable {
+                self.totals.0 += n;
+            } else {
+                self.totals.1 += n;
+            }
+            self.totals.2 += n * std::mem::size_of::<E>();
+        }
+        fn visit_layer(&mut self, path: &str, type_name: &'static str) {
+            self.visit_layer_at(path, type_name, 0)
+        }
+        fn visit_layer_at(&mut self, path: &str, type_name: &'static str, address: usize) {
+            let row = SummaryRow {
+                path: path.to_string(),
+                type_name: short_name(type_name),
+                output_shape: None,
+                trainable: 0,
+                frozen: 0,
+            };
+            self.rows.push((row, address, type_name));
+        }
+    }
+    let model_row = SummaryRow {
+        path: String::new(),
+        type_name: short_name(std::any::type_name::<L>()),
+        output_shape: None,
+        trainable: 0,
+        frozen: 0,
+    };
+    let mut v = Rows {
+        rows: vec![(model_row, address_of(model), std::any::type_name::<L>())],
+        totals: (0, 0, 0),
+        _e: std::marker::PhantomData,
+    };
+    model.visit_tensors(&mut v);
+    let (trainable, frozen, bytes) = v.totals;
+    let recording = Recording::start();
+    let output = crate::autograd::no_grad(|| model.forward(Tensor::zeros(input_shape)));
+    let records = recording.take();
+    drop(recording);
+    // The i-th row with a given (address, type) takes the i-th record with
+    // it, or the first when the layer ran more often than it has rows (a
+    // layer called several times). Rows share a key only when zero-sized
+    // layers of one type sit at one address; they run in traversal order.
+    let mut taken = std::collections::HashMap::<(usize, &'static str), usize>::new();
+    let mut rows = Vec::with_capacity(v.rows.len());
+    for (mut row, address, type_name) in v.rows {
+        let key = (address, type_name);
+        let same: Vec<&Record> = records
+            .iter()
+            .filter(|r| (r.address, r.type_name) == key)
+            .collect();
+        let count = taken.entry(key).or_insert(0);
+        let n_rows = *count;
+        *count += 1;
+        row.output_shape = same.get(n_rows).or(same.first()).map(|r| r.shape.clone());
+        rows.push(row);
+    }
+    rows[0].trainable = trainable;
+    rows[0].frozen = frozen;
+    rows[0].output_shape = Some(output.shape().to_vec());
+    Summary {
+        rows,
+        input_shape: input_shape.to_vec(),
+        output_shape: output.shape().to_vec(),
+        trainable,
+        frozen,
+        bytes,
+    }
+}
+
+/// `[5, 16]`, or `-` for none.
+fn shape_text(shape: &Option<Vec<usize>>) -> String {
+    shape.as_ref().map_or("-".to_string(), |s| format!("{s:?}"))
+}
+
+impl fmt::Display for Summary {
+    /// A table: layer (path and type), output shape, trainable and frozen
+    /// parameters, then the input and output shapes and the totals.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = |r: &SummaryRow| {
+            if r.path.is_empty() {
+                r.type_name.clone()
+            } else {
+                let depth = r.path.matches('.').count() + 1;
+                format!("{}{} ({})", "  ".repeat(depth), r.path, r.type_name)
+            }
+        };
+        let width = self
+            .rows
+            .iter()
+            .map(|r| name(r).len())
+            .max()
+            .unwrap_or(5)
+            .max(5);
+        let shape_width = self
+            .rows
+            .iter()
+            .map(|r| shape_text(&r.output_shape).len())
+            .max()
+            .unwrap_or(0)
+            .max("Output shape".len());
+        let rule = "-".repeat(width + shape_width + 30);
+        writeln!(f, "{rule}")?;
+        writeln!(
+            f,
+            "{:<width$}  {:<shape_width$} {:>13} {:>13}",
+            "Layer", "Output shape", "Trainable", "Frozen"
+        )?;
+        writeln!(f, "{rule}")?;
+        for r in &self.rows {
+            writeln!(
+                f,
+                "{:<width$}  {:<shape_width$} {:>13} {:>13}",
+                name(r),
+                shape_text(&r.output_shape),
+                r.trainable,
+                r.frozen
+            )?;
+        }
+        writeln!(f, "{rule}")?;
+        writeln!(f, "Input shape: {:?}", self.input_shape)?;
+        writeln!(f, "Output shape: {:?}", self.output_shape)?;
+        writeln!(f, "Trainable params: {}", self.trainable)?;
+        writeln!(f, "Frozen params: {}", self.frozen)?;
+        writeln!(f, "Total params: {}", self.trainable + self.frozen)?;
+        if self.bytes >= 1_000_000 {
+            write!(f, "Params size: {:.2} MB", self.bytes as f64 / 1e6)
+        } else {
+            write!(f, "Params size: {:.2} KB", self.bytes as f64 / 1e3)
+        }
+    }
+}
