@@ -174,13 +174,16 @@ impl UpdateRule for RmsPropConfig {
     fn validate(&self) -> Result<()> {
         unit_interval(Self::NAME, "alpha", self.alpha)?;
         // alpha = 1 never updates the average (every step divides by eps);
-        // centered with alpha = 0 has a variance of exactly 0, likewise.
-        if self.alpha == 1.0 || (self.centered && self.alpha == 0.0) {
+        // centered with alpha = 0 has a variance of exactly 0, likewise,
+        // and so has, in f32, any alpha for which 1 - alpha rounds to 1
+        // (alpha <= 2^-25): from a zero state the averages are exactly g^2
+        // and g. Refused in f64 too, where the variance would be ~alpha g^2.
+        if self.alpha == 1.0 || (self.centered && (1.0 - self.alpha) as f32 == 1.0) {
             return Err(ForgeError::invalid(
                 "RmsProp.alpha",
                 format!(
                     "RmsProp: alpha = {} with centered = {} leaves the variance estimate at 0 \
-                     (every step would divide by eps); use 0 < alpha < 1",
+                     (every step would divide by eps); use 0 < alpha < 1, above 2^-25 when centered",
                     self.alpha, self.centered
                 ),
             ));
