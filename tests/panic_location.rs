@@ -70,4 +70,59 @@ fn shape_panics_point_at_the_callers_line() {
     assert!(msg.starts_with("Sequential layer 2 (Linear): "), "{msg}");
     // The layer's own panic inside the Sequential was not reported again.
     assert!(SEEN.lock().unwrap().is_empty());
+
+    // Reductions, shape and layout ops, joins, indexing, losses and
+    // constructors: the panic is reported on the line of the call.
+    let mut wrong = Vec::new();
+    macro_rules! reported_here {
+        ($call:expr, $needle:literal) => {{
+            let line = line!();
+            let (file, at, msg) = panic_site(|| {
+                let _ = $call;
+            });
+            if (file.as_str(), at) != (this, line) || !msg.contains($needle) {
+                wrong.push(format!("{}: at {file}:{at}: {msg}", stringify!($call)));
+            }
+        }};
+    }
+    let t = Tensor::<f32>::zeros(&[2, 3]);
+    let idx = Tensor::<i64>::from_vec(vec![0, 7], &[2]);
+    let mask = Tensor::<bool>::from_vec(vec![true; 4], &[4]);
+    reported_here!(t.sum_dim(&[2], false), "out of range");
+    reported_here!(t.sum_dim(&[1, -1], false), "repeated axis");
+    reported_here!(t.mean_dim(&[5], true), "out of range");
+    reported_here!(t.var_dim(&[3], 1, false), "out of range");
+    reported_here!(t.std_dim(&[-3], 1, false), "out of range");
+    reported_here!(t.max_dim(&[4], false), "out of range");
+    reported_here!(t.min_dim(&[4], false), "out of range");
+    reported_here!(t.argmax_dim(2, false), "out of range");
+    reported_here!(t.reshape(&[4, -1]), "");
+    reported_here!(t.view(&[5]), "");
+    reported_here!(t.permute(&[0, 0]), "");
+    reported_here!(t.permute(&[0, 5]), "out of range");
+    reported_here!(t.transpose(0, 2), "out of range");
+    reported_here!(t.expand(&[4, 3]), "");
+    reported_here!(t.squeeze(3), "out of range");
+    reported_here!(t.unsqueeze(4), "out of range");
+    reported_here!(t.flatten(0, 3), "out of range");
+    reported_here!(t.narrow(1, 2, 2), "");
+    reported_here!(t.slice(3, 0, 1, 1), "out of range");
+    reported_here!(t.flip(&[2]), "out of range");
+    reported_here!(Tensor::cat(&[&t, &Tensor::zeros(&[2, 4])], 0), "");
+    reported_here!(Tensor::stack(&[&t, &Tensor::zeros(&[3, 2])], 0), "");
+    reported_here!(t.split(0, 1), "positive");
+    reported_here!(t.index_select(1, &idx), "");
+    reported_here!(t.gather(1, &idx), "");
+    reported_here!(t.masked_fill(&mask, 0.0), "");
+    reported_here!(t.sum_to(&[4]), "");
+    reported_here!(t.dim(2), "out of range");
+    reported_here!(t.item(), "");
+    reported_here!(Tensor::<f32>::from_vec(vec![1.0; 5], &[2, 3]), "");
+    reported_here!(mse(&t, &Tensor::zeros(&[3, 2])), "");
+    reported_here!(t.dropout(1.5, true, &mut rng), "");
+    assert!(
+        wrong.is_empty(),
+        "reported elsewhere:\n{}",
+        wrong.join("\n")
+    );
 }

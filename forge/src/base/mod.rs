@@ -16,4 +16,5 @@ mod element;
 mod shape;
 
 pub use element::{DType, Element, Float};
+pub(crate) use shape::norm_axes;
 pub use shape::{broadcast_shapes, norm_axis, numel, strides};

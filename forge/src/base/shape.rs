@@ -73,3 +73,15 @@ pub fn norm_axis(op: &str, axis: isize, rank: usize) -> usize {
     }
     a as usize
 }
+
+/// [`norm_axis`] for each of `axes`, in their order. A loop rather than an
+/// iterator `map`: a closure would end the `#[track_caller]` chain, and an
+/// out-of-range axis would be reported here instead of at the user's call.
+#[track_caller]
+pub(crate) fn norm_axes(op: &str, axes: &[isize], rank: usize) -> Vec<usize> {
+    let mut out = Vec::with_capacity(axes.len());
+    for &axis in axes {
+        out.push(norm_axis(op, axis, rank));
+    }
+    out
+}

@@ -65,6 +65,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
     /// assert_eq!(h.shape(), &[2, 3]);
     /// assert_eq!(h.to_vec(), vec![0.0, 0.0, 1.0, 1.0, 0.0, 0.0]);
     /// ```
+    #[track_caller]
     pub fn one_hot(idx: &Tensor<i64, D>, classes: usize) -> Self {
         let mut data = vec![E::ZERO; idx.numel() * classes];
         for (row, &c) in idx.as_slice().iter().enumerate() {

@@ -21,6 +21,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(c.shape(), &[2, 4]);
     /// assert_eq!(c.to_vec()[3], 1.0);
     /// ```
+    #[track_caller]
     pub fn cat(tensors: &[&Self], axis: isize) -> Self {
         let shapes: Vec<&[usize]> = tensors.iter().map(|t| t.shape()).collect();
         let a = plan::check_cat(&shapes, axis);
@@ -66,6 +67,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let a = Tensor::<f32>::zeros(&[2, 3]);
     /// assert_eq!(Tensor::stack(&[&a, &a, &a], 1).shape(), &[2, 3, 3]);
     /// ```
+    #[track_caller]
     pub fn stack(tensors: &[&Self], axis: isize) -> Self {
         let shapes: Vec<&[usize]> = tensors.iter().map(|t| t.shape()).collect();
         let a = plan::check_stack(&shapes, axis);
@@ -86,6 +88,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let sizes: Vec<usize> = parts.iter().map(|p| p.dim(0)).collect();
     /// assert_eq!(sizes, vec![2, 2, 1]);
     /// ```
+    #[track_caller]
     pub fn split(&self, size: usize, axis: isize) -> Vec<Self> {
         assert!(size > 0, "split: piece size must be positive");
         assert!(self.rank() > 0, "split: cannot split a 0-d tensor");
@@ -107,6 +110,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let parts = t.split_sizes(&[1, 3, 2], 1);
     /// assert_eq!(parts[1].shape(), &[2, 3]);
     /// ```
+    #[track_caller]
     pub fn split_sizes(&self, sizes: &[usize], axis: isize) -> Vec<Self> {
         assert!(self.rank() > 0, "split_sizes: cannot split a 0-d tensor");
         let n = self.shape()[norm_axis("split_sizes", axis, self.rank())];
@@ -138,6 +142,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(t.chunk(3, 0).len(), 3);
     /// assert_eq!(forge::Tensor::<f32>::zeros(&[5]).chunk(4, 0).len(), 3);
     /// ```
+    #[track_caller]
     pub fn chunk(&self, n: usize, axis: isize) -> Vec<Self> {
         assert!(n > 0, "chunk: number of chunks must be positive");
         assert!(self.rank() > 0, "chunk: cannot split a 0-d tensor");

@@ -21,6 +21,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(y.to_vec(), x.dropout(0.5, true, &mut Rng::new(7)).to_vec());
     /// assert_eq!(x.dropout(0.5, false, &mut Rng::new(7)).to_vec(), x.to_vec());
     /// ```
+    #[track_caller]
     pub fn dropout(&self, p: f64, training: bool, rng: &mut Rng) -> Self {
         assert!(
             (0.0..=1.0).contains(&p),
@@ -52,6 +53,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
 /// let y = dropout(&Tensor::<f32>::ones(&[4]), 1.0, true, &mut Rng::new(0));
 /// assert_eq!(y.to_vec(), vec![0.0; 4]);
 /// ```
+#[track_caller]
 pub fn dropout<E: Float, D: Device>(
     x: &Tensor<E, D>,
     p: f64,

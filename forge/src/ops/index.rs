@@ -23,6 +23,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(t.slice(0, 1, 5, 2).to_vec(), vec![1.0, 3.0]);
     /// assert_eq!(t.slice(0, -2, 100, 1).to_vec(), vec![4.0, 5.0]);
     /// ```
+    #[track_caller]
     pub fn slice(&self, axis: isize, start: isize, end: isize, step: usize) -> Self {
         match plan::slice(self.shape(), axis, start, end, step) {
             Some(v) => self.strided_view("slice", v.offset, &v.shape, &v.strides),
@@ -39,6 +40,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f32>::from_vec((0..6).map(|i| i as f32).collect(), &[2, 3]);
     /// assert_eq!(t.narrow(1, 1, 2).to_vec(), vec![1.0, 2.0, 4.0, 5.0]);
     /// ```
+    #[track_caller]
     pub fn narrow(&self, axis: isize, start: usize, len: usize) -> Self {
         plan::check_narrow(self.shape(), axis, start, len);
         self.slice(axis, start as isize, (start + len) as isize, 1)
@@ -57,6 +59,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let i = Tensor::<i64>::from_vec(vec![2, 0], &[2]);
     /// assert_eq!(t.index_select(0, &i).to_vec(), vec![5.0, 6.0, 1.0, 2.0]);
     /// ```
+    #[track_caller]
     pub fn index_select(&self, axis: isize, idx: &Tensor<i64, D>) -> Self {
         let (a, ix, shape) = plan::index_select(self.shape(), axis, idx.shape(), idx.as_slice());
         let data = index::index_select(self.as_slice(), self.shape(), a, &ix);
@@ -88,6 +91,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let s = Tensor::<f32>::from_vec(vec![1.0, 4.0], &[2]);
     /// assert_eq!(t.index_add(0, &i, &s).to_vec(), vec![0.0, 0.0, 5.0]);
     /// ```
+    #[track_caller]
     pub fn index_add(&self, axis: isize, idx: &Tensor<i64, D>, src: &Self) -> Self {
         let a = norm_axis("index_add", axis, self.rank());
         let mut want = self.shape().to_vec();
@@ -132,6 +136,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let i = Tensor::<i64>::from_vec(vec![1, 0], &[2, 1]);
     /// assert_eq!(t.gather(1, &i).to_vec(), vec![2.0, 3.0]);
     /// ```
+    #[track_caller]
     pub fn gather(&self, axis: isize, idx: &Tensor<i64, D>) -> Self {
         let a = norm_axis("gather", axis, self.rank());
         let fits = idx.rank() == self.rank()
@@ -174,6 +179,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let s = Tensor::<f32>::ones(&[2, 2]);
     /// assert_eq!(t.scatter_add(1, &i, &s).to_vec(), vec![0.0, 0.0, 2.0, 1.0, 1.0, 0.0]);
     /// ```
+    #[track_caller]
     pub fn scatter_add(&self, axis: isize, idx: &Tensor<i64, D>, src: &Self) -> Self {
         let a = norm_axis("scatter_add", axis, self.rank());
         let r = self.rank();
@@ -234,6 +240,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let m = Tensor::<bool>::from_vec(vec![false, true], &[2]);
     /// assert_eq!(t.masked_fill(&m, -1.0).to_vec(), vec![1.0, -1.0, 3.0, -1.0]);
     /// ```
+    #[track_caller]
     pub fn masked_fill(&self, mask: &Tensor<bool, D>, value: f64) -> Self {
         assert!(
             broadcast_shapes(mask.shape(), self.shape()).as_deref() == Some(self.shape()),
@@ -271,6 +278,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let b = Tensor::<f32>::scalar(0.0);
     /// assert_eq!(Tensor::where_cond(&c, &a, &b).to_vec(), vec![1.0, 0.0, 3.0]);
     /// ```
+    #[track_caller]
     pub fn where_cond(cond: &Tensor<bool, D>, a: &Self, b: &Self) -> Self {
         let shape = broadcast_shapes(a.shape(), b.shape())
             .and_then(|s| broadcast_shapes(cond.shape(), &s))

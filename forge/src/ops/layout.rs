@@ -3,6 +3,7 @@
 //! of differentiable ops, so every gradient is differentiable again.
 
 use super::plan;
+use crate::base::norm_axes;
 use crate::cpu::strided::signed_strides;
 use crate::tensor::{norm_axis, Device, Float, Tensor};
 
@@ -18,6 +19,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(t.squeeze(1).shape(), &[2, 3]);
     /// assert_eq!(t.squeeze(0).shape(), &[2, 1, 3]);
     /// ```
+    #[track_caller]
     pub fn squeeze(&self, axis: isize) -> Self {
         self.view(&plan::squeeze(self.shape(), axis))
     }
@@ -28,6 +30,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f32>::zeros(&[1, 2, 1, 3]);
     /// assert_eq!(t.squeeze_all().shape(), &[2, 3]);
     /// ```
+    #[track_caller]
     pub fn squeeze_all(&self) -> Self {
         let shape: Vec<usize> = self.shape().iter().copied().filter(|&d| d != 1).collect();
         self.view(&shape)
@@ -44,6 +47,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(t.unsqueeze(0).shape(), &[1, 2, 3]);
     /// assert_eq!(t.unsqueeze(-1).shape(), &[2, 3, 1]);
     /// ```
+    #[track_caller]
     pub fn unsqueeze(&self, axis: isize) -> Self {
         self.view(&plan::unsqueeze(self.shape(), axis))
     }
@@ -59,6 +63,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(t.flatten(1, 2).shape(), &[2, 12, 5]);
     /// assert_eq!(t.flatten(0, -1).shape(), &[120]);
     /// ```
+    #[track_caller]
     pub fn flatten(&self, start: isize, end: isize) -> Self {
         self.view(&plan::flatten(self.shape(), start, end))
     }
@@ -73,11 +78,9 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(t.flip(&[1]).to_vec(), vec![2.0, 1.0, 4.0, 3.0]);
     /// assert_eq!(t.flip(&[0, 1]).to_vec(), vec![4.0, 3.0, 2.0, 1.0]);
     /// ```
+    #[track_caller]
     pub fn flip(&self, dims: &[isize]) -> Self {
-        let mut axes: Vec<usize> = dims
-            .iter()
-            .map(|&d| norm_axis("flip", d, self.rank()))
-            .collect();
+        let mut axes = norm_axes("flip", dims, self.rank());
         axes.sort_unstable();
         axes.dedup();
         assert!(
@@ -109,6 +112,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(t.repeat(&[2, 2]).shape(), &[2, 4]);
     /// assert_eq!(t.repeat(&[3]).to_vec(), vec![1.0, 2.0, 1.0, 2.0, 1.0, 2.0]);
     /// ```
+    #[track_caller]
     pub fn repeat(&self, reps: &[usize]) -> Self {
         assert!(
             reps.len() >= self.rank(),
@@ -142,6 +146,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(p.shape(), &[2, 3]);
     /// assert_eq!(p.to_vec(), vec![9.0, 1.0, 2.0, 9.0, 9.0, 9.0]);
     /// ```
+    #[track_caller]
     pub fn pad(&self, pads: &[(usize, usize)], value: f64) -> Self {
         let rank = self.rank();
         assert!(
@@ -177,6 +182,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f32>::ones(&[2, 2]);
     /// assert_eq!(t.tril(0).to_vec(), vec![1.0, 0.0, 1.0, 1.0]);
     /// ```
+    #[track_caller]
     pub fn tril(&self, k: isize) -> Self {
         self.triangle("tril", |i, j| j - i > k)
     }
@@ -191,12 +197,14 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f32>::ones(&[2, 2]);
     /// assert_eq!(t.triu(1).to_vec(), vec![0.0, 1.0, 0.0, 0.0]);
     /// ```
+    #[track_caller]
     pub fn triu(&self, k: isize) -> Self {
         self.triangle("triu", |i, j| j - i < k)
     }
 
     /// Zeroes the elements `(i, j)` of the last two dimensions where
     /// `drop(i, j)`; the gradient is zero there too.
+    #[track_caller]
     fn triangle(&self, op: &str, drop: impl Fn(isize, isize) -> bool) -> Self {
         assert!(
             self.rank() >= 2,
@@ -224,6 +232,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(t.diagonal(1, 0, 1).to_vec(), vec![1.0, 5.0]);
     /// assert_eq!(t.diagonal(-1, 0, 1).to_vec(), vec![3.0]);
     /// ```
+    #[track_caller]
     pub fn diagonal(&self, offset: isize, dim1: isize, dim2: isize) -> Self {
         let rank = self.rank();
         let a = norm_axis("diagonal", dim1, rank);

@@ -6,6 +6,7 @@
 use super::loss::{reduce, Reduction};
 use crate::tensor::{Device, Float, Tensor};
 
+#[track_caller]
 fn same_shape<E: Float, D: Device>(op: &str, input: &Tensor<E, D>, target: &Tensor<E, D>) {
     assert!(
         input.shape() == target.shape(),
@@ -33,6 +34,7 @@ fn mask<E: Float, D: Device>(x: &Tensor<E, D>, pred: impl Fn(E) -> bool + Sync) 
 /// let b = Tensor::<f64>::from_vec(vec![0.0, 4.0], &[2]);
 /// assert_eq!(mse_loss(&a, &b, Reduction::Mean).item(), 2.5);
 /// ```
+#[track_caller]
 pub fn mse_loss<E: Float, D: Device>(
     input: &Tensor<E, D>,
     target: &Tensor<E, D>,
@@ -54,6 +56,7 @@ pub fn mse_loss<E: Float, D: Device>(
 /// let b = Tensor::<f64>::from_vec(vec![0.0, 4.0], &[2]);
 /// assert_eq!(l1_loss(&a, &b, Reduction::Sum).item(), 3.0);
 /// ```
+#[track_caller]
 pub fn l1_loss<E: Float, D: Device>(
     input: &Tensor<E, D>,
     target: &Tensor<E, D>,
@@ -65,6 +68,7 @@ pub fn l1_loss<E: Float, D: Device>(
 
 /// `0.5 d^2 / beta` where `|d| < beta`, `|d| - 0.5 beta` elsewhere,
 /// `d = input - target` (unreduced).
+#[track_caller]
 fn smooth_l1_raw<E: Float, D: Device>(
     input: &Tensor<E, D>,
     target: &Tensor<E, D>,
@@ -96,6 +100,7 @@ fn smooth_l1_raw<E: Float, D: Device>(
 /// let b = Tensor::<f64>::zeros(&[2]);
 /// assert_eq!(smooth_l1_loss(&a, &b, 1.0, Reduction::None).to_vec(), vec![0.125, 2.5]);
 /// ```
+#[track_caller]
 pub fn smooth_l1_loss<E: Float, D: Device>(
     input: &Tensor<E, D>,
     target: &Tensor<E, D>,
@@ -120,6 +125,7 @@ pub fn smooth_l1_loss<E: Float, D: Device>(
 /// let b = Tensor::<f64>::zeros(&[2]);
 /// assert_eq!(huber_loss(&a, &b, 2.0, Reduction::None).to_vec(), vec![0.125, 4.0]);
 /// ```
+#[track_caller]
 pub fn huber_loss<E: Float, D: Device>(
     input: &Tensor<E, D>,
     target: &Tensor<E, D>,
@@ -149,6 +155,7 @@ pub fn huber_loss<E: Float, D: Device>(
 /// assert!((l[0] - 2f64.ln()).abs() < 1e-15);
 /// assert_eq!(l[1], 100.0);
 /// ```
+#[track_caller]
 pub fn binary_cross_entropy<E: Float, D: Device>(
     input: &Tensor<E, D>,
     target: &Tensor<E, D>,
@@ -194,6 +201,7 @@ pub fn binary_cross_entropy<E: Float, D: Device>(
 /// assert!((l[0] - 2f64.ln()).abs() < 1e-15);
 /// assert_eq!(l[1..], [0.0, 1000.0]);
 /// ```
+#[track_caller]
 pub fn binary_cross_entropy_with_logits<E: Float, D: Device>(
     input: &Tensor<E, D>,
     target: &Tensor<E, D>,
@@ -255,6 +263,7 @@ pub enum KlDivReduction {
 /// let l = kl_div(&p.log(), &p, KlDivReduction::BatchMean, false);
 /// assert_eq!(l.item(), 0.0);
 /// ```
+#[track_caller]
 pub fn kl_div<E: Float, D: Device>(
     input: &Tensor<E, D>,
     target: &Tensor<E, D>,
@@ -294,6 +303,7 @@ pub fn kl_div<E: Float, D: Device>(
 /// let b = Tensor::<f64>::from_vec(vec![-3.0], &[1]);
 /// assert_eq!(l1_penalty([&a, &b]).item(), 6.0);
 /// ```
+#[track_caller]
 pub fn l1_penalty<'a, E: Float, D: Device>(
     params: impl IntoIterator<Item = &'a Tensor<E, D>>,
 ) -> Tensor<E, D> {
@@ -312,6 +322,7 @@ pub fn l1_penalty<'a, E: Float, D: Device>(
 /// let b = Tensor::<f64>::from_vec(vec![-3.0], &[1]);
 /// assert_eq!(l2_penalty([&a, &b]).item(), 14.0);
 /// ```
+#[track_caller]
 pub fn l2_penalty<'a, E: Float, D: Device>(
     params: impl IntoIterator<Item = &'a Tensor<E, D>>,
 ) -> Tensor<E, D> {

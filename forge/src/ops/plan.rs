@@ -2,6 +2,7 @@
 //! tensors) and their untracked twins on integer and boolean tensors:
 //! every check and every panic message lives here once.
 
+use crate::base::norm_axes;
 use crate::cpu::strided::signed_strides;
 use crate::tensor::{broadcast_shapes, norm_axis, numel};
 
@@ -98,10 +99,7 @@ pub(crate) fn check_expand(from: &[usize], to: &[usize]) {
 #[track_caller]
 pub(crate) fn permute(shape: &[usize], dims: &[isize]) -> (View, Vec<isize>) {
     let rank = shape.len();
-    let p: Vec<usize> = dims
-        .iter()
-        .map(|&d| norm_axis("permute", d, rank))
-        .collect();
+    let p = norm_axes("permute", dims, rank);
     let mut seen = vec![false; rank];
     for &d in &p {
         seen[d] = true;
@@ -185,14 +183,15 @@ pub(crate) fn check_narrow(shape: &[usize], axis: isize, start: usize, len: usiz
 /// Checks that every index lies in `0..size` and converts them.
 #[track_caller]
 pub(crate) fn indices(op: &str, idx: &[i64], axis: usize, size: usize) -> Vec<usize> {
-    idx.iter()
-        .map(|&i| {
-            if i < 0 || i as u64 >= size as u64 {
-                panic!("{op}: index {i} is out of range for dimension {axis} of size {size}");
-            }
-            i as usize
-        })
-        .collect()
+    // a loop, not a closure: the panic must stay in the #[track_caller] chain
+    let mut out = Vec::with_capacity(idx.len());
+    for &i in idx {
+        if i < 0 || i as u64 >= size as u64 {
+            panic!("{op}: index {i} is out of range for dimension {axis} of size {size}");
+        }
+        out.push(i as usize);
+    }
+    out
 }
 
 /// Checks `index_select` and returns the axis, the indices and the output

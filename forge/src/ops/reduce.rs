@@ -1,14 +1,16 @@
 //! Reductions over any set of axes.
 
+use crate::base::norm_axes;
 use crate::cpu::reduce::{fold_axes, kept_shape};
-use crate::tensor::{norm_axis, Device, Float, Tensor};
+use crate::tensor::{Device, Float, Tensor};
 
 /// Normalises and sorts reduction axes; an empty list means every axis.
+#[track_caller]
 pub(crate) fn reduce_axes(op: &str, dims: &[isize], rank: usize) -> Vec<usize> {
     if dims.is_empty() {
         return (0..rank).collect();
     }
-    let mut axes: Vec<usize> = dims.iter().map(|&d| norm_axis(op, d, rank)).collect();
+    let mut axes = norm_axes(op, dims, rank);
     axes.sort_unstable();
     let before = axes.len();
     axes.dedup();
@@ -36,6 +38,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     /// assert_eq!(forge::Tensor::<f32>::ones(&[2, 3]).sum().item(), 6.0);
     /// ```
+    #[track_caller]
     pub fn sum(&self) -> Self {
         self.sum_dim(&[], false)
     }
@@ -51,6 +54,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(t.sum_dim(&[0, 2], true).shape(), &[1, 3, 1]);
     /// assert_eq!(t.sum_dim(&[-1], false).shape(), &[2, 3]);
     /// ```
+    #[track_caller]
     pub fn sum_dim(&self, dims: &[isize], keepdim: bool) -> Self {
         let axes = reduce_axes("sum", dims, self.rank());
         let data = fold_axes(self.as_slice(), self.shape(), &axes, E::zero(), |a, x| {
@@ -69,6 +73,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f32>::from_vec(vec![1.0, 2.0, 3.0, 6.0], &[4]);
     /// assert_eq!(t.mean().item(), 3.0);
     /// ```
+    #[track_caller]
     pub fn mean(&self) -> Self {
         self.mean_dim(&[], false)
     }
@@ -82,6 +87,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f32>::from_vec(vec![1.0, 3.0, 5.0, 7.0], &[2, 2]);
     /// assert_eq!(t.mean_dim(&[1], false).to_vec(), vec![2.0, 6.0]);
     /// ```
+    #[track_caller]
     pub fn mean_dim(&self, dims: &[isize], keepdim: bool) -> Self {
         let axes = reduce_axes("mean", dims, self.rank());
         let count: usize = axes.iter().map(|&a| self.shape[a]).product();

@@ -55,6 +55,7 @@ impl Extreme {
 }
 
 impl<E: Float, D: Device> Tensor<E, D> {
+    #[track_caller]
     fn extreme_dim(&self, dims: &[isize], keepdim: bool, which: Extreme) -> Self {
         let name = which.name();
         let axes = reduce_axes(name, dims, self.rank());
@@ -106,6 +107,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let g = m.backward();
     /// assert_eq!(g.get(&x).unwrap().to_vec(), vec![0.0, 0.5, 0.0, 0.5]);
     /// ```
+    #[track_caller]
     pub fn max(&self) -> Self {
         self.max_dim(&[], false)
     }
@@ -120,6 +122,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let x = forge::Tensor::<f32>::from_vec(vec![3.0, -1.0, 2.0], &[3]);
     /// assert_eq!(x.min().item(), -1.0);
     /// ```
+    #[track_caller]
     pub fn min(&self) -> Self {
         self.min_dim(&[], false)
     }
@@ -140,6 +143,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(x.max_dim(&[0], true).shape(), &[1, 3]);
     /// assert_eq!(x.max_dim(&[0], true).to_vec(), vec![7.0, 5.0, 3.0]);
     /// ```
+    #[track_caller]
     pub fn max_dim(&self, dims: &[isize], keepdim: bool) -> Self {
         self.extreme_dim(dims, keepdim, Extreme::Max)
     }
@@ -157,6 +161,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let x = Tensor::<f32>::from_vec(vec![1.0, 5.0, 2.0, 7.0, 0.0, 3.0], &[2, 3]);
     /// assert_eq!(x.min_dim(&[-1], true).to_vec(), vec![1.0, 0.0]);
     /// ```
+    #[track_caller]
     pub fn min_dim(&self, dims: &[isize], keepdim: bool) -> Self {
         self.extreme_dim(dims, keepdim, Extreme::Min)
     }
@@ -183,6 +188,7 @@ fn tie_weights<E: Float, D: Device>(
 }
 
 impl<E: Element, D: Device> Tensor<E, D> {
+    #[track_caller]
     fn arg_extreme(&self, which: Extreme, op: &str) -> Tensor<i64, D> {
         assert!(
             self.numel() > 0,
@@ -195,6 +201,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
         Tensor::from_parts(idx, Vec::<usize>::new().into(), None)
     }
 
+    #[track_caller]
     fn arg_extreme_dim(
         &self,
         axis: isize,
@@ -227,6 +234,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
     /// let x = forge::Tensor::<f32>::from_vec(vec![1.0, 9.0, 3.0, 9.0], &[2, 2]);
     /// assert_eq!(x.argmax().item(), 1);
     /// ```
+    #[track_caller]
     pub fn argmax(&self) -> Tensor<i64, D> {
         self.arg_extreme(Extreme::Max, "argmax")
     }
@@ -241,6 +249,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
     /// let x = forge::Tensor::<f32>::from_vec(vec![1.0, -9.0, 3.0, -9.0], &[2, 2]);
     /// assert_eq!(x.argmin().item(), 1);
     /// ```
+    #[track_caller]
     pub fn argmin(&self) -> Tensor<i64, D> {
         self.arg_extreme(Extreme::Min, "argmin")
     }
@@ -259,6 +268,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
     /// assert_eq!(x.argmax_dim(0, true).shape(), &[1, 3]);
     /// assert_eq!(x.argmax_dim(0, true).to_vec(), vec![1, 0, 0]);
     /// ```
+    #[track_caller]
     pub fn argmax_dim(&self, axis: isize, keepdim: bool) -> Tensor<i64, D> {
         self.arg_extreme_dim(axis, keepdim, Extreme::Max, "argmax_dim")
     }
@@ -275,6 +285,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
     /// let x = Tensor::<f32>::from_vec(vec![1.0, 5.0, 1.0, 7.0, 0.0, 3.0], &[2, 3]);
     /// assert_eq!(x.argmin_dim(-1, false).to_vec(), vec![0, 1]);
     /// ```
+    #[track_caller]
     pub fn argmin_dim(&self, axis: isize, keepdim: bool) -> Tensor<i64, D> {
         self.arg_extreme_dim(axis, keepdim, Extreme::Min, "argmin_dim")
     }

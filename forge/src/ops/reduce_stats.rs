@@ -54,6 +54,7 @@ struct Plan {
 }
 
 impl Plan {
+    #[track_caller]
     fn new(op: &str, in_shape: &[usize], dims: &[isize], correction: usize, keepdim: bool) -> Self {
         let axes = reduce_axes(op, dims, in_shape.len());
         let n: usize = axes.iter().map(|&a| in_shape[a]).product();
@@ -89,6 +90,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(x.var_dim(&[0], 0, true).shape(), &[1, 3]);
     /// assert_eq!(x.var_dim(&[0], 0, true).to_vec(), vec![2.25, 1.0, 0.25]);
     /// ```
+    #[track_caller]
     pub fn var_dim(&self, dims: &[isize], correction: usize, keepdim: bool) -> Self {
         let plan = Plan::new("var", self.shape(), dims, correction, keepdim);
         let data = plan.variances(self, correction);
@@ -118,6 +120,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let x = Tensor::<f64>::from_vec(vec![1.0, 3.0, 5.0, 5.0], &[2, 2]);
     /// assert_eq!(x.std_dim(&[-1], 0, false).to_vec(), vec![1.0, 0.0]);
     /// ```
+    #[track_caller]
     pub fn std_dim(&self, dims: &[isize], correction: usize, keepdim: bool) -> Self {
         let plan = Plan::new("std", self.shape(), dims, correction, keepdim);
         let data: Vec<E> = plan
@@ -158,6 +161,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let x = forge::Tensor::<f64>::from_vec(vec![1.0, 2.0, 3.0, 4.0], &[2, 2]);
     /// assert_eq!(x.var(0).item(), 1.25);
     /// ```
+    #[track_caller]
     pub fn var(&self, correction: usize) -> Self {
         self.var_dim(&[], correction, false)
     }
@@ -169,6 +173,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(x.std(0).item(), 1.0);
     /// assert_eq!(x.std(1).item(), 2f64.sqrt());
     /// ```
+    #[track_caller]
     pub fn std(&self, correction: usize) -> Self {
         self.std_dim(&[], correction, false)
     }

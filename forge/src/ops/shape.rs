@@ -86,6 +86,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f32>::ones(&[2, 3]);
     /// assert_eq!(t.sum_to(&[1, 3]).to_vec(), vec![2.0, 2.0, 2.0]);
     /// ```
+    #[track_caller]
     pub fn sum_to(&self, shape: &[usize]) -> Self {
         if shape == self.shape() {
             return self.clone();
@@ -164,6 +165,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     /// assert_eq!(forge::Tensor::<f32>::zeros(&[2, 3]).t().shape(), &[3, 2]);
     /// ```
+    #[track_caller]
     pub fn t(&self) -> Self {
         assert!(
             self.rank() >= 2,

@@ -82,6 +82,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f32>::arange(0.0, 5.0, 2.0);
     /// assert_eq!(t.to_vec(), vec![0.0, 2.0, 4.0]);
     /// ```
+    #[track_caller]
     pub fn arange(start: f64, end: f64, step: f64) -> Self {
         assert!(
             step != 0.0 && ((end - start) / step).is_finite(),

@@ -58,6 +58,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f32>::from_vec(vec![1.0, 2.0, 3.0, 4.0], &[2, 2]);
     /// assert_eq!(t.shape(), &[2, 2]);
     /// ```
+    #[track_caller]
     pub fn from_vec(data: Vec<E>, shape: &[usize]) -> Self {
         let n = numel(shape);
         assert!(
@@ -81,6 +82,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
     /// let t = Tensor::<f32>::from_storage(Storage::map(&[1.0f32, 2.0], |x| x * 3.0), &[2]);
     /// assert_eq!(t.to_vec(), vec![3.0, 6.0]);
     /// ```
+    #[track_caller]
     pub fn from_storage(data: Storage<E>, shape: &[usize]) -> Self {
         let n = numel(shape);
         assert!(
@@ -136,6 +138,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
     /// ```
     /// assert_eq!(forge::Tensor::<f32>::zeros(&[2, 3]).dim(-1), 3);
     /// ```
+    #[track_caller]
     pub fn dim(&self, axis: isize) -> usize {
         self.shape[norm_axis("dim", axis, self.rank())]
     }
@@ -193,6 +196,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
     /// ```
     /// assert_eq!(forge::Tensor::<f32>::scalar(4.0).item(), 4.0);
     /// ```
+    #[track_caller]
     pub fn item(&self) -> E {
         assert!(
             self.numel() == 1,
