@@ -295,6 +295,25 @@ fn recurrent_attention_and_transformer_layers_print_like_pytorch() {
   (4): AvgPool1d(kernel_size=(2,), stride=(2,), padding=(0,))
 )"
     );
+    let activations = sequential![
+        forge::nn::LeakyRelu::default(),
+        forge::nn::Elu::default(),
+        forge::nn::Softplus::default(),
+        forge::nn::GeluTanh,
+        forge::nn::Softmax { axis: -1 },
+        forge::nn::LogSoftmax { axis: 1 },
+    ];
+    assert_eq!(
+        activations.to_string(),
+        "Sequential(
+  (0): LeakyReLU(negative_slope=0.01)
+  (1): ELU(alpha=1)
+  (2): Softplus(beta=1, threshold=20)
+  (3): GELU(approximate='tanh')
+  (4): Softmax(dim=-1)
+  (5): LogSoftmax(dim=1)
+)"
+    );
 }
 
 #[derive(Layer)]

@@ -723,44 +723,31 @@ fn check_peer(rank: usize, size: usize) -> Result<()> {
     }
 }
 
-impl<C: Communicator + ?Sized> Communicator for &C {
-    fn rank(&self) -> usize {
-        (**self).rank()
-    }
-    fn size(&self) -> usize {
-        (**self).size()
-    }
-    fn barrier(&self) -> Result<()> {
-        (**self).barrier()
-    }
-    fn broadcast(&self, buf: BufMut<'_>, root: usize) -> Result<()> {
-        (**self).broadcast(buf, root)
-    }
-    fn send(&self, buf: Buf<'_>, to: usize) -> Result<()> {
-        (**self).send(buf, to)
-    }
-    fn receive(&self, buf: BufMut<'_>, from: usize) -> Result<()> {
-        (**self).receive(buf, from)
-    }
+/// `&C` and `Box<C>` are communicators when `C` is: every method
+/// delegates to `C`'s.
+macro_rules! delegate_communicator {
+    ($($ty:ty),*) => {$(
+        impl<C: Communicator + ?Sized> Communicator for $ty {
+            fn rank(&self) -> usize {
+                (**self).rank()
+            }
+            fn size(&self) -> usize {
+                (**self).size()
+            }
+            fn barrier(&self) -> Result<()> {
+                (**self).barrier()
+            }
+            fn broadcast(&self, buf: BufMut<'_>, root: usize) -> Result<()> {
+                (**self).broadcast(buf, root)
+            }
+            fn send(&self, buf: Buf<'_>, to: usize) -> Result<()> {
+                (**self).send(buf, to)
+            }
+            fn receive(&self, buf: BufMut<'_>, from: usize) -> Result<()> {
+                (**self).receive(buf, from)
+            }
+        }
+    )*};
 }
 
-impl<C: Communicator + ?Sized> Communicator for Box<C> {
-    fn rank(&self) -> usize {
-        (**self).rank()
-    }
-    fn size(&self) -> usize {
-        (**self).size()
-    }
-    fn barrier(&self) -> Result<()> {
-        (**self).barrier()
-    }
-    fn broadcast(&self, buf: BufMut<'_>, root: usize) -> Result<()> {
-        (**self).broadcast(buf, root)
-    }
-    fn send(&self, buf: Buf<'_>, to: usize) -> Result<()> {
-        (**self).send(buf, to)
-    }
-    fn receive(&self, buf: BufMut<'_>, from: usize) -> Result<()> {
-        (**self).receive(buf, from)
-    }
-}
+delegate_communicator!(&C, Box<C>);

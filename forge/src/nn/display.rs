@@ -26,71 +26,43 @@ use crate::tensor::Float;
 use std::fmt;
 
 macro_rules! plain_display {
-    ($($t:ident => $name:literal),* $(,)?) => {$(
+    ($($t:ident => $text:literal),* $(,)?) => {$(
         impl fmt::Display for $t {
-            /// PyTorch's name and no settings (`ReLU()`).
+            /// PyTorch's text: the name and the settings if any (`ReLU()`).
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(concat!($name, "()"))
+                f.write_str($text)
             }
         }
     )*};
 }
 
 plain_display! {
-    Relu => "ReLU", Tanh => "Tanh", Sigmoid => "Sigmoid", Gelu => "GELU",
-    Silu => "SiLU", Mish => "Mish",
+    Relu => "ReLU()", Tanh => "Tanh()", Sigmoid => "Sigmoid()", Gelu => "GELU()",
+    Silu => "SiLU()", Mish => "Mish()", Flatten => "Flatten()",
+    GeluTanh => "GELU(approximate='tanh')",
 }
 
-impl fmt::Display for GeluTanh {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("GELU(approximate='tanh')")
-    }
+/// Layers printed as PyTorch's name and their settings, each
+/// `name=field` (`LeakyReLU(negative_slope=0.01)`).
+macro_rules! settings_display {
+    ($($t:ident => $name:literal { $($key:literal: $field:ident),+ }),* $(,)?) => {$(
+        impl fmt::Display for $t {
+            /// PyTorch's text, e.g. `LeakyReLU(negative_slope=0.01)`.
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                let settings = [$(format!(concat!($key, "={}"), self.$field)),+];
+                write!(f, concat!($name, "({})"), settings.join(", "))
+            }
+        }
+    )*};
 }
 
-impl fmt::Display for LeakyRelu {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "LeakyReLU(negative_slope={})", self.slope)
-    }
-}
-
-impl fmt::Display for Elu {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "ELU(alpha={})", self.alpha)
-    }
-}
-
-impl fmt::Display for Softplus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "Softplus(beta={}, threshold={})",
-            self.beta, self.threshold
-        )
-    }
-}
-
-impl fmt::Display for Softmax {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Softmax(dim={})", self.axis)
-    }
-}
-
-impl fmt::Display for LogSoftmax {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "LogSoftmax(dim={})", self.axis)
-    }
-}
-
-impl fmt::Display for Flatten {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Flatten()")
-    }
-}
-
-impl fmt::Display for Dropout {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Dropout(p={})", self.p)
-    }
+settings_display! {
+    LeakyRelu => "LeakyReLU" { "negative_slope": slope },
+    Elu => "ELU" { "alpha": alpha },
+    Softplus => "Softplus" { "beta": beta, "threshold": threshold },
+    Softmax => "Softmax" { "dim": axis },
+    LogSoftmax => "LogSoftmax" { "dim": axis },
+    Dropout => "Dropout" { "p": p },
 }
 
 impl<E: Float> fmt::Display for Linear<E> {
