@@ -185,3 +185,193 @@ fn fused_cross_entropy_with_a_masked_class_is_finite_without_smoothing() {
         assert!((a - b).abs() < 1e-15, "{got:?} vs {want:?}");
     }
 }
+
+/// Centered RMSprop clamps a variance that rounding left a hair below 0
+/// to 0 (where PyTorch's sqrt gives NaN), as its comment says. With
+/// alpha = 0.5, `grad_avg = 1 + 2^-52`, `square_avg = grad_avg^2 =
+/// 1 + 2^-51` (variance 0) and gradient `1 + 2^-51`, the new averages are
+/// `1 + 3 * 2^-52` and (rounded to even) `1 + 2^-51`, whose square is
+/// `1 + 2^-50`: the variance is `-2^-52`, so the step is `lr g / eps`.
+///
+/// Kills `replace < with == in <impl UpdateRule for RmsPropConfig>::update`
+/// (the clamp), which takes the square root of `-2^-52`: NaN.
+/// (`<` with `<=` is equivalent: both give 0 for a variance of 0.)
+#[test]
+fn centered_rmsprop_clamps_a_variance_rounded_below_zero() {
+    let ga = 1.0 + f64::EPSILON;
+    let sq = ga * ga;
+    assert_eq!(sq, 1.0 + 2.0 * f64::EPSILON);
+    let g = 1.0 + 2.0 * f64::EPSILON;
+    let (lr, eps) = (1e-3, 1e-8);
+    let mut opt = RmsProp::<f64>::new(lr).alpha(0.5).eps(eps).centered(true);
+    let t = |v: f64| Tensor::from_vec(vec![v], &[1]);
+    opt.set_state("w", 1, &[("square_avg", t(sq)), ("grad_avg", t(ga))])
+        .unwrap();
+    let mut w = t(1.0);
+    step(&mut opt, &mut w, &[g]);
+    let st = opt.state("w").unwrap();
+    let (sq2, ga2) = (
+        st.buffer("square_avg").unwrap().item(),
+        st.buffer("grad_avg").unwrap().item(),
+    );
+    assert_eq!(
+        (sq2, ga2),
+        (1.0 + 3.0 * f64::EPSILON, 1.0 + 2.0 * f64::EPSILON)
+    );
+    assert!(sq2 - ga2 * ga2 < 0.0);
+    assert_eq!(w.item(), 1.0 - lr * (g / eps));
+}
+
+/// `eps = inf` is refused by the eps rule itself ("finite and >= 1e-30"),
+/// also in f64 where it is not an element-type overflow.
+///
+/// Kills `replace && with || in positive_eps` (adam.rs), which lets an
+/// infinite eps through that check.
+#[test]
+fn an_infinite_eps_is_refused_as_not_finite() {
+    fn refused<R: UpdateRule>(mut opt: Optimizer<R, f64>) {
+        let mut w = Tensor::<f64>::from_vec(vec![1.0], &[1]);
+        let grads = BTreeMap::from([("w".to_string(), Tensor::from_vec(vec![0.5], &[1]))]);
+        let e = opt.step_params([("w", &mut w)], &grads).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("eps = inf must be finite and >= 1e-30"),
+            "{}: {msg}",
+            R::NAME
+        );
+    }
+    refused(Adam::new(0.1).eps(f64::INFINITY));
+    refused(AdamW::new(0.1).eps(f64::INFINITY));
+    refused(RmsProp::new(0.1).eps(f64::INFINITY));
+    refused(Adagrad::new(0.1).eps(f64::INFINITY));
+    refused(Adadelta::new(0.1).eps(f64::INFINITY));
+}
+
+// ---- Optimizer: products of settings that overflow f32 -----------------
+
+/// Each factor fits in f32 but a product the update uses does not:
+/// `lr * weight_decay`, `lr * lr_scale` and `lr * lr_scale * weight_decay`
+/// of a group are each refused by name (and the f64 optimizer accepts them).
+///
+/// Kills `replace * with + / /` in `Optimizer::validate_ranges` (the three
+/// products, four operators).
+#[test]
+fn products_of_settings_that_overflow_f32_are_refused_by_name() {
+    fn refused(opt: Sgd<f32>, field: &str) {
+        let mut opt = opt;
+        let mut w = Tensor::<f32>::from_vec(vec![1.0], &[1]);
+        let grads = BTreeMap::from([("w".to_string(), Tensor::<f32>::from_vec(vec![0.5], &[1]))]);
+        let e = opt.step_params([("w", &mut w)], &grads).unwrap_err();
+        assert!(matches!(e, ForgeError::Invalid { .. }), "{e:?}");
+        assert!(
+            e.to_string().contains(&format!("{field} = ")),
+            "{field}: {e}"
+        );
+        assert!(e.to_string().contains("overflows f32"), "{field}: {e}");
+    }
+    refused(Sgd::new(1e20).weight_decay(1e20), "lr * weight_decay");
+    refused(
+        Sgd::new(1e20).with_group(ParamGroup::prefix("w").lr_scale(1e20)),
+        "lr * groups[0].lr_scale",
+    );
+    refused(
+        Sgd::new(1e10).with_group(ParamGroup::prefix("w").lr_scale(1e10).weight_decay(1e20)),
+        "lr * groups[0].lr_scale * weight_decay",
+    );
+    // Each factor alone is fine in f32, and the products are fine in f64.
+    let mut ok = Sgd::<f64>::new(1e10)
+        .weight_decay(1e20)
+        .with_group(ParamGroup::prefix("w").lr_scale(1e10).weight_decay(1e20));
+    let mut w = Tensor::<f64>::from_vec(vec![0.0], &[1]);
+    step(&mut ok, &mut w, &[0.0]);
+}
+
+// ---- Optimizer and group accessors --------------------------------------
+
+/// `state_paths` lists every parameter with state, `groups` the groups
+/// added, `rule_mut` changes the rule the next step uses, and a rule
+/// without state has no buffers.
+///
+/// Kills `state_paths -> .. with ::std::iter::empty()`, `groups -> .. with
+/// Vec::leak(..)`, `rule_mut -> .. with Box::leak(..)` (optimizer.rs) and
+/// the non-empty `NoState::buffers` replacements (`vec![]` is the same as
+/// the original `Vec::new()`: equivalent).
+#[test]
+fn accessors_return_the_optimizers_own_parts() {
+    let mut opt = Sgd::<f64>::new(0.5)
+        .with_group(ParamGroup::suffix("bias").weight_decay(0.0))
+        .with_group(ParamGroup::prefix("enc.").lr_scale(0.25));
+    let groups = opt.groups();
+    assert_eq!(groups.len(), 2);
+    assert_eq!(
+        (groups[1].lr_scale, groups[0].weight_decay),
+        (0.25, Some(0.0))
+    );
+    let grads = BTreeMap::from([
+        ("b".to_string(), Tensor::from_vec(vec![1.0], &[1])),
+        ("a".to_string(), Tensor::from_vec(vec![1.0], &[1])),
+    ]);
+    let (mut a, mut b) = (Tensor::<f64>::zeros(&[1]), Tensor::<f64>::zeros(&[1]));
+    opt.step_params([("b", &mut b), ("a", &mut a)], &grads)
+        .unwrap();
+    assert_eq!(opt.state_paths().collect::<Vec<_>>(), ["a", "b"]);
+    opt.rule_mut().maximize = true;
+    assert!(opt.rule().maximize);
+    opt.step_params([("a", &mut a)], &grads).unwrap();
+    assert_eq!(a.item(), 0.0, "-0.5 then +0.5 (maximize)");
+    assert!(NoState::<f64>::default().buffers().is_empty());
+}
+
+/// Every kind of path matcher, its Debug form, and which matchers are
+/// unbound (a closure lost in a file round trip).
+///
+/// Kills `PathMatch::matches -> bool with true/false`, `== with !=` in the
+/// `Exact` arm, `is_unbound -> bool with true/false`, the deleted `Custom`
+/// arm of `is_unbound`, and `Debug::fmt -> Ok(Default::default())`.
+#[test]
+fn path_matchers_match_print_and_report_unbound_closures() {
+    use forge::optim::PathMatch;
+    use std::sync::Arc;
+    let exact = PathMatch::Exact(vec!["fc.weight".into(), "fc.bias".into()]);
+    let cases: [(PathMatch, &str, bool, &str); 6] = [
+        (
+            PathMatch::Prefix("enc.".into()),
+            "enc.w",
+            true,
+            "Prefix(\"enc.\")",
+        ),
+        (
+            PathMatch::Suffix("bias".into()),
+            "enc.w",
+            false,
+            "Suffix(\"bias\")",
+        ),
+        (
+            PathMatch::Contains("c.w".into()),
+            "enc.w",
+            true,
+            "Contains(\"c.w\")",
+        ),
+        (
+            exact.clone(),
+            "fc.bias",
+            true,
+            "Exact([\"fc.weight\", \"fc.bias\"])",
+        ),
+        (
+            PathMatch::Custom(Some(Arc::new(|p: &str| p.len() == 5))),
+            "enc.w",
+            true,
+            "Custom(<closure>)",
+        ),
+        (PathMatch::Custom(None), "enc.w", false, "Custom(<unbound>)"),
+    ];
+    for (m, path, want, debug) in &cases {
+        assert_eq!(m.matches(path), *want, "{debug} on {path}");
+        assert_eq!(format!("{m:?}"), *debug);
+        assert_eq!(m.is_unbound(), *debug == "Custom(<unbound>)", "{debug}");
+    }
+    assert!(!exact.matches("fc"), "Exact matches whole paths only");
+    assert!(!PathMatch::Prefix("enc.".into()).matches("dec.w"));
+    assert!(PathMatch::Suffix("bias".into()).matches("fc.bias"));
+}
