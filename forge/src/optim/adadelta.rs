@@ -2,6 +2,7 @@
 
 use super::adam::positive_eps;
 use super::optimizer::{unit_interval, Optimizer, Update, UpdateRule};
+use super::setters::rule_setters;
 use super::state::{take_buffer, RuleState};
 use crate::tensor::Float;
 use crate::Result;
@@ -61,34 +62,14 @@ impl<E: Float> Optimizer<AdadeltaConfig, E> {
         Self::with_rule(lr, AdadeltaConfig::default())
     }
 
-    /// Sets rho.
-    ///
-    /// ```
-    /// assert_eq!(forge::optim::Adadelta::<f32>::new(1.0).rho(0.95).rule().rho, 0.95);
-    /// ```
-    pub fn rho(mut self, rho: f64) -> Self {
-        self.rule.rho = rho;
-        self
-    }
-
-    /// Sets eps.
-    ///
-    /// ```
-    /// assert_eq!(forge::optim::Adadelta::<f32>::new(1.0).eps(1e-8).rule().eps, 1e-8);
-    /// ```
-    pub fn eps(mut self, eps: f64) -> Self {
-        self.rule.eps = eps;
-        self
-    }
-
-    /// Maximizes instead of minimizing.
-    ///
-    /// ```
-    /// assert!(forge::optim::Adadelta::<f32>::new(1.0).maximize(true).rule().maximize);
-    /// ```
-    pub fn maximize(mut self, on: bool) -> Self {
-        self.rule.maximize = on;
-        self
+    rule_setters! {
+        "Adadelta", "1.0";
+        /// Sets rho.
+        rho: f64 = "0.95";
+        /// Sets eps.
+        eps: f64 = "1e-8";
+        /// Maximizes instead of minimizing.
+        maximize: bool = "true";
     }
 }
 

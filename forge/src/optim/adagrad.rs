@@ -2,6 +2,7 @@
 
 use super::adam::positive_eps;
 use super::optimizer::{Optimizer, Update, UpdateRule};
+use super::setters::rule_setters;
 use super::state::{take_buffer, RuleState};
 use crate::tensor::Float;
 use crate::{ForgeError, Result};
@@ -64,45 +65,16 @@ impl<E: Float> Optimizer<AdagradConfig, E> {
         Self::with_rule(lr, AdagradConfig::default())
     }
 
-    /// Sets the learning-rate decay.
-    ///
-    /// ```
-    /// assert_eq!(forge::optim::Adagrad::<f32>::new(0.1).lr_decay(0.01).rule().lr_decay, 0.01);
-    /// ```
-    pub fn lr_decay(mut self, d: f64) -> Self {
-        self.rule.lr_decay = d;
-        self
-    }
-
-    /// Sets the initial value of the squared-gradient sum.
-    ///
-    /// ```
-    /// let o = forge::optim::Adagrad::<f32>::new(0.1).initial_accumulator_value(0.1);
-    /// assert_eq!(o.rule().initial_accumulator_value, 0.1);
-    /// ```
-    pub fn initial_accumulator_value(mut self, v: f64) -> Self {
-        self.rule.initial_accumulator_value = v;
-        self
-    }
-
-    /// Sets eps.
-    ///
-    /// ```
-    /// assert_eq!(forge::optim::Adagrad::<f32>::new(0.1).eps(1e-8).rule().eps, 1e-8);
-    /// ```
-    pub fn eps(mut self, eps: f64) -> Self {
-        self.rule.eps = eps;
-        self
-    }
-
-    /// Maximizes instead of minimizing.
-    ///
-    /// ```
-    /// assert!(forge::optim::Adagrad::<f32>::new(0.1).maximize(true).rule().maximize);
-    /// ```
-    pub fn maximize(mut self, on: bool) -> Self {
-        self.rule.maximize = on;
-        self
+    rule_setters! {
+        "Adagrad", "0.1";
+        /// Sets the learning-rate decay.
+        lr_decay: f64 = "0.01";
+        /// Sets the initial value of the squared-gradient sum.
+        initial_accumulator_value: f64 = "0.1";
+        /// Sets eps.
+        eps: f64 = "1e-8";
+        /// Maximizes instead of minimizing.
+        maximize: bool = "true";
     }
 }
 

@@ -46,6 +46,7 @@ mod persist;
 mod rmsprop;
 pub mod schedule;
 mod set_state;
+mod setters;
 mod sgd;
 mod state;
 

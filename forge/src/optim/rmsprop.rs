@@ -2,6 +2,7 @@
 
 use super::adam::positive_eps;
 use super::optimizer::{unit_interval, Optimizer, Update, UpdateRule};
+use super::setters::rule_setters;
 use super::state::{take_buffer, RuleState};
 use crate::tensor::Float;
 use crate::{ForgeError, Result};
@@ -68,54 +69,18 @@ impl<E: Float> Optimizer<RmsPropConfig, E> {
         Self::with_rule(lr, RmsPropConfig::default())
     }
 
-    /// Sets alpha.
-    ///
-    /// ```
-    /// assert_eq!(forge::optim::RmsProp::<f32>::new(0.01).alpha(0.9).rule().alpha, 0.9);
-    /// ```
-    pub fn alpha(mut self, alpha: f64) -> Self {
-        self.rule.alpha = alpha;
-        self
-    }
-
-    /// Sets eps.
-    ///
-    /// ```
-    /// assert_eq!(forge::optim::RmsProp::<f32>::new(0.01).eps(1e-6).rule().eps, 1e-6);
-    /// ```
-    pub fn eps(mut self, eps: f64) -> Self {
-        self.rule.eps = eps;
-        self
-    }
-
-    /// Sets the momentum factor.
-    ///
-    /// ```
-    /// assert_eq!(forge::optim::RmsProp::<f32>::new(0.01).momentum(0.9).rule().momentum, 0.9);
-    /// ```
-    pub fn momentum(mut self, m: f64) -> Self {
-        self.rule.momentum = m;
-        self
-    }
-
-    /// Turns the centered variant on or off.
-    ///
-    /// ```
-    /// assert!(forge::optim::RmsProp::<f32>::new(0.01).centered(true).rule().centered);
-    /// ```
-    pub fn centered(mut self, on: bool) -> Self {
-        self.rule.centered = on;
-        self
-    }
-
-    /// Maximizes instead of minimizing.
-    ///
-    /// ```
-    /// assert!(forge::optim::RmsProp::<f32>::new(0.01).maximize(true).rule().maximize);
-    /// ```
-    pub fn maximize(mut self, on: bool) -> Self {
-        self.rule.maximize = on;
-        self
+    rule_setters! {
+        "RmsProp", "0.01";
+        /// Sets alpha.
+        alpha: f64 = "0.9";
+        /// Sets eps.
+        eps: f64 = "1e-6";
+        /// Sets the momentum factor.
+        momentum: f64 = "0.9";
+        /// Turns the centered variant on or off.
+        centered: bool = "true";
+        /// Maximizes instead of minimizing.
+        maximize: bool = "true";
     }
 }
 

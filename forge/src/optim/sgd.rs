@@ -2,6 +2,7 @@
 //! momentum: `torch.optim.SGD`.
 
 use super::optimizer::{unit_interval, Optimizer, Update, UpdateRule};
+use super::setters::rule_setters;
 use super::state::{take_buffer, RuleState};
 use crate::tensor::Float;
 use crate::{ForgeError, Result};
@@ -56,44 +57,16 @@ impl<E: Float> Optimizer<SgdConfig, E> {
         Self::with_rule(lr, SgdConfig::default())
     }
 
-    /// Sets the momentum factor.
-    ///
-    /// ```
-    /// assert_eq!(forge::optim::Sgd::<f32>::new(0.1).momentum(0.9).rule().momentum, 0.9);
-    /// ```
-    pub fn momentum(mut self, momentum: f64) -> Self {
-        self.rule.momentum = momentum;
-        self
-    }
-
-    /// Sets the dampening.
-    ///
-    /// ```
-    /// assert_eq!(forge::optim::Sgd::<f32>::new(0.1).dampening(0.1).rule().dampening, 0.1);
-    /// ```
-    pub fn dampening(mut self, dampening: f64) -> Self {
-        self.rule.dampening = dampening;
-        self
-    }
-
-    /// Turns Nesterov momentum on or off.
-    ///
-    /// ```
-    /// assert!(forge::optim::Sgd::<f32>::new(0.1).momentum(0.9).nesterov(true).rule().nesterov);
-    /// ```
-    pub fn nesterov(mut self, on: bool) -> Self {
-        self.rule.nesterov = on;
-        self
-    }
-
-    /// Maximizes instead of minimizing.
-    ///
-    /// ```
-    /// assert!(forge::optim::Sgd::<f32>::new(0.1).maximize(true).rule().maximize);
-    /// ```
-    pub fn maximize(mut self, on: bool) -> Self {
-        self.rule.maximize = on;
-        self
+    rule_setters! {
+        "Sgd", "0.1";
+        /// Sets the momentum factor.
+        momentum: f64 = "0.9";
+        /// Sets the dampening.
+        dampening: f64 = "0.1";
+        /// Turns Nesterov momentum on or off.
+        nesterov: bool = "true";
+        /// Maximizes instead of minimizing.
+        maximize: bool = "true";
     }
 }
 
