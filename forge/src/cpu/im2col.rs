@@ -10,7 +10,7 @@ use super::gemm::{gemm, Mat};
 use super::memory::Storage;
 use super::threads::parallel_for;
 use crate::base::Float;
-use std::sync::Mutex;
+use std::mem::MaybeUninit;
 
 /// Images per chunk of the weight-gradient reduction. Fixed (never derived
 /// from the thread count) so the summation order is always the same.
@@ -133,55 +133,62 @@ impl ConvGeom {
     /// column matrix `[cg * kh * kw, oh * ow]`; padding reads as zero.
     fn im2col<E: Float>(&self, x: &[E], cols: &mut [E]) {
         let (plane, taps, l) = (self.h * self.w, self.kh * self.kw, self.l());
+        // SAFETY: `im2col_row` writes values only (`MaybeUninit::write`).
+        let cols = unsafe { uninit_mut(cols) };
         for ci in 0..self.cg() {
-            self.im2col_channel(
-                &x[ci * plane..(ci + 1) * plane],
-                &mut cols[ci * taps * l..],
-                l,
-                0,
-            );
+            let x = &x[ci * plane..(ci + 1) * plane];
+            for t in 0..taps {
+                self.im2col_row(x, t, &mut cols[(ci * taps + t) * l..][..l]);
+            }
         }
     }
 
-    /// Unfolds one `h x w` plane into `kh * kw` rows of `oh * ow` values:
-    /// row `r` (kernel tap `(i, j)`) is written at `rows[r * ld + off..]`.
-    fn im2col_channel<E: Float>(&self, plane: &[E], rows: &mut [E], ld: usize, off: usize) {
-        let (l, ow) = (self.l(), self.ow);
+    /// Writes kernel tap `t = i * kw + j` of one `h x w` plane as the
+    /// `oh * ow` values it meets (zero where it falls on the padding):
+    /// `row[oy * ow + ox] = plane[oy * s0 - p0 + i * d0, ox * s1 - p1 + j * d1]`.
+    /// Every element of `row` is written.
+    fn im2col_row<E: Float>(&self, plane: &[E], t: usize, row: &mut [MaybeUninit<E>]) {
+        let (i, j, ow) = (t / self.kw, t % self.kw, self.ow);
         let [s0, s1] = self.stride;
         let [p0, p1] = self.padding;
         let [d0, d1] = self.dilation;
-        for i in 0..self.kh {
-            for j in 0..self.kw {
-                let row = &mut rows[(i * self.kw + j) * ld + off..][..l];
-                // The output columns whose input column is inside: a run
-                // `ox_lo..ox_hi` (stride and dilation are positive).
-                let inside = |ox: usize| Self::src(ox, j, s1, p1, d1, self.w).is_some();
-                let ox_lo = (0..ow).find(|&ox| inside(ox)).unwrap_or(ow);
-                let ox_hi = (ox_lo..ow).find(|&ox| !inside(ox)).unwrap_or(ow);
-                for oy in 0..self.oh {
-                    let dst = &mut row[oy * ow..(oy + 1) * ow];
-                    match Self::src(oy, i, s0, p0, d0, self.h) {
-                        None => dst.fill(E::zero()),
-                        Some(y) => {
-                            let src = &plane[y * self.w..(y + 1) * self.w];
-                            dst[..ox_lo].fill(E::zero());
-                            dst[ox_hi..].fill(E::zero());
-                            if ox_lo >= ox_hi {
-                                continue;
-                            }
-                            let x0 = ox_lo * s1 + j * d1 - p1;
-                            if s1 == 1 {
-                                dst[ox_lo..ox_hi].copy_from_slice(&src[x0..x0 + ox_hi - ox_lo]);
-                            } else {
-                                for (k, v) in dst[ox_lo..ox_hi].iter_mut().enumerate() {
-                                    *v = src[x0 + k * s1];
-                                }
-                            }
-                        }
-                    }
+        let (ox_lo, ox_hi) = self.inside_cols(j);
+        let zero = |d: &mut [MaybeUninit<E>]| d.iter_mut().for_each(|v| _ = v.write(E::zero()));
+        for oy in 0..self.oh {
+            let dst = &mut row[oy * ow..(oy + 1) * ow];
+            let Some(y) = Self::src(oy, i, s0, p0, d0, self.h) else {
+                zero(dst);
+                continue;
+            };
+            zero(&mut dst[..ox_lo]);
+            zero(&mut dst[ox_hi.max(ox_lo)..]);
+            if ox_lo >= ox_hi {
+                continue;
+            }
+            let src = &plane[y * self.w..(y + 1) * self.w];
+            let x0 = ox_lo * s1 + j * d1 - p1;
+            let dst = &mut dst[ox_lo..ox_hi];
+            if s1 == 1 {
+                for (d, &v) in dst.iter_mut().zip(&src[x0..x0 + (ox_hi - ox_lo)]) {
+                    d.write(v);
+                }
+            } else {
+                for (k, d) in dst.iter_mut().enumerate() {
+                    d.write(src[x0 + k * s1]);
                 }
             }
         }
+    }
+
+    /// The output columns `ox_lo..ox_hi` whose input column for kernel
+    /// column `j` is inside the image (a run: stride and dilation are
+    /// positive); empty when `ox_lo >= ox_hi`.
+    fn inside_cols(&self, j: usize) -> (usize, usize) {
+        let [s1, p1, d1] = [self.stride[1], self.padding[1], self.dilation[1]];
+        let inside = |ox: usize| Self::src(ox, j, s1, p1, d1, self.w).is_some();
+        let ox_lo = (0..self.ow).find(|&ox| inside(ox)).unwrap_or(self.ow);
+        let ox_hi = (ox_lo..self.ow).find(|&ox| !inside(ox)).unwrap_or(self.ow);
+        (ox_lo, ox_hi)
     }
 
     /// The adjoint of [`im2col`](Self::im2col): adds every column entry
@@ -198,8 +205,9 @@ impl ConvGeom {
         }
     }
 
-    /// The adjoint of [`im2col_channel`](Self::im2col_channel): adds rows
-    /// `rows[r * ld + off..][..oh * ow]` back onto one `h x w` plane.
+    /// The adjoint of [`im2col_row`](Self::im2col_row) over every tap of
+    /// one channel: adds rows `rows[t * ld + off..][..oh * ow]` back onto
+    /// one `h x w` plane, taps in increasing order.
     fn col2im_channel<E: Float>(&self, rows: &[E], ld: usize, off: usize, plane: &mut [E]) {
         let (l, ow) = (self.l(), self.ow);
         let [s0, s1] = self.stride;
@@ -208,16 +216,14 @@ impl ConvGeom {
         for i in 0..self.kh {
             for j in 0..self.kw {
                 let row = &rows[(i * self.kw + j) * ld + off..][..l];
-                let inside = |ox: usize| Self::src(ox, j, s1, p1, d1, self.w).is_some();
-                let ox_lo = (0..ow).find(|&ox| inside(ox)).unwrap_or(ow);
-                let ox_hi = (ox_lo..ow).find(|&ox| !inside(ox)).unwrap_or(ow);
+                let (ox_lo, ox_hi) = self.inside_cols(j);
+                if ox_lo >= ox_hi {
+                    continue;
+                }
                 for oy in 0..self.oh {
                     let Some(y) = Self::src(oy, i, s0, p0, d0, self.h) else {
                         continue;
                     };
-                    if ox_lo >= ox_hi {
-                        continue;
-                    }
                     let src = &row[oy * ow + ox_lo..oy * ow + ox_hi];
                     let dst = &mut plane[y * self.w..(y + 1) * self.w];
                     let x0 = ox_lo * s1 + j * d1 - p1;
@@ -236,41 +242,147 @@ impl ConvGeom {
     }
 
     /// Images per chunk of the batched (groups = 1) paths: as many as keep
-    /// the column buffer within [`COLS_BUDGET`] elements, at least one. It
+    /// the column buffer within `budget` elements, at least one. It
     /// depends on the geometry only, never on the thread count.
     fn batch_chunk(&self, budget: usize) -> usize {
         (budget / (self.k_len() * self.l()).max(1)).clamp(1, self.n.max(1))
     }
 
     /// Unfolds images `b0..b0 + nb` into `cols [c * kh * kw, nb * oh * ow]`
-    /// (image `bi`'s positions at columns `bi * l..`), in parallel over
-    /// input channels.
-    fn im2col_batch<E: Float>(&self, x: &[E], b0: usize, nb: usize, cols: &mut [E]) {
+    /// (image `bi`'s positions at columns `bi * l..`), writing every
+    /// element, in parallel over the rows (one per channel and tap).
+    fn im2col_batch<E: Float>(&self, x: &[E], b0: usize, nb: usize, cols: &mut [MaybeUninit<E>]) {
         let (plane, taps, l) = (self.h * self.w, self.kh * self.kw, self.l());
         let ld = nb * l;
-        for_each_chunk_mut(&mut cols[..self.c * taps * ld], taps * ld, |ci, rows| {
+        for_each_chunk_mut(&mut cols[..self.c * taps * ld], ld, |r, row| {
+            let (ci, t) = (r / taps, r % taps);
             for bi in 0..nb {
                 let at = ((b0 + bi) * self.c + ci) * plane;
-                self.im2col_channel(&x[at..at + plane], rows, ld, bi * l);
+                self.im2col_row(&x[at..at + plane], t, &mut row[bi * l..(bi + 1) * l]);
             }
         });
     }
 
-    /// `gy [n, o, l]` images `b0..b0 + nb` as `[o, nb * l]` (channel-major).
-    fn gather_channels<E: Float>(&self, gy: &[E], b0: usize, nb: usize, out: &mut [E]) {
+    /// `gy [n, o, l]` images `b0..b0 + nb` as `[o, nb * l]` (channel-major),
+    /// writing every element.
+    fn gather_channels<E: Float>(
+        &self,
+        gy: &[E],
+        b0: usize,
+        nb: usize,
+        out: &mut [MaybeUninit<E>],
+    ) {
         let (o, l) = (self.o, self.l());
         let ld = nb * l;
         for_each_chunk_mut(&mut out[..o * ld], ld, |oc, row| {
             for bi in 0..nb {
                 let at = ((b0 + bi) * o + oc) * l;
-                row[bi * l..(bi + 1) * l].copy_from_slice(&gy[at..at + l]);
+                for (d, &v) in row[bi * l..(bi + 1) * l].iter_mut().zip(&gy[at..at + l]) {
+                    d.write(v);
+                }
             }
         });
     }
 }
 
-/// Column-buffer budget, in elements, of the batched convolution paths.
-const COLS_BUDGET: usize = 1 << 21;
+impl ConvGeom {
+    /// Images `b0..b0 + nb` of `gy [n, o, l]` as `[o, nb * l]`: the image's
+    /// own slice for one image, else gathered into `scratch`.
+    fn channel_major<'a, E: Float>(
+        &self,
+        gy: &'a [E],
+        b0: usize,
+        nb: usize,
+        scratch: &'a mut Storage<E>,
+    ) -> &'a [E] {
+        let ol = self.o * self.l();
+        if nb == 1 {
+            return &gy[b0 * ol..(b0 + 1) * ol];
+        }
+        refill(scratch, nb * ol, |c| self.gather_channels(gy, b0, nb, c));
+        &scratch[..nb * ol]
+    }
+}
+
+/// Column-buffer budget, in elements, of the batched convolution paths
+/// (1 MiB of `f32`: a chunk's columns stay in a core's L2 cache while the
+/// gemm reads them).
+const COLS_BUDGET: usize = 1 << 18;
+
+/// `s` seen as possibly-uninitialised slots, so one kernel can fill fresh
+/// and reused buffers alike.
+///
+/// # Safety
+/// The caller must store only initialised values through the returned
+/// slice (`MaybeUninit::write`), so that `s` is still initialised when the
+/// borrow ends.
+unsafe fn uninit_mut<E>(s: &mut [E]) -> &mut [MaybeUninit<E>] {
+    // SAFETY: `MaybeUninit<E>` has the layout of `E`; initialisation is
+    // kept by the caller's contract.
+    unsafe { &mut *(s as *mut [E] as *mut [MaybeUninit<E>]) }
+}
+
+/// A pooled scratch buffer of `cap` elements whose first `len` elements
+/// `fill` writes (every one of them): on the first call the buffer is
+/// fresh and `fill` writes uninitialised memory, on later calls (with `len`
+/// at most the first call's) it overwrites earlier values. No memset.
+fn refill<E: Float>(s: &mut Storage<E>, len: usize, fill: impl FnOnce(&mut [MaybeUninit<E>])) {
+    if s.len() < len {
+        assert!(
+            s.is_empty() && len <= s.capacity(),
+            "refill: grows only once"
+        );
+        fill(&mut s.spare_capacity_mut()[..len]);
+        // SAFETY: `fill` wrote every element of `0..len` (its contract), and
+        // `len <= capacity` (asserted).
+        unsafe { s.set_len(len) };
+    } else {
+        // SAFETY: the fills passed here (im2col and gathers) write values
+        // only (`MaybeUninit::write`).
+        fill(unsafe { uninit_mut(&mut s[..len]) });
+    }
+}
+
+/// A pooled `n`-element output filled by `fill`, which must write every
+/// element of the slots it is given.
+fn build<E: Float>(n: usize, fill: impl FnOnce(&mut [MaybeUninit<E>])) -> Storage<E> {
+    let mut s = Storage::with_capacity(n);
+    refill(&mut s, n, fill);
+    s
+}
+
+/// A pooled `n`-element output whose consecutive chunks of `chunk_len`
+/// elements are written by `fill(chunk_index, chunk)`, in parallel over the
+/// chunks; `fill` must write every element of its chunk.
+pub(crate) fn build_chunks<E: Copy + Send>(
+    n: usize,
+    chunk_len: usize,
+    fill: impl Fn(usize, &mut [MaybeUninit<E>]) + Sync,
+) -> Storage<E> {
+    let mut s = Storage::with_capacity(n);
+    for_each_chunk_mut(&mut s.spare_capacity_mut()[..n], chunk_len, fill);
+    // SAFETY: the chunks cover `0..n` (for a positive `chunk_len`; `n` is 0
+    // otherwise, as every caller passes a positive length for a non-empty
+    // output) and `fill` wrote every element of each.
+    assert!(n == 0 || chunk_len > 0, "build_chunks: empty chunks");
+    unsafe { s.set_len(n) };
+    s
+}
+
+/// A raw pointer to one output buffer, shared by the chunks of a parallel
+/// loop that each write a disjoint range of it.
+struct SharedOut<E>(*mut E);
+impl<E> Clone for SharedOut<E> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<E> Copy for SharedOut<E> {}
+// SAFETY: each chunk derefs only its own disjoint range, and the buffer
+// outlives the loop (see `for_each_chunk_mut`).
+unsafe impl<E: Send> Send for SharedOut<E> {}
+// SAFETY: as above; the pointer itself is only copied.
+unsafe impl<E: Send> Sync for SharedOut<E> {}
 
 /// Runs `f(chunk_index, chunk)` over consecutive chunks of `chunk_len`
 /// elements of `out` (the last may be shorter), in parallel over fixed chunks.
@@ -282,16 +394,23 @@ pub(crate) fn for_each_chunk_mut<E: Send>(
     if out.is_empty() || chunk_len == 0 {
         return;
     }
-    let chunks: Vec<Mutex<&mut [E]>> = out.chunks_mut(chunk_len).map(Mutex::new).collect();
-    parallel_for(chunks.len(), |i| {
-        // Each chunk index is visited exactly once, so the lock never waits.
-        let mut guard = chunks[i].lock().unwrap_or_else(|e| e.into_inner());
-        f(i, &mut guard);
+    let n = out.len();
+    let ptr = SharedOut(out.as_mut_ptr());
+    parallel_for(n.div_ceil(chunk_len), |i| {
+        let p = ptr;
+        let start = i * chunk_len;
+        // SAFETY: chunk `i` is `start..start + len`, inside `out` (`start <
+        // n`), disjoint from every other chunk, and visited exactly once;
+        // `out` stays borrowed until `parallel_for` returns.
+        let chunk =
+            unsafe { std::slice::from_raw_parts_mut(p.0.add(start), chunk_len.min(n - start)) };
+        f(i, chunk);
     });
 }
 
 /// The forward convolution: `y [n, o, oh, ow]` from `x [n, c, h, w]`,
-/// `weight [o, c / groups, kh, kw]` and an optional `bias [o]`.
+/// `weight [o, c / groups, kh, kw]` and an optional `bias [o]`, in a pooled
+/// buffer.
 ///
 /// # Panics
 /// When a buffer's length does not match the geometry.
@@ -301,16 +420,21 @@ pub(crate) fn for_each_chunk_mut<E: Send>(
 /// // A 1x1 convolution that doubles its single channel.
 /// let g = ConvGeom::new([1, 1, 2, 2], [1, 1, 1, 1], [1, 1], [0, 0], [1, 1], 1).unwrap();
 /// let y = conv2d_forward(&g, &[1.0f32, 2.0, 3.0, 4.0], &[2.0], Some(&[1.0]));
-/// assert_eq!(y, vec![3.0, 5.0, 7.0, 9.0]);
+/// assert_eq!(&y[..], &[3.0, 5.0, 7.0, 9.0]);
 /// ```
-pub fn conv2d_forward<E: Float>(g: &ConvGeom, x: &[E], weight: &[E], bias: Option<&[E]>) -> Vec<E> {
+pub fn conv2d_forward<E: Float>(
+    g: &ConvGeom,
+    x: &[E],
+    weight: &[E],
+    bias: Option<&[E]>,
+) -> Storage<E> {
     let (k_len, l, og, cg) = (g.k_len(), g.l(), g.og(), g.cg());
     assert_eq!(x.len(), g.n * g.c * g.h * g.w, "conv2d_forward: input");
     assert_eq!(weight.len(), g.o * k_len, "conv2d_forward: weight");
     if g.groups == 1 {
         return forward_batched(g, x, weight, bias, COLS_BUDGET);
     }
-    let mut y = vec![E::zero(); g.n * g.o * l];
+    let mut y = Storage::filled(g.n * g.o * l, E::zero());
     for_each_chunk_mut(&mut y, g.o * l, |b, y_img| {
         if let Some(bias) = bias {
             for (o, row) in y_img.chunks_mut(l).enumerate() {
@@ -318,7 +442,7 @@ pub fn conv2d_forward<E: Float>(g: &ConvGeom, x: &[E], weight: &[E], bias: Optio
             }
         }
         let x_img = &x[b * g.c * g.h * g.w..(b + 1) * g.c * g.h * g.w];
-        let mut cols = vec![E::zero(); k_len * l];
+        let mut cols = Storage::filled(k_len * l, E::zero());
         for grp in 0..g.groups {
             g.im2col(&x_img[grp * cg * g.h * g.w..], &mut cols);
             gemm(
@@ -338,7 +462,8 @@ pub fn conv2d_forward<E: Float>(g: &ConvGeom, x: &[E], weight: &[E], bias: Optio
 /// The gradient of the convolution with respect to its input, which is also
 /// the transposed convolution: `x_grad [n, c, h, w]` from
 /// `y_grad [n, o, oh, ow]` and `weight [o, c / groups, kh, kw]`, plus an
-/// optional per-input-channel `bias [c]` (used by the transposed convolution).
+/// optional per-input-channel `bias [c]` (used by the transposed
+/// convolution), in a pooled buffer.
 ///
 /// # Panics
 /// When a buffer's length does not match the geometry.
@@ -347,14 +472,14 @@ pub fn conv2d_forward<E: Float>(g: &ConvGeom, x: &[E], weight: &[E], bias: Optio
 /// use forge::cpu::im2col::{conv2d_backward_input, ConvGeom};
 /// let g = ConvGeom::new([1, 1, 2, 2], [1, 1, 1, 1], [1, 1], [0, 0], [1, 1], 1).unwrap();
 /// let gx = conv2d_backward_input(&g, &[1.0f32, 1.0, 1.0, 1.0], &[3.0], None);
-/// assert_eq!(gx, vec![3.0; 4]);
+/// assert_eq!(&gx[..], &[3.0; 4]);
 /// ```
 pub fn conv2d_backward_input<E: Float>(
     g: &ConvGeom,
     y_grad: &[E],
     weight: &[E],
     bias: Option<&[E]>,
-) -> Vec<E> {
+) -> Storage<E> {
     let (k_len, l, og, cg) = (g.k_len(), g.l(), g.og(), g.cg());
     let plane = g.h * g.w;
     assert_eq!(
@@ -366,7 +491,7 @@ pub fn conv2d_backward_input<E: Float>(
     if g.groups == 1 {
         return backward_input_batched(g, y_grad, weight, bias, COLS_BUDGET);
     }
-    let mut gx = vec![E::zero(); g.n * g.c * plane];
+    let mut gx = Storage::filled(g.n * g.c * plane, E::zero());
     for_each_chunk_mut(&mut gx, g.c * plane, |b, gx_img| {
         if let Some(bias) = bias {
             for (c, p) in gx_img.chunks_mut(plane).enumerate() {
@@ -374,7 +499,7 @@ pub fn conv2d_backward_input<E: Float>(
             }
         }
         let gy_img = &y_grad[b * g.o * l..(b + 1) * g.o * l];
-        let mut cols = vec![E::zero(); k_len * l];
+        let mut cols = Storage::filled(k_len * l, E::zero());
         for grp in 0..g.groups {
             gemm(
                 k_len,
@@ -393,7 +518,8 @@ pub fn conv2d_backward_input<E: Float>(
 
 /// The gradient of the convolution with respect to its weight:
 /// `weight_grad [o, c / groups, kh, kw]` from `x [n, c, h, w]` and
-/// `y_grad [n, o, oh, ow]`, summed over the batch in a fixed order.
+/// `y_grad [n, o, oh, ow]`, summed over the batch in a fixed order, in a
+/// pooled buffer.
 ///
 /// # Panics
 /// When a buffer's length does not match the geometry.
@@ -402,9 +528,9 @@ pub fn conv2d_backward_input<E: Float>(
 /// use forge::cpu::im2col::{conv2d_backward_weight, ConvGeom};
 /// let g = ConvGeom::new([1, 1, 2, 2], [1, 1, 1, 1], [1, 1], [0, 0], [1, 1], 1).unwrap();
 /// let gw = conv2d_backward_weight(&g, &[1.0f32, 2.0, 3.0, 4.0], &[1.0; 4]);
-/// assert_eq!(gw, vec![10.0]);
+/// assert_eq!(&gw[..], &[10.0]);
 /// ```
-pub fn conv2d_backward_weight<E: Float>(g: &ConvGeom, x: &[E], y_grad: &[E]) -> Vec<E> {
+pub fn conv2d_backward_weight<E: Float>(g: &ConvGeom, x: &[E], y_grad: &[E]) -> Storage<E> {
     let (k_len, l, og, cg) = (g.k_len(), g.l(), g.og(), g.cg());
     let img = g.c * g.h * g.w;
     assert_eq!(x.len(), g.n * img, "conv2d_backward_weight: input");
@@ -418,9 +544,9 @@ pub fn conv2d_backward_weight<E: Float>(g: &ConvGeom, x: &[E], y_grad: &[E]) -> 
     }
     let wlen = g.o * k_len;
     let n_chunks = g.n.div_ceil(WEIGHT_GRAD_CHUNK);
-    let mut partials = vec![E::zero(); n_chunks * wlen];
+    let mut partials = Storage::filled(n_chunks * wlen, E::zero());
     for_each_chunk_mut(&mut partials, wlen, |ch, part| {
-        let mut cols = vec![E::zero(); k_len * l];
+        let mut cols = Storage::filled(k_len * l, E::zero());
         for b in ch * WEIGHT_GRAD_CHUNK..((ch + 1) * WEIGHT_GRAD_CHUNK).min(g.n) {
             let x_img = &x[b * img..(b + 1) * img];
             let gy_img = &y_grad[b * g.o * l..(b + 1) * g.o * l];
@@ -438,7 +564,7 @@ pub fn conv2d_backward_weight<E: Float>(g: &ConvGeom, x: &[E], y_grad: &[E]) -> 
             }
         }
     });
-    let mut gw = vec![E::zero(); wlen];
+    let mut gw = Storage::filled(wlen, E::zero());
     for part in partials.chunks(wlen) {
         for (a, &b) in gw.iter_mut().zip(part) {
             *a += b;
@@ -447,140 +573,180 @@ pub fn conv2d_backward_weight<E: Float>(g: &ConvGeom, x: &[E], y_grad: &[E]) -> 
     gw
 }
 
+/// The chunks of images `(b0, nb)` the batched paths walk, `per` at a time.
+fn chunks(n: usize, per: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..n)
+        .step_by(per.max(1))
+        .map(move |b0| (b0, per.min(n - b0)))
+}
+
 /// [`conv2d_forward`] for one group: per chunk of images, one im2col into
-/// `cols [k, nb l]` and one gemm `cols^T [nb l, k] x weight^T [k, o]`, then
-/// a transpose of each image's `[l, o]` block into `[o, l]` plus the bias.
+/// `cols [k, nb l]` and one gemm `weight [o, k] x cols [k, nb l]` into
+/// `[o, nb l]`, whose rows are then copied image by image into `y` with the
+/// bias added. A chunk of one image is computed in place in `y`.
 fn forward_batched<E: Float>(
     g: &ConvGeom,
     x: &[E],
     weight: &[E],
     bias: Option<&[E]>,
     budget: usize,
-) -> Vec<E> {
+) -> Storage<E> {
     let (k, l, o) = (g.k_len(), g.l(), g.o);
     let per = g.batch_chunk(budget);
-    let mut y = vec![E::zero(); g.n * o * l];
-    let mut cols = Storage::filled(k * per * l, E::zero());
-    let mut prod = Storage::filled(per * l * o, E::zero());
-    for b0 in (0..g.n).step_by(per) {
-        let nb = per.min(g.n - b0);
-        let ld = nb * l;
-        g.im2col_batch(x, b0, nb, &mut cols);
-        gemm(
-            ld,
-            k,
-            o,
-            Mat::transposed(&cols[..k * ld], ld),
-            Mat::transposed(weight, k),
-            E::zero(),
-            &mut prod[..ld * o],
-        );
-        let prod = &prod[..ld * o];
-        for_each_chunk_mut(&mut y[b0 * o * l..(b0 + nb) * o * l], o * l, |bi, y_img| {
-            let block = &prod[bi * l * o..(bi + 1) * l * o];
-            for (oc, row) in y_img.chunks_mut(l).enumerate() {
-                let b = bias.map_or(E::zero(), |b| b[oc]);
-                for (p, v) in row.iter_mut().enumerate() {
-                    *v = block[p * o + oc] + b;
-                }
-            }
-        });
+    let mut cols = Storage::with_capacity(k * per * l);
+    let w = Mat::row_major(weight, k);
+    if per == 1 {
+        let mut y = Storage::with_capacity(g.n * o * l);
+        for i in 0..o * g.n {
+            let b = bias.map_or(E::zero(), |bs| bs[i % o]);
+            y.extend(std::iter::repeat_n(b, l));
+        }
+        let beta = if bias.is_some() { E::one() } else { E::zero() };
+        for b in 0..g.n {
+            refill(&mut cols, k * l, |c| g.im2col_batch(x, b, 1, c));
+            gemm(
+                o,
+                k,
+                l,
+                w,
+                Mat::row_major(&cols, l),
+                beta,
+                &mut y[b * o * l..(b + 1) * o * l],
+            );
+        }
+        return y;
     }
-    y
+    let mut prod = Storage::filled(o * per * l, E::zero());
+    build(g.n * o * l, |y| {
+        for (b0, nb) in chunks(g.n, per) {
+            let ld = nb * l;
+            refill(&mut cols, k * ld, |c| g.im2col_batch(x, b0, nb, c));
+            gemm(
+                o,
+                k,
+                ld,
+                w,
+                Mat::row_major(&cols, ld),
+                E::zero(),
+                &mut prod[..o * ld],
+            );
+            let prod = &prod[..o * ld];
+            for_each_chunk_mut(&mut y[b0 * o * l..(b0 + nb) * o * l], o * l, |bi, y_img| {
+                for (oc, row) in y_img.chunks_mut(l).enumerate() {
+                    let b = bias.map_or(E::zero(), |b| b[oc]);
+                    for (v, &p) in row.iter_mut().zip(&prod[oc * ld + bi * l..][..l]) {
+                        v.write(p + b);
+                    }
+                }
+            });
+        }
+    })
 }
 
 /// [`conv2d_backward_input`] for one group: per chunk of images, the output
-/// gradient gathered channel-major `[o, nb l]`, one gemm
-/// `weight^T [k, o] x gy [o, nb l]` into columns, and a col2im per image.
+/// gradient gathered channel-major `[o, nb l]` (used in place for a chunk
+/// of one image), one gemm `weight^T [k, o] x gy [o, nb l]` into columns,
+/// and a col2im per image.
 fn backward_input_batched<E: Float>(
     g: &ConvGeom,
     y_grad: &[E],
     weight: &[E],
     bias: Option<&[E]>,
     budget: usize,
-) -> Vec<E> {
+) -> Storage<E> {
     let (k, l, o) = (g.k_len(), g.l(), g.o);
     let (plane, taps) = (g.h * g.w, g.kh * g.kw);
     let per = g.batch_chunk(budget);
-    let mut gx = vec![E::zero(); g.n * g.c * plane];
     let mut cols = Storage::filled(k * per * l, E::zero());
-    let mut gyc = Storage::filled(o * per * l, E::zero());
-    for b0 in (0..g.n).step_by(per) {
-        let nb = per.min(g.n - b0);
-        let ld = nb * l;
-        g.gather_channels(y_grad, b0, nb, &mut gyc);
-        gemm(
-            k,
-            o,
-            ld,
-            Mat::transposed(weight, k),
-            Mat::row_major(&gyc[..o * ld], ld),
-            E::zero(),
-            &mut cols[..k * ld],
-        );
-        let cols = &cols[..k * ld];
-        let img = g.c * plane;
-        for_each_chunk_mut(&mut gx[b0 * img..(b0 + nb) * img], img, |bi, gx_img| {
-            for (ci, p) in gx_img.chunks_mut(plane).enumerate() {
-                if let Some(bias) = bias {
-                    p.fill(bias[ci]);
+    let mut gyc = Storage::with_capacity(if per > 1 { o * per * l } else { 0 });
+    let img = g.c * plane;
+    build(g.n * img, |gx| {
+        for (b0, nb) in chunks(g.n, per) {
+            let ld = nb * l;
+            let gy = g.channel_major(y_grad, b0, nb, &mut gyc);
+            gemm(
+                k,
+                o,
+                ld,
+                Mat::transposed(weight, k),
+                Mat::row_major(&gy[..o * ld], ld),
+                E::zero(),
+                &mut cols[..k * ld],
+            );
+            let cols = &cols[..k * ld];
+            for_each_chunk_mut(&mut gx[b0 * img..(b0 + nb) * img], img, |bi, gx_img| {
+                for (ci, p) in gx_img.chunks_mut(plane).enumerate() {
+                    let p = fill_init(p, bias.map_or(E::zero(), |b| b[ci]));
+                    g.col2im_channel(&cols[ci * taps * ld..], ld, bi * l, p);
                 }
-                g.col2im_channel(&cols[ci * taps * ld..], ld, bi * l, p);
-            }
-        });
-    }
-    gx
+            });
+        }
+    })
 }
 
-/// [`conv2d_backward_weight`] for one group: per chunk of images (in order),
-/// `weight_grad^T [k, o] += cols [k, nb l] x gy^T [nb l, o]`, then one
-/// transpose to `[o, k]`.
-fn backward_weight_batched<E: Float>(g: &ConvGeom, x: &[E], y_grad: &[E], budget: usize) -> Vec<E> {
+/// Writes `v` into every slot of `s` and returns it as initialised.
+pub(crate) fn fill_init<E: Copy>(s: &mut [MaybeUninit<E>], v: E) -> &mut [E] {
+    s.iter_mut().for_each(|x| _ = x.write(v));
+    // SAFETY: every element was written just above, and `MaybeUninit<E>`
+    // has the layout of `E`.
+    unsafe { &mut *(s as *mut [MaybeUninit<E>] as *mut [E]) }
+}
+
+/// [`conv2d_backward_weight`] for one group: per chunk of images, in order,
+/// `weight_grad [o, k] += gy [o, nb l] x cols^T [nb l, k]` (the output
+/// gradient gathered channel-major, or used in place for one image).
+fn backward_weight_batched<E: Float>(
+    g: &ConvGeom,
+    x: &[E],
+    y_grad: &[E],
+    budget: usize,
+) -> Storage<E> {
     let (k, l, o) = (g.k_len(), g.l(), g.o);
     let per = g.batch_chunk(budget);
-    let mut cols = Storage::filled(k * per * l, E::zero());
-    let mut gyc = Storage::filled(o * per * l, E::zero());
-    let mut gwt = Storage::filled(k * o, E::zero());
-    for b0 in (0..g.n).step_by(per) {
-        let nb = per.min(g.n - b0);
+    let mut cols = Storage::with_capacity(k * per * l);
+    let mut gyc = Storage::with_capacity(if per > 1 { o * per * l } else { 0 });
+    let mut gw = Storage::filled(o * k, E::zero());
+    for (b0, nb) in chunks(g.n, per) {
         let ld = nb * l;
-        g.im2col_batch(x, b0, nb, &mut cols);
-        g.gather_channels(y_grad, b0, nb, &mut gyc);
+        refill(&mut cols, k * ld, |c| g.im2col_batch(x, b0, nb, c));
+        let gy = g.channel_major(y_grad, b0, nb, &mut gyc);
         gemm(
-            k,
-            ld,
             o,
-            Mat::row_major(&cols[..k * ld], ld),
-            Mat::transposed(&gyc[..o * ld], ld),
+            ld,
+            k,
+            Mat::row_major(&gy[..o * ld], ld),
+            Mat::transposed(&cols[..k * ld], ld),
             if b0 == 0 { E::zero() } else { E::one() },
-            &mut gwt,
+            &mut gw,
         );
-    }
-    let mut gw = vec![E::zero(); o * k];
-    for (oc, row) in gw.chunks_mut(k.max(1)).enumerate() {
-        for (r, v) in row.iter_mut().enumerate() {
-            *v = gwt[r * o + oc];
-        }
     }
     gw
 }
 
 /// Per-channel sums of `g [n, c, l]`: `out[c] = sum_b sum_i g[b, c, i]`,
-/// in a fixed order (batch-major, each run of `l` summed left to right).
+/// in a fixed order (batch-major, each run of `l` summed left to right), in
+/// a pooled buffer; channels in parallel.
 ///
 /// ```
 /// let g = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]; // [2, 2, 2]
-/// assert_eq!(forge::cpu::im2col::channel_sums(&g, 2, 2, 2), vec![14.0, 22.0]);
+/// assert_eq!(&forge::cpu::im2col::channel_sums(&g, 2, 2, 2)[..], &[14.0, 22.0]);
 /// ```
-pub fn channel_sums<E: Float>(g: &[E], n: usize, c: usize, l: usize) -> Vec<E> {
+pub fn channel_sums<E: Float>(g: &[E], n: usize, c: usize, l: usize) -> Storage<E> {
     assert_eq!(g.len(), n * c * l, "channel_sums: gradient");
-    let mut out = vec![E::zero(); c];
-    for img in g.chunks(c * l.max(1)).take(n) {
-        for (o, run) in out.iter_mut().zip(img.chunks(l.max(1))) {
-            *o += run.iter().fold(E::zero(), |a, &v| a + v);
-        }
-    }
-    out
+    // Channels per parallel chunk: about 16K values each (from the shape only).
+    let per = ((1 << 14) / (n * l).max(1)).clamp(1, c.max(1));
+    build(c, |out| {
+        for_each_chunk_mut(out, per, |ch, o| {
+            for (j, slot) in o.iter_mut().enumerate() {
+                let ci = ch * per + j;
+                let s = (0..n).fold(E::zero(), |a, b| {
+                    let run = &g[(b * c + ci) * l..(b * c + ci + 1) * l];
+                    a + run.iter().fold(E::zero(), |s, &v| s + v)
+                });
+                slot.write(s);
+            }
+        });
+    })
 }
 
 #[cfg(test)]
@@ -641,7 +807,7 @@ mod tests {
         let w: Vec<f64> = (0..6 * 2 * 3 * 2)
             .map(|i| ((i * 13) % 7) as f64 - 3.0)
             .collect();
-        assert_eq!(conv2d_forward(&g, &x, &w, None), naive(&g, &x, &w));
+        assert_eq!(conv2d_forward(&g, &x, &w, None).to_vec(), naive(&g, &x, &w));
     }
 
     fn ramp(n: usize, a: usize, m: usize) -> Vec<f64> {
@@ -650,28 +816,39 @@ mod tests {
             .collect()
     }
 
-    /// The batched (groups = 1) paths, with a budget that splits the batch
-    /// into chunks of 2, 2 and 1 images, against window sums and adjoints;
-    /// strided, dilated and padded so that every im2col branch runs.
+    /// The batched (groups = 1) paths, with budgets that split the batch
+    /// into chunks of 2, 2 and 1 images and of one image each (computed in
+    /// place), against window sums and adjoints; strided, dilated and
+    /// padded so that every im2col branch runs.
     #[test]
     fn batched_paths_match_window_sums_and_adjoints() {
         for (stride, pad, dil) in [([1, 1], [1, 1], [1, 1]), ([2, 3], [0, 2], [2, 1])] {
             let g = ConvGeom::new([5, 3, 7, 8], [4, 3, 3, 2], stride, pad, dil, 1).unwrap();
-            let budget = 2 * g.k_len() * g.l();
-            assert_eq!(g.batch_chunk(budget), 2);
             let x = ramp(5 * 3 * 7 * 8, 37, 11);
             let w = ramp(4 * 3 * 3 * 2, 13, 7);
             let gy = ramp(5 * 4 * g.oh * g.ow, 11, 7);
-            let y = forward_batched(&g, &x, &w, None, budget);
-            assert_eq!(y, naive(&g, &x, &w));
-            assert_eq!(y, forward_batched(&g, &x, &w, None, usize::MAX));
-            let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(p, q)| p * q).sum::<f64>();
-            let gx = backward_input_batched(&g, &gy, &w, None, budget);
-            let gw = backward_weight_batched(&g, &x, &gy, budget);
-            assert_eq!(dot(&y, &gy), dot(&x, &gx));
-            assert_eq!(dot(&y, &gy), dot(&w, &gw));
-            let with_bias = forward_batched(&g, &x, &w, Some(&[1.0, 2.0, 3.0, 4.0]), budget);
-            assert_eq!(with_bias[g.l()], y[g.l()] + 2.0);
+            let whole = forward_batched(&g, &x, &w, None, usize::MAX);
+            assert_eq!(whole.to_vec(), naive(&g, &x, &w));
+            for (budget, per) in [(2 * g.k_len() * g.l(), 2), (1, 1)] {
+                assert_eq!(g.batch_chunk(budget), per);
+                let y = forward_batched(&g, &x, &w, None, budget);
+                assert_eq!(y, whole);
+                let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(p, q)| p * q).sum::<f64>();
+                let gx = backward_input_batched(&g, &gy, &w, None, budget);
+                let gw = backward_weight_batched(&g, &x, &gy, budget);
+                assert_eq!(dot(&y, &gy), dot(&x, &gx));
+                assert_eq!(dot(&y, &gy), dot(&w, &gw));
+                let bias = [1.0, 2.0, 3.0, 4.0];
+                let with_bias = forward_batched(&g, &x, &w, Some(&bias), budget);
+                for (i, (&b, &v)) in with_bias.iter().zip(y.iter()).enumerate() {
+                    assert_eq!(b, v + bias[(i / g.l()) % 4]);
+                }
+                let gx_bias = backward_input_batched(&g, &gy, &w, Some(&[0.5, 1.0, 2.0]), budget);
+                let plane = g.h * g.w;
+                for (i, (&b, &v)) in gx_bias.iter().zip(gx.iter()).enumerate() {
+                    assert_eq!(b, v + [0.5, 1.0, 2.0][(i / plane) % 3]);
+                }
+            }
         }
     }
 

@@ -9,7 +9,8 @@
 //! Planes are processed in parallel in fixed chunks; each output is computed
 //! by one call in a fixed order, so results do not depend on the thread count.
 
-use super::im2col::for_each_chunk_mut;
+use super::im2col::{build_chunks, fill_init};
+use super::memory::Storage;
 use crate::base::Float;
 
 /// The windows of a pooling over `h x w` planes producing `oh x ow` planes.
@@ -244,68 +245,66 @@ impl PoolWindows {
 
 /// For each output of each plane of `x` (planes of `h * w`), the position of
 /// its window's maximum inside the plane (the first one on ties; a NaN
-/// wins). An empty window yields position 0.
+/// wins). An empty window yields position 0. In a pooled buffer.
 ///
 /// ```
 /// use forge::cpu::pool::{max_argmax, PoolWindows};
 /// let p = PoolWindows::sliding([2, 2], [2, 2], [2, 2], [0, 0]).unwrap();
-/// assert_eq!(max_argmax(&p, &[1.0f32, 4.0, 3.0, 2.0]), vec![1]);
+/// assert_eq!(&max_argmax(&p, &[1.0f32, 4.0, 3.0, 2.0])[..], &[1]);
 /// ```
-pub fn max_argmax<E: Float>(win: &PoolWindows, x: &[E]) -> Vec<usize> {
+pub fn max_argmax<E: Float>(win: &PoolWindows, x: &[E]) -> Storage<usize> {
     let (ip, op) = (win.in_plane(), win.out_plane());
     let planes = x.len() / ip.max(1);
-    let mut idx = vec![0usize; planes * op];
-    for_each_chunk_mut(&mut idx, op, |p, out| {
+    let [dr, dc] = win.dilation;
+    build_chunks(planes * op, op, |p, out| {
         let plane = &x[p * ip..(p + 1) * ip];
-        let mut k = 0;
-        let [dr, dc] = win.dilation;
+        let mut slots = out.iter_mut();
         for &(r0, r1) in &win.rows {
             for &(c0, c1) in &win.cols {
-                let mut best: Option<(usize, E)> = None;
-                for r in (r0..r1).step_by(dr) {
-                    for c in (c0..c1).step_by(dc) {
-                        let v = plane[r * win.w + c];
-                        let better = match best {
-                            None => true,
-                            Some((_, b)) => v > b || (v.is_nan() && !b.is_nan()),
-                        };
-                        if better {
-                            best = Some((r * win.w + c, v));
+                let mut best = 0;
+                if r0 < r1 && c0 < c1 {
+                    best = r0 * win.w + c0;
+                    let mut bv = plane[best];
+                    for r in (r0..r1).step_by(dr) {
+                        let row = &plane[r * win.w..(r + 1) * win.w];
+                        for c in (c0..c1).step_by(dc) {
+                            let v = row[c];
+                            if v > bv || (v.is_nan() && !bv.is_nan()) {
+                                (best, bv) = (r * win.w + c, v);
+                            }
                         }
                     }
                 }
-                out[k] = best.map_or(0, |(i, _)| i);
-                k += 1;
+                if let Some(slot) = slots.next() {
+                    slot.write(best);
+                }
             }
         }
-    });
-    idx
+    })
 }
 
 /// `out[p, k] = x[p, idx[p, k]]` for planes of `in_plane` inputs and
-/// `out_plane` outputs.
+/// `out_plane` outputs, in a pooled buffer.
 ///
 /// ```
 /// let y = forge::cpu::pool::gather(&[1.0f32, 2.0, 3.0, 4.0], &[1, 0], 2, 1);
-/// assert_eq!(y, vec![2.0, 3.0]);
+/// assert_eq!(&y[..], &[2.0, 3.0]);
 /// ```
-pub fn gather<E: Float>(x: &[E], idx: &[usize], in_plane: usize, out_plane: usize) -> Vec<E> {
-    let mut out = vec![E::zero(); idx.len()];
-    for_each_chunk_mut(&mut out, out_plane, |p, o| {
+pub fn gather<E: Float>(x: &[E], idx: &[usize], in_plane: usize, out_plane: usize) -> Storage<E> {
+    build_chunks(idx.len(), out_plane, |p, o| {
         let plane = &x[p * in_plane..(p + 1) * in_plane];
         for (v, &i) in o.iter_mut().zip(&idx[p * out_plane..]) {
-            *v = plane[i];
+            v.write(plane[i]);
         }
-    });
-    out
+    })
 }
 
 /// The adjoint of [`gather`]: `x[p, idx[p, k]] += g[p, k]`, over `planes`
-/// planes, in increasing `k` within each plane.
+/// planes, in increasing `k` within each plane, in a pooled buffer.
 ///
 /// ```
 /// let x = forge::cpu::pool::scatter_add(&[1.0f32, 2.0], &[1, 1], 2, 2, 1);
-/// assert_eq!(x, vec![0.0, 3.0]);
+/// assert_eq!(&x[..], &[0.0, 3.0]);
 /// ```
 pub fn scatter_add<E: Float>(
     g: &[E],
@@ -313,30 +312,28 @@ pub fn scatter_add<E: Float>(
     in_plane: usize,
     out_plane: usize,
     planes: usize,
-) -> Vec<E> {
-    let mut x = vec![E::zero(); planes * in_plane];
-    for_each_chunk_mut(&mut x, in_plane, |p, plane| {
+) -> Storage<E> {
+    build_chunks(planes * in_plane, in_plane, |p, plane| {
+        let plane = fill_init(plane, E::zero());
         let range = p * out_plane..(p + 1) * out_plane;
         for (&v, &i) in g[range.clone()].iter().zip(&idx[range]) {
             plane[i] += v;
         }
-    });
-    x
+    })
 }
 
 /// Average pooling: each output is its window's sum divided by `div[k]`
-/// (one divisor per output position of a plane).
+/// (one divisor per output position of a plane), in a pooled buffer.
 ///
 /// ```
 /// use forge::cpu::pool::{avg_forward, PoolWindows};
 /// let p = PoolWindows::adaptive([2, 2], [1, 1]);
-/// assert_eq!(avg_forward(&p, &[1.0f64, 2.0, 3.0, 6.0], &[4.0]), vec![3.0]);
+/// assert_eq!(&avg_forward(&p, &[1.0f64, 2.0, 3.0, 6.0], &[4.0])[..], &[3.0]);
 /// ```
-pub fn avg_forward<E: Float>(win: &PoolWindows, x: &[E], div: &[E]) -> Vec<E> {
+pub fn avg_forward<E: Float>(win: &PoolWindows, x: &[E], div: &[E]) -> Storage<E> {
     let (ip, op) = (win.in_plane(), win.out_plane());
     let planes = x.len() / ip.max(1);
-    let mut out = vec![E::zero(); planes * op];
-    for_each_chunk_mut(&mut out, op, |p, o| {
+    build_chunks(planes * op, op, |p, o| {
         let plane = &x[p * ip..(p + 1) * ip];
         let mut k = 0;
         for &(r0, r1) in &win.rows {
@@ -347,27 +344,26 @@ pub fn avg_forward<E: Float>(win: &PoolWindows, x: &[E], div: &[E]) -> Vec<E> {
                         s += v;
                     }
                 }
-                o[k] = s / div[k];
+                o[k].write(s / div[k]);
                 k += 1;
             }
         }
-    });
-    out
+    })
 }
 
 /// The adjoint of [`avg_forward`]: every input in output `k`'s window
-/// receives `g[k] / div[k]`.
+/// receives `g[k] / div[k]`; in a pooled buffer.
 ///
 /// ```
 /// use forge::cpu::pool::{avg_backward, PoolWindows};
 /// let p = PoolWindows::adaptive([2, 2], [1, 1]);
-/// assert_eq!(avg_backward(&p, &[8.0f64], &[4.0]), vec![2.0; 4]);
+/// assert_eq!(&avg_backward(&p, &[8.0f64], &[4.0])[..], &[2.0; 4]);
 /// ```
-pub fn avg_backward<E: Float>(win: &PoolWindows, g: &[E], div: &[E]) -> Vec<E> {
+pub fn avg_backward<E: Float>(win: &PoolWindows, g: &[E], div: &[E]) -> Storage<E> {
     let (ip, op) = (win.in_plane(), win.out_plane());
     let planes = g.len() / op.max(1);
-    let mut x = vec![E::zero(); planes * ip];
-    for_each_chunk_mut(&mut x, ip, |p, plane| {
+    build_chunks(planes * ip, ip, |p, plane| {
+        let plane = fill_init(plane, E::zero());
         let gp = &g[p * op..(p + 1) * op];
         let mut k = 0;
         for &(r0, r1) in &win.rows {
@@ -381,6 +377,5 @@ pub fn avg_backward<E: Float>(win: &PoolWindows, g: &[E], div: &[E]) -> Vec<E> {
                 k += 1;
             }
         }
-    });
-    x
+    })
 }

@@ -19,7 +19,6 @@ use crate::cpu::im2col::{
     channel_sums, conv2d_backward_input, conv2d_backward_weight, conv2d_forward, ConvGeom,
 };
 use crate::tensor::{Device, Float, Tensor};
-use std::sync::Arc;
 
 fn dims4(op: &str, what: &str, t: &[usize], layout: &str) -> [usize; 4] {
     t.try_into().unwrap_or_else(|_| {
@@ -262,7 +261,7 @@ fn conv_apply<E: Float, D: Device>(
     let shape = [geom.n, geom.o, geom.oh, geom.ow];
     let mut inputs = vec![x.clone(), w.clone()];
     inputs.extend(b.cloned());
-    Tensor::from_parts(Arc::new(data), shape.into(), None).record("conv2d", inputs, move |ctx| {
+    Tensor::from_parts(data, shape.into(), None).record("conv2d", inputs, move |ctx| {
         let (x, w, g) = (&ctx.inputs[0], &ctx.inputs[1], ctx.grad);
         let mut out = vec![
             ctx.needs(0).then(|| conv_t_apply(g, w, None, geom)),
@@ -287,21 +286,17 @@ fn conv_t_apply<E: Float, D: Device>(
     let shape = [geom.n, geom.c, geom.h, geom.w];
     let mut inputs = vec![y.clone(), w.clone()];
     inputs.extend(b.cloned());
-    Tensor::from_parts(Arc::new(data), shape.into(), None).record(
-        "conv_transpose2d",
-        inputs,
-        move |ctx| {
-            let (y, w, g) = (&ctx.inputs[0], &ctx.inputs[1], ctx.grad);
-            let mut out = vec![
-                ctx.needs(0).then(|| conv_apply(g, w, None, geom)),
-                ctx.needs(1).then(|| conv_w_apply(g, y, geom)),
-            ];
-            if ctx.inputs.len() == 3 {
-                out.push(ctx.needs(2).then(|| channel_sum(g)));
-            }
-            out
-        },
-    )
+    Tensor::from_parts(data, shape.into(), None).record("conv_transpose2d", inputs, move |ctx| {
+        let (y, w, g) = (&ctx.inputs[0], &ctx.inputs[1], ctx.grad);
+        let mut out = vec![
+            ctx.needs(0).then(|| conv_apply(g, w, None, geom)),
+            ctx.needs(1).then(|| conv_w_apply(g, y, geom)),
+        ];
+        if ctx.inputs.len() == 3 {
+            out.push(ctx.needs(2).then(|| channel_sum(g)));
+        }
+        out
+    })
 }
 
 /// The bias gradient: `g [n, c, h, w]` summed over batch and space to `[c]`
@@ -311,14 +306,10 @@ fn channel_sum<E: Float, D: Device>(g: &Tensor<E, D>) -> Tensor<E, D> {
     let s = g.shape();
     let (n, c, l) = (s[0], s[1], s[2] * s[3]);
     let data = channel_sums(g.as_slice(), n, c, l);
-    Tensor::from_parts(Arc::new(data), [c].into(), None).record(
-        "conv_bias_grad",
-        vec![g.clone()],
-        |ctx| {
-            let s = ctx.inputs[0].shape();
-            vec![Some(ctx.grad.view(&[1, s[1], 1, 1]).expand(s))]
-        },
-    )
+    Tensor::from_parts(data, [c].into(), None).record("conv_bias_grad", vec![g.clone()], |ctx| {
+        let s = ctx.inputs[0].shape();
+        vec![Some(ctx.grad.view(&[1, s[1], 1, 1]).expand(s))]
+    })
 }
 
 /// The weight gradient of `conv` over `geom`: maps `x [n, c, h, w]` and
@@ -330,7 +321,7 @@ fn conv_w_apply<E: Float, D: Device>(
 ) -> Tensor<E, D> {
     let data = conv2d_backward_weight(&geom, x.as_slice(), y.as_slice());
     let shape = [geom.o, geom.c / geom.groups, geom.kh, geom.kw];
-    Tensor::from_parts(Arc::new(data), shape.into(), None).record(
+    Tensor::from_parts(data, shape.into(), None).record(
         "conv2d_weight_grad",
         vec![x.clone(), y.clone()],
         move |ctx| {

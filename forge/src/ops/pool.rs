@@ -9,12 +9,13 @@
 //! its window), whose own rule is the forward pooling.
 
 use crate::cpu::pool::{avg_backward, avg_forward, gather, max_argmax, scatter_add, PoolWindows};
+use crate::cpu::Storage;
 use crate::tensor::{Device, Float, Tensor};
 use std::sync::Arc;
 
 /// Positions picked per output plane, and the shapes on either side.
 struct GatherSpec {
-    idx: Vec<usize>,
+    idx: Storage<usize>,
     in_shape: Vec<usize>,
     out_shape: Vec<usize>,
 }
@@ -38,7 +39,7 @@ struct AvgSpec<E> {
 
 fn gather_apply<E: Float, D: Device>(x: &Tensor<E, D>, spec: Arc<GatherSpec>) -> Tensor<E, D> {
     let data = gather(x.as_slice(), &spec.idx, spec.in_plane(), spec.out_plane());
-    Tensor::from_parts(Arc::new(data), spec.out_shape.clone().into(), None).record(
+    Tensor::from_parts(data, spec.out_shape.clone().into(), None).record(
         "max_pool",
         vec![x.clone()],
         move |ctx| vec![Some(scatter_apply(ctx.grad, spec.clone()))],
@@ -54,7 +55,7 @@ fn scatter_apply<E: Float, D: Device>(g: &Tensor<E, D>, spec: Arc<GatherSpec>) -
         spec.out_plane(),
         planes,
     );
-    Tensor::from_parts(Arc::new(data), spec.in_shape.clone().into(), None).record(
+    Tensor::from_parts(data, spec.in_shape.clone().into(), None).record(
         "max_pool_backward",
         vec![g.clone()],
         move |ctx| vec![Some(gather_apply(ctx.grad, spec.clone()))],
@@ -63,7 +64,7 @@ fn scatter_apply<E: Float, D: Device>(g: &Tensor<E, D>, spec: Arc<GatherSpec>) -
 
 fn avg_apply<E: Float, D: Device>(x: &Tensor<E, D>, spec: Arc<AvgSpec<E>>) -> Tensor<E, D> {
     let data = avg_forward(&spec.win, x.as_slice(), &spec.div);
-    Tensor::from_parts(Arc::new(data), spec.out_shape.clone().into(), None).record(
+    Tensor::from_parts(data, spec.out_shape.clone().into(), None).record(
         "avg_pool",
         vec![x.clone()],
         move |ctx| vec![Some(avg_adjoint_apply(ctx.grad, spec.clone()))],
@@ -72,7 +73,7 @@ fn avg_apply<E: Float, D: Device>(x: &Tensor<E, D>, spec: Arc<AvgSpec<E>>) -> Te
 
 fn avg_adjoint_apply<E: Float, D: Device>(g: &Tensor<E, D>, spec: Arc<AvgSpec<E>>) -> Tensor<E, D> {
     let data = avg_backward(&spec.win, g.as_slice(), &spec.div);
-    Tensor::from_parts(Arc::new(data), spec.in_shape.clone().into(), None).record(
+    Tensor::from_parts(data, spec.in_shape.clone().into(), None).record(
         "avg_pool_backward",
         vec![g.clone()],
         move |ctx| vec![Some(avg_apply(ctx.grad, spec.clone()))],
