@@ -8,10 +8,11 @@
 //! test function: parallel tests in this binary would allocate in between.
 
 use forge::cpu::memory::{self, stats};
+use forge::models::gpt::{Gpt, GptConfig};
 use forge::models::mnist::MnistMlp;
 use forge::nn::functional::cross_entropy;
-use forge::nn::{Forward, Layer, TensorKind};
-use forge::optim::{Adam, Sgd};
+use forge::nn::{Forward, Layer, Linear, Lstm, RnnConfig, TensorKind};
+use forge::optim::{Adam, AdamW, Sgd};
 use forge::{Gradients, Rng, Tensor};
 
 fn batch(rng: &mut Rng, n: usize) -> (Tensor, Tensor<i64>) {
@@ -142,4 +143,72 @@ fn pool_contract() {
     assert!(c.held_bytes <= 1 << 20, "{} bytes held", c.held_bytes);
     assert!(c.released_bytes >= t.released_bytes + (3 << 20));
     memory::set_ceiling(memory::DEFAULT_CEILING_BYTES);
+
+    // 5. The recurrent and attention models: after warm-up, training steps
+    // of a small LSTM (fused cells; batch 16, so 2 threads split the batch)
+    // and a small GPT take no buffer from the OS, with 1 and 2 threads.
+    for threads in [1, 2] {
+        let mut rng = Rng::new(3);
+        let mut lstm = LstmHead {
+            lstm: Lstm::new(RnnConfig::new(16, 24).batch_first(true), &mut rng),
+            head: Linear::new(24, 5, &mut rng),
+        };
+        let x = Tensor::<f32>::normal(&[16, 6, 16], 0.0, 1.0, &mut rng);
+        let y = Tensor::<i64>::from_vec((0..16).map(|i| i % 5).collect(), &[16]);
+        let mut adam = Adam::new(1e-3);
+        assert_no_misses("LSTM + Adam", threads, || {
+            let g = cross_entropy(&lstm.forward(x.clone()), &y).backward();
+            adam.step(&mut lstm, &g).unwrap();
+        });
+        let cfg = GptConfig {
+            vocab_size: 32,
+            block_size: 16,
+            n_layer: 2,
+            n_head: 2,
+            n_embd: 32,
+            bias: true,
+        };
+        let mut gpt = Gpt::<f32>::new(cfg, &mut rng);
+        let idx = Tensor::<i64>::from_vec((0..64).map(|i| (i * 7) % 32).collect(), &[4, 16]);
+        let tgt = Tensor::<i64>::from_vec((0..64).map(|i| (i * 5) % 32).collect(), &[4, 16]);
+        let mut adamw = AdamW::new(1e-3);
+        assert_no_misses("GPT + AdamW", threads, || {
+            let g = gpt.loss(&idx, &tgt).backward();
+            adamw.step(&mut gpt, &g).unwrap();
+        });
+    }
+}
+
+/// An LSTM over a sequence and a Linear head on its last hidden state.
+#[derive(Layer)]
+struct LstmHead {
+    lstm: Lstm,
+    head: Linear,
+}
+
+impl Forward<Tensor> for LstmHead {
+    type Output = Tensor;
+    fn forward(&self, x: Tensor) -> Tensor {
+        let (_, (h, _)) = self.lstm.forward(x);
+        let (n, hid) = (h.dim(1), h.dim(2));
+        self.head.forward(h.view(&[n, hid]))
+    }
+}
+
+/// Three warm-up steps, then five that must take no buffer from the OS.
+fn assert_no_misses(name: &str, threads: usize, mut step: impl FnMut()) {
+    forge::cpu::set_num_threads(threads);
+    for _ in 0..3 {
+        step();
+    }
+    let warm = stats();
+    for _ in 0..5 {
+        step();
+    }
+    let after = stats();
+    assert_eq!(
+        after.misses, warm.misses,
+        "{name}, {threads} thread(s): buffers taken from the OS after warm-up"
+    );
+    assert!(after.hits > warm.hits, "{name}: the steps use the pool");
 }

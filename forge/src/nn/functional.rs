@@ -26,6 +26,7 @@ pub use crate::ops::loss_pointwise::{
     l1_penalty, l2_penalty, mse_loss, smooth_l1_loss, KlDivReduction,
 };
 pub use crate::ops::norm::{batch_norm, group_norm, layer_norm};
+pub use crate::ops::rnn_cell::{gru_sequence, lstm_sequence};
 
 use crate::tensor::{Device, Float, Tensor};
 

@@ -3,6 +3,7 @@
 use super::forward::Forward;
 use super::rnn::{recurrent_layer, CellWeights, Recurrent, RnnConfig};
 use super::summary::record_output;
+use crate::ops::rnn_cell::gru_sequence;
 use crate::tensor::{Float, Rng, Tensor};
 
 /// A gated recurrent unit layer (`nn.GRU`), stacked `num_layers` deep and
@@ -42,28 +43,18 @@ pub struct Gru<E: Float = f32> {
 
 recurrent_layer!(Gru);
 
-/// One GRU step: `xp` holds the input projection with `bias_ih` only, since
-/// `bias_hh`'s `n` block sits inside `r * (..)`.
-fn gru_step<E: Float>(xp: &Tensor<E>, s: &[Tensor<E>], w: &CellWeights<E>) -> Vec<Tensor<E>> {
-    let h = &s[0];
-    let hid = h.dim(1);
-    let mut hp = h.matmul_t(&w.weight_hh);
-    if let Some(b) = &w.bias_hh {
-        hp = hp.add(b);
-    }
-    let rz = xp
-        .narrow(1, 0, 2 * hid)
-        .add(&hp.narrow(1, 0, 2 * hid))
-        .sigmoid();
-    let r = rz.narrow(1, 0, hid);
-    let z = rz.narrow(1, hid, hid);
-    let n = xp
-        .narrow(1, 2 * hid, hid)
-        .add(&r.mul(&hp.narrow(1, 2 * hid, hid)))
-        .tanh();
-    // (1 - z) * n + z * h = n + z * (h - n)
-    let h = n.add(&z.mul(&h.sub(&n)));
-    vec![h]
+/// One layer and direction: the fused [`gru_sequence`] (one kernel per time
+/// step for the gates and the state update, one tape node). `xp` holds the
+/// input projection with `bias_ih` only, since `bias_hh`'s `n` block sits
+/// inside `r * (..)`.
+fn gru_seq<E: Float>(
+    xp: &Tensor<E>,
+    s: &[Tensor<E>],
+    w: &CellWeights<E>,
+    reverse: bool,
+) -> (Tensor<E>, Vec<Tensor<E>>) {
+    let (out, h_n) = gru_sequence(xp, &s[0], &w.weight_hh, w.bias_hh.as_ref(), reverse);
+    (out, vec![h_n])
 }
 
 impl<E: Float> Gru<E> {
@@ -88,9 +79,7 @@ impl<E: Float> Gru<E> {
 
     fn run(&self, x: Tensor<E>, h0: Option<Tensor<E>>) -> (Tensor<E>, Tensor<E>) {
         let init = h0.map(|h| vec![h]);
-        let (out, mut finals) = self
-            .inner
-            .run(x, init.as_deref(), &["h0"], false, &gru_step);
+        let (out, mut finals) = self.inner.run(x, init.as_deref(), &["h0"], false, &gru_seq);
         (out, finals.remove(0))
     }
 }

@@ -3,6 +3,7 @@
 use super::forward::Forward;
 use super::rnn::{recurrent_layer, CellWeights, Recurrent, RnnConfig};
 use super::summary::record_output;
+use crate::ops::rnn_cell::lstm_sequence;
 use crate::tensor::{Float, Rng, Tensor};
 
 /// A long short-term memory layer (`nn.LSTM`), stacked `num_layers` deep
@@ -43,19 +44,16 @@ pub struct Lstm<E: Float = f32> {
 
 recurrent_layer!(Lstm);
 
-/// One LSTM step: gates `(i, f, g, o)` from the input projection (both
-/// biases folded in) and the hidden projection.
-fn lstm_step<E: Float>(xp: &Tensor<E>, s: &[Tensor<E>], w: &CellWeights<E>) -> Vec<Tensor<E>> {
-    let (h, c) = (&s[0], &s[1]);
-    let hid = h.dim(1);
-    let gates = xp.add(&h.matmul_t(&w.weight_hh));
-    let i = gates.narrow(1, 0, hid).sigmoid();
-    let f = gates.narrow(1, hid, hid).sigmoid();
-    let g = gates.narrow(1, 2 * hid, hid).tanh();
-    let o = gates.narrow(1, 3 * hid, hid).sigmoid();
-    let c = f.mul(c).add(&i.mul(&g));
-    let h = o.mul(&c.tanh());
-    vec![h, c]
+/// One layer and direction: the fused [`lstm_sequence`] (one kernel per
+/// time step for the gates and the state update, one tape node).
+fn lstm_seq<E: Float>(
+    xp: &Tensor<E>,
+    s: &[Tensor<E>],
+    w: &CellWeights<E>,
+    reverse: bool,
+) -> (Tensor<E>, Vec<Tensor<E>>) {
+    let (out, h_n, c_n) = lstm_sequence(xp, &s[0], &s[1], &w.weight_hh, reverse);
+    (out, vec![h_n, c_n])
 }
 
 impl<E: Float> Lstm<E> {
@@ -90,7 +88,7 @@ impl<E: Float> Lstm<E> {
             init.as_ref().map(|s| &s[..]),
             &["h0", "c0"],
             true,
-            &lstm_step,
+            &lstm_seq,
         );
         let c_n = finals.pop().expect("c_n");
         let h_n = finals.pop().expect("h_n");

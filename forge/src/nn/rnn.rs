@@ -151,6 +151,40 @@ pub struct CellWeights<E: Float = f32> {
 pub(crate) type Step<'a, E> =
     &'a dyn Fn(&Tensor<E>, &[Tensor<E>], &CellWeights<E>) -> Vec<Tensor<E>>;
 
+/// One layer and direction over the whole sequence: the input projection
+/// (`[T, N, G H]`), the initial states (each `[N, H]`), the cell's weights
+/// and whether the steps run in reverse give the outputs `[T, N, H]` (in
+/// time order) and the final states.
+pub(crate) type Sequence<'a, E> =
+    &'a dyn Fn(&Tensor<E>, &[Tensor<E>], &CellWeights<E>, bool) -> (Tensor<E>, Vec<Tensor<E>>);
+
+/// [`Sequence`] from tensor ops, one `step` per time index (the Elman
+/// [`Rnn`]; the LSTM and GRU use their fused ops).
+pub(crate) fn composed_sequence<E: Float>(
+    xp: &Tensor<E>,
+    init: &[Tensor<E>],
+    w: &CellWeights<E>,
+    reverse: bool,
+    step: Step<'_, E>,
+) -> (Tensor<E>, Vec<Tensor<E>>) {
+    let t_len = xp.dim(0);
+    let xs = unbind_steps(xp);
+    let mut state: Vec<Tensor<E>> = init.to_vec();
+    let mut ys: Vec<Option<Tensor<E>>> = vec![None; t_len];
+    let order: Box<dyn Iterator<Item = usize>> = if reverse {
+        Box::new((0..t_len).rev())
+    } else {
+        Box::new(0..t_len)
+    };
+    for t in order {
+        state = step(&xs[t], &state, w);
+        ys[t] = Some(state[0].clone());
+    }
+    let ys: Vec<Tensor<E>> = ys.into_iter().flatten().collect();
+    let refs: Vec<&Tensor<E>> = ys.iter().collect();
+    (Tensor::stack(&refs, 0), state)
+}
+
 /// The weights and the time loop shared by every recurrent layer.
 #[derive(Clone, Debug)]
 pub(crate) struct Recurrent<E: Float> {
@@ -277,6 +311,7 @@ impl<E: Float> Recurrent<E> {
     /// each `[L * D, N, H]` (`[L * D, H]` for an unbatched `x`), or `None`
     /// for zeros. `fold_bias_hh` adds `bias_hh` to the input projection
     /// (valid when the cell adds it unchanged to the hidden projection).
+    /// `seq` runs one layer and direction over the sequence.
     /// Returns the output sequence and the final states stacked like `init`.
     pub(crate) fn run(
         &self,
@@ -284,7 +319,7 @@ impl<E: Float> Recurrent<E> {
         init: Option<&[Tensor<E>]>,
         state_names: &[&str],
         fold_bias_hh: bool,
-        step: Step<'_, E>,
+        seq: Sequence<'_, E>,
     ) -> (Tensor<E>, Vec<Tensor<E>>) {
         let cfg = &self.config;
         let (h, d) = (cfg.hidden_size, cfg.num_directions());
@@ -348,30 +383,20 @@ impl<E: Float> Recurrent<E> {
                 let w = &self.cells[idx];
                 let fan_in = input.dim(2);
                 let mut xp = input.view(&[t_len * n, fan_in]).matmul_t(&w.weight_ih);
-                if let Some(b) = &w.bias_ih {
+                // both biases summed first (a `[G H]` add), then one pass
+                // over the projection
+                let b_hh = w.bias_hh.as_ref().filter(|_| fold_bias_hh);
+                let bias = match (&w.bias_ih, b_hh) {
+                    (Some(a), Some(b)) => Some(a.add(b)),
+                    (a, b) => a.as_ref().or(b).cloned(),
+                };
+                if let Some(b) = &bias {
                     xp = xp.add(b);
                 }
-                if fold_bias_hh {
-                    if let Some(b) = &w.bias_hh {
-                        xp = xp.add(b);
-                    }
-                }
                 let gh = xp.dim(1);
-                let xs = unbind_steps(&xp.view(&[t_len, n, gh]));
-                let mut state: Vec<Tensor<E>> = states.iter().map(|s| s[idx].clone()).collect();
-                let mut ys: Vec<Option<Tensor<E>>> = vec![None; t_len];
-                let order: Box<dyn Iterator<Item = usize>> = if dir == 0 {
-                    Box::new(0..t_len)
-                } else {
-                    Box::new((0..t_len).rev())
-                };
-                for t in order {
-                    state = step(&xs[t], &state, w);
-                    ys[t] = Some(state[0].clone());
-                }
-                let ys: Vec<Tensor<E>> = ys.into_iter().flatten().collect();
-                let refs: Vec<&Tensor<E>> = ys.iter().collect();
-                outs.push(Tensor::stack(&refs, 0));
+                let init: Vec<Tensor<E>> = states.iter().map(|s| s[idx].clone()).collect();
+                let (ys, state) = seq(&xp.view(&[t_len, n, gh]), &init, w, dir == 1);
+                outs.push(ys);
                 for (f, s) in finals.iter_mut().zip(state) {
                     f.push(s);
                 }
@@ -594,8 +619,11 @@ impl<E: Float> Rnn<E> {
             let a = xp.add(&s[0].matmul_t(&w.weight_hh));
             vec![if relu { a.relu() } else { a.tanh() }]
         };
+        let seq = |xp: &Tensor<E>, s: &[Tensor<E>], w: &CellWeights<E>, reverse: bool| {
+            composed_sequence(xp, s, w, reverse, &step)
+        };
         let init = h0.map(|h| vec![h]);
-        let (out, mut finals) = self.inner.run(x, init.as_deref(), &["h0"], true, &step);
+        let (out, mut finals) = self.inner.run(x, init.as_deref(), &["h0"], true, &seq);
         (out, finals.remove(0))
     }
 }

@@ -22,6 +22,7 @@ mod pool;
 mod reduce;
 mod reduce_minmax;
 mod reduce_stats;
+pub(crate) mod rnn_cell;
 mod shape;
 mod softmax;
 mod strided;
