@@ -96,6 +96,18 @@ impl<E: Float, D: Device> Tensor<E, D> {
             a.shape(),
             b.shape()
         );
+        if b.rank() == 2 && a.rank() > 2 && !ta {
+            // A batch of row blocks times one matrix (a Linear layer on
+            // `[B, T, C]`): one product of `B * T` rows, so the matrix is
+            // packed once and the weight gradient is one product over every
+            // row instead of one per batch entry plus a sum.
+            let lead = &a.shape[..a.rank() - 1];
+            let rows: usize = lead.iter().product();
+            let out = a.view(&[rows, ac]).bmm_ex(b, false, tb, op);
+            let mut shape = lead.to_vec();
+            shape.push(n);
+            return out.view(&shape);
+        }
         let (ba, bb) = (&a.shape[..a.rank() - 2], &b.shape[..b.rank() - 2]);
         let batch = broadcast_shapes(ba, bb).unwrap_or_else(|| {
             panic!(
