@@ -13,7 +13,7 @@
 //! assert_eq!(y.shape(), &[8, 16, 16, 16]);
 //! ```
 
-use super::builder::size_setters;
+use super::builder::{conv_channels, size_setters};
 use super::forward::Forward;
 use super::init::default_bound;
 use super::summary::record_output;
@@ -292,60 +292,40 @@ impl<E: Float> Conv2d<E> {
         dilation: "the kernel dilation (rows, columns)";
     }
 
-    /// Splits the channels into `groups` groups, re-deriving the freshly
-    /// initialised weight as `[out, in / groups, kh, kw]` with the grouped
-    /// layer's default distribution. Call it on a new layer (with one group).
-    ///
-    /// # Panics
-    /// When the layer already has groups, or `in_channels` or
-    /// `out_channels` is not divisible by `groups`.
-    ///
-    /// ```
-    /// let c = forge::nn::Conv2d::<f32>::new(4, 6, 3, &mut forge::Rng::new(0)).groups(2);
-    /// assert_eq!(c.weight.shape(), &[6, 2, 3, 3]);
-    /// ```
-    pub fn groups(mut self, groups: usize) -> Self {
-        let out = self.out_channels();
-        (self.weight, self.bias) = grouped(
-            "Conv2d",
-            self.groups,
-            out,
-            "out_channels",
-            &self.weight,
-            &self.bias,
-            groups,
-        );
-        self.groups = groups;
-        self
-    }
-
-    /// Removes the bias.
-    ///
-    /// ```
-    /// let c = forge::nn::Conv2d::<f32>::new(1, 1, 3, &mut forge::Rng::new(0)).no_bias();
-    /// assert!(c.bias.is_none());
-    /// ```
-    pub fn no_bias(mut self) -> Self {
-        self.bias = None;
-        self
-    }
-
-    /// The number of input channels (`weight.shape()[1] * groups`).
-    ///
-    /// ```
-    /// assert_eq!(forge::nn::Conv2d::<f32>::new(3, 8, 3, &mut forge::Rng::new(0)).in_channels(), 3);
-    /// ```
-    pub fn in_channels(&self) -> usize {
-        self.weight.shape()[1] * self.groups
-    }
-
-    /// The number of output channels (`weight.shape()[0]`).
-    ///
-    /// ```
-    /// assert_eq!(forge::nn::Conv2d::<f32>::new(3, 8, 3, &mut forge::Rng::new(0)).out_channels(), 8);
-    /// ```
-    pub fn out_channels(&self) -> usize {
-        self.weight.shape()[0]
+    conv_channels! {
+        "Conv2d", 1, "out_channels";
+        /// Splits the channels into `groups` groups, re-deriving the freshly
+        /// initialised weight as `[out, in / groups, kh, kw]` with the grouped
+        /// layer's default distribution. Call it on a new layer (with one group).
+        ///
+        /// # Panics
+        /// When the layer already has groups, or `in_channels` or
+        /// `out_channels` is not divisible by `groups`.
+        ///
+        /// ```
+        /// let c = forge::nn::Conv2d::<f32>::new(4, 6, 3, &mut forge::Rng::new(0)).groups(2);
+        /// assert_eq!(c.weight.shape(), &[6, 2, 3, 3]);
+        /// ```
+        groups;
+        /// Removes the bias.
+        ///
+        /// ```
+        /// let c = forge::nn::Conv2d::<f32>::new(1, 1, 3, &mut forge::Rng::new(0)).no_bias();
+        /// assert!(c.bias.is_none());
+        /// ```
+        no_bias;
+        /// The number of input channels (`weight.shape()[1] * groups`).
+        ///
+        /// ```
+        /// assert_eq!(forge::nn::Conv2d::<f32>::new(3, 8, 3, &mut forge::Rng::new(0)).in_channels(), 3);
+        /// ```
+        in_channels;
+        /// The number of output channels (`weight.shape()[0]`).
+        ///
+        /// ```
+        /// assert_eq!(forge::nn::Conv2d::<f32>::new(3, 8, 3, &mut forge::Rng::new(0)).out_channels(), 8);
+        /// ```
+        out_channels;
     }
 }
 
@@ -468,58 +448,38 @@ impl<E: Float> Conv1d<E> {
         dilation: "the kernel dilation";
     }
 
-    /// Splits the channels into `groups` groups (see [`Conv2d::groups`]).
-    ///
-    /// # Panics
-    /// When the layer already has groups, or a channel count is not
-    /// divisible by `groups`.
-    ///
-    /// ```
-    /// let c = forge::nn::Conv1d::<f32>::new(4, 4, 3, &mut forge::Rng::new(0)).groups(4);
-    /// assert_eq!(c.weight.shape(), &[4, 1, 3]);
-    /// ```
-    pub fn groups(mut self, groups: usize) -> Self {
-        let out = self.out_channels();
-        (self.weight, self.bias) = grouped(
-            "Conv1d",
-            self.groups,
-            out,
-            "out_channels",
-            &self.weight,
-            &self.bias,
-            groups,
-        );
-        self.groups = groups;
-        self
-    }
-
-    /// Removes the bias.
-    ///
-    /// ```
-    /// let c = forge::nn::Conv1d::<f32>::new(1, 1, 3, &mut forge::Rng::new(0)).no_bias();
-    /// assert!(c.bias.is_none());
-    /// ```
-    pub fn no_bias(mut self) -> Self {
-        self.bias = None;
-        self
-    }
-
-    /// The number of input channels.
-    ///
-    /// ```
-    /// assert_eq!(forge::nn::Conv1d::<f32>::new(3, 8, 3, &mut forge::Rng::new(0)).in_channels(), 3);
-    /// ```
-    pub fn in_channels(&self) -> usize {
-        self.weight.shape()[1] * self.groups
-    }
-
-    /// The number of output channels.
-    ///
-    /// ```
-    /// assert_eq!(forge::nn::Conv1d::<f32>::new(3, 8, 3, &mut forge::Rng::new(0)).out_channels(), 8);
-    /// ```
-    pub fn out_channels(&self) -> usize {
-        self.weight.shape()[0]
+    conv_channels! {
+        "Conv1d", 1, "out_channels";
+        /// Splits the channels into `groups` groups (see [`Conv2d::groups`]).
+        ///
+        /// # Panics
+        /// When the layer already has groups, or a channel count is not
+        /// divisible by `groups`.
+        ///
+        /// ```
+        /// let c = forge::nn::Conv1d::<f32>::new(4, 4, 3, &mut forge::Rng::new(0)).groups(4);
+        /// assert_eq!(c.weight.shape(), &[4, 1, 3]);
+        /// ```
+        groups;
+        /// Removes the bias.
+        ///
+        /// ```
+        /// let c = forge::nn::Conv1d::<f32>::new(1, 1, 3, &mut forge::Rng::new(0)).no_bias();
+        /// assert!(c.bias.is_none());
+        /// ```
+        no_bias;
+        /// The number of input channels.
+        ///
+        /// ```
+        /// assert_eq!(forge::nn::Conv1d::<f32>::new(3, 8, 3, &mut forge::Rng::new(0)).in_channels(), 3);
+        /// ```
+        in_channels;
+        /// The number of output channels.
+        ///
+        /// ```
+        /// assert_eq!(forge::nn::Conv1d::<f32>::new(3, 8, 3, &mut forge::Rng::new(0)).out_channels(), 8);
+        /// ```
+        out_channels;
     }
 }
 

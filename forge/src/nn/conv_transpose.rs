@@ -2,7 +2,7 @@
 //! parameter names, layout `[in, out / groups, kh, kw]` and default
 //! initialisation (fan-in from weight dimension 1).
 
-use super::builder::size_setters;
+use super::builder::{conv_channels, size_setters};
 use super::conv::{check_weights, conv_forward, grouped, init_params, IntoPair};
 use super::forward::Forward;
 use super::summary::record_output;
@@ -123,61 +123,41 @@ impl<E: Float> ConvTranspose2d<E> {
         dilation: "the kernel dilation (rows, columns)";
     }
 
-    /// Splits the channels into `groups` groups, re-deriving the freshly
-    /// initialised weight as `[in, out / groups, kh, kw]` with the grouped
-    /// layer's default distribution. Call it on a new layer.
-    ///
-    /// # Panics
-    /// When the layer already has groups, or a channel count is not
-    /// divisible by `groups`.
-    ///
-    /// ```
-    /// let c = forge::nn::ConvTranspose2d::<f32>::new(4, 6, 3, &mut forge::Rng::new(0)).groups(2);
-    /// assert_eq!(c.weight.shape(), &[4, 3, 3, 3]);
-    /// assert_eq!(c.out_channels(), 6);
-    /// ```
-    pub fn groups(mut self, groups: usize) -> Self {
-        let c = self.in_channels();
-        (self.weight, self.bias) = grouped(
-            "ConvTranspose2d",
-            self.groups,
-            c,
-            "in_channels",
-            &self.weight,
-            &self.bias,
-            groups,
-        );
-        self.groups = groups;
-        self
-    }
-
-    /// Removes the bias.
-    ///
-    /// ```
-    /// let c = forge::nn::ConvTranspose2d::<f32>::new(1, 1, 3, &mut forge::Rng::new(0)).no_bias();
-    /// assert!(c.bias.is_none());
-    /// ```
-    pub fn no_bias(mut self) -> Self {
-        self.bias = None;
-        self
-    }
-
-    /// The number of input channels (`weight.shape()[0]`).
-    ///
-    /// ```
-    /// assert_eq!(forge::nn::ConvTranspose2d::<f32>::new(3, 8, 3, &mut forge::Rng::new(0)).in_channels(), 3);
-    /// ```
-    pub fn in_channels(&self) -> usize {
-        self.weight.shape()[0]
-    }
-
-    /// The number of output channels (`weight.shape()[1] * groups`).
-    ///
-    /// ```
-    /// assert_eq!(forge::nn::ConvTranspose2d::<f32>::new(3, 8, 3, &mut forge::Rng::new(0)).out_channels(), 8);
-    /// ```
-    pub fn out_channels(&self) -> usize {
-        self.weight.shape()[1] * self.groups
+    conv_channels! {
+        "ConvTranspose2d", 0, "in_channels";
+        /// Splits the channels into `groups` groups, re-deriving the freshly
+        /// initialised weight as `[in, out / groups, kh, kw]` with the grouped
+        /// layer's default distribution. Call it on a new layer.
+        ///
+        /// # Panics
+        /// When the layer already has groups, or a channel count is not
+        /// divisible by `groups`.
+        ///
+        /// ```
+        /// let c = forge::nn::ConvTranspose2d::<f32>::new(4, 6, 3, &mut forge::Rng::new(0)).groups(2);
+        /// assert_eq!(c.weight.shape(), &[4, 3, 3, 3]);
+        /// assert_eq!(c.out_channels(), 6);
+        /// ```
+        groups;
+        /// Removes the bias.
+        ///
+        /// ```
+        /// let c = forge::nn::ConvTranspose2d::<f32>::new(1, 1, 3, &mut forge::Rng::new(0)).no_bias();
+        /// assert!(c.bias.is_none());
+        /// ```
+        no_bias;
+        /// The number of input channels (`weight.shape()[0]`).
+        ///
+        /// ```
+        /// assert_eq!(forge::nn::ConvTranspose2d::<f32>::new(3, 8, 3, &mut forge::Rng::new(0)).in_channels(), 3);
+        /// ```
+        in_channels;
+        /// The number of output channels (`weight.shape()[1] * groups`).
+        ///
+        /// ```
+        /// assert_eq!(forge::nn::ConvTranspose2d::<f32>::new(3, 8, 3, &mut forge::Rng::new(0)).out_channels(), 8);
+        /// ```
+        out_channels;
     }
 }
 
