@@ -4,7 +4,9 @@
 //! values are computed by hand from PyTorch's formulas, in f64 on shapes
 //! of a few elements.
 
-use forge::nn::functional::{cross_entropy_with, CrossEntropyOptions, Reduction};
+use forge::nn::functional::{
+    cross_entropy_with, nll_loss, CrossEntropyOptions, NllLossOptions, Reduction,
+};
 use forge::optim::*;
 use forge::{ForgeError, Tensor};
 use std::collections::BTreeMap;
@@ -154,7 +156,10 @@ fn centered_rmsprop_refuses_an_alpha_that_rounds_the_variance_to_zero() {
 /// loss `ln(1 + e)` and gradient `p - onehot = [1/(1+e) - 1, 0, e/(1+e)]`.
 ///
 /// Kills `replace > with >= in cross_entropy_fused` (line 320), which
-/// computes the smoothing sum with `ls = 0` and gets `0 * inf = NaN`.
+/// computes the smoothing sum with `ls = 0` and gets `0 * inf = NaN`, and
+/// `replace == with != in cross_entropy_with` (line 225), which sends
+/// `(N, C)` logits down the composed path: that path gave NaN here too
+/// (`-inf * 0` in the one-hot product) until `pick` (see the next test).
 #[test]
 fn fused_cross_entropy_with_a_masked_class_is_finite_without_smoothing() {
     let inf = f64::INFINITY;
@@ -374,4 +379,56 @@ fn path_matchers_match_print_and_report_unbound_closures() {
     assert!(!exact.matches("fc"), "Exact matches whole paths only");
     assert!(!PathMatch::Prefix("enc.".into()).matches("dec.w"));
     assert!(PathMatch::Suffix("bias".into()).matches("fc.bias"));
+}
+
+/// `nll_loss` and the composed (K-dimensional) cross-entropy pick the
+/// target entry; a `-inf` in another class contributes 0, as in PyTorch
+/// (2.x: `nll_loss([[-1.3, -inf, -0.3]], [0])` = 1.3 with gradient
+/// `[-1, 0, 0]`; `cross_entropy` of `(1, 3, 2)` logits with columns
+/// `[0, -inf, 1]` (target 0) and `[2, 0, -inf]` (target 1) =
+/// `[ln(1 + e), ln(e^2 + 1)]`). Before `pick` both gave NaN (`-inf * 0`).
+#[test]
+fn nll_and_kdim_cross_entropy_ignore_a_masked_class() {
+    let inf = f64::INFINITY;
+    let lp = Tensor::<f64>::from_vec(vec![-1.3, -inf, -0.3], &[1, 3]).requires_grad();
+    let t = Tensor::<i64>::from_vec(vec![0], &[1]);
+    let l = nll_loss(&lp, &t, NllLossOptions::default());
+    assert_eq!(l.item(), 1.3);
+    assert_eq!(
+        l.backward().get(&lp).unwrap().to_vec(),
+        vec![-1.0, 0.0, 0.0]
+    );
+    let w = Tensor::<f64>::from_vec(vec![2.0, 1.0, 1.0], &[3]);
+    let o = NllLossOptions {
+        weight: Some(w),
+        ..Default::default()
+    };
+    assert_eq!(nll_loss(&lp, &t, o).item(), 1.3);
+
+    let x =
+        Tensor::<f64>::from_vec(vec![0.0, 2.0, -inf, 0.0, 1.0, -inf], &[1, 3, 2]).requires_grad();
+    let t = Tensor::<i64>::from_vec(vec![0, 1], &[1, 2]);
+    let opts = CrossEntropyOptions {
+        reduction: Reduction::None,
+        ..Default::default()
+    };
+    let l = cross_entropy_with(&x, &t, opts);
+    let (e, e2) = (1f64.exp(), 1f64.exp().powi(2));
+    let want = [(1.0 + e).ln(), (e2 + 1.0).ln()];
+    for (a, b) in l.to_vec().iter().zip(want) {
+        assert!((a - b).abs() < 1e-15, "{:?} vs {want:?}", l.to_vec());
+    }
+    let g = l.sum().backward().get(&x).unwrap().to_vec();
+    // p - onehot, laid out (class, position).
+    let want = [
+        1.0 / (1.0 + e) - 1.0,
+        e2 / (e2 + 1.0),
+        0.0,
+        1.0 / (e2 + 1.0) - 1.0,
+        e / (1.0 + e),
+        0.0,
+    ];
+    for (a, b) in g.iter().zip(want) {
+        assert!((a - b).abs() < 1e-15, "{g:?} vs {want:?}");
+    }
 }

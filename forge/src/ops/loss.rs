@@ -139,6 +139,16 @@ fn target_mask<E: Float, D: Device>(
     (axis, c, Tensor::from_storage(mask, shape))
 }
 
+/// `x * mask` with the entries where `mask` is 0 set to 0 first, so that a
+/// `-inf` (log-)probability of a class other than the target contributes 0
+/// (as PyTorch's gather does) instead of `-inf * 0 = NaN`. The gradient is
+/// `mask` at the picked entries and 0 elsewhere, as for `x * mask`.
+fn pick<E: Float, D: Device>(x: &Tensor<E, D>, mask: &Tensor<E, D>) -> Tensor<E, D> {
+    let off: Vec<bool> = mask.as_slice().iter().map(|&m| m == E::zero()).collect();
+    let off = Tensor::<bool, D>::from_vec(off, mask.shape());
+    x.masked_fill(&off, 0.0).mul(mask)
+}
+
 /// A `(C,)` weight viewed to broadcast along the class axis of `shape`.
 fn class_weight<E: Float, D: Device>(
     op: &str,
@@ -186,7 +196,7 @@ pub fn nll_loss<E: Float, D: Device>(
         Some(w) => mask.mul(&class_weight("nll_loss", w, input.shape(), axis)),
         None => mask,
     };
-    let per = input.mul(&mask).sum_dim(&[axis as isize], false).neg();
+    let per = pick(input, &mask).sum_dim(&[axis as isize], false).neg();
     match options.reduction {
         Reduction::Mean => per.sum().div(&mask.sum()),
         Reduction::Sum => per.sum(),
@@ -236,7 +246,7 @@ pub fn cross_entropy_with<E: Float, D: Device>(
         None => mask.clone(),
     };
     let ax = [axis as isize];
-    let nll = lp.mul(&wmask).sum_dim(&ax, false).neg();
+    let nll = pick(&lp, &wmask).sum_dim(&ax, false).neg();
     let reduce_like_nll = |per: Tensor<E, D>| match options.reduction {
         Reduction::Mean => per.sum().div(&wmask.sum()),
         Reduction::Sum => per.sum(),
