@@ -82,6 +82,23 @@ fn run<R: UpdateRule, E: Float>(f: &Fixture, mut opt: Optimizer<R, E>, rtol: f64
     }
 }
 
+/// `(expr, expr)` with the type `$t` standing for f64, then for f32: one
+/// optimizer built twice, once per element type.
+macro_rules! both {
+    ($t:ident => $e:expr) => {
+        (
+            {
+                type $t = f64;
+                $e
+            },
+            {
+                type $t = f32;
+                $e
+            },
+        )
+    };
+}
+
 fn run_both<R: UpdateRule>(f: &Fixture, make: impl Fn() -> (Optimizer<R, f64>, Optimizer<R, f32>)) {
     let (o64, o32) = make();
     let (rtol, atol) = f.tol();
@@ -98,17 +115,14 @@ fn check_optimizer_file(file: &str) -> &'static str {
     match f.meta("optimizer") {
         "SGD" => {
             run_both(&f, || {
-                macro_rules! mk {
-                    ($e:ty) => {
-                        Sgd::<$e>::new(lr)
-                            .momentum(m("momentum"))
-                            .dampening(m("dampening"))
-                            .nesterov(boolean(&f, "nesterov"))
-                            .maximize(maximize)
-                            .weight_decay(wd)
-                    };
-                }
-                (mk!(f64), mk!(f32))
+                both!(T =>
+                    Sgd::<T>::new(lr)
+                        .momentum(m("momentum"))
+                        .dampening(m("dampening"))
+                        .nesterov(boolean(&f, "nesterov"))
+                        .maximize(maximize)
+                        .weight_decay(wd)
+                )
             });
             "SGD"
         }
@@ -118,81 +132,66 @@ fn check_optimizer_file(file: &str) -> &'static str {
             if boolean(&f, "decoupled_weight_decay") {
                 assert_eq!(name, "AdamW");
                 run_both(&f, || {
-                    macro_rules! mk {
-                        ($e:ty) => {
-                            AdamW::<$e>::new(lr)
-                                .betas(b1, b2)
-                                .eps(m("eps"))
-                                .amsgrad(amsgrad)
-                                .maximize(maximize)
-                                .weight_decay(wd)
-                        };
-                    }
-                    (mk!(f64), mk!(f32))
+                    both!(T =>
+                        AdamW::<T>::new(lr)
+                            .betas(b1, b2)
+                            .eps(m("eps"))
+                            .amsgrad(amsgrad)
+                            .maximize(maximize)
+                            .weight_decay(wd)
+                    )
                 });
                 "AdamW"
             } else {
                 run_both(&f, || {
-                    macro_rules! mk {
-                        ($e:ty) => {
-                            Adam::<$e>::new(lr)
-                                .betas(b1, b2)
-                                .eps(m("eps"))
-                                .amsgrad(amsgrad)
-                                .maximize(maximize)
-                                .weight_decay(wd)
-                        };
-                    }
-                    (mk!(f64), mk!(f32))
+                    both!(T =>
+                        Adam::<T>::new(lr)
+                            .betas(b1, b2)
+                            .eps(m("eps"))
+                            .amsgrad(amsgrad)
+                            .maximize(maximize)
+                            .weight_decay(wd)
+                    )
                 });
                 "Adam"
             }
         }
         "Adagrad" => {
             run_both(&f, || {
-                macro_rules! mk {
-                    ($e:ty) => {
-                        Adagrad::<$e>::new(lr)
-                            .lr_decay(m("lr_decay"))
-                            .initial_accumulator_value(m("initial_accumulator_value"))
-                            .eps(m("eps"))
-                            .maximize(maximize)
-                            .weight_decay(wd)
-                    };
-                }
-                (mk!(f64), mk!(f32))
+                both!(T =>
+                    Adagrad::<T>::new(lr)
+                        .lr_decay(m("lr_decay"))
+                        .initial_accumulator_value(m("initial_accumulator_value"))
+                        .eps(m("eps"))
+                        .maximize(maximize)
+                        .weight_decay(wd)
+                )
             });
             "Adagrad"
         }
         "Adadelta" => {
             run_both(&f, || {
-                macro_rules! mk {
-                    ($e:ty) => {
-                        Adadelta::<$e>::new(lr)
-                            .rho(m("rho"))
-                            .eps(m("eps"))
-                            .maximize(maximize)
-                            .weight_decay(wd)
-                    };
-                }
-                (mk!(f64), mk!(f32))
+                both!(T =>
+                    Adadelta::<T>::new(lr)
+                        .rho(m("rho"))
+                        .eps(m("eps"))
+                        .maximize(maximize)
+                        .weight_decay(wd)
+                )
             });
             "Adadelta"
         }
         "RMSprop" => {
             run_both(&f, || {
-                macro_rules! mk {
-                    ($e:ty) => {
-                        RmsProp::<$e>::new(lr)
-                            .alpha(m("alpha"))
-                            .eps(m("eps"))
-                            .momentum(m("momentum"))
-                            .centered(boolean(&f, "centered"))
-                            .maximize(maximize)
-                            .weight_decay(wd)
-                    };
-                }
-                (mk!(f64), mk!(f32))
+                both!(T =>
+                    RmsProp::<T>::new(lr)
+                        .alpha(m("alpha"))
+                        .eps(m("eps"))
+                        .momentum(m("momentum"))
+                        .centered(boolean(&f, "centered"))
+                        .maximize(maximize)
+                        .weight_decay(wd)
+                )
             });
             "RMSprop"
         }

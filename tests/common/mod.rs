@@ -155,6 +155,18 @@ impl Fixture {
         );
     }
 
+    /// The parity check of a single-input op in element type `E`: `apply`
+    /// (the test's op for this fixture) on the tracked input `x` must give
+    /// `out`, and its backward from `gout` must give `grad_x`, within the
+    /// tolerances for `E`. Parity tests call it once per element type.
+    pub fn check_single_input<E: Float>(&self, apply: fn(&Fixture, &Tensor<E>) -> Tensor<E>) {
+        let x = self.input::<E>("x").requires_grad();
+        let y = apply(self, &x);
+        self.check_as("out", &y);
+        let g = y.backward_with(&self.input::<E>("gout"), false);
+        self.check_as("grad_x", g.get(&x).unwrap());
+    }
+
     /// Parses a metadata value, naming the file and key on failure.
     pub fn parse<T: std::str::FromStr>(&self, key: &str) -> T {
         self.meta(key)
