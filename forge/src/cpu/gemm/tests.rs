@@ -177,3 +177,121 @@ fn batched_matches_one_by_one() {
         assert_eq!(&c[i * m * n..(i + 1) * m * n], &one[..]);
     }
 }
+
+/// One thin-kernel family run four ways: compiled for the CPU at hand
+/// through the run-time dispatch, and the generic loop compiled for the
+/// target's baseline with 4 and with 8 rows per register block. All four
+/// must give the same bits.
+fn assert_paths_agree<E: Float + std::fmt::Debug>(
+    what: &str,
+    dispatched: &[E],
+    four: &[E],
+    eight: &[E],
+) {
+    let bits = |v: &[E]| {
+        v.iter()
+            .map(|x| x.to_f64().unwrap().to_bits())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        bits(dispatched),
+        bits(four),
+        "{what}: dispatched != generic R=4"
+    );
+    assert_eq!(
+        bits(eight),
+        bits(four),
+        "{what}: generic R=8 != generic R=4"
+    );
+}
+
+/// The gemv and narrow kernels are instantiated for AVX-512, AVX2 + FMA or
+/// the baseline at run time (and f32 column dots have an AVX-512 intrinsic
+/// version); the module promises the path never changes a result, because
+/// every path sums the same products in the same order with fused
+/// multiply-adds. Pin that promise, for f32 and f64, both beta values.
+fn simd_paths_agree<E: Float + std::fmt::Debug>() {
+    let mut rng = Rng::new(7);
+    let cast = |v: Vec<f64>| {
+        v.into_iter()
+            .map(|x| E::from(x).unwrap())
+            .collect::<Vec<E>>()
+    };
+    for (k, len) in [
+        (1, 1),
+        (15, 3),
+        (16, 4),
+        (17, 5),
+        (37, 16),
+        (100, 33),
+        (784, 10),
+    ] {
+        let x = cast(random(k, &mut rng));
+        let w_rows = cast(random(k * len, &mut rng)); // k x len, rows contiguous
+        let w_cols = cast(random(len * k, &mut rng)); // len columns of k
+        let c0 = cast(random(len, &mut rng));
+        for beta in [E::zero(), E::one()] {
+            let run = |f: &dyn Fn(&mut [E])| {
+                let mut out = c0.clone();
+                f(&mut out);
+                out
+            };
+            let xm = Mat::row_major(&x, k);
+            let wr = Mat::row_major(&w_rows, len);
+            let wc = Mat::transposed(&w_cols, k);
+            assert_paths_agree(
+                &format!("gemv_rows k={k} len={len}"),
+                &run(&|o| gemv_rows_simd(k, len, xm, wr, beta, o)),
+                &run(&|o| gemv_rows::<E, 4>(k, len, xm, wr, beta, o)),
+                &run(&|o| gemv_rows::<E, 8>(k, len, xm, wr, beta, o)),
+            );
+            assert_paths_agree(
+                &format!("gemv_dots k={k} len={len}"),
+                // `gemv` takes the f32 AVX-512 intrinsics when it can
+                &run(&|o| gemv(k, len, xm, wc, beta, o)),
+                &run(&|o| gemv_dots::<E, 4>(k, len, xm, wc, beta, o)),
+                &run(&|o| gemv_dots::<E, 8>(k, len, xm, wc, beta, o)),
+            );
+            assert_paths_agree(
+                &format!("gemv_dots (dispatched) k={k} len={len}"),
+                &run(&|o| gemv_dots_simd(k, len, xm, wc, beta, o)),
+                &run(&|o| gemv_dots::<E, 4>(k, len, xm, wc, beta, o)),
+                &run(&|o| gemv_dots::<E, 8>(k, len, xm, wc, beta, o)),
+            );
+        }
+    }
+    // narrow: rows x k times a k x n panel (n <= 16, zero-padded to 16)
+    for (rows, k, n) in [(1, 1, 1), (3, 7, 10), (8, 16, 16), (13, 84, 10), (29, 5, 3)] {
+        let a = cast(random(rows * k, &mut rng));
+        let b = cast(random(k * n, &mut rng));
+        let mut panel = vec![E::zero(); k * LANES];
+        for p in 0..k {
+            panel[p * LANES..p * LANES + n].copy_from_slice(&b[p * n..p * n + n]);
+        }
+        let c0 = cast(random(rows * n, &mut rng));
+        let am = Mat::row_major(&a, k);
+        for beta in [E::zero(), E::one()] {
+            let run = |f: &dyn Fn(&mut [E])| {
+                let mut out = c0.clone();
+                f(&mut out);
+                out
+            };
+            assert_paths_agree(
+                &format!("narrow rows={rows} k={k} n={n}"),
+                &run(&|o| narrow(rows, k, n, am, &panel, beta, o)),
+                &run(&|o| narrow_rows::<E, 4>(rows, k, n, am, &panel, beta, o)),
+                &run(&|o| narrow_rows::<E, 8>(rows, k, n, am, &panel, beta, o)),
+            );
+        }
+    }
+}
+
+#[test]
+fn simd_paths_agree_bit_for_bit_f32() {
+    simd_paths_agree::<f32>();
+}
+
+#[test]
+fn simd_paths_agree_bit_for_bit_f64() {
+    simd_paths_agree::<f64>();
+}
