@@ -117,7 +117,11 @@ fn an_eps_that_overflows_f32_is_refused_for_every_rule_with_eps() {
 /// (here 1e-40, drawn by `optim_validation`'s proptest) has `square_avg =
 /// g^2` and `grad_avg = g` exactly after a step from zero state, so the
 /// variance is 0 and the step is `lr g / eps`: refused like alpha = 0.
-/// Not centered, or with a usable alpha, it is accepted.
+/// Not centered, or with an alpha just above 2^-25 (1 - alpha rounds to
+/// 1 - 2^-24 in f32, while 1 + alpha would round to 1), it is accepted.
+///
+/// Kills the mutants of that condition in `RmsPropConfig::validate`
+/// (`- with +`, `- with /`, `&& with ||`, `== with !=`).
 #[test]
 fn centered_rmsprop_refuses_an_alpha_that_rounds_the_variance_to_zero() {
     for alpha in [0.0, 1e-40, 2f64.powi(-25)] {
@@ -140,7 +144,7 @@ fn centered_rmsprop_refuses_an_alpha_that_rounds_the_variance_to_zero() {
             "{alpha}: load refused"
         );
     }
-    for (alpha, centered) in [(1e-40, false), (2f64.powi(-23), true)] {
+    for (alpha, centered) in [(1e-40, false), (1.5 * 2f64.powi(-25), true)] {
         let mut opt = RmsProp::<f64>::new(0.1).alpha(alpha).centered(centered);
         let mut w = Tensor::<f64>::from_vec(vec![1.0], &[1]);
         step(&mut opt, &mut w, &[0.5]);
