@@ -5,7 +5,7 @@
 //! of a few elements.
 
 use forge::nn::functional::{
-    cross_entropy_with, nll_loss, CrossEntropyOptions, NllLossOptions, Reduction,
+    cross_entropy_with, nll_loss, smooth_l1_loss, CrossEntropyOptions, NllLossOptions, Reduction,
 };
 use forge::optim::*;
 use forge::{ForgeError, Tensor};
@@ -160,10 +160,12 @@ fn centered_rmsprop_refuses_an_alpha_that_rounds_the_variance_to_zero() {
 /// loss `ln(1 + e)` and gradient `p - onehot = [1/(1+e) - 1, 0, e/(1+e)]`.
 ///
 /// Kills `replace > with >= in cross_entropy_fused` (line 320), which
-/// computes the smoothing sum with `ls = 0` and gets `0 * inf = NaN`, and
-/// `replace == with != in cross_entropy_with` (line 225), which sends
-/// `(N, C)` logits down the composed path: that path gave NaN here too
-/// (`-inf * 0` in the one-hot product) until `pick` (see the next test).
+/// computes the smoothing sum with `ls = 0` and gets `0 * inf = NaN`. It
+/// also killed `replace == with != in cross_entropy_with` (line 225, which
+/// sends `(N, C)` logits down the composed path) while that path gave NaN
+/// here (`-inf * 0` in the one-hot product); since `pick` (next test) both
+/// paths compute the same function and that mutant only changes rounding
+/// and speed: equivalent.
 #[test]
 fn fused_cross_entropy_with_a_masked_class_is_finite_without_smoothing() {
     let inf = f64::INFINITY;
@@ -435,4 +437,29 @@ fn nll_and_kdim_cross_entropy_ignore_a_masked_class() {
     for (a, b) in g.iter().zip(want) {
         assert!((a - b).abs() < 1e-15, "{g:?} vs {want:?}");
     }
+}
+
+// ---- Smooth L1 at |d| = beta takes PyTorch's linear branch --------------
+
+/// PyTorch's smooth L1 is `0.5 z^2 / beta` for `z < beta` and
+/// `z - 0.5 beta` otherwise, so at `z = beta` it is `z - 0.5 beta`: with
+/// beta = 0.1 that is exactly 0.05 (torch 2.x, f64), where the quadratic
+/// form rounds to 0.05000000000000001; beta = 0.9 likewise (0.45 against
+/// 0.45000000000000007). The gradient there is the sign.
+///
+/// Kills `replace < with <= in smooth_l1_raw` (loss_pointwise.rs), which
+/// takes the quadratic branch at the boundary.
+#[test]
+fn smooth_l1_at_the_boundary_uses_the_linear_branch_like_pytorch() {
+    let x = Tensor::<f64>::from_vec(vec![0.1, -0.1], &[2]).requires_grad();
+    let zero = Tensor::<f64>::zeros(&[2]);
+    let l = smooth_l1_loss(&x, &zero, 0.1, Reduction::None);
+    assert_eq!(l.to_vec(), vec![0.05, 0.05]);
+    assert_eq!(
+        l.sum().backward().get(&x).unwrap().to_vec(),
+        vec![1.0, -1.0]
+    );
+    let x = Tensor::<f64>::from_vec(vec![0.9], &[1]);
+    let l = smooth_l1_loss(&x, &Tensor::zeros(&[1]), 0.9, Reduction::None);
+    assert_eq!(l.to_vec(), vec![0.45]);
 }
