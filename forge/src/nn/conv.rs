@@ -65,6 +65,37 @@ pub(super) fn init_params<E: Float>(
     (w, Some(bias))
 }
 
+/// A new convolution's weight and bias: the sizes checked (positive; the
+/// message names the layer), the weight `[out, in, kernel..]` (`[in, out,
+/// kernel..]` when `transposed`), both drawn by [`init_params`] with the
+/// fan-in of weight dimension 1 times the kernel size, as PyTorch does.
+#[track_caller]
+pub(super) fn new_params<E: Float>(
+    layer: &str,
+    in_channels: usize,
+    out_channels: usize,
+    kernel: &[usize],
+    transposed: bool,
+    rng: &mut Rng,
+) -> (Tensor<E>, Option<Tensor<E>>) {
+    assert!(
+        in_channels > 0 && out_channels > 0 && kernel.iter().all(|&k| k > 0),
+        "{layer}: in_channels {in_channels}, out_channels {out_channels} and kernel {kernel:?} must be positive"
+    );
+    let (c0, c1) = if transposed {
+        (in_channels, out_channels)
+    } else {
+        (out_channels, in_channels)
+    };
+    let shape: Vec<usize> = [c0, c1].iter().chain(kernel).copied().collect();
+    init_params(
+        &shape,
+        c1 * kernel.iter().product::<usize>(),
+        out_channels,
+        rng,
+    )
+}
+
 /// Re-derives a freshly initialised weight and bias for `groups` groups:
 /// keeps the first `1/groups` of weight dimension 1 and widens both by
 /// `sqrt(groups)`, since `U(-b, b) sqrt(g)` is exactly `U(-b', b')` for the
@@ -242,16 +273,7 @@ impl<E: Float> Conv2d<E> {
         rng: &mut Rng,
     ) -> Self {
         let k = kernel.into_pair();
-        assert!(
-            in_channels > 0 && out_channels > 0 && k[0] > 0 && k[1] > 0,
-            "Conv2d: in_channels {in_channels}, out_channels {out_channels} and kernel {k:?} must be positive"
-        );
-        let (weight, bias) = init_params(
-            &[out_channels, in_channels, k[0], k[1]],
-            in_channels * k[0] * k[1],
-            out_channels,
-            rng,
-        );
+        let (weight, bias) = new_params("Conv2d", in_channels, out_channels, &k, false, rng);
         Self::with_weights(weight, bias)
     }
 
@@ -400,16 +422,7 @@ impl<E: Float> Conv1d<E> {
     /// assert_eq!(conv.weight.shape(), &[3, 2, 5]);
     /// ```
     pub fn new(in_channels: usize, out_channels: usize, kernel: usize, rng: &mut Rng) -> Self {
-        assert!(
-            in_channels > 0 && out_channels > 0 && kernel > 0,
-            "Conv1d: in_channels {in_channels}, out_channels {out_channels} and kernel {kernel} must be positive"
-        );
-        let (weight, bias) = init_params(
-            &[out_channels, in_channels, kernel],
-            in_channels * kernel,
-            out_channels,
-            rng,
-        );
+        let (weight, bias) = new_params("Conv1d", in_channels, out_channels, &[kernel], false, rng);
         Self::with_weights(weight, bias)
     }
 

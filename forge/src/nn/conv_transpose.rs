@@ -3,7 +3,7 @@
 //! initialisation (fan-in from weight dimension 1).
 
 use super::builder::{conv_channels, size_setters};
-use super::conv::{check_weights, conv_forward, grouped, init_params, IntoPair};
+use super::conv::{check_weights, conv_forward, grouped, new_params, IntoPair};
 use super::forward::Forward;
 use super::summary::record_output;
 use crate::error::Result;
@@ -70,16 +70,8 @@ impl<E: Float> ConvTranspose2d<E> {
         rng: &mut Rng,
     ) -> Self {
         let k = kernel.into_pair();
-        assert!(
-            in_channels > 0 && out_channels > 0 && k[0] > 0 && k[1] > 0,
-            "ConvTranspose2d: in_channels {in_channels}, out_channels {out_channels} and kernel {k:?} must be positive"
-        );
-        let (weight, bias) = init_params(
-            &[in_channels, out_channels, k[0], k[1]],
-            out_channels * k[0] * k[1],
-            out_channels,
-            rng,
-        );
+        let (weight, bias) =
+            new_params("ConvTranspose2d", in_channels, out_channels, &k, true, rng);
         Self::with_weights(weight, bias)
     }
 
