@@ -2,14 +2,23 @@
 //! SiLU, softplus and mish over whole slices, plus the fused
 //! `grad * f'(x)` products their backward rules need.
 //!
-//! # One code path, any CPU
+//! # One kernel, any vector width
 //! The `f32` functions are branch-free scalar kernels (polynomials, bit
 //! manipulation of the exponent, comparisons turned into selects) inlined
-//! into plain slice loops, which the compiler vectorises at whatever width
-//! the build targets. Every step is an IEEE operation on one lane (Rust never
-//! contracts `a * b + c` into a fused multiply-add on its own), so a value
+//! into plain slice loops, which the compiler vectorises. Every step is an
+//! IEEE operation on one lane (Rust never contracts `a * b + c` into a
+//! fused multiply-add on its own, and `fma` is never enabled), so a value
 //! is bit-identical whether it is computed in a vector lane or alone, on any
-//! x86-64 or ARM CPU, with any thread count. There is no runtime dispatch.
+//! x86-64 or ARM CPU, with any thread count. On x86-64 the slice loops are
+//! also compiled for AVX2 and AVX-512F and the widest the CPU has runs
+//! (`is_x86_feature_detected!`, cached): the same kernels with 8 or 16
+//! lanes instead of the baseline's 4, and the same bits (for NaN results,
+//! the payload may differ: which NaN operand a product propagates depends on
+//! the operand order each compilation picks)
+//! (`tests::dispatched_loops_equal_the_baseline_loops` compares the wide
+//! loops with the baseline loops bit for bit on every kernel, and
+//! `tests::wide_paths_equal_the_baseline` vector lanes with elements
+//! computed alone for every function and derivative).
 //!
 //! # Accuracy (`f32`)
 //! Maximum error against the correctly rounded result, in ulp of that
@@ -95,16 +104,84 @@ pub trait VecMath: Copy + Sized {
 
 #[inline(always)]
 fn each(x: &mut [f32], f: impl Fn(f32) -> f32) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512F (checked just above).
+            unsafe { wide::each_avx512(x, &f) };
+            return;
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above).
+            unsafe { wide::each_avx2(x, &f) };
+            return;
+        }
+    }
+    each_base(x, f)
+}
+
+/// [`each`] at the build's baseline vector width.
+#[inline(always)]
+fn each_base(x: &mut [f32], f: impl Fn(f32) -> f32) {
     for v in x.iter_mut() {
         *v = f(*v);
     }
 }
 
 #[inline(always)]
-fn each2<E: Copy>(x: &[E], g: &mut [E], f: impl Fn(E, E) -> E) {
+fn each2(x: &[f32], g: &mut [f32], f: impl Fn(f32, f32) -> f32) {
+    assert_eq!(x.len(), g.len(), "vmath: length mismatch");
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512F (checked just above).
+            unsafe { wide::each2_avx512(x, g, &f) };
+            return;
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above).
+            unsafe { wide::each2_avx2(x, g, &f) };
+            return;
+        }
+    }
+    each2_base(x, g, f)
+}
+
+/// [`each2`] at the build's baseline vector width.
+#[inline(always)]
+fn each2_base<E: Copy>(x: &[E], g: &mut [E], f: impl Fn(E, E) -> E) {
     assert_eq!(x.len(), g.len(), "vmath: length mismatch");
     for (gv, &xv) in g.iter_mut().zip(x) {
         *gv = f(xv, *gv);
+    }
+}
+
+/// The slice loops compiled for wider vectors (x86-64). The kernels are the
+/// same scalar IEEE operations per element (no fused multiply-add: Rust
+/// never contracts, and `fma` is not enabled), so each lane computes the
+/// bits the baseline loop computes; only the number of lanes per
+/// instruction changes. `tests::dispatched_loops_equal_the_baseline_loops`
+/// compares them bit for bit.
+#[cfg(target_arch = "x86_64")]
+mod wide {
+    #[target_feature(enable = "avx2")]
+    pub(super) fn each_avx2<F: Fn(f32) -> f32>(x: &mut [f32], f: &F) {
+        super::each_base(x, f)
+    }
+
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn each_avx512<F: Fn(f32) -> f32>(x: &mut [f32], f: &F) {
+        super::each_base(x, f)
+    }
+
+    #[target_feature(enable = "avx2")]
+    pub(super) fn each2_avx2<F: Fn(f32, f32) -> f32>(x: &[f32], g: &mut [f32], f: &F) {
+        super::each2_base(x, g, f)
+    }
+
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn each2_avx512<F: Fn(f32, f32) -> f32>(x: &[f32], g: &mut [f32], f: &F) {
+        super::each2_base(x, g, f)
     }
 }
 
@@ -530,14 +607,14 @@ impl VecMath for f64 {
     }
     fn v_gelu_grad(x: &[f64], g: &mut [f64]) {
         let inv_sqrt_2pi = 0.5 * std::f64::consts::FRAC_2_SQRT_PI * std::f64::consts::FRAC_1_SQRT_2;
-        each2(x, g, |x, g| {
+        each2_base(x, g, |x, g| {
             let cdf = 0.5 * (1.0 + libm::erf(x * std::f64::consts::FRAC_1_SQRT_2));
             g * (cdf + x * ((-0.5 * x * x).exp() * inv_sqrt_2pi))
         })
     }
     fn v_gelu_tanh_grad(x: &[f64], g: &mut [f64]) {
         use f64_ref::{C, K};
-        each2(x, g, |x, g| {
+        each2_base(x, g, |x, g| {
             let x2 = x * x;
             let t = (C * (x + K * x2 * x)).tanh();
             let du = C * (1.0 + 3.0 * K * x2);
@@ -545,13 +622,13 @@ impl VecMath for f64 {
         })
     }
     fn v_silu_grad(x: &[f64], g: &mut [f64]) {
-        each2(x, g, |x, g| {
+        each2_base(x, g, |x, g| {
             let s = f64_ref::sigmoid(x);
             g * (s * (1.0 + x * (1.0 - s)))
         })
     }
     fn v_softplus_grad(x: &[f64], g: &mut [f64], beta: f64, threshold: f64) {
-        each2(x, g, |x, g| {
+        each2_base(x, g, |x, g| {
             let bx = beta * x;
             g * if bx > threshold {
                 1.0
@@ -561,20 +638,20 @@ impl VecMath for f64 {
         })
     }
     fn v_mish_grad(x: &[f64], g: &mut [f64]) {
-        each2(x, g, |x, g| {
+        each2_base(x, g, |x, g| {
             let t = f64_ref::softplus(x, 1.0, 20.0).tanh();
             g * (t + x * (1.0 - t * t) * f64_ref::sigmoid(x))
         })
     }
     fn v_erf_grad(x: &[f64], g: &mut [f64]) {
         let c = std::f64::consts::FRAC_2_SQRT_PI;
-        each2(x, g, |x, g| g * ((-(x * x)).exp() * c))
+        each2_base(x, g, |x, g| g * ((-(x * x)).exp() * c))
     }
     fn v_tanh_grad(y: &[f64], g: &mut [f64]) {
-        each2(y, g, |y, g| g * (1.0 - y * y))
+        each2_base(y, g, |y, g| g * (1.0 - y * y))
     }
     fn v_sigmoid_grad(y: &[f64], g: &mut [f64]) {
-        each2(y, g, |y, g| g * (y * (1.0 - y)))
+        each2_base(y, g, |y, g| g * (y * (1.0 - y)))
     }
 }
 

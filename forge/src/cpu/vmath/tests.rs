@@ -194,3 +194,112 @@ fn slices_match_scalar() {
         }
     }
 }
+
+/// Inputs for the lane tests: every 65,521st bit pattern (all signs and
+/// binades, NaN and infinities included).
+fn lane_inputs() -> Vec<f32> {
+    (0..=u32::MAX as u64)
+        .step_by(65_521)
+        .map(|b| f32::from_bits(b as u32))
+        .collect()
+}
+
+/// The slice loops run the widest vectors the CPU has (AVX-512 or AVX2 on
+/// x86-64): each element of a long slice (vector lanes) must have the bits
+/// of the same element computed alone (a one-element slice: the scalar
+/// remainder of the loop), for every function and derivative.
+#[test]
+fn wide_paths_equal_the_baseline() {
+    type Unary = fn(&mut [f32]);
+    type Grad = fn(&[f32], &mut [f32]);
+    let unary: &[(&str, Unary)] = &[
+        ("exp", f32::v_exp),
+        ("ln", f32::v_ln),
+        ("tanh", f32::v_tanh),
+        ("sigmoid", f32::v_sigmoid),
+        ("erf", f32::v_erf),
+        ("gelu", f32::v_gelu),
+        ("gelu_tanh", f32::v_gelu_tanh),
+        ("silu", f32::v_silu),
+        ("softplus", |x| f32::v_softplus(x, 2.0, 15.0)),
+        ("mish", f32::v_mish),
+    ];
+    let grads: &[(&str, Grad)] = &[
+        ("gelu", f32::v_gelu_grad),
+        ("gelu_tanh", f32::v_gelu_tanh_grad),
+        ("silu", f32::v_silu_grad),
+        ("softplus", |x, g| f32::v_softplus_grad(x, g, 2.0, 15.0)),
+        ("mish", f32::v_mish_grad),
+        ("erf", f32::v_erf_grad),
+        ("tanh", f32::v_tanh_grad),
+        ("sigmoid", f32::v_sigmoid_grad),
+    ];
+    let x = lane_inputs();
+    let g: Vec<f32> = x.iter().rev().copied().collect();
+    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<u32>>();
+    for &(name, f) in unary {
+        let mut long = x.clone();
+        f(&mut long);
+        let mut alone = x.clone();
+        for v in alone.chunks_mut(1) {
+            f(v);
+        }
+        assert!(
+            bits(&long) == bits(&alone),
+            "{name}: lanes differ from scalar"
+        );
+    }
+    for &(name, f) in grads {
+        let mut long = g.clone();
+        f(&x, &mut long);
+        let mut alone = g.clone();
+        for (gv, xv) in alone.chunks_mut(1).zip(x.chunks(1)) {
+            f(xv, gv);
+        }
+        assert!(
+            bits(&long) == bits(&alone),
+            "{name}': lanes differ from scalar"
+        );
+    }
+}
+
+/// The dispatched loops (AVX-512 / AVX2 where the CPU has them) against the
+/// baseline-width loops, on the scalar kernels themselves.
+#[test]
+fn dispatched_loops_equal_the_baseline_loops() {
+    type Kernel = (&'static str, fn(f32) -> f32);
+    let kernels: &[Kernel] = &[
+        ("exp", exp_f32),
+        ("ln", ln_f32),
+        ("tanh", tanh_f32),
+        ("sigmoid", sigmoid_f32),
+        ("erf", erf_f32),
+        ("gelu", gelu_f32),
+        ("gelu_tanh", gelu_tanh_f32),
+        ("silu", silu_f32),
+        ("softplus", |v| softplus_f32(v, 1.0, 20.0)),
+    ];
+    let x = lane_inputs();
+    // NaN payloads are not compared: which operand's payload a product of
+    // two NaNs carries depends on the operand order the compiler picks for
+    // the instruction, which may differ between the two compilations.
+    let bits = |v: &[f32]| {
+        v.iter()
+            .map(|f| if f.is_nan() { u32::MAX } else { f.to_bits() })
+            .collect::<Vec<u32>>()
+    };
+    for &(name, k) in kernels {
+        let (mut wide, mut base) = (x.clone(), x.clone());
+        each(&mut wide, k);
+        each_base(&mut base, k);
+        assert!(bits(&wide) == bits(&base), "{name}: dispatched != baseline");
+        let (mut wide, mut base) = (x.clone(), x.clone());
+        let grad = |x: f32, g: f32| g * k(x);
+        each2(&x, &mut wide, grad);
+        each2_base(&x, &mut base, grad);
+        assert!(
+            bits(&wide) == bits(&base),
+            "{name} (each2): dispatched != baseline"
+        );
+    }
+}
