@@ -2,7 +2,9 @@
 //! (`forge::cpu::memory`): a steady training loop stops asking the
 //! operating system for buffers after warm-up; dropping every tensor gives
 //! every buffer back to the pool (whose footprint never exceeds its
-//! high-water mark); `trim` releases the free buffers.
+//! high-water mark); `trim` releases the free buffers. Pinned for an MLP
+//! and for a small convolutional net (conv, batch norm, ReLU, max pooling,
+//! linear), at 1 and 2 threads.
 //!
 //! The pool and its counters are process-wide, so everything runs in one
 //! test function: parallel tests in this binary would allocate in between.
@@ -11,9 +13,58 @@ use forge::cpu::memory::{self, stats};
 use forge::models::gpt::{Gpt, GptConfig};
 use forge::models::mnist::MnistMlp;
 use forge::nn::functional::cross_entropy;
-use forge::nn::{Forward, Layer, Linear, Lstm, RnnConfig, TensorKind};
+use forge::nn::{
+    BatchNorm2d, Conv2d, Flatten, Forward, Layer, Linear, Lstm, MaxPool2d, RnnConfig, TensorKind,
+};
 use forge::optim::{Adam, AdamW, Sgd};
 use forge::{Gradients, Rng, Tensor};
+
+/// A LeNet/ResNet-style block: conv 1->8 (3x3, padding 1), batch norm,
+/// ReLU, 2x2 max pooling, a second conv 8->8 with bias, flatten, linear.
+#[derive(Layer)]
+struct MiniConvNet {
+    conv1: Conv2d,
+    bn: BatchNorm2d,
+    conv2: Conv2d,
+    fc: Linear,
+}
+
+impl MiniConvNet {
+    fn new(rng: &mut Rng) -> Self {
+        MiniConvNet {
+            conv1: Conv2d::new(1, 8, 3, rng).padding(1).no_bias(),
+            bn: BatchNorm2d::new(8),
+            conv2: Conv2d::new(8, 8, 3, rng),
+            fc: Linear::new(8 * 12 * 12, 10, rng),
+        }
+    }
+}
+
+impl Forward<Tensor> for MiniConvNet {
+    type Output = Tensor;
+    fn forward(&self, x: Tensor) -> Tensor {
+        let x = MaxPool2d::new(2).forward(self.bn.forward(self.conv1.forward(x)).relu());
+        let x = self.conv2.forward(x).relu();
+        self.fc.forward(Flatten.forward(x))
+    }
+}
+
+/// A model the contract is checked on.
+trait Model: Layer + Forward<Tensor, Output = Tensor> {
+    fn build(rng: &mut Rng) -> Self;
+}
+
+impl Model for MnistMlp {
+    fn build(rng: &mut Rng) -> Self {
+        MnistMlp::new(rng)
+    }
+}
+
+impl Model for MiniConvNet {
+    fn build(rng: &mut Rng) -> Self {
+        MiniConvNet::new(rng)
+    }
+}
 
 fn batch(rng: &mut Rng, n: usize) -> (Tensor, Tensor<i64>) {
     let x = Tensor::<f32>::normal(&[n, 1, 28, 28], 0.0, 1.0, rng);
@@ -22,12 +73,12 @@ fn batch(rng: &mut Rng, n: usize) -> (Tensor, Tensor<i64>) {
 }
 
 /// What one training step does with the gradients.
-type Update<'a> = Box<dyn FnMut(&mut MnistMlp, &Gradients) + 'a>;
+type Update<'a, M> = Box<dyn FnMut(&mut M, &Gradients) + 'a>;
 
 /// Runs `steps` training steps on one fixed batch and returns the last loss.
-fn train(
-    model: &mut MnistMlp,
-    update: &mut Update,
+fn train<M: Model>(
+    model: &mut M,
+    update: &mut Update<M>,
     x: &Tensor,
     y: &Tensor<i64>,
     steps: usize,
@@ -44,8 +95,8 @@ fn train(
 
 /// Plain SGD written with tensor ops: every buffer of the step comes from
 /// the pool.
-fn sgd(lr: f32) -> Update<'static> {
-    Box::new(move |model: &mut MnistMlp, grads: &Gradients| {
+fn sgd<M: Model>(lr: f32) -> Update<'static, M> {
+    Box::new(move |model: &mut M, grads: &Gradients| {
         model.visit_tensors_mut(&mut |_: &str, t: &mut Tensor, _: TensorKind| {
             if let Some(g) = grads.get(t) {
                 *t = forge::no_grad(|| t.sub(&g.mul_scalar(lr))).requires_grad();
@@ -57,10 +108,10 @@ fn sgd(lr: f32) -> Update<'static> {
 /// Warm-up, then more steps that must take no buffer from the OS (no pool
 /// miss); with `all_pooled`, no tensor may be built from a vector outside
 /// the pool either.
-fn assert_steady(name: &str, mut update: Update, threads: usize, all_pooled: bool) {
+fn assert_steady<M: Model>(name: &str, mut update: Update<M>, threads: usize, all_pooled: bool) {
     forge::cpu::set_num_threads(threads);
     let mut rng = Rng::new(7);
-    let mut model = MnistMlp::new(&mut rng);
+    let mut model = M::build(&mut rng);
     let (x, y) = batch(&mut rng, 32);
     let first = train(&mut model, &mut update, &x, &y, 3);
     let warm = stats();
@@ -84,8 +135,8 @@ fn assert_steady(name: &str, mut update: Update, threads: usize, all_pooled: boo
     assert_eq!(after.high_water_bytes, warm.high_water_bytes, "{name}");
 }
 
-fn optimizer<O: FnMut(&mut MnistMlp, &Gradients) + 'static>(mut opt: O) -> Update<'static> {
-    Box::new(move |m: &mut MnistMlp, g: &Gradients| opt(m, g))
+fn optimizer<M: Model, O: FnMut(&mut M, &Gradients) + 'static>(mut opt: O) -> Update<'static, M> {
+    Box::new(move |m: &mut M, g: &Gradients| opt(m, g))
 }
 
 #[test]
@@ -97,13 +148,18 @@ fn pool_contract() {
     // a vector (forge::optim's in-place updates are issue #10 item 4), so
     // only the pool misses are pinned for them.
     for threads in [1, 2] {
-        assert_steady("tensor-op sgd", sgd(0.05), threads, true);
+        assert_steady::<MnistMlp>("tensor-op sgd", sgd(0.05), threads, true);
         let mut adam = Adam::new(1e-3);
-        let adam = optimizer(move |m, g| adam.step(m, g).unwrap());
+        let adam = optimizer(move |m: &mut MnistMlp, g| adam.step(m, g).unwrap());
         assert_steady("Adam", adam, threads, false);
         let mut momentum = Sgd::new(0.05).momentum(0.9);
-        let momentum = optimizer(move |m, g| momentum.step(m, g).unwrap());
+        let momentum = optimizer(move |m: &mut MnistMlp, g| momentum.step(m, g).unwrap());
         assert_steady("Sgd momentum", momentum, threads, false);
+        // Convolutions, batch norm and pooling: every kernel output pooled.
+        assert_steady::<MiniConvNet>("conv net, tensor-op sgd", sgd(0.05), threads, true);
+        let mut adam = Adam::new(1e-3);
+        let adam = optimizer(move |m: &mut MiniConvNet, g| adam.step(m, g).unwrap());
+        assert_steady("conv net, Adam", adam, threads, false);
     }
 
     // 2. Every model, optimizer, batch and gradient is dropped by now: every
@@ -119,7 +175,7 @@ fn pool_contract() {
     );
 
     // Running the same loop again reuses what is held: no miss at all.
-    assert_steady("sgd again", sgd(0.05), 1, true);
+    assert_steady::<MnistMlp>("sgd again", sgd(0.05), 1, true);
     let again = stats();
     assert_eq!(
         again.misses, s.misses,

@@ -1,5 +1,5 @@
 //! The fused kernels (cross-entropy, softmax and log-softmax over the last
-//! axis, layer norm): f64 gradchecks of the fused backward passes, agreement
+//! axis, layer norm, batch norm in training and evaluation): f64 gradchecks of the fused backward passes, agreement
 //! with the composed formulas, and gradients of gradients (the
 //! `create_graph` fallbacks), checked by a gradcheck of the gradient itself.
 
@@ -196,6 +196,66 @@ fn batch_norm_fused_gradcheck_and_second_order() {
     for (a, b) in v.unwrap().to_vec().iter().zip(&var.to_vec()) {
         assert!((a - b).abs() < 1e-14);
     }
+}
+
+/// Eval-mode batch norm with constant running statistics is one fused op:
+/// `y = (x - rm) * w / sqrt(rv + eps) + b`, so `dy/dx = g w rstd`,
+/// `dy/dw = sum(g (x - rm) rstd)`, `dy/db = sum(g)` per channel. Checked:
+/// an f64 gradcheck (1e-6) in x, w and b; agreement within 1e-12 with the
+/// composed ops (taken when a running statistic is tracked) for the output
+/// and every gradient; and the `create_graph` rule: the mixed second
+/// derivative `d(dL/dx . v)/dw = sum(u v rstd)` equal to the composed one.
+#[test]
+fn batch_norm_eval_fused_gradcheck_matches_composed() {
+    use forge::nn::functional::batch_norm;
+    let x = randn(&[3, 2, 2, 3], 31);
+    let w = randn(&[2], 32);
+    let b = randn(&[2], 33);
+    let rm = randn(&[2], 34);
+    let rv = randn(&[2], 35).square().add_scalar(0.5);
+    let bn = |x: &Tensor<f64>, rm: &Tensor<f64>, w: &Tensor<f64>, b: &Tensor<f64>| {
+        batch_norm(x, Some(rm), Some(&rv), Some(w), Some(b), false, 0.1, 1e-5).0
+    };
+    gradcheck(
+        |v| bn(&v[0], &rm, &v[1], &v[2]),
+        &[x.clone(), w.clone(), b.clone()],
+        1e-6,
+        1e-6,
+        1e-6,
+    )
+    .unwrap();
+    let close = |a: &Tensor<f64>, c: &Tensor<f64>, what: &str| {
+        for (p, q) in a.to_vec().iter().zip(c.to_vec()) {
+            assert!(
+                (p - q).abs() <= 1e-12 * (1.0 + q.abs()),
+                "{what}: {p} vs {q}"
+            );
+        }
+    };
+    let u = randn(&[3, 2, 2, 3], 36);
+    let (xt, wt, bt) = (x.requires_grad(), w.requires_grad(), b.requires_grad());
+    let fused = bn(&xt, &rm, &wt, &bt);
+    let composed = bn(&xt, &rm.requires_grad(), &wt, &bt);
+    close(&fused, &composed, "output");
+    let (gf, gc) = (
+        (&fused * &u).sum().backward(),
+        (&composed * &u).sum().backward(),
+    );
+    for (t, what) in [(&xt, "x"), (&wt, "weight"), (&bt, "bias")] {
+        close(gf.get(t).unwrap(), gc.get(t).unwrap(), what);
+    }
+    // Second order through the create_graph rule.
+    let v = randn(&[3, 2, 2, 3], 37);
+    let mixed = |y: Tensor<f64>| {
+        let g = (y * &u).sum().backward_with_graph();
+        let gx = g.get(&xt).unwrap().clone();
+        (gx * &v).sum().backward().get(&wt).unwrap().clone()
+    };
+    close(
+        &mixed(bn(&xt, &rm, &wt, &bt)),
+        &mixed(bn(&xt, &rm.requires_grad(), &wt, &bt)),
+        "d(dL/dx . v)/dw",
+    );
 }
 
 /// Causal attention applies its mask inside the softmax kernel; it must

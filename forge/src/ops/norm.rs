@@ -3,6 +3,8 @@
 //! gradients of any order flow through the statistics.
 
 use super::softmax::{lane_dot, lane_sum};
+use crate::cpu::im2col::build_chunks;
+use crate::cpu::Storage;
 use crate::tensor::{Device, Float, Tensor};
 
 /// `(x - mean) / sqrt(var + eps)` over `axes` with the biased variance;
@@ -105,10 +107,14 @@ pub fn batch_norm<E: Float, D: Device>(
             (Some(m), Some(v)) => (m, v),
             _ => panic!("batch_norm: evaluation mode needs running_mean and running_var"),
         };
-        let out = x
-            .sub(&pc("running_mean", rm))
-            .mul(&pc("running_var", rv).add_scalar(E::from_f64(eps)).rsqrt());
-        let out = affine(out, w.as_ref(), b.as_ref());
+        let (rm_c, rv_c) = (pc("running_mean", rm), pc("running_var", rv));
+        let out = if rm.is_tracked() || rv.is_tracked() {
+            // Gradients wanted for the statistics themselves: composed ops.
+            let out = x.sub(&rm_c).mul(&rv_c.add_scalar(E::from_f64(eps)).rsqrt());
+            affine(out, w.as_ref(), b.as_ref())
+        } else {
+            batch_norm_eval_fused(x, rm, rv, weight, bias, eps)
+        };
         return (out, Some(rm.clone()), Some(rv.clone()));
     }
     let n = x.numel() / c.max(1);
@@ -361,13 +367,157 @@ pub fn group_norm<E: Float, D: Device>(
     affine(out.view(shape), w.as_ref(), b.as_ref())
 }
 
+/// Values per parallel chunk of the batch-norm kernels (a size, never a
+/// thread count: the chunking, and so every result, is the same for any
+/// number of threads).
+const BN_CHUNK: usize = 1 << 14;
+
+/// `f(ch)` for every channel `ch < c`, in parallel over blocks of channels
+/// of about [`BN_CHUNK`] values (`count` values per channel), into a pooled
+/// buffer.
+fn per_channel_par<T: Copy + Send>(
+    c: usize,
+    count: usize,
+    f: impl Fn(usize) -> T + Sync,
+) -> Storage<T> {
+    let per = (BN_CHUNK / count.max(1)).clamp(1, c.max(1));
+    build_chunks(c, per, |blk, out| {
+        for (j, slot) in out.iter_mut().enumerate() {
+            slot.write(f(blk * per + j));
+        }
+    })
+}
+
+/// `out[b, ch, s] = f(ch, x[b, ch, s], g[b, ch, s])` over `[n, c, sp]`
+/// (`g` zero when absent), in parallel over blocks of whole images of about
+/// [`BN_CHUNK`] values, into a pooled buffer; the inner loops run over one
+/// `(image, channel)` run at a time. Each element depends on its own inputs
+/// only.
+fn per_element_par<E: Float>(
+    c: usize,
+    sp: usize,
+    x: &[E],
+    g: Option<&[E]>,
+    f: impl Fn(usize, E, E) -> E + Sync,
+) -> Storage<E> {
+    let (c, sp) = (c.max(1), sp.max(1));
+    let per = (BN_CHUNK / (c * sp)).max(1) * c * sp;
+    build_chunks(x.len(), per, |blk, out| {
+        for (r, run) in out.chunks_mut(sp).enumerate() {
+            let j0 = blk * per + r * sp;
+            let ch = (j0 / sp) % c;
+            let xr = &x[j0..j0 + run.len()];
+            match g {
+                Some(g) => {
+                    for ((o, &v), &gv) in run.iter_mut().zip(xr).zip(&g[j0..]) {
+                        o.write(f(ch, v, gv));
+                    }
+                }
+                None => {
+                    for (o, &v) in run.iter_mut().zip(xr) {
+                        o.write(f(ch, v, E::zero()));
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// `sum((v - mu)^2)` over `v` in eight interleaved partial sums, added as
+/// [`lane_sum`] adds them.
+fn lane_sq_dev<E: Float>(v: &[E], mu: E) -> E {
+    let mut acc = [E::zero(); 8];
+    let mut chunks = v.chunks_exact(8);
+    for ch in &mut chunks {
+        for (a, &x) in acc.iter_mut().zip(ch) {
+            *a += (x - mu) * (x - mu);
+        }
+    }
+    for (a, &x) in acc.iter_mut().zip(chunks.remainder()) {
+        *a += (x - mu) * (x - mu);
+    }
+    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))
+}
+
+/// `sum(g * (v - mu))` over paired slices, summed as [`lane_sq_dev`].
+fn lane_dot_dev<E: Float>(g: &[E], v: &[E], mu: E) -> E {
+    let mut acc = [E::zero(); 8];
+    let (cg, cv) = (g.chunks_exact(8), v.chunks_exact(8));
+    let (rg, rv) = (cg.remainder(), cv.remainder());
+    for (a8, b8) in cg.zip(cv) {
+        for k in 0..8 {
+            acc[k] += a8[k] * (b8[k] - mu);
+        }
+    }
+    for (k, (&a, &b)) in rg.iter().zip(rv).enumerate() {
+        acc[k] += a * (b - mu);
+    }
+    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))
+}
+
+/// The `n` runs of channel `ch` in `[n, c, sp]`: `(i * c + ch) * sp..`.
+fn channel_runs(
+    n: usize,
+    c: usize,
+    sp: usize,
+    ch: usize,
+) -> impl Iterator<Item = std::ops::Range<usize>> {
+    (0..n).map(move |i| (i * c + ch) * sp..(i * c + ch + 1) * sp)
+}
+
+/// Per channel of `[n, c, sp]`: `(sum(g), rstd sum(g (x - center)))`, the
+/// bias and weight gradients of a batch norm, in parallel over blocks of
+/// channels (each channel's runs in image order, eight lanes each).
+fn grad_sums<E: Float>(
+    [n, c, sp]: [usize; 3],
+    g: &[E],
+    xs: &[E],
+    center: &[E],
+    rstd: &[E],
+) -> Storage<(E, E)> {
+    per_channel_par(c, n * sp, |ch| {
+        let runs = || channel_runs(n, c, sp, ch);
+        let sg = runs().fold(E::zero(), |a, r| a + lane_sum(&g[r]));
+        let sgx = runs().fold(E::zero(), |a, r| {
+            a + lane_dot_dev(&g[r.clone()], &xs[r], center[ch])
+        });
+        (sg, sgx * rstd[ch])
+    })
+}
+
+/// `[dx, dw?, db?]` from the input gradient and the [`grad_sums`].
+fn affine_grads<E: Float, D: Device>(
+    gx: Tensor<E, D>,
+    sums: &Storage<(E, E)>,
+    has_w: bool,
+    has_b: bool,
+) -> Vec<Option<Tensor<E, D>>> {
+    let c = sums.len();
+    let mut grads = vec![Some(gx)];
+    if has_w {
+        grads.push(Some(Tensor::from_storage(
+            Storage::map(sums, |s| s.1),
+            &[c],
+        )));
+    }
+    if has_b {
+        grads.push(Some(Tensor::from_storage(
+            Storage::map(sums, |s| s.0),
+            &[c],
+        )));
+    }
+    grads
+}
+
 /// Training-mode batch norm over `x [N, C, S...]`, fused: per-channel
-/// statistics (biased variance) and `(x - mean) rstd * w + b` in one op,
+/// statistics (biased variance) and `(x - mean) * (rstd w) + b` in one op,
 /// and one backward pass, `dx = w rstd (g - mean(g) - xhat mean(g xhat))`,
-/// `dw = sum(g xhat)`, `db = sum(g)` per channel, accumulated image by
-/// image in a fixed order. Under `create_graph` the same formulas are
-/// written in tensor ops. Returns the output and the batch mean and biased
-/// variance (untracked, shape `(1, C, 1, ...)`).
+/// `dw = sum(g xhat)`, `db = sum(g)` per channel. Statistics and sums run
+/// in parallel over blocks of channels, each channel's runs summed image
+/// by image in eight lanes; the elementwise passes in parallel over blocks
+/// of images. Under `create_graph` the same formulas are written in tensor
+/// ops. Returns the output and the batch mean and biased variance
+/// (untracked, shape `(1, C, 1, ...)`).
 fn batch_norm_train_fused<E: Float, D: Device>(
     x: &Tensor<E, D>,
     weight: Option<&Tensor<E, D>>,
@@ -379,37 +529,24 @@ fn batch_norm_train_fused<E: Float, D: Device>(
     let sp: usize = shape[2..].iter().product();
     let cnt = E::from_f64((n * sp) as f64);
     let xs = x.as_slice();
-    let runs = |ch: usize| (0..n).map(move |i| (i * c + ch) * sp..(i * c + ch + 1) * sp);
-    let mut mean = vec![E::zero(); c];
-    let mut var = vec![E::zero(); c];
-    for ch in 0..c {
-        let mu = runs(ch).fold(E::zero(), |a, r| a + lane_sum(&xs[r])) / cnt;
-        let ss = runs(ch).fold(E::zero(), |a, r| {
-            a + xs[r]
-                .iter()
-                .fold(E::zero(), |s, &v| s + (v - mu) * (v - mu))
-        });
-        mean[ch] = mu;
-        var[ch] = ss / cnt;
-    }
+    let stats = per_channel_par(c, n * sp, |ch| {
+        let mu = channel_runs(n, c, sp, ch).fold(E::zero(), |a, r| a + lane_sum(&xs[r])) / cnt;
+        let ss = channel_runs(n, c, sp, ch).fold(E::zero(), |a, r| a + lane_sq_dev(&xs[r], mu));
+        (mu, ss / cnt)
+    });
     let e = E::from_f64(eps);
-    let rstd: Vec<E> = var.iter().map(|&v| (v + e).sqrt().recip()).collect();
-    let (w, b) = (weight.map(|t| t.to_vec()), bias.map(|t| t.to_vec()));
-    let wc = |ch: usize| w.as_ref().map_or(E::one(), |w| w[ch]);
-    let mut out = vec![E::zero(); xs.len()];
-    for ch in 0..c {
-        let (mu, r, wv) = (mean[ch], rstd[ch], wc(ch));
-        let bv = b.as_ref().map_or(E::zero(), |b| b[ch]);
-        for run in runs(ch) {
-            for (o, &v) in out[run.clone()].iter_mut().zip(&xs[run]) {
-                *o = (v - mu) * r * wv + bv;
-            }
-        }
-    }
+    let rstd: Vec<E> = stats.iter().map(|&(_, v)| (v + e).sqrt().recip()).collect();
+    let (w, b) = (weight.map(|t| t.as_slice()), bias.map(|t| t.as_slice()));
+    let wc = |ch: usize| w.map_or(E::one(), |w| w[ch]);
+    let scale: Vec<E> = (0..c).map(|ch| rstd[ch] * wc(ch)).collect();
+    let out = per_element_par(c, sp, xs, None, |ch, v, _| {
+        (v - stats[ch].0) * scale[ch] + b.map_or(E::zero(), |b| b[ch])
+    });
     let mut stat_shape = vec![1usize; shape.len()];
     stat_shape[1] = c;
-    let mean_t = Tensor::from_vec(mean.clone(), &stat_shape);
-    let var_t = Tensor::from_vec(var, &stat_shape);
+    let mean_t = Tensor::from_storage(Storage::map(&stats, |s| s.0), &stat_shape);
+    let var_t = Tensor::from_storage(Storage::map(&stats, |s| s.1), &stat_shape);
+    let mean: Vec<E> = stats.iter().map(|s| s.0).collect();
     let mut inputs = vec![x.clone()];
     inputs.extend(weight.cloned());
     inputs.extend(bias.cloned());
@@ -423,44 +560,103 @@ fn batch_norm_train_fused<E: Float, D: Device>(
             }
             let wc = |ch: usize| wt.map_or(E::one(), |w| w.as_slice()[ch]);
             let (xs, g) = (x.as_slice(), ctx.grad.as_slice());
-            let runs = |ch: usize| (0..n).map(move |i| (i * c + ch) * sp..(i * c + ch + 1) * sp);
-            let mut gx = vec![E::zero(); xs.len()];
-            let mut gw = vec![E::zero(); c];
-            let mut gb = vec![E::zero(); c];
-            for ch in 0..c {
-                let (mu, r) = (mean[ch], rstd[ch]);
-                let (mut sg, mut sgx) = (E::zero(), E::zero());
-                for run in runs(ch) {
-                    sg += lane_sum(&g[run.clone()]);
-                    sgx += g[run.clone()]
-                        .iter()
-                        .zip(&xs[run])
-                        .fold(E::zero(), |a, (&gv, &v)| a + gv * ((v - mu) * r));
-                }
-                gw[ch] = sgx;
-                gb[ch] = sg;
-                let k = wc(ch) * r;
-                let (a, bq) = (sg / cnt, sgx / cnt);
-                for run in runs(ch) {
-                    for ((o, &gv), &v) in gx[run.clone()]
-                        .iter_mut()
-                        .zip(&g[run.clone()])
-                        .zip(&xs[run])
-                    {
-                        *o = k * (gv - a - (v - mu) * r * bq);
-                    }
-                }
-            }
-            let mut grads = vec![Some(Tensor::from_parts(gx, x.shape.clone(), None))];
-            if has_w {
-                grads.push(Some(Tensor::from_vec(gw, &[c])));
-            }
-            if has_b {
-                grads.push(Some(Tensor::from_vec(gb, &[c])));
-            }
-            grads
+            // (sum g, sum g (x - mean) rstd) per channel
+            let sums = grad_sums([n, c, sp], g, xs, &mean, &rstd);
+            // dx = k (g - a - (x - mean) q) with k = w rstd, a = sum(g) / cnt,
+            // q = rstd sum(g xhat) / cnt
+            let coef: Vec<(E, E, E)> = (0..c)
+                .map(|ch| {
+                    (
+                        wc(ch) * rstd[ch],
+                        sums[ch].0 / cnt,
+                        rstd[ch] * (sums[ch].1 / cnt),
+                    )
+                })
+                .collect();
+            let gx = per_element_par(c, sp, xs, Some(g), |ch, v, gv| {
+                let (k, a, q) = coef[ch];
+                k * (gv - a - (v - mean[ch]) * q)
+            });
+            affine_grads(
+                Tensor::from_parts(gx, x.shape.clone(), None),
+                &sums,
+                has_w,
+                has_b,
+            )
         });
     (y, mean_t, var_t)
+}
+
+/// Evaluation-mode batch norm with constant running statistics, fused:
+/// `y = (x - rm) * k + b` with `k = w / sqrt(rv + eps)` per channel, one
+/// pass in parallel over blocks of images. Backward, one pass for `x`
+/// (`dx = g k`) and per-channel sums for `w` (`sum(g (x - rm)) / sqrt(rv +
+/// eps)`) and `b` (`sum(g)`); under `create_graph` the same formulas in
+/// tensor ops (`dx` differentiable in `g` and `w`).
+fn batch_norm_eval_fused<E: Float, D: Device>(
+    x: &Tensor<E, D>,
+    rm: &Tensor<E, D>,
+    rv: &Tensor<E, D>,
+    weight: Option<&Tensor<E, D>>,
+    bias: Option<&Tensor<E, D>>,
+    eps: f64,
+) -> Tensor<E, D> {
+    let shape = x.shape().to_vec();
+    let (n, c) = (shape[0], shape[1]);
+    let sp: usize = shape[2..].iter().product();
+    let e = E::from_f64(eps);
+    let rm_v = rm.to_vec();
+    let rstd: Vec<E> = rv
+        .as_slice()
+        .iter()
+        .map(|&v| (v + e).sqrt().recip())
+        .collect();
+    let (w, b) = (weight.map(|t| t.as_slice()), bias.map(|t| t.as_slice()));
+    let scale: Vec<E> = (0..c)
+        .map(|ch| rstd[ch] * w.map_or(E::one(), |w| w[ch]))
+        .collect();
+    let out = per_element_par(c, sp, x.as_slice(), None, |ch, v, _| {
+        (v - rm_v[ch]) * scale[ch] + b.map_or(E::zero(), |b| b[ch])
+    });
+    let mut inputs = vec![x.clone()];
+    inputs.extend(weight.cloned());
+    inputs.extend(bias.cloned());
+    let (has_w, has_b) = (weight.is_some(), bias.is_some());
+    let (rm_t, rv_t) = (rm.clone(), rv.clone());
+    Tensor::from_parts(out, x.shape.clone(), None).record("batch_norm_eval", inputs, move |ctx| {
+        let (x, g) = (&ctx.inputs[0], ctx.grad);
+        let wt = has_w.then(|| &ctx.inputs[1]);
+        if ctx.create_graph {
+            let pc = |t: &Tensor<E, D>| per_channel("batch_norm", "statistics", t, x.shape());
+            let axes: Vec<isize> = (0..x.rank() as isize).filter(|&a| a != 1).collect();
+            let rstd_t = pc(&rv_t).add_scalar(e).rsqrt();
+            let k = match wt {
+                Some(w) => rstd_t.mul(&pc(w)),
+                None => rstd_t.clone(),
+            };
+            let mut out = vec![Some(g.mul(&k))];
+            if has_w {
+                let xhat = x.sub(&pc(&rm_t)).mul(&rstd_t);
+                out.push(Some(g.mul(&xhat).sum_dim(&axes, false)));
+            }
+            if has_b {
+                out.push(Some(g.sum_dim(&axes, false)));
+            }
+            return out;
+        }
+        let (xs, gs) = (x.as_slice(), g.as_slice());
+        let k: Vec<E> = (0..c)
+            .map(|ch| rstd[ch] * wt.map_or(E::one(), |w| w.as_slice()[ch]))
+            .collect();
+        let gx = per_element_par(c, sp, xs, Some(gs), |ch, _, gv| gv * k[ch]);
+        let sums = grad_sums([n, c, sp], gs, xs, &rm_v, &rstd);
+        affine_grads(
+            Tensor::from_parts(gx, x.shape.clone(), None),
+            &sums,
+            has_w,
+            has_b,
+        )
+    })
 }
 
 /// The batch-norm (training) gradients in tensor ops, for `create_graph`.
