@@ -463,3 +463,46 @@ fn smooth_l1_at_the_boundary_uses_the_linear_branch_like_pytorch() {
     let l = smooth_l1_loss(&x, &Tensor::zeros(&[1]), 0.9, Reduction::None);
     assert_eq!(l.to_vec(), vec![0.45]);
 }
+
+// ---- Fused cross-entropy: the create_graph gradient is the gradient ----
+
+/// Under `create_graph` the fused cross-entropy's backward is rebuilt from
+/// tensor ops (`fused_ce_backward_graph`); its first-order value must be
+/// the plain backward's, for every reduction, with weights, label
+/// smoothing and an ignored target. (The second-order checks cannot see
+/// the one-hot term: it is constant in the logits.)
+///
+/// Kills `replace * with + / /` in `fused_ce_backward_graph` (loss.rs:411,
+/// the one-hot index `i * c + t`).
+#[test]
+fn fused_cross_entropy_gradient_under_create_graph_equals_the_plain_one() {
+    let x = Tensor::<f64>::from_vec(
+        (0..12).map(|k| ((k * 7 % 5) as f64 - 2.0) * 0.37).collect(),
+        &[3, 4],
+    )
+    .requires_grad();
+    let t = Tensor::<i64>::from_vec(vec![1, 3, -100], &[3]);
+    let w = Tensor::<f64>::from_vec(vec![0.5, 2.0, 1.5, 1.0], &[4]);
+    for (weight, ls) in [(None, 0.0), (Some(w.clone()), 0.2)] {
+        for r in [Reduction::Mean, Reduction::Sum, Reduction::None] {
+            let l = || {
+                let o = CrossEntropyOptions {
+                    weight: weight.clone(),
+                    label_smoothing: ls,
+                    reduction: r,
+                    ..Default::default()
+                };
+                cross_entropy_with(&x, &t, o).sum()
+            };
+            let plain = l().backward().get(&x).unwrap().to_vec();
+            let graph = l().backward_with_graph().get(&x).unwrap().to_vec();
+            for (a, b) in plain.iter().zip(&graph) {
+                assert!(
+                    (a - b).abs() < 1e-15,
+                    "{r:?} ls {ls}: {plain:?} vs {graph:?}"
+                );
+            }
+            assert!(plain[8..].iter().all(|&v| v == 0.0), "ignored row");
+        }
+    }
+}
