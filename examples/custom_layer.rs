@@ -5,7 +5,7 @@
 //! cargo run --release --example custom_layer
 //! ```
 
-use forge::nn::summary;
+use forge::nn::{record_output, summary};
 use forge::prelude::*;
 use std::fmt;
 
@@ -34,7 +34,8 @@ impl Forward<Tensor> for GatedResidual {
     fn forward(&self, x: Tensor) -> Tensor {
         let g = self.gate.forward(x.clone()).sigmoid();
         let v = self.value.forward(x.clone()).tanh();
-        x + g * v * &self.scale
+        // record_output: the block's row in `summary` shows its output shape
+        record_output(self, x + g * v * &self.scale)
     }
 }
 
