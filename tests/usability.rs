@@ -208,6 +208,81 @@ fn models_print_like_pytorch_without_weights() {
     assert!(!text.contains("tensor("), "no weights");
 }
 
+/// The reference models print their module tree as PyTorch's
+/// `print(model)` does (torchvision's ResNet, nanoGPT's GPT), weights left
+/// out; runs of equal blocks fold into `(i-j): n x Block(`.
+#[test]
+fn reference_models_print_their_module_tree() {
+    use forge::models::gpt::{Gpt, GptConfig};
+    use forge::models::mnist::LeNet5;
+    use forge::models::resnet::resnet18;
+    let mut rng = Rng::new(0);
+    let config = GptConfig {
+        vocab_size: 11,
+        block_size: 8,
+        n_layer: 2,
+        n_head: 2,
+        n_embd: 8,
+        bias: true,
+    };
+    let gpt = Gpt::<f32>::new(config, &mut rng).to_string();
+    assert_eq!(
+        gpt,
+        "GPT(
+  (transformer): ModuleDict(
+    (wte): Embedding(11, 8)
+    (wpe): Embedding(8, 8)
+    (h): ModuleList(
+      (0-1): 2 x Block(
+        (ln_1): LayerNorm([8], eps=0.00001, elementwise_affine=true)
+        (attn): CausalSelfAttention(
+          n_head=2
+          (c_attn): Linear(in_features=8, out_features=24, bias=true)
+          (c_proj): Linear(in_features=8, out_features=8, bias=true)
+        )
+        (ln_2): LayerNorm([8], eps=0.00001, elementwise_affine=true)
+        (mlp): MLP(
+          (c_fc): Linear(in_features=8, out_features=32, bias=true)
+          (gelu): GELU(approximate='tanh')
+          (c_proj): Linear(in_features=32, out_features=8, bias=true)
+        )
+      )
+    )
+    (ln_f): LayerNorm([8], eps=0.00001, elementwise_affine=true)
+  )
+  (lm_head): Linear(in_features=8, out_features=11, bias=false, weight=transformer.wte.weight)
+)"
+    );
+
+    let resnet = resnet18::<f32>(10, &mut rng).to_string();
+    for part in [
+        "ResNet(\n  (conv1): Conv2d(3, 64, kernel_size=(7, 7), stride=(2, 2)",
+        "  (layer1): Sequential(\n    (0-1): 2 x BasicBlock(\n      (conv1): Conv2d(64, 64,",
+        "  (layer2): Sequential(\n    (0): BasicBlock(",
+        "      (downsample): Sequential(\n        (0): Conv2d(64, 128, kernel_size=(1, 1), stride=(2, 2)",
+        "\n    (1): BasicBlock(",
+        "  (fc): Linear(in_features=512, out_features=10, bias=true)\n)",
+    ] {
+        assert!(resnet.contains(part), "{part:?} not in\n{resnet}");
+    }
+    assert_eq!(
+        resnet.matches("BasicBlock(").count(),
+        7,
+        "layer1 folds its 2 equal blocks"
+    );
+    assert!(
+        !resnet.contains("tensor(") && !gpt.contains("tensor("),
+        "no weights"
+    );
+
+    let lenet = LeNet5::new(&mut rng).to_string();
+    assert!(
+        lenet.starts_with("LeNet5(\n  (conv1): Conv2d(1, 6, kernel_size=(5, 5)"),
+        "{lenet}"
+    );
+    assert!(lenet.ends_with("  (fc3): Linear(in_features=84, out_features=10, bias=true)\n)"));
+}
+
 #[test]
 fn recurrent_attention_and_transformer_layers_print_like_pytorch() {
     use forge::nn::{

@@ -13,6 +13,7 @@
 //! - [`mnist`]: LeNet-5 and a 784-512-256-10 MLP for 28x28 digits.
 
 pub mod alexnet;
+mod display;
 pub mod gpt;
 pub mod mnist;
 pub mod precision;

@@ -247,7 +247,7 @@ impl<T: SeqDisplay> fmt::Display for Sequential<T> {
 /// PyTorch's layout for a module with children: `Name(`, the settings line
 /// (when there is one), one `(label): child` line per child (a child's own
 /// lines indented), then `)`.
-fn nested(
+pub(crate) fn nested(
     f: &mut fmt::Formatter<'_>,
     name: &str,
     settings: Option<String>,
@@ -266,24 +266,40 @@ fn nested(
 
 /// A list of layers printed as PyTorch prints a `ModuleList`: `(i): layer`
 /// per element, and a run of equal elements as `(0-5): 6 x layer`.
-struct ModuleList<'a, T>(&'a [T]);
+pub(crate) struct ModuleList<'a, T>(pub(crate) &'a [T]);
+
+/// A list of layers applied in order, printed as PyTorch prints an
+/// `nn.Sequential` built from them (`Sequential(`, then as [`ModuleList`]).
+pub(crate) struct SequentialList<'a, T>(pub(crate) &'a [T]);
+
+/// `name(`, one `(i): item` line per element (a run of equal elements as
+/// `(i-j): n x item`), then `)`.
+fn write_list<T: fmt::Display>(f: &mut fmt::Formatter<'_>, name: &str, items: &[T]) -> fmt::Result {
+    let texts: Vec<String> = items.iter().map(ToString::to_string).collect();
+    write!(f, "{name}(")?;
+    let mut i = 0;
+    while i < texts.len() {
+        let run = texts[i..].iter().take_while(|t| **t == texts[i]).count();
+        if run == 1 {
+            write!(f, "\n  ({i}): ")?;
+        } else {
+            write!(f, "\n  ({i}-{}): {run} x ", i + run - 1)?;
+        }
+        indented(f, &texts[i])?;
+        i += run;
+    }
+    f.write_str("\n)")
+}
 
 impl<T: fmt::Display> fmt::Display for ModuleList<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let texts: Vec<String> = self.0.iter().map(ToString::to_string).collect();
-        f.write_str("ModuleList(")?;
-        let mut i = 0;
-        while i < texts.len() {
-            let run = texts[i..].iter().take_while(|t| **t == texts[i]).count();
-            if run == 1 {
-                write!(f, "\n  ({i}): ")?;
-            } else {
-                write!(f, "\n  ({i}-{}): {run} x ", i + run - 1)?;
-            }
-            indented(f, &texts[i])?;
-            i += run;
-        }
-        f.write_str("\n)")
+        write_list(f, "ModuleList", self.0)
+    }
+}
+
+impl<T: fmt::Display> fmt::Display for SequentialList<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_list(f, "Sequential", self.0)
     }
 }
 

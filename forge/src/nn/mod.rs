@@ -20,6 +20,7 @@ mod builder;
 mod conv;
 mod conv_transpose;
 mod display;
+pub(crate) use display::{nested, ModuleList, SequentialList};
 mod dropout;
 mod embedding;
 mod forward;
