@@ -2,10 +2,10 @@
 //!
 //! The lookup (a row gather) and its adjoint (a row scatter-add, which
 //! accumulates the gradient of repeated indices) are each other's backward
-//! rule, so gradients of any order work.
+//! rule, so gradients of any order work. Outputs are pooled buffers.
 
+use crate::cpu::Storage;
 use crate::tensor::{Device, Float, Tensor};
-use std::sync::Arc;
 
 /// Gathers rows `indices` of the `(V, dim)` matrix `w`; rows for index
 /// `zero_row` come out as zeros. The backward scatter skips `grad_skip`.
@@ -17,11 +17,13 @@ fn gather_rows<E: Float, D: Device>(
 ) -> Tensor<E, D> {
     let dim = w.shape()[1];
     let src = w.as_slice();
-    let mut data = Vec::with_capacity(indices.numel() * dim);
+    let mut data = Storage::<E>::with_capacity(indices.numel() * dim);
     for &i in indices.as_slice() {
         let i = i as usize;
         if zero_row == Some(i) {
-            data.extend(std::iter::repeat_n(E::zero(), dim));
+            for _ in 0..dim {
+                data.push(E::zero());
+            }
         } else {
             data.extend_from_slice(&src[i * dim..(i + 1) * dim]);
         }
@@ -30,11 +32,9 @@ fn gather_rows<E: Float, D: Device>(
     shape.push(dim);
     let idx = indices.clone();
     let rows = w.shape()[0];
-    Tensor::from_parts(Arc::new(data), shape.into(), None).record(
-        "embedding",
-        vec![w.clone()],
-        move |ctx| vec![Some(scatter_rows(ctx.grad, &idx, rows, grad_skip))],
-    )
+    Tensor::from_parts(data, shape.into(), None).record("embedding", vec![w.clone()], move |ctx| {
+        vec![Some(scatter_rows(ctx.grad, &idx, rows, grad_skip))]
+    })
 }
 
 /// Adds row `k` of `g` (viewed as `(n, dim)`) into row `indices[k]` of a
@@ -48,7 +48,7 @@ fn scatter_rows<E: Float, D: Device>(
 ) -> Tensor<E, D> {
     let dim = *g.shape().last().unwrap_or(&1);
     let src = g.as_slice();
-    let mut out = vec![E::zero(); rows * dim];
+    let mut out = Storage::<E>::zeroed(rows * dim);
     for (k, &i) in indices.as_slice().iter().enumerate() {
         let i = i as usize;
         if skip == Some(i) {
@@ -62,7 +62,7 @@ fn scatter_rows<E: Float, D: Device>(
         }
     }
     let idx = indices.clone();
-    Tensor::from_parts(Arc::new(out), vec![rows, dim].into(), None).record(
+    Tensor::from_parts(out, vec![rows, dim].into(), None).record(
         "embedding_backward",
         vec![g.clone()],
         move |ctx| vec![Some(gather_rows(ctx.grad, &idx, skip, skip))],

@@ -5,6 +5,7 @@
 //! the integer targets: a constant, so every gradient (of any order) flows
 //! through ordinary tensor ops.
 
+use crate::cpu::im2col::for_each_chunk_mut;
 use crate::tensor::{Device, Element, Float, Tensor};
 
 /// How a loss reduces its per-element values: PyTorch's `reduction`
@@ -306,39 +307,54 @@ fn cross_entropy_fused<E: Float, D: Device>(
     }
     let (keep, smooth) = (E::from_f64(1.0 - ls), E::from_f64(ls / c as f64));
     let x = logits.as_slice();
-    let mut lse = vec![E::zero(); n];
-    let mut per = vec![E::zero(); n];
-    let mut scratch = vec![E::zero(); c];
-    let mut total_w = E::zero();
-    for i in 0..n {
-        let t = tv[i];
-        if t == ignore {
-            continue;
+    // (log-sum-exp, loss) of every row, in parallel over fixed blocks of
+    // rows (each row is computed by one block, so the thread count does not
+    // matter)
+    let rows = super::softmax::ROW_BLOCK_ELEMS.div_ceil(c.max(1)).max(1);
+    // each block's chunk: its rows' (lse, loss) pairs, then a scratch row
+    // (one buffer taken before the blocks run, so the pool traffic does not
+    // depend on how the blocks are scheduled)
+    let chunk_len = 2 * rows + c;
+    let mut stats = crate::cpu::Storage::<E>::zeroed(n.div_ceil(rows) * chunk_len);
+    for_each_chunk_mut(&mut stats, chunk_len, |b, chunk| {
+        let (pairs, scratch) = chunk.split_at_mut(2 * rows);
+        for (r, st) in pairs.chunks_mut(2).take(rows.min(n - b * rows)).enumerate() {
+            let i = b * rows + r;
+            let t = tv[i];
+            if t == ignore {
+                continue;
+            }
+            let row = &x[i * c..(i + 1) * c];
+            let m = row.iter().fold(E::neg_infinity(), |a, &b| a.max(b));
+            let m = if m.is_finite() { m } else { E::zero() };
+            for (o, &v) in scratch.iter_mut().zip(row) {
+                *o = v - m;
+            }
+            crate::cpu::vmath::exp(scratch);
+            let l = m + super::softmax::lane_sum(scratch).ln();
+            let wt = wc(t as usize);
+            let mut loss = keep * wt * (l - row[t as usize]);
+            if ls > 0.0 {
+                let sm = match &w {
+                    Some(w) => w
+                        .iter()
+                        .zip(row)
+                        .fold(E::zero(), |a, (&wk, &v)| a + wk * (l - v)),
+                    None => row.iter().fold(E::zero(), |a, &v| a + (l - v)),
+                };
+                loss += smooth * sm;
+            }
+            st[0] = l;
+            st[1] = loss;
         }
-        let row = &x[i * c..(i + 1) * c];
-        let m = row.iter().fold(E::neg_infinity(), |a, &b| a.max(b));
-        let m = if m.is_finite() { m } else { E::zero() };
-        for (o, &v) in scratch.iter_mut().zip(row) {
-            *o = v - m;
-        }
-        crate::cpu::vmath::exp(&mut scratch);
-        let l = m + super::softmax::lane_sum(&scratch).ln();
-        lse[i] = l;
-        let wt = wc(t as usize);
-        total_w += wt;
-        let mut loss = keep * wt * (l - row[t as usize]);
-        if ls > 0.0 {
-            let sm = match &w {
-                Some(w) => w
-                    .iter()
-                    .zip(row)
-                    .fold(E::zero(), |a, (&wk, &v)| a + wk * (l - v)),
-                None => row.iter().fold(E::zero(), |a, &v| a + (l - v)),
-            };
-            loss += smooth * sm;
-        }
-        per[i] = loss;
-    }
+    });
+    let pair = |i: usize| (i / rows) * chunk_len + 2 * (i % rows);
+    let lse: Vec<E> = (0..n).map(|i| stats[pair(i)]).collect();
+    let per: Vec<E> = (0..n).map(|i| stats[pair(i) + 1]).collect();
+    let total_w = tv
+        .iter()
+        .filter(|&&t| t != ignore)
+        .fold(E::zero(), |a, &t| a + wc(t as usize));
     let reduction = options.reduction;
     let out = match reduction {
         Reduction::None => Tensor::from_vec(per, &[n]),
@@ -367,25 +383,29 @@ fn cross_entropy_fused<E: Float, D: Device>(
         let wc = |k: usize| class_w(w.as_deref(), k);
         let x = ctx.inputs[0].as_slice();
         let mut gx = crate::cpu::Storage::filled(n * c, E::zero());
-        for (i, g) in gx.chunks_mut(c).enumerate() {
-            if !valid(i) {
-                continue;
+        // in parallel over the forward pass's blocks of rows
+        for_each_chunk_mut(&mut gx, rows * c, |b, chunk| {
+            for (r, g) in chunk.chunks_mut(c).enumerate() {
+                let i = b * rows + r;
+                if !valid(i) {
+                    continue;
+                }
+                let t = targets.as_slice()[i] as usize;
+                let s = scale(i);
+                let row = &x[i * c..(i + 1) * c];
+                for (o, &v) in g.iter_mut().zip(row) {
+                    *o = v - lse[i];
+                }
+                crate::cpu::vmath::exp(g);
+                let a = s * keep * wc(t);
+                let b = s * smooth;
+                for (k, o) in g.iter_mut().enumerate() {
+                    let p = *o;
+                    *o = a * p + b * (w_sum * p - wc(k));
+                }
+                g[t] -= a;
             }
-            let t = targets.as_slice()[i] as usize;
-            let s = scale(i);
-            let row = &x[i * c..(i + 1) * c];
-            for (o, &v) in g.iter_mut().zip(row) {
-                *o = v - lse[i];
-            }
-            crate::cpu::vmath::exp(g);
-            let a = s * keep * wc(t);
-            let b = s * smooth;
-            for (k, o) in g.iter_mut().enumerate() {
-                let p = *o;
-                *o = a * p + b * (w_sum * p - wc(k));
-            }
-            g[t] -= a;
-        }
+        });
         vec![Some(Tensor::from_parts(
             gx,
             ctx.inputs[0].shape.clone(),

@@ -248,15 +248,20 @@ pub fn lstm_sequence<E: Float, D: Device>(
     let mut tcs = Storage::<E>::zeroed(if save { t_len * nh } else { 0 });
     let mut gates = Storage::<E>::zeroed((if save { t_len } else { 1 }) * n * g4);
     let (xs, w, h0s, c0s) = (xp.as_slice(), w_hh.as_slice(), h0.as_slice(), c0.as_slice());
-    let (ys_r, cs_r, tc_r, g_r) = (
+    // one product buffer for every block (rows r0..r1 each), taken before
+    // the blocks run: the pool traffic does not depend on their schedule
+    let mut hw_all = Storage::<E>::zeroed(n * g4);
+    let (ys_r, cs_r, tc_r, g_r, hw_r) = (
         Rows::new(&mut ys),
         Rows::new(&mut cs),
         Rows::new(&mut tcs),
         Rows::new(&mut gates),
+        Rows::new(&mut hw_all),
     );
     for_batch_blocks(n, |r0, r1| {
         let m = r1 - r0;
-        let mut hw = Storage::<E>::zeroed(m * g4);
+        // SAFETY: this block's own rows of the product buffer.
+        let hw = unsafe { hw_r.at(0, n, r0, r1, g4) };
         for s in 0..t_len {
             let t = time(s, t_len, reverse);
             let prev = (s > 0).then(|| time(s - 1, t_len, reverse));
@@ -274,7 +279,7 @@ pub fn lstm_sequence<E: Float, D: Device>(
                 Mat::row_major(h_prev, h),
                 Mat::transposed(w, h),
                 E::zero(),
-                &mut hw,
+                hw,
             );
             let gt = if save { t } else { 0 };
             let (y, c, g) = unsafe {
@@ -286,7 +291,7 @@ pub fn lstm_sequence<E: Float, D: Device>(
             };
             let tc = save.then(|| unsafe { tc_r.at(t, n, r0, r1, h) });
             let xt = step_rows(xs, t, n, r0, r1, g4);
-            lstm_rows(h, xt, &hw, c_prev, g, c, y, tc);
+            lstm_rows(h, xt, hw, c_prev, g, c, y, tc);
         }
     });
     let last = time(t_len - 1, t_len, reverse);
@@ -700,10 +705,17 @@ pub fn gru_sequence<E: Float, D: Device>(
         b_hh.map(|b| b.as_slice()),
         h0.as_slice(),
     );
-    let (ys_r, s_r) = (Rows::new(&mut ys), Rows::new(&mut sv));
+    // one product buffer for every block, as in `lstm_sequence`
+    let mut hw_all = Storage::<E>::zeroed(n * g3);
+    let (ys_r, s_r, hw_r) = (
+        Rows::new(&mut ys),
+        Rows::new(&mut sv),
+        Rows::new(&mut hw_all),
+    );
     for_batch_blocks(n, |r0, r1| {
         let m = r1 - r0;
-        let mut hw = Storage::<E>::zeroed(m * g3);
+        // SAFETY: this block's own rows of the product buffer.
+        let hw = unsafe { hw_r.at(0, n, r0, r1, g3) };
         for s in 0..t_len {
             let t = time(s, t_len, reverse);
             // SAFETY (every `at` below): this block reads and writes only
@@ -720,11 +732,11 @@ pub fn gru_sequence<E: Float, D: Device>(
                 Mat::row_major(h_prev, h),
                 Mat::transposed(w, h),
                 E::zero(),
-                &mut hw,
+                hw,
             );
             let st = if save { t } else { 0 };
             let (y, sb) = unsafe { (ys_r.at(t, n, r0, r1, h), s_r.at(st, n, r0, r1, g4)) };
-            gru_rows(h, step_rows(xs, t, n, r0, r1, g3), &hw, b, h_prev, sb, y);
+            gru_rows(h, step_rows(xs, t, n, r0, r1, g3), hw, b, h_prev, sb, y);
         }
     });
     let last = time(t_len - 1, t_len, reverse);

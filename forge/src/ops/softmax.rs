@@ -72,7 +72,7 @@ fn line_max<E: Float>(line: &[E]) -> E {
 }
 
 /// Elements per block of rows handed to one parallel task.
-const ROW_BLOCK_ELEMS: usize = 1 << 14;
+pub(crate) const ROW_BLOCK_ELEMS: usize = 1 << 14;
 
 /// `sum(v)` in eight interleaved partial sums (so the loop vectorises),
 /// combined in a fixed order.
