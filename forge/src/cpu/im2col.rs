@@ -135,10 +135,12 @@ impl ConvGeom {
         let (plane, taps, l) = (self.h * self.w, self.kh * self.kw, self.l());
         // SAFETY: `im2col_row` writes values only (`MaybeUninit::write`).
         let cols = unsafe { uninit_mut(cols) };
+        let inside = self.inside_table();
         for ci in 0..self.cg() {
             let x = &x[ci * plane..(ci + 1) * plane];
             for t in 0..taps {
-                self.im2col_row(x, t, &mut cols[(ci * taps + t) * l..][..l]);
+                let range = inside[t % self.kw];
+                self.im2col_row(x, t, range, &mut cols[(ci * taps + t) * l..][..l]);
             }
         }
     }
@@ -147,12 +149,18 @@ impl ConvGeom {
     /// `oh * ow` values it meets (zero where it falls on the padding):
     /// `row[oy * ow + ox] = plane[oy * s0 - p0 + i * d0, ox * s1 - p1 + j * d1]`.
     /// Every element of `row` is written.
-    fn im2col_row<E: Float>(&self, plane: &[E], t: usize, row: &mut [MaybeUninit<E>]) {
+    /// `inside` is [`inside_cols`](Self::inside_cols) of the tap's column.
+    fn im2col_row<E: Float>(
+        &self,
+        plane: &[E],
+        t: usize,
+        (ox_lo, ox_hi): (usize, usize),
+        row: &mut [MaybeUninit<E>],
+    ) {
         let (i, j, ow) = (t / self.kw, t % self.kw, self.ow);
         let [s0, s1] = self.stride;
         let [p0, p1] = self.padding;
         let [d0, d1] = self.dilation;
-        let (ox_lo, ox_hi) = self.inside_cols(j);
         let zero = |d: &mut [MaybeUninit<E>]| d.iter_mut().for_each(|v| _ = v.write(E::zero()));
         for oy in 0..self.oh {
             let dst = &mut row[oy * ow..(oy + 1) * ow];
@@ -184,6 +192,9 @@ impl ConvGeom {
     /// column `j` is inside the image (a run: stride and dilation are
     /// positive); empty when `ox_lo >= ox_hi`.
     fn inside_cols(&self, j: usize) -> (usize, usize) {
+        if self.ow == 0 {
+            return (0, 0);
+        }
         let [s1, p1, d1] = [self.stride[1], self.padding[1], self.dilation[1]];
         let inside = |ox: usize| Self::src(ox, j, s1, p1, d1, self.w).is_some();
         let ox_lo = (0..self.ow).find(|&ox| inside(ox)).unwrap_or(self.ow);
@@ -191,32 +202,41 @@ impl ConvGeom {
         (ox_lo, ox_hi)
     }
 
+    /// [`inside_cols`](Self::inside_cols) for every kernel column.
+    fn inside_table(&self) -> Vec<(usize, usize)> {
+        (0..self.kw).map(|j| self.inside_cols(j)).collect()
+    }
+
     /// The adjoint of [`im2col`](Self::im2col): adds every column entry
     /// back onto the input position it was read from.
     fn col2im<E: Float>(&self, cols: &[E], x: &mut [E]) {
         let (plane, taps, l) = (self.h * self.w, self.kh * self.kw, self.l());
+        let inside = self.inside_table();
         for ci in 0..self.cg() {
-            self.col2im_channel(
-                &cols[ci * taps * l..],
-                l,
-                0,
-                &mut x[ci * plane..(ci + 1) * plane],
-            );
+            let x = &mut x[ci * plane..(ci + 1) * plane];
+            self.col2im_channel(&cols[ci * taps * l..], l, 0, &inside, x);
         }
     }
 
     /// The adjoint of [`im2col_row`](Self::im2col_row) over every tap of
     /// one channel: adds rows `rows[t * ld + off..][..oh * ow]` back onto
-    /// one `h x w` plane, taps in increasing order.
-    fn col2im_channel<E: Float>(&self, rows: &[E], ld: usize, off: usize, plane: &mut [E]) {
+    /// one `h x w` plane, taps in increasing order (`inside` is
+    /// [`inside_table`](Self::inside_table)).
+    fn col2im_channel<E: Float>(
+        &self,
+        rows: &[E],
+        ld: usize,
+        off: usize,
+        inside: &[(usize, usize)],
+        plane: &mut [E],
+    ) {
         let (l, ow) = (self.l(), self.ow);
         let [s0, s1] = self.stride;
         let [p0, p1] = self.padding;
         let [d0, d1] = self.dilation;
         for i in 0..self.kh {
-            for j in 0..self.kw {
+            for (j, &(ox_lo, ox_hi)) in inside.iter().enumerate() {
                 let row = &rows[(i * self.kw + j) * ld + off..][..l];
-                let (ox_lo, ox_hi) = self.inside_cols(j);
                 if ox_lo >= ox_hi {
                     continue;
                 }
@@ -254,11 +274,13 @@ impl ConvGeom {
     fn im2col_batch<E: Float>(&self, x: &[E], b0: usize, nb: usize, cols: &mut [MaybeUninit<E>]) {
         let (plane, taps, l) = (self.h * self.w, self.kh * self.kw, self.l());
         let ld = nb * l;
+        let inside = self.inside_table();
         for_each_chunk_mut(&mut cols[..self.c * taps * ld], ld, |r, row| {
             let (ci, t) = (r / taps, r % taps);
+            let range = inside[t % self.kw];
             for bi in 0..nb {
                 let at = ((b0 + bi) * self.c + ci) * plane;
-                self.im2col_row(&x[at..at + plane], t, &mut row[bi * l..(bi + 1) * l]);
+                self.im2col_row(&x[at..at + plane], t, range, &mut row[bi * l..(bi + 1) * l]);
             }
         });
     }
@@ -660,6 +682,7 @@ fn backward_input_batched<E: Float>(
     let mut cols = Storage::filled(k * per * l, E::zero());
     let mut gyc = Storage::with_capacity(if per > 1 { o * per * l } else { 0 });
     let img = g.c * plane;
+    let inside = g.inside_table();
     build(g.n * img, |gx| {
         for (b0, nb) in chunks(g.n, per) {
             let ld = nb * l;
@@ -677,7 +700,7 @@ fn backward_input_batched<E: Float>(
             for_each_chunk_mut(&mut gx[b0 * img..(b0 + nb) * img], img, |bi, gx_img| {
                 for (ci, p) in gx_img.chunks_mut(plane).enumerate() {
                     let p = fill_init(p, bias.map_or(E::zero(), |b| b[ci]));
-                    g.col2im_channel(&cols[ci * taps * ld..], ld, bi * l, p);
+                    g.col2im_channel(&cols[ci * taps * ld..], ld, bi * l, &inside, p);
                 }
             });
         }
