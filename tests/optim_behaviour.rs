@@ -191,3 +191,24 @@ fn onecycle_three_phase_and_linear_anneal_follow_pytorch_formulas() {
     assert!((lrs[9] - 0.04 / 1e4).abs() < 1e-15);
     assert!((lrs[1] - 0.52).abs() < 1e-15);
 }
+
+/// PyTorch's `clip_grad_norm_` (torch 2.15, `error_if_nonfinite=False`)
+/// computes `clip_coef = max_norm / (total + 1e-6)` and multiplies every
+/// gradient by `clamp(clip_coef, max=1)`. A NaN anywhere makes the total
+/// NaN, the clamp keeps the NaN, and so every gradient becomes NaN (checked
+/// with torch for p = 1, 2, 3 and inf). `f64::min(NaN, 1.0)` is 1.0, which
+/// would leave the other gradients untouched and hide the NaN from them.
+#[test]
+fn clip_grad_norm_with_a_nan_gradient_makes_every_gradient_nan_as_pytorch() {
+    for p in [1.0, 2.0, 3.0, f64::INFINITY] {
+        let a = Tensor::<f64>::zeros(&[2]).requires_grad();
+        let b = Tensor::<f64>::zeros(&[2]).requires_grad();
+        let mut g = grads_for(&[(&a, vec![f64::NAN, 1.0]), (&b, vec![3.0, 4.0])]);
+        let total = clip_grad_norm_with(&mut g, 1.0, p);
+        assert!(total.is_nan(), "p = {p}: total {total}");
+        for t in [&a, &b] {
+            let v = g.get(t).unwrap().to_vec();
+            assert!(v.iter().all(|x| x.is_nan()), "p = {p}: {v:?}");
+        }
+    }
+}

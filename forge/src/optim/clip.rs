@@ -2,7 +2,7 @@
 //! `clip_grad_value_`.
 
 use crate::autograd::Gradients;
-use crate::tensor::{Element, Float, Tensor};
+use crate::tensor::{Element, Float};
 
 /// Scales every gradient so that their total (L2) norm is at most
 /// `max_norm`, and returns the total norm before clipping: PyTorch's
@@ -28,7 +28,8 @@ pub fn clip_grad_norm<E: Float>(grads: &mut Gradients<E>, max_norm: f64) -> E {
 /// (`f64::INFINITY` for the largest absolute value). Every gradient is
 /// multiplied by `min(max_norm / (total + 1e-6), 1)`, as PyTorch does: a
 /// total exactly equal to `max_norm` is still scaled by
-/// `max_norm / (max_norm + 1e-6)`. The norm is accumulated in a fixed
+/// `max_norm / (max_norm + 1e-6)`; a NaN anywhere makes the total and so
+/// every gradient NaN, as in PyTorch. The norm is accumulated in a fixed
 /// order (ascending tensor id), so the result is reproducible.
 ///
 /// # Panics
@@ -71,7 +72,10 @@ pub fn clip_grad_norm_with<E: Float>(grads: &mut Gradients<E>, max_norm: f64, no
             .collect();
         lp_norm(norms.into_iter(), p)
     };
-    let coef = (max_norm / (total + 1e-6)).min(1.0);
+    // PyTorch clamps with `clamp(max=1)`, which keeps a NaN (a NaN gradient
+    // then turns every gradient into NaN); `f64::min` would pick 1.0.
+    let raw = max_norm / (total + 1e-6);
+    let coef = if raw.is_nan() { raw } else { raw.min(1.0) };
     let c = E::from_f64(coef);
     for g in grads.iter_mut() {
         *g = g.map(|x| x * c);
@@ -110,19 +114,15 @@ pub fn clip_grad_value<E: Float>(grads: &mut Gradients<E>, clip_value: f64) {
     let hi = E::from_f64(clip_value);
     let lo = -hi;
     for g in grads.iter_mut() {
-        let v: Vec<E> = g
-            .as_slice()
-            .iter()
-            .map(|&x| {
-                if x < lo {
-                    lo
-                } else if x > hi {
-                    hi
-                } else {
-                    x
-                }
-            })
-            .collect();
-        *g = Tensor::from_vec(v, g.shape());
+        // into a pooled buffer; a NaN stays NaN, as torch.clamp_
+        *g = g.map(|x| {
+            if x < lo {
+                lo
+            } else if x > hi {
+                hi
+            } else {
+                x
+            }
+        });
     }
 }
