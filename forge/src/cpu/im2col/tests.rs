@@ -1,0 +1,121 @@
+//! Tests of the im2col/col2im kernels.
+use super::*;
+
+/// Direct window sums, the definition the kernels must agree with.
+fn naive(g: &ConvGeom, x: &[f64], wt: &[f64]) -> Vec<f64> {
+    let (cg, og) = (g.cg(), g.og());
+    let mut y = vec![0.0; g.n * g.o * g.oh * g.ow];
+    for b in 0..g.n {
+        for o in 0..g.o {
+            let grp = o / og;
+            for oy in 0..g.oh {
+                for ox in 0..g.ow {
+                    let mut s = 0.0;
+                    for ci in 0..cg {
+                        for i in 0..g.kh {
+                            for j in 0..g.kw {
+                                let y0 = ConvGeom::src(
+                                    oy,
+                                    i,
+                                    g.stride[0],
+                                    g.padding[0],
+                                    g.dilation[0],
+                                    g.h,
+                                );
+                                let x0 = ConvGeom::src(
+                                    ox,
+                                    j,
+                                    g.stride[1],
+                                    g.padding[1],
+                                    g.dilation[1],
+                                    g.w,
+                                );
+                                if let (Some(yy), Some(xx)) = (y0, x0) {
+                                    let c = grp * cg + ci;
+                                    s += x[((b * g.c + c) * g.h + yy) * g.w + xx]
+                                        * wt[((o * cg + ci) * g.kh + i) * g.kw + j];
+                                }
+                            }
+                        }
+                    }
+                    y[((b * g.o + o) * g.oh + oy) * g.ow + ox] = s;
+                }
+            }
+        }
+    }
+    y
+}
+
+#[test]
+fn forward_matches_window_sums() {
+    let g = ConvGeom::new([3, 4, 7, 8], [6, 2, 3, 2], [2, 1], [1, 2], [1, 2], 2).unwrap();
+    let x: Vec<f64> = (0..3 * 4 * 7 * 8)
+        .map(|i| ((i * 37) % 11) as f64 - 5.0)
+        .collect();
+    let w: Vec<f64> = (0..6 * 2 * 3 * 2)
+        .map(|i| ((i * 13) % 7) as f64 - 3.0)
+        .collect();
+    assert_eq!(conv2d_forward(&g, &x, &w, None).to_vec(), naive(&g, &x, &w));
+}
+
+fn ramp(n: usize, a: usize, m: usize) -> Vec<f64> {
+    (0..n)
+        .map(|i| ((i * a) % m) as f64 - (m / 2) as f64)
+        .collect()
+}
+
+/// The batched (groups = 1) paths, with budgets that split the batch
+/// into chunks of 2, 2 and 1 images and of one image each (computed in
+/// place), against window sums and adjoints; strided, dilated and
+/// padded so that every im2col branch runs.
+#[test]
+fn batched_paths_match_window_sums_and_adjoints() {
+    for (stride, pad, dil) in [([1, 1], [1, 1], [1, 1]), ([2, 3], [0, 2], [2, 1])] {
+        let g = ConvGeom::new([5, 3, 7, 8], [4, 3, 3, 2], stride, pad, dil, 1).unwrap();
+        let x = ramp(5 * 3 * 7 * 8, 37, 11);
+        let w = ramp(4 * 3 * 3 * 2, 13, 7);
+        let gy = ramp(5 * 4 * g.oh * g.ow, 11, 7);
+        let whole = forward_batched(&g, &x, &w, None, usize::MAX);
+        assert_eq!(whole.to_vec(), naive(&g, &x, &w));
+        for (budget, per) in [(2 * g.k_len() * g.l(), 2), (1, 1)] {
+            assert_eq!(g.batch_chunk(budget), per);
+            let y = forward_batched(&g, &x, &w, None, budget);
+            assert_eq!(y, whole);
+            let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(p, q)| p * q).sum::<f64>();
+            let gx = backward_input_batched(&g, &gy, &w, None, budget);
+            let gw = backward_weight_batched(&g, &x, &gy, budget);
+            assert_eq!(dot(&y, &gy), dot(&x, &gx));
+            assert_eq!(dot(&y, &gy), dot(&w, &gw));
+            let bias = [1.0, 2.0, 3.0, 4.0];
+            let with_bias = forward_batched(&g, &x, &w, Some(&bias), budget);
+            for (i, (&b, &v)) in with_bias.iter().zip(y.iter()).enumerate() {
+                assert_eq!(b, v + bias[(i / g.l()) % 4]);
+            }
+            let gx_bias = backward_input_batched(&g, &gy, &w, Some(&[0.5, 1.0, 2.0]), budget);
+            let plane = g.h * g.w;
+            for (i, (&b, &v)) in gx_bias.iter().zip(gx.iter()).enumerate() {
+                assert_eq!(b, v + [0.5, 1.0, 2.0][(i / plane) % 3]);
+            }
+        }
+    }
+}
+
+#[test]
+fn backward_kernels_are_adjoints() {
+    // <conv(x, w), gy> = <x, backward_input(gy, w)> = <w, backward_weight(x, gy)>,
+    // exact for small integers.
+    let g = ConvGeom::new([5, 4, 6, 5], [4, 2, 3, 3], [2, 1], [1, 1], [1, 2], 2).unwrap();
+    let x: Vec<f64> = (0..5 * 4 * 6 * 5)
+        .map(|i| ((i * 7) % 5) as f64 - 2.0)
+        .collect();
+    let w: Vec<f64> = (0..4 * 2 * 9).map(|i| ((i * 3) % 5) as f64 - 2.0).collect();
+    let gy: Vec<f64> = (0..5 * 4 * g.oh * g.ow)
+        .map(|i| ((i * 11) % 7) as f64 - 3.0)
+        .collect();
+    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(p, q)| p * q).sum::<f64>();
+    let y = conv2d_forward(&g, &x, &w, None);
+    let gx = conv2d_backward_input(&g, &gy, &w, None);
+    let gw = conv2d_backward_weight(&g, &x, &gy);
+    assert_eq!(dot(&y, &gy), dot(&x, &gx));
+    assert_eq!(dot(&y, &gy), dot(&w, &gw));
+}
