@@ -102,6 +102,21 @@ fn flat<E: Float>(ts: &[&Tensor<E>]) -> Tensor<E> {
     Tensor::cat(&refs, 0)
 }
 
+/// `H v` for the scalar `loss` of the inputs `xs` (`v` one tensor per
+/// input): the gradient of `sum_k <dloss/dx_k, v_k>`, through
+/// `backward_with_graph`.
+fn hessian_times(loss: &Tensor<f64>, xs: &[Tensor<f64>], vs: &[Tensor<f64>]) -> Vec<Tensor<f64>> {
+    let g = loss.backward_with_graph();
+    let s = xs
+        .iter()
+        .zip(vs)
+        .map(|(t, v)| g.get(t).unwrap().mul(v).sum())
+        .reduce(|a, b| a.add(&b))
+        .unwrap();
+    let hg = s.backward();
+    xs.iter().map(|t| hg.get(t).unwrap().clone()).collect()
+}
+
 /// Random `(xp, h0, c0, w_hh, b_hh)` for `T` steps, batch `N`, hidden `H`
 /// and `gates` gate blocks.
 fn inputs<E: Float>(t: usize, n: usize, h: usize, gates: usize, seed: u64) -> Vec<Tensor<E>> {
@@ -235,17 +250,7 @@ fn gradients_of_gradients_match_the_composed_ops() {
             } else {
                 lstm_composed(&tr[0], &tr[1], &tr[2], &tr[3], reverse)
             };
-            let g = flat(&[&o, &h, &c]).mul(&u).sum().backward_with_graph();
-            let s = tr
-                .iter()
-                .zip(&vs)
-                .map(|(t, v)| g.get(t).unwrap().mul(v).sum())
-                .reduce(|a, b| a.add(&b))
-                .unwrap();
-            let hg = s.backward();
-            tr.iter()
-                .map(|t| hg.get(t).unwrap().clone())
-                .collect::<Vec<_>>()
+            hessian_times(&flat(&[&o, &h, &c]).mul(&u).sum(), &tr, &vs)
         };
         for (k, (a, b)) in hvp(true).iter().zip(hvp(false)).enumerate() {
             assert_close(&format!("lstm hvp {k}, reverse {reverse}"), a, &b, 1e-10);
@@ -266,17 +271,7 @@ fn gradients_of_gradients_match_the_composed_ops() {
             } else {
                 gru_composed(&tr[0], &tr[1], &tr[2], Some(&tr[3]), reverse)
             };
-            let g = flat(&[&o, &h]).mul(&u).sum().backward_with_graph();
-            let s = tr
-                .iter()
-                .zip(&vs)
-                .map(|(t, v)| g.get(t).unwrap().mul(v).sum())
-                .reduce(|a, b| a.add(&b))
-                .unwrap();
-            let hg = s.backward();
-            tr.iter()
-                .map(|t| hg.get(t).unwrap().clone())
-                .collect::<Vec<_>>()
+            hessian_times(&flat(&[&o, &h]).mul(&u).sum(), &tr, &vs)
         };
         for (k, (a, b)) in hvp(true).iter().zip(hvp(false)).enumerate() {
             assert_close(&format!("gru hvp {k}, reverse {reverse}"), a, &b, 1e-10);

@@ -1,0 +1,168 @@
+//! The `f32` slice loops: one loop per kernel, compiled at the baseline
+//! vector width and (x86-64) for AVX2 and AVX-512F, the widest the CPU has
+//! chosen at run time; and [`VecMath`] for `f32` built on them.
+
+use super::f32_kernels::*;
+use super::VecMath;
+
+#[inline(always)]
+pub(super) fn each(x: &mut [f32], f: impl Fn(f32) -> f32) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512F (checked just above).
+            unsafe { wide::each_avx512(x, &f) };
+            return;
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above).
+            unsafe { wide::each_avx2(x, &f) };
+            return;
+        }
+    }
+    each_base(x, f)
+}
+
+/// [`each`] at the build's baseline vector width.
+#[inline(always)]
+pub(super) fn each_base(x: &mut [f32], f: impl Fn(f32) -> f32) {
+    for v in x.iter_mut() {
+        *v = f(*v);
+    }
+}
+
+#[inline(always)]
+pub(super) fn each2(x: &[f32], g: &mut [f32], f: impl Fn(f32, f32) -> f32) {
+    assert_eq!(x.len(), g.len(), "vmath: length mismatch");
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512F (checked just above).
+            unsafe { wide::each2_avx512(x, g, &f) };
+            return;
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above).
+            unsafe { wide::each2_avx2(x, g, &f) };
+            return;
+        }
+    }
+    each2_base(x, g, f)
+}
+
+/// [`each2`] at the build's baseline vector width.
+#[inline(always)]
+pub(super) fn each2_base<E: Copy>(x: &[E], g: &mut [E], f: impl Fn(E, E) -> E) {
+    assert_eq!(x.len(), g.len(), "vmath: length mismatch");
+    for (gv, &xv) in g.iter_mut().zip(x) {
+        *gv = f(xv, *gv);
+    }
+}
+
+/// The slice loops compiled for wider vectors (x86-64). The kernels are the
+/// same scalar IEEE operations per element (no fused multiply-add: Rust
+/// never contracts, and `fma` is not enabled), so each lane computes the
+/// bits the baseline loop computes; only the number of lanes per
+/// instruction changes. `tests::dispatched_loops_equal_the_baseline_loops`
+/// compares them bit for bit.
+#[cfg(target_arch = "x86_64")]
+mod wide {
+    #[target_feature(enable = "avx2")]
+    pub(super) fn each_avx2<F: Fn(f32) -> f32>(x: &mut [f32], f: &F) {
+        super::each_base(x, f)
+    }
+
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn each_avx512<F: Fn(f32) -> f32>(x: &mut [f32], f: &F) {
+        super::each_base(x, f)
+    }
+
+    #[target_feature(enable = "avx2")]
+    pub(super) fn each2_avx2<F: Fn(f32, f32) -> f32>(x: &[f32], g: &mut [f32], f: &F) {
+        super::each2_base(x, g, f)
+    }
+
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn each2_avx512<F: Fn(f32, f32) -> f32>(x: &[f32], g: &mut [f32], f: &F) {
+        super::each2_base(x, g, f)
+    }
+}
+
+impl VecMath for f32 {
+    fn v_exp(x: &mut [f32]) {
+        each(x, exp_f32)
+    }
+    fn v_ln(x: &mut [f32]) {
+        each(x, ln_f32)
+    }
+    fn v_tanh(x: &mut [f32]) {
+        each(x, tanh_f32)
+    }
+    fn v_sigmoid(x: &mut [f32]) {
+        each(x, sigmoid_f32)
+    }
+    fn v_erf(x: &mut [f32]) {
+        each(x, erf_f32)
+    }
+    fn v_gelu(x: &mut [f32]) {
+        each(x, gelu_f32)
+    }
+    fn v_gelu_tanh(x: &mut [f32]) {
+        each(x, gelu_tanh_f32)
+    }
+    fn v_silu(x: &mut [f32]) {
+        each(x, silu_f32)
+    }
+    fn v_softplus(x: &mut [f32], beta: f32, threshold: f32) {
+        each(x, |v| softplus_f32(v, beta, threshold))
+    }
+    fn v_mish(x: &mut [f32]) {
+        each(x, |v| v * tanh_f32(softplus_f32(v, 1.0, 20.0)))
+    }
+    fn v_gelu_grad(x: &[f32], g: &mut [f32]) {
+        // Phi(x) + x phi(x), phi(x) = e^(-x^2/2) / sqrt(2 pi)
+        let inv_sqrt_2pi = 0.398_942_3_f32;
+        each2(x, g, |x, g| {
+            let pdf = exp_f32(-0.5 * x * x) * inv_sqrt_2pi;
+            g * (0.5 * two_phi(x) + x * pdf)
+        })
+    }
+    fn v_gelu_tanh_grad(x: &[f32], g: &mut [f32]) {
+        // gelu_tanh = x s, s = sigmoid(2u), u = c (x + k x^3):
+        // d = s + x s (1 - s) 2c (1 + 3k x^2)
+        each2(x, g, |x, g| {
+            let x2 = x * x;
+            let s = sigmoid_f32(2.0 * GELU_C * (x + GELU_K * x2 * x));
+            let du = 2.0 * GELU_C * (1.0 + 3.0 * GELU_K * x2);
+            g * (s + x * s * (1.0 - s) * du)
+        })
+    }
+    fn v_silu_grad(x: &[f32], g: &mut [f32]) {
+        each2(x, g, |x, g| {
+            let s = sigmoid_f32(x);
+            g * (s * (1.0 + x * (1.0 - s)))
+        })
+    }
+    fn v_softplus_grad(x: &[f32], g: &mut [f32], beta: f32, threshold: f32) {
+        each2(x, g, |x, g| {
+            let bx = beta * x;
+            g * sel(bx > threshold, 1.0, sigmoid_f32(bx))
+        })
+    }
+    fn v_mish_grad(x: &[f32], g: &mut [f32]) {
+        each2(x, g, |x, g| {
+            let t = tanh_f32(softplus_f32(x, 1.0, 20.0));
+            g * (t + x * (1.0 - t * t) * sigmoid_f32(x))
+        })
+    }
+    fn v_erf_grad(x: &[f32], g: &mut [f32]) {
+        let c = std::f32::consts::FRAC_2_SQRT_PI;
+        each2(x, g, |x, g| g * (exp_f32(-(x * x)) * c))
+    }
+    fn v_tanh_grad(y: &[f32], g: &mut [f32]) {
+        each2(y, g, |y, g| g * (1.0 - y * y))
+    }
+    fn v_sigmoid_grad(y: &[f32], g: &mut [f32]) {
+        each2(y, g, |y, g| g * (y * (1.0 - y)))
+    }
+}

@@ -1,0 +1,310 @@
+//! The GRU cell: the step kernels, the fused sequence op and its rule.
+
+use super::{
+    accumulate, backward_steps, check_shapes, forward_steps, grad_tensor, sigmoid_back, step_rows,
+    weight_grad, Rows, Seq,
+};
+use crate::autograd::{is_grad_enabled, BackwardCtx};
+use crate::cpu::{vmath, Storage};
+use crate::tensor::{Device, Float, Tensor};
+use std::sync::Arc;
+
+/// One GRU step on a block of rows: `hp = hw + b`, then `(r, z, n, hp_n)`
+/// saved in `s` (`[rows, 4H]`) and `y = n + z (h_prev - n)`.
+fn gru_rows<E: Float>(
+    h: usize,
+    xp: &[E],
+    hw: &[E],
+    b: Option<&[E]>,
+    h_prev: &[E],
+    s: &mut [E],
+    y: &mut [E],
+) {
+    let (g3, g4) = (3 * h, 4 * h);
+    for r in 0..y.len() / h {
+        let (x, w) = (&xp[r * g3..(r + 1) * g3], &hw[r * g3..(r + 1) * g3]);
+        let sr = &mut s[r * g4..(r + 1) * g4];
+        // hp_n into the last block; r, z pre-activations into the first two
+        for j in 0..g3 {
+            let hp = match b {
+                Some(b) => w[j] + b[j],
+                None => w[j],
+            };
+            if j < 2 * h {
+                sr[j] = x[j] + hp;
+            } else {
+                sr[h + j] = hp;
+            }
+        }
+        vmath::sigmoid(&mut sr[..2 * h]);
+        for j in 0..h {
+            sr[2 * h + j] = x[2 * h + j] + sr[j] * sr[3 * h + j];
+        }
+        vmath::tanh(&mut sr[2 * h..3 * h]);
+        let (yr, hp) = (&mut y[r * h..(r + 1) * h], &h_prev[r * h..(r + 1) * h]);
+        for j in 0..h {
+            let nn = sr[2 * h + j];
+            yr[j] = nn + sr[h + j] * (hp[j] - nn);
+        }
+    }
+}
+
+/// One reverse GRU step on a block of rows. `carry` holds `dh` from the
+/// later step on entry and this step's direct term `dh z` on exit (the
+/// product `dhp W_hh` is added to it afterwards). Writes `dxp` and `dhp`.
+#[allow(clippy::too_many_arguments)]
+fn gru_back_rows<E: Float>(
+    h: usize,
+    s: &[E],
+    h_prev: &[E],
+    dy: &[E],
+    carry: &mut [E],
+    dxp: &mut [E],
+    dhp: &mut [E],
+) {
+    let (g3, g4) = (3 * h, 4 * h);
+    let one = E::one();
+    for r in 0..carry.len() / h {
+        let sr = &s[r * g4..(r + 1) * g4];
+        let (dx, dp) = (
+            &mut dxp[r * g3..(r + 1) * g3],
+            &mut dhp[r * g3..(r + 1) * g3],
+        );
+        for j in 0..h {
+            let k = r * h + j;
+            let dh = dy[k] + carry[k];
+            let (rr, z, nn, hpn) = (sr[j], sr[h + j], sr[2 * h + j], sr[3 * h + j]);
+            let dn = dh * (one - z) * (one - nn * nn);
+            let dz = dh * (h_prev[k] - nn) * (z * (one - z));
+            let dr = dn * hpn * (rr * (one - rr));
+            dx[j] = dr;
+            dx[h + j] = dz;
+            dx[2 * h + j] = dn;
+            dp[j] = dr;
+            dp[h + j] = dz;
+            dp[2 * h + j] = dn * rr;
+            carry[k] = dh * z;
+        }
+    }
+}
+
+/// What the GRU backward pass needs from the forward pass.
+struct GruSaved<E: Float> {
+    seq: Seq,
+    /// `(r, z, n, hp_n)` of every time index, `[T, N, 4H]`.
+    s: Storage<E>,
+    /// The output `h_t` of every time index (the op's own buffer).
+    ys: Arc<Storage<E>>,
+}
+
+/// Runs one GRU layer and direction over a sequence, fused: the input
+/// projection `xp` (`[T, N, 3H]`, with `bias_ih` added but not `bias_hh`,
+/// gate rows `(r, z, n)` as PyTorch), the initial state `h0` (`[N, H]`),
+/// the hidden weights `w_hh` (`[3H, H]`) and bias `b_hh` (`[3H]`) give
+/// `(out, h_n)`: `out` `[T, N, H]` holds `h_t` for every time index, in
+/// time order also when `reverse` runs the steps from `T - 1` down to 0.
+///
+/// One tape node for the sequence; gradients of gradients work (see the
+/// module docs). [`Gru`](crate::nn::Gru) is built on it.
+///
+/// # Panics
+/// When the shapes do not fit together; the message names them.
+///
+/// ```
+/// use forge::nn::functional::gru_sequence;
+/// use forge::Tensor;
+/// let (t, n, h) = (4, 2, 3);
+/// let xp = Tensor::<f64>::ones(&[t, n, 3 * h]).requires_grad();
+/// let h0 = Tensor::zeros(&[n, h]);
+/// let w = Tensor::<f64>::zeros(&[3 * h, h]).requires_grad();
+/// let b = Tensor::<f64>::zeros(&[3 * h]).requires_grad();
+/// let (out, h_n) = gru_sequence(&xp, &h0, &w, Some(&b), true);
+/// assert_eq!(out.shape(), &[t, n, h]);
+/// // reverse: the last step computed is time index 0
+/// assert_eq!(h_n.to_vec(), out.narrow(0, 0, 1).to_vec());
+/// let g = out.sum().backward();
+/// assert_eq!(g.get(&b).unwrap().shape(), &[3 * h]);
+/// ```
+pub fn gru_sequence<E: Float, D: Device>(
+    xp: &Tensor<E, D>,
+    h0: &Tensor<E, D>,
+    w_hh: &Tensor<E, D>,
+    b_hh: Option<&Tensor<E, D>>,
+    reverse: bool,
+) -> (Tensor<E, D>, Tensor<E, D>) {
+    let (t_len, n, h) = check_shapes("gru_sequence", 3, xp, h0, w_hh);
+    if let Some(b) = b_hh {
+        assert!(
+            b.shape() == [3 * h],
+            "gru_sequence: b_hh has shape {:?}, expected [{}]",
+            b.shape(),
+            3 * h
+        );
+    }
+    let seq = Seq {
+        t_len,
+        n,
+        h,
+        reverse,
+    };
+    let mut inputs = vec![xp.clone(), h0.clone(), w_hh.clone()];
+    inputs.extend(b_hh.cloned());
+    let save = is_grad_enabled() && inputs.iter().any(|t| t.is_tracked());
+    let (g3, g4) = (3 * h, 4 * h);
+    let mut ys = Storage::<E>::zeroed(t_len * n * h);
+    let mut sv = Storage::<E>::zeroed((if save { t_len } else { 1 }) * n * g4);
+    let (xs, b) = (xp.as_slice(), b_hh.map(|b| b.as_slice()));
+    let s_r = Rows::new(&mut sv);
+    forward_steps(
+        seq,
+        g3,
+        w_hh.as_slice(),
+        h0.as_slice(),
+        &mut ys,
+        |st, hw, h_prev, y| {
+            let (t, r0, r1) = (st.t, st.r0, st.r1);
+            let ts = if save { t } else { 0 };
+            // SAFETY: this block's own rows of the saved-gate buffer.
+            let sb = unsafe { s_r.at(ts, n, r0, r1, g4) };
+            gru_rows(h, step_rows(xs, t, n, r0, r1, g3), hw, b, h_prev, sb, y);
+        },
+    );
+    let ys = Arc::new(ys);
+    let y = Tensor::<E, D>::from_parts(ys.clone(), Arc::from(&[t_len, n, h][..]), None);
+    let y = if save {
+        let saved = GruSaved { seq, s: sv, ys };
+        y.record("gru_sequence", inputs, move |ctx| gru_rule(ctx, &saved))
+    } else {
+        y
+    };
+    let h_n = y.narrow(0, seq.last(), 1).view(&[n, h]);
+    (y, h_n)
+}
+
+fn gru_rule<E: Float, D: Device>(
+    ctx: &BackwardCtx<'_, E, D>,
+    saved: &GruSaved<E>,
+) -> Vec<Option<Tensor<E, D>>> {
+    let i = ctx.inputs;
+    let seq = saved.seq;
+    if ctx.create_graph {
+        return gru_graph_backward(&i[0], &i[1], &i[2], i.get(3), ctx.grad, seq.reverse);
+    }
+    let Seq { t_len, n, h, .. } = seq;
+    let (g3, g4) = (3 * h, 4 * h);
+    let dy = ctx.grad.as_slice();
+    let mut carry = Storage::<E>::zeroed(n * h);
+    let mut dxp = Storage::<E>::zeroed(t_len * n * g3);
+    let mut dhp = Storage::<E>::zeroed(t_len * n * g3);
+    let h0 = i[1].as_slice();
+    let ys = &saved.ys[..];
+    let x_r = Rows::new(&mut dxp);
+    // dh_{t-1} = dh z + dhp_t W_hh
+    backward_steps(
+        seq,
+        g3,
+        i[2].as_slice(),
+        E::one(),
+        &mut carry,
+        &mut dhp,
+        |st, cb, pb| {
+            let (t, r0, r1) = (st.t, st.r0, st.r1);
+            let h_prev = match st.prev {
+                Some(p) => step_rows(ys, p, n, r0, r1, h),
+                None => super::rows_of(h0, r0, r1, h),
+            };
+            // SAFETY: this block's own rows of time index `t` of `dxp`.
+            let xb = unsafe { x_r.at(t, n, r0, r1, g3) };
+            let sg = step_rows(&saved.s, t, n, r0, r1, g4);
+            gru_back_rows(h, sg, h_prev, step_rows(dy, t, n, r0, r1, h), cb, xb, pb);
+        },
+    );
+    let dw = ctx.needs(2).then(|| weight_grad(seq, &dhp, ys, h0, g3));
+    let db = (i.len() > 3 && ctx.needs(3)).then(|| {
+        let mut db = Storage::<E>::zeroed(g3);
+        for row in dhp.chunks_exact(g3) {
+            for (a, &v) in db.iter_mut().zip(row) {
+                *a += v;
+            }
+        }
+        db
+    });
+    let mut out = vec![
+        ctx.needs(0).then(|| grad_tensor(dxp, &[t_len, n, g3])),
+        ctx.needs(1).then(|| grad_tensor(carry, &[n, h])),
+        dw.map(|dw| grad_tensor(dw, &[g3, h])),
+    ];
+    if i.len() > 3 {
+        out.push(db.map(|db| grad_tensor(db, &[g3])));
+    }
+    out
+}
+
+/// The GRU's reverse pass in tensor ops (for `backward_with_graph`), as
+/// [`lstm_graph_backward`].
+fn gru_graph_backward<E: Float, D: Device>(
+    xp: &Tensor<E, D>,
+    h0: &Tensor<E, D>,
+    w: &Tensor<E, D>,
+    b: Option<&Tensor<E, D>>,
+    dy: &Tensor<E, D>,
+    reverse: bool,
+) -> Vec<Option<Tensor<E, D>>> {
+    let (t_len, n, h) = (xp.dim(0), xp.dim(1), h0.dim(1));
+    let seq = Seq {
+        t_len,
+        n,
+        h,
+        reverse,
+    };
+    let one = E::one();
+    // (r, z, n, hp_n, h_prev) of every step
+    let mut steps = Vec::with_capacity(t_len);
+    let mut hc = h0.clone();
+    for s in 0..t_len {
+        let t = seq.time(s);
+        let x = xp.narrow(0, t, 1).view(&[n, 3 * h]);
+        let mut hp = hc.matmul_t(w);
+        if let Some(b) = b {
+            hp = hp.add(b);
+        }
+        let rz = x.narrow(1, 0, 2 * h).add(&hp.narrow(1, 0, 2 * h)).sigmoid();
+        let r = rz.narrow(1, 0, h);
+        let z = rz.narrow(1, h, h);
+        let hpn = hp.narrow(1, 2 * h, h);
+        let nn = x.narrow(1, 2 * h, h).add(&r.mul(&hpn)).tanh();
+        let hn = nn.add(&z.mul(&hc.sub(&nn)));
+        steps.push((r, z, nn, hpn, hc));
+        hc = hn;
+    }
+    let mut carry: Option<Tensor<E, D>> = None;
+    let mut dw: Option<Tensor<E, D>> = None;
+    let mut db: Option<Tensor<E, D>> = None;
+    let mut dxs: Vec<Option<Tensor<E, D>>> = vec![None; t_len];
+    for s in (0..t_len).rev() {
+        let t = seq.time(s);
+        let (r, z, nn, hpn, h_prev) = &steps[s];
+        let dyt = dy.narrow(0, t, 1).view(&[n, h]);
+        let dh = match carry.take() {
+            Some(c) => dyt.add(&c),
+            None => dyt,
+        };
+        let dn = dh
+            .mul(&z.rsub_scalar(one))
+            .mul(&nn.square().rsub_scalar(one));
+        let dz = sigmoid_back(z, &dh.mul(&h_prev.sub(nn)));
+        let dr = sigmoid_back(r, &dn.mul(hpn));
+        let dhp = Tensor::cat(&[&dr, &dz, &dn.mul(r)], 1);
+        dxs[t] = Some(Tensor::cat(&[&dr, &dz, &dn], 1));
+        carry = Some(dh.mul(z).add(&dhp.matmul(w)));
+        accumulate(&mut dw, dhp.t().matmul(h_prev));
+        accumulate(&mut db, dhp.sum_to(&[3 * h]));
+    }
+    let dxs: Vec<Tensor<E, D>> = dxs.into_iter().flatten().collect();
+    let refs: Vec<&Tensor<E, D>> = dxs.iter().collect();
+    let mut out = vec![Some(Tensor::stack(&refs, 0)), carry, dw];
+    if b.is_some() {
+        out.push(db);
+    }
+    out
+}

@@ -1,0 +1,359 @@
+//! The LSTM cell: the step kernels, the fused sequence op and its rules.
+
+use super::{
+    accumulate, backward_steps, check_shapes, forward_steps, grad_tensor, rows_of, sigmoid_back,
+    step_rows, weight_grad, Rows, Seq,
+};
+use crate::autograd::{is_grad_enabled, BackwardCtx};
+use crate::cpu::{vmath, Storage};
+use crate::tensor::{Device, Float, Tensor};
+use std::sync::Arc;
+
+/// One LSTM step on a block of rows: `gates = act(xp + hw)` (saved
+/// activated), `c = f c_prev + i g`, `y = o tanh(c)`, and `tanh(c)` into
+/// `tc` when it is saved.
+#[allow(clippy::too_many_arguments)]
+fn lstm_rows<E: Float>(
+    h: usize,
+    xp: &[E],
+    hw: &[E],
+    c_prev: &[E],
+    gates: &mut [E],
+    c: &mut [E],
+    y: &mut [E],
+    mut tc: Option<&mut [E]>,
+) {
+    let g4 = 4 * h;
+    for r in 0..c.len() / h {
+        let a = &mut gates[r * g4..(r + 1) * g4];
+        for ((a, &x), &w) in a.iter_mut().zip(&xp[r * g4..]).zip(&hw[r * g4..]) {
+            *a = x + w;
+        }
+        vmath::sigmoid(&mut a[..2 * h]);
+        vmath::tanh(&mut a[2 * h..3 * h]);
+        vmath::sigmoid(&mut a[3 * h..]);
+        let (cr, yr, cp) = (
+            &mut c[r * h..(r + 1) * h],
+            &mut y[r * h..(r + 1) * h],
+            &c_prev[r * h..(r + 1) * h],
+        );
+        for j in 0..h {
+            cr[j] = a[h + j] * cp[j] + a[j] * a[2 * h + j];
+        }
+        yr.copy_from_slice(cr);
+        vmath::tanh(yr);
+        if let Some(tc) = tc.as_deref_mut() {
+            tc[r * h..(r + 1) * h].copy_from_slice(yr);
+        }
+        for (y, &o) in yr.iter_mut().zip(&a[3 * h..]) {
+            *y = o * *y;
+        }
+    }
+}
+
+/// One reverse LSTM step on a block of rows. `carry` holds `dh` from the
+/// later step's product on entry; `dc` holds the later step's cell
+/// gradient and is replaced by this step's `dc_prev`. Writes the gate
+/// pre-activation gradients to `da`.
+#[allow(clippy::too_many_arguments)]
+fn lstm_back_rows<E: Float>(
+    h: usize,
+    gates: &[E],
+    tcs: &[E],
+    c_prev: &[E],
+    dy: Option<&[E]>,
+    carry: &[E],
+    dc: &mut [E],
+    da: &mut [E],
+) {
+    let g4 = 4 * h;
+    let one = E::one();
+    for r in 0..tcs.len() / h {
+        let a = &gates[r * g4..(r + 1) * g4];
+        let d = &mut da[r * g4..(r + 1) * g4];
+        for j in 0..h {
+            let k = r * h + j;
+            let dh = match dy {
+                Some(dy) => dy[k] + carry[k],
+                None => carry[k],
+            };
+            let (i, f, g, o) = (a[j], a[h + j], a[2 * h + j], a[3 * h + j]);
+            let tc = tcs[k];
+            let dct = dc[k] + dh * o * (one - tc * tc);
+            d[j] = dct * g * (i * (one - i));
+            d[h + j] = dct * c_prev[k] * (f * (one - f));
+            d[2 * h + j] = dct * i * (one - g * g);
+            d[3 * h + j] = dh * tc * (o * (one - o));
+            dc[k] = dct * f;
+        }
+    }
+}
+
+/// What the LSTM backward pass needs from the forward pass.
+struct LstmSaved<E: Float> {
+    seq: Seq,
+    /// Activated gates `(i, f, g, o)` of every time index, `[T, N, 4H]`.
+    gates: Storage<E>,
+    /// `c_t` of every time index, `[T, N, H]`.
+    cs: Storage<E>,
+    /// `tanh(c_t)` of every time index, `[T, N, H]`.
+    tcs: Storage<E>,
+    /// The output `h_t` of every time index (the op's own buffer).
+    ys: Arc<Storage<E>>,
+}
+
+/// Runs one LSTM layer and direction over a sequence, fused: the input
+/// projection `xp` (`[T, N, 4H]`, both biases added, gate rows
+/// `(i, f, g, o)` as PyTorch), the initial states `h0`, `c0` (`[N, H]`) and
+/// the hidden weights `w_hh` (`[4H, H]`) give `(out, h_n, c_n)`: `out`
+/// `[T, N, H]` holds `h_t` for every time index, in time order also when
+/// `reverse` runs the steps from `T - 1` down to 0.
+///
+/// One tape node for the sequence (and one more for `c_n`); gradients of
+/// gradients work (see the module docs). [`Lstm`](crate::nn::Lstm) is built
+/// on it.
+///
+/// # Panics
+/// When the shapes do not fit together; the message names them.
+///
+/// ```
+/// use forge::nn::functional::lstm_sequence;
+/// use forge::Tensor;
+/// let (t, n, h) = (5, 2, 3);
+/// let xp = Tensor::<f64>::ones(&[t, n, 4 * h]).requires_grad();
+/// let (h0, c0) = (Tensor::zeros(&[n, h]), Tensor::zeros(&[n, h]));
+/// let w = Tensor::<f64>::zeros(&[4 * h, h]).requires_grad();
+/// let (out, h_n, c_n) = lstm_sequence(&xp, &h0, &c0, &w, false);
+/// assert_eq!(out.shape(), &[t, n, h]);
+/// assert_eq!(h_n.to_vec(), out.narrow(0, t - 1, 1).to_vec());
+/// assert!(c_n.to_vec().iter().all(|&c| c > 0.0));
+/// let g = out.sum().backward();
+/// assert_eq!(g.get(&w).unwrap().shape(), &[4 * h, h]);
+/// ```
+pub fn lstm_sequence<E: Float, D: Device>(
+    xp: &Tensor<E, D>,
+    h0: &Tensor<E, D>,
+    c0: &Tensor<E, D>,
+    w_hh: &Tensor<E, D>,
+    reverse: bool,
+) -> (Tensor<E, D>, Tensor<E, D>, Tensor<E, D>) {
+    let (t_len, n, h) = check_shapes("lstm_sequence", 4, xp, h0, w_hh);
+    assert!(
+        c0.shape() == [n, h],
+        "lstm_sequence: c0 has shape {:?}, expected [{n}, {h}]",
+        c0.shape()
+    );
+    let seq = Seq {
+        t_len,
+        n,
+        h,
+        reverse,
+    };
+    let inputs = vec![xp.clone(), h0.clone(), c0.clone(), w_hh.clone()];
+    let save = is_grad_enabled() && inputs.iter().any(|t| t.is_tracked());
+    let (nh, g4) = (n * h, 4 * h);
+    let mut ys = Storage::<E>::zeroed(t_len * nh);
+    let mut cs = Storage::<E>::zeroed(t_len * nh);
+    let mut tcs = Storage::<E>::zeroed(if save { t_len * nh } else { 0 });
+    let mut gates = Storage::<E>::zeroed((if save { t_len } else { 1 }) * n * g4);
+    let (xs, c0s) = (xp.as_slice(), c0.as_slice());
+    let (cs_r, tc_r, g_r) = (
+        Rows::new(&mut cs),
+        Rows::new(&mut tcs),
+        Rows::new(&mut gates),
+    );
+    forward_steps(
+        seq,
+        g4,
+        w_hh.as_slice(),
+        h0.as_slice(),
+        &mut ys,
+        |st, hw, _, y| {
+            let (t, r0, r1) = (st.t, st.r0, st.r1);
+            // SAFETY (every `at`): this block reads and writes only rows r0..r1
+            // of each buffer, and reads time index `prev` while it writes time
+            // index `t != prev`.
+            let c_prev: &[E] = match st.prev {
+                Some(p) => unsafe { cs_r.at(p, n, r0, r1, h) },
+                None => rows_of(c0s, r0, r1, h),
+            };
+            let gt = if save { t } else { 0 };
+            let (c, g) = unsafe { (cs_r.at(t, n, r0, r1, h), g_r.at(gt, n, r0, r1, g4)) };
+            let tc = save.then(|| unsafe { tc_r.at(t, n, r0, r1, h) });
+            let xt = step_rows(xs, t, n, r0, r1, g4);
+            lstm_rows(h, xt, hw, c_prev, g, c, y, tc);
+        },
+    );
+    let last = seq.last();
+    let c_n = Storage::from_slice(&cs[last * nh..(last + 1) * nh]);
+    let ys = Arc::new(ys);
+    let shape_y: Arc<[usize]> = Arc::from(&[t_len, n, h][..]);
+    let y = Tensor::<E, D>::from_parts(ys.clone(), shape_y, None);
+    let c_n = grad_tensor::<E, D>(c_n, &[n, h]);
+    let (y, c_n) = if save {
+        let saved = Arc::new(LstmSaved {
+            seq,
+            gates,
+            cs,
+            tcs,
+            ys,
+        });
+        let s2 = saved.clone();
+        let y = y.record("lstm_sequence", inputs.clone(), move |ctx| {
+            lstm_rule(ctx, &saved, false)
+        });
+        let c_n = c_n.record("lstm_sequence_c_n", inputs, move |ctx| {
+            lstm_rule(ctx, &s2, true)
+        });
+        (y, c_n)
+    } else {
+        (y, c_n)
+    };
+    let h_n = y.narrow(0, last, 1).view(&[n, h]);
+    (y, h_n, c_n)
+}
+
+/// The LSTM rule: `ctx.grad` is the gradient of `out` (`cell == false`) or
+/// of `c_n` (`cell == true`).
+fn lstm_rule<E: Float, D: Device>(
+    ctx: &BackwardCtx<'_, E, D>,
+    saved: &LstmSaved<E>,
+    cell: bool,
+) -> Vec<Option<Tensor<E, D>>> {
+    let i = ctx.inputs;
+    let seq = saved.seq;
+    if ctx.create_graph {
+        let g = ctx.grad;
+        let (dy, dc) = if cell {
+            (None, Some(g))
+        } else {
+            (Some(g), None)
+        };
+        return lstm_graph_backward(&i[0], &i[1], &i[2], &i[3], dy, dc, seq.reverse);
+    }
+    let Seq { t_len, n, h, .. } = seq;
+    let (nh, g4) = (n * h, 4 * h);
+    let g = ctx.grad.as_slice();
+    let dy = (!cell).then_some(g);
+    let mut dc = if cell {
+        Storage::from_slice(g)
+    } else {
+        Storage::<E>::zeroed(nh)
+    };
+    let mut carry = Storage::<E>::zeroed(nh);
+    let mut da = Storage::<E>::zeroed(t_len * n * g4);
+    let c0 = i[2].as_slice();
+    let dc_r = Rows::new(&mut dc);
+    // dh_{t-1} = da_t W_hh
+    backward_steps(
+        seq,
+        g4,
+        i[3].as_slice(),
+        E::zero(),
+        &mut carry,
+        &mut da,
+        |st, cb, dab| {
+            let (t, r0, r1) = (st.t, st.r0, st.r1);
+            let c_prev = match st.prev {
+                Some(p) => step_rows(&saved.cs, p, n, r0, r1, h),
+                None => rows_of(c0, r0, r1, h),
+            };
+            // SAFETY: this block's own rows of `dc`.
+            let dcb = unsafe { dc_r.at(0, n, r0, r1, h) };
+            lstm_back_rows(
+                h,
+                step_rows(&saved.gates, t, n, r0, r1, g4),
+                step_rows(&saved.tcs, t, n, r0, r1, h),
+                c_prev,
+                dy.map(|d| step_rows(d, t, n, r0, r1, h)),
+                cb,
+                dcb,
+                dab,
+            );
+        },
+    );
+    let dw = ctx
+        .needs(3)
+        .then(|| weight_grad(seq, &da, &saved.ys, i[1].as_slice(), g4));
+    vec![
+        ctx.needs(0).then(|| grad_tensor(da, &[t_len, n, g4])),
+        ctx.needs(1).then(|| grad_tensor(carry, &[n, h])),
+        ctx.needs(2).then(|| grad_tensor(dc, &[n, h])),
+        dw.map(|dw| grad_tensor(dw, &[g4, h])),
+    ]
+}
+
+/// The LSTM's reverse pass in tensor ops (for `backward_with_graph`): the
+/// steps are recomputed from the inputs with tensor ops, so every gradient
+/// is itself on the tape. `dy` is the gradient of `out`, `dc_n` that of
+/// `c_n`.
+fn lstm_graph_backward<E: Float, D: Device>(
+    xp: &Tensor<E, D>,
+    h0: &Tensor<E, D>,
+    c0: &Tensor<E, D>,
+    w: &Tensor<E, D>,
+    dy: Option<&Tensor<E, D>>,
+    dc_n: Option<&Tensor<E, D>>,
+    reverse: bool,
+) -> Vec<Option<Tensor<E, D>>> {
+    let (t_len, n, h) = (xp.dim(0), xp.dim(1), h0.dim(1));
+    let seq = Seq {
+        t_len,
+        n,
+        h,
+        reverse,
+    };
+    let one = E::one();
+    // (i, f, g, o, c_prev, tanh c, h_prev) of every step
+    let mut steps = Vec::with_capacity(t_len);
+    let (mut hc, mut cc) = (h0.clone(), c0.clone());
+    for s in 0..t_len {
+        let t = seq.time(s);
+        let a = xp.narrow(0, t, 1).view(&[n, 4 * h]).add(&hc.matmul_t(w));
+        let i = a.narrow(1, 0, h).sigmoid();
+        let f = a.narrow(1, h, h).sigmoid();
+        let g = a.narrow(1, 2 * h, h).tanh();
+        let o = a.narrow(1, 3 * h, h).sigmoid();
+        let c = f.mul(&cc).add(&i.mul(&g));
+        let tc = c.tanh();
+        let hn = o.mul(&tc);
+        steps.push((i, f, g, o, cc, tc, hc));
+        hc = hn;
+        cc = c;
+    }
+    let mut dh: Option<Tensor<E, D>> = None;
+    let mut dc: Option<Tensor<E, D>> = dc_n.cloned();
+    let mut dw: Option<Tensor<E, D>> = None;
+    let mut das: Vec<Option<Tensor<E, D>>> = vec![None; t_len];
+    for s in (0..t_len).rev() {
+        let t = seq.time(s);
+        let (i, f, g, o, c_prev, tc, h_prev) = &steps[s];
+        let dht = match (dy.map(|d| d.narrow(0, t, 1).view(&[n, h])), dh.take()) {
+            (Some(a), Some(b)) => a.add(&b),
+            (Some(a), None) => a,
+            (None, Some(b)) => b,
+            (None, None) => Tensor::zeros(&[n, h]),
+        };
+        let through = dht.mul(o).mul(&tc.square().rsub_scalar(one));
+        let dct = match dc.take() {
+            Some(d) => d.add(&through),
+            None => through,
+        };
+        let da = Tensor::cat(
+            &[
+                &sigmoid_back(i, &dct.mul(g)),
+                &sigmoid_back(f, &dct.mul(c_prev)),
+                &dct.mul(i).mul(&g.square().rsub_scalar(one)),
+                &sigmoid_back(o, &dht.mul(tc)),
+            ],
+            1,
+        );
+        dc = Some(dct.mul(f));
+        dh = Some(da.matmul(w));
+        accumulate(&mut dw, da.t().matmul(h_prev));
+        das[t] = Some(da);
+    }
+    let das: Vec<Tensor<E, D>> = das.into_iter().flatten().collect();
+    let refs: Vec<&Tensor<E, D>> = das.iter().collect();
+    vec![Some(Tensor::stack(&refs, 0)), dh, dc, dw]
+}
