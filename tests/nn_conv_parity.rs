@@ -194,24 +194,35 @@ fn conv_transpose2d_second_order_passes_gradcheck() {
     );
 }
 
+/// Bit-identical for 1 and 2 threads, on a 12x12 plane (dense im2col) and
+/// on the tiny planes of ResNet-18's last stages, large enough for the
+/// gemms to split across threads: 2x2 (one tap class per position), 2x2
+/// with stride 2 and 1x1 (the taps that meet the image only).
 #[test]
 fn conv2d_is_identical_for_one_and_two_threads() {
-    let x = Tensor::<f32>::normal(&[9, 3, 12, 12], 0.0, 1.0, &mut Rng::new(1)).requires_grad();
-    let w = Tensor::<f32>::normal(&[8, 3, 3, 3], 0.0, 1.0, &mut Rng::new(2)).requires_grad();
-    let run = |threads| {
-        forge::cpu::set_num_threads(threads);
-        let y = x.conv2d(&w, None, [1, 1], [1, 1], [1, 1], 1);
-        let g = y.square().sum().backward();
-        (
-            y.to_vec(),
-            g.get(&x).unwrap().to_vec(),
-            g.get(&w).unwrap().to_vec(),
-        )
-    };
-    let one = run(1);
-    let two = run(2);
-    forge::cpu::set_num_threads(2);
-    assert!(one == two, "results differ between 1 and 2 threads");
+    for (x, w, s) in [
+        ([9, 3, 12, 12], [8, 3, 3, 3], 1),
+        ([16, 128, 2, 2], [128, 128, 3, 3], 1),
+        ([16, 128, 2, 2], [96, 128, 3, 3], 2),
+        ([16, 128, 1, 1], [128, 128, 3, 3], 1),
+    ] {
+        let x = Tensor::<f32>::normal(&x, 0.0, 1.0, &mut Rng::new(1)).requires_grad();
+        let w = Tensor::<f32>::normal(&w, 0.0, 1.0, &mut Rng::new(2)).requires_grad();
+        let run = |threads| {
+            forge::cpu::set_num_threads(threads);
+            let y = x.conv2d(&w, None, [s, s], [1, 1], [1, 1], 1);
+            let g = y.square().sum().backward();
+            (
+                y.to_vec(),
+                g.get(&x).unwrap().to_vec(),
+                g.get(&w).unwrap().to_vec(),
+            )
+        };
+        let one = run(1);
+        let two = run(2);
+        forge::cpu::set_num_threads(2);
+        assert!(one == two, "results differ between 1 and 2 threads");
+    }
 }
 
 #[test]

@@ -454,6 +454,9 @@ pub fn conv2d_forward<E: Float>(
     assert_eq!(x.len(), g.n * g.c * g.h * g.w, "conv2d_forward: input");
     assert_eq!(weight.len(), g.o * k_len, "conv2d_forward: weight");
     if g.groups == 1 {
+        if let Some(classes) = g.tap_plan() {
+            return taps::forward_classes(g, &classes, x, weight, bias, COLS_BUDGET);
+        }
         return forward_batched(g, x, weight, bias, COLS_BUDGET);
     }
     let mut y = Storage::filled(g.n * g.o * l, E::zero());
@@ -511,6 +514,9 @@ pub fn conv2d_backward_input<E: Float>(
     );
     assert_eq!(weight.len(), g.o * k_len, "conv2d_backward_input: weight");
     if g.groups == 1 {
+        if let Some(classes) = g.tap_plan() {
+            return taps::backward_input_classes(g, &classes, y_grad, weight, bias, COLS_BUDGET);
+        }
         return backward_input_batched(g, y_grad, weight, bias, COLS_BUDGET);
     }
     let mut gx = Storage::filled(g.n * g.c * plane, E::zero());
@@ -562,6 +568,9 @@ pub fn conv2d_backward_weight<E: Float>(g: &ConvGeom, x: &[E], y_grad: &[E]) -> 
         "conv2d_backward_weight: gradient"
     );
     if g.groups == 1 {
+        if let Some(classes) = g.tap_plan() {
+            return taps::backward_weight_classes(g, &classes, x, y_grad, COLS_BUDGET);
+        }
         return backward_weight_batched(g, x, y_grad, COLS_BUDGET);
     }
     let wlen = g.o * k_len;
@@ -772,5 +781,6 @@ pub fn channel_sums<E: Float>(g: &[E], n: usize, c: usize, l: usize) -> Storage<
     })
 }
 
+mod taps;
 #[cfg(test)]
 mod tests;

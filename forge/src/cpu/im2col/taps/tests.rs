@@ -1,0 +1,112 @@
+//! The tap-class paths against the dense im2col paths. With small integer
+//! inputs every sum is exact in f64 whatever its order, so the two must be
+//! exactly equal (the dense paths are checked against window sums in
+//! `im2col/tests.rs`).
+use super::super::{backward_input_batched, backward_weight_batched, forward_batched};
+use super::*;
+
+fn ramp(n: usize, a: usize, m: usize) -> Vec<f64> {
+    (0..n)
+        .map(|i| ((i * a) % m) as f64 - (m / 2) as f64)
+        .collect()
+}
+
+fn geom(x: [usize; 4], wt: [usize; 4], s: [usize; 2], p: [usize; 2], d: [usize; 2]) -> ConvGeom {
+    ConvGeom::new(x, wt, s, p, d, 1).unwrap()
+}
+
+/// The planes of ResNet-18 at 32x32 get the classes the module docs
+/// describe; larger planes keep the dense path.
+#[test]
+fn plan_follows_the_plane_size() {
+    let k3 = |hw: usize, s: usize| geom([8, 8, hw, hw], [8, 8, 3, 3], [s, s], [1, 1], [1, 1]);
+    // 1x1 plane: the centre tap only, one class.
+    let one = k3(1, 1).tap_plan().unwrap();
+    assert_eq!(
+        one,
+        vec![TapClass {
+            taps: vec![4],
+            pos: vec![0]
+        }]
+    );
+    // 2x2 -> 1x1 with stride 2: the four taps of the lower right.
+    let down = k3(2, 2).tap_plan().unwrap();
+    assert_eq!(
+        down,
+        vec![TapClass {
+            taps: vec![4, 5, 7, 8],
+            pos: vec![0]
+        }]
+    );
+    // 2x2: one class per position, four taps each.
+    let two = k3(2, 2 - 1).tap_plan().unwrap();
+    let taps: Vec<Vec<usize>> = two.iter().map(|c| c.taps.clone()).collect();
+    assert_eq!(
+        taps,
+        [
+            vec![4, 5, 7, 8],
+            vec![3, 4, 6, 7],
+            vec![1, 2, 4, 5],
+            vec![0, 1, 3, 4]
+        ]
+    );
+    assert!(two.iter().enumerate().all(|(p, c)| c.pos == [p]));
+    // ... but not for a batch of one image (one column per class).
+    let b1 = geom([1, 8, 2, 2], [8, 8, 3, 3], [1, 1], [1, 1], [1, 1]).tap_plan();
+    assert_eq!(b1, None);
+    // 4x4 -> 2x2 (25 of 36 products useful) and 4x4, 8x8: dense.
+    assert_eq!(k3(4, 2).tap_plan(), None);
+    assert_eq!(k3(4, 1).tap_plan(), None);
+    assert_eq!(k3(8, 1).tap_plan(), None);
+    // The 7x7 stride-2 stem on 32x32.
+    assert_eq!(
+        geom([1, 3, 32, 32], [4, 3, 7, 7], [2, 2], [3, 3], [1, 1]).tap_plan(),
+        None
+    );
+}
+
+/// Forward, input gradient (with and without bias) and weight gradient
+/// over forced class splits (grouped, union) and the chosen plan, whole
+/// batch and one image per chunk, equal the dense paths exactly.
+#[test]
+fn class_paths_equal_the_dense_paths() {
+    let cases = [
+        geom([2, 3, 1, 1], [4, 3, 3, 3], [1, 1], [1, 1], [1, 1]),
+        geom([3, 2, 2, 2], [4, 2, 3, 3], [1, 1], [1, 1], [1, 1]),
+        geom([2, 3, 2, 2], [5, 3, 3, 3], [2, 2], [1, 1], [1, 1]),
+        geom([2, 2, 4, 4], [3, 2, 3, 3], [2, 2], [1, 1], [1, 1]),
+        geom([2, 2, 3, 5], [3, 2, 3, 2], [2, 3], [2, 2], [2, 1]),
+        geom([2, 2, 1, 2], [3, 2, 1, 1], [1, 1], [1, 1], [1, 1]),
+        geom([3, 3, 6, 5], [4, 3, 3, 3], [1, 1], [1, 1], [1, 1]),
+    ];
+    for g in cases {
+        let taps = g.kh * g.kw;
+        let x = ramp(g.n * g.c * g.h * g.w, 37, 11);
+        let w = ramp(g.o * g.c * taps, 13, 7);
+        let gy = ramp(g.n * g.o * g.l(), 11, 7);
+        let bias = ramp(g.o, 5, 3);
+        let cbias = ramp(g.c, 3, 5);
+        let y = forward_batched(&g, &x, &w, Some(&bias), usize::MAX);
+        let gx = backward_input_batched(&g, &gy, &w, None, usize::MAX);
+        let gxb = backward_input_batched(&g, &gy, &w, Some(&cbias), usize::MAX);
+        let gw = backward_weight_batched(&g, &x, &gy, usize::MAX);
+        let plans = [
+            Some(g.classes_grouped()),
+            Some(g.classes_union()),
+            g.tap_plan(),
+        ];
+        for classes in plans.into_iter().flatten() {
+            for budget in [usize::MAX, 1] {
+                let at = format!("{g:?} {classes:?} budget {budget}");
+                let yc = forward_classes(&g, &classes, &x, &w, Some(&bias), budget);
+                assert_eq!(yc, y, "forward {at}");
+                let gxc = backward_input_classes(&g, &classes, &gy, &w, None, budget);
+                assert_eq!(gxc, gx, "input gradient {at}");
+                let gxbc = backward_input_classes(&g, &classes, &gy, &w, Some(&cbias), budget);
+                assert_eq!(gxbc, gxb, "input gradient with bias {at}");
+                let gwc = backward_weight_classes(&g, &classes, &x, &gy, budget);
+                assert_eq!(gwc, gw, "weight gradient {at}");
+            }
+        }
+    }
+}
