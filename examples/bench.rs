@@ -71,6 +71,11 @@ const SECTIONS: &[Section] = &[
         lstm_step,
     ),
     (
+        "dispatch",
+        "the cost of handing work to the worker pool (caller's time, worker wake-up delay), 2 threads",
+        dispatch,
+    ),
+    (
         "mnist",
         "LeNet-5 and MLP training step (forward, loss, backward, Adam) at batch 64/128, 1 and 2 threads, vs PyTorch",
         mnist,
@@ -79,6 +84,14 @@ const SECTIONS: &[Section] = &[
 
 #[path = "bench_sections/mnist.rs"]
 mod mnist_section;
+
+#[path = "bench_sections/dispatch.rs"]
+mod dispatch_section;
+
+/// The `dispatch` section (in `bench_sections/dispatch.rs`).
+fn dispatch(opts: &Opts) {
+    dispatch_section::run(opts.quick);
+}
 
 #[path = "bench_sections/json.rs"]
 mod json_section;

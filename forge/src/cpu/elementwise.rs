@@ -241,6 +241,7 @@ mod tests {
 
     #[test]
     fn parallel_and_inline_loops_agree() {
+        let _threads = crate::cpu::threads::lock_thread_count();
         let n = PAR_MIN * 2 + 123;
         let a: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin()).collect();
         let b: Vec<f32> = (0..n).map(|i| (i as f32 * 0.11).cos()).collect();

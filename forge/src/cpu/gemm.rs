@@ -23,12 +23,14 @@
 //! in. So where the work is cut (and so how many threads share it) does not
 //! change a single bit; `tests::partition_does_not_change_bits` pins this.
 
-use super::threads::{num_threads, parallel_for};
+use super::threads::{num_threads, parallel_for, PARALLEL_MIN_NS};
 use crate::base::Float;
 
-/// Below this many multiply-adds a product runs on one thread (waking a
-/// second thread costs more than it saves).
-const PARALLEL_MIN_WORK: usize = 1 << 20;
+/// Multiply-adds per nanosecond one thread does on the packed path (about
+/// 200 GFLOP/s, measured for 256-1024 on the benchmark machine), for the
+/// cost estimate that decides whether a product is worth splitting (see
+/// [`PARALLEL_MIN_NS`]).
+const MACS_PER_NS: usize = 100;
 /// The widest `n` the narrow path takes; also its panel width (lanes).
 const LANES: usize = 16;
 /// Rows per part of the thin paths when they run in parallel.
@@ -137,7 +139,8 @@ pub fn gemm_batched<'a, E: Float>(
     let mn = m * n;
     assert!(c.len() >= count * mn, "gemm: output buffer too small");
     let threads = num_threads();
-    if count <= 1 || threads <= 1 || m * n * k >= PARALLEL_MIN_WORK {
+    let one = m * n * k / MACS_PER_NS;
+    if count <= 1 || threads <= 1 || one >= PARALLEL_MIN_NS || one * count < PARALLEL_MIN_NS {
         for (i, ci) in c.chunks_mut(mn.max(1)).take(count).enumerate() {
             gemm_threads(m, k, n, a_of(i), b_of(i), beta, ci, threads);
         }
@@ -197,7 +200,7 @@ fn gemm_threads<E: Float>(
         }
         return;
     }
-    let parallel = threads > 1 && m * n * k >= PARALLEL_MIN_WORK;
+    let parallel = threads > 1 && m * n * k / MACS_PER_NS >= PARALLEL_MIN_NS;
     if m == 1 || n == 1 {
         // c (1 x n) = a_row b, or c (m x 1) = a b_col read as b_col^T a^T:
         // either way a vector `x` of length k times a k x len matrix `w`.

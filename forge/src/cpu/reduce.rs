@@ -323,6 +323,7 @@ mod tests {
 
     #[test]
     fn every_axis_set_matches_the_index_arithmetic() {
+        let _threads = crate::cpu::threads::lock_thread_count();
         let shapes: &[&[usize]] = &[&[3, 4, 5], &[2, 1, 3, 4], &[70, 2, 600], &[300, 700], &[5]];
         for &shape in shapes {
             let n = numel(shape);

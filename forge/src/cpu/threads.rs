@@ -28,9 +28,12 @@
 //! ```
 
 use rayon::{ThreadPool, ThreadPoolBuilder};
+use std::any::Any;
 use std::cell::Cell;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 static THREADS: AtomicUsize = AtomicUsize::new(0);
 
@@ -110,11 +113,133 @@ impl Drop for InParallel {
     }
 }
 
+/// Held by the unit tests that set the thread count and depend on it, so
+/// that tests running in parallel do not change it under each other.
+#[cfg(test)]
+pub(crate) fn lock_thread_count() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Estimated single-thread time, in nanoseconds, below which
+/// [`parallel_for_cost`] runs an op on the calling thread.
+///
+/// Handing chunks to a worker that has gone to sleep costs the caller a
+/// system call (about 2 µs) and the worker 10-25 µs before it starts (a
+/// futex wake-up across cores, measured on the 2-core benchmark machine
+/// with `examples/bench --only dispatch`), so splitting only pays when the
+/// op has several times that much work.
+///
+/// ```
+/// assert!(forge::cpu::threads::PARALLEL_MIN_NS >= 10_000);
+/// ```
+pub const PARALLEL_MIN_NS: usize = 40_000;
+
+thread_local! {
+    /// `parallel_for` calls from this thread that handed chunks to workers.
+    static DISPATCHES: Cell<u64> = const { Cell::new(0) };
+}
+
+/// How many [`parallel_for`] (or [`parallel_for_cost`]) calls made from the
+/// calling thread handed chunks to worker threads; calls that ran inline
+/// (one thread, one chunk, a nested call, work below
+/// [`PARALLEL_MIN_NS`]) do not count. Per thread, so a test can check that
+/// a small op does not wake the pool.
+///
+/// ```
+/// let before = forge::cpu::threads::pool_dispatches();
+/// forge::cpu::threads::parallel_for_cost(4, 100, |_| {});
+/// assert_eq!(forge::cpu::threads::pool_dispatches(), before);
+/// ```
+pub fn pool_dispatches() -> u64 {
+    DISPATCHES.with(Cell::get)
+}
+
+/// [`parallel_for`] for an op whose whole single-thread cost is about
+/// `cost_ns` nanoseconds: below [`PARALLEL_MIN_NS`] every chunk runs on the
+/// calling thread, in order, and no worker is woken. The chunks are the
+/// same either way, so the result does not depend on the decision.
+///
+/// Estimate the cost from the op's size and its work per element, e.g.
+/// elements / 2 for a cheap elementwise op, multiply-adds / 64 for a gemm.
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// let n = AtomicUsize::new(0);
+/// // 1000 elements of a cheap op: far too little to wake a thread
+/// forge::cpu::threads::parallel_for_cost(4, 1000 / 2, |_| { n.fetch_add(1, Ordering::Relaxed); });
+/// assert_eq!(n.load(Ordering::Relaxed), 4);
+/// ```
+pub fn parallel_for_cost(chunks: usize, cost_ns: usize, f: impl Fn(usize) + Sync) {
+    if cost_ns < PARALLEL_MIN_NS {
+        (0..chunks).for_each(f);
+    } else {
+        parallel_for(chunks, f);
+    }
+}
+
+/// One `parallel_for`'s chunks, shared by the caller and the workers it
+/// woke. The workers hold it through an `Arc`, so it outlives a late
+/// worker; `f` itself is only called for a claimed chunk, and the caller
+/// does not return until every claimed chunk is done.
+struct Task {
+    /// The next unclaimed chunk (it may count past `chunks`).
+    next: AtomicUsize,
+    /// Chunks finished, by anyone.
+    done: AtomicUsize,
+    chunks: usize,
+    /// The chunk body, its lifetime erased (see `run`).
+    f: *const (dyn Fn(usize) + Sync + 'static),
+    /// The calling thread, woken when a worker finishes the last chunk.
+    caller: std::thread::Thread,
+    /// The first panic of a chunk, re-raised on the calling thread.
+    panic: Mutex<Option<Box<dyn Any + Send>>>,
+}
+
+// SAFETY: `f` points to a `Sync` closure and is only dereferenced while
+// the caller keeps it alive (see `Task::run`); every other field is Send +
+// Sync.
+unsafe impl Send for Task {}
+// SAFETY: as above.
+unsafe impl Sync for Task {}
+
+impl Task {
+    /// Claims and runs chunks until none is left.
+    fn run(&self, on_worker: bool) {
+        let _mark = InParallel::enter();
+        loop {
+            let i = self.next.fetch_add(1, Ordering::Relaxed);
+            if i >= self.chunks {
+                return;
+            }
+            // SAFETY: chunk `i < chunks` was claimed by this thread alone,
+            // and the caller of `parallel_for` keeps `f` alive until `done`
+            // reaches `chunks`, which cannot happen before this chunk is
+            // counted below, after `f` returns.
+            let r = catch_unwind(AssertUnwindSafe(|| unsafe { (*self.f)(i) }));
+            if let Err(p) = r {
+                let mut slot = self.panic.lock().unwrap_or_else(|e| e.into_inner());
+                slot.get_or_insert(p);
+            }
+            let finished = self.done.fetch_add(1, Ordering::AcqRel) + 1;
+            if on_worker && finished == self.chunks {
+                self.caller.unpark();
+            }
+        }
+    }
+}
+
 /// Runs `f(chunk_index)` for every index in `0..chunks`, spreading chunks
 /// over up to [`num_threads`] threads of a persistent pool (see the module
 /// docs). Chunk `i` always does the same work, so results are independent
 /// of the thread count. Runs inline when `chunks` is 1, when one thread is
-/// configured, or when called from inside another `parallel_for`.
+/// configured, or when called from inside another `parallel_for`; use
+/// [`parallel_for_cost`] to also run small ops inline.
+///
+/// The calling thread takes chunks too and never waits for a worker to
+/// wake up: chunks are claimed one at a time, so a worker that starts late
+/// finds fewer (or none) left, and the call returns as soon as every chunk
+/// is done.
 ///
 /// # Panics
 /// A panic in `f` is propagated to the caller (after the other chunks in
@@ -132,24 +257,44 @@ pub fn parallel_for(chunks: usize, f: impl Fn(usize) + Sync) {
         (0..chunks).for_each(f);
         return;
     }
-    let next = AtomicUsize::new(0);
-    let work = || {
-        let _mark = InParallel::enter();
-        loop {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            if i >= chunks {
-                break;
-            }
-            f(i);
-        }
-    };
-    pool(threads).in_place_scope(|s| {
-        for _ in 1..threads {
-            s.spawn(|_| work());
-        }
-        work();
+    DISPATCHES.with(|c| c.set(c.get() + 1));
+    let body: &(dyn Fn(usize) + Sync) = &f;
+    // SAFETY: only the lifetime is erased; `Task::run` dereferences the
+    // pointer only for claimed chunks, and this function does not return
+    // (so `f` lives) until every claimed chunk is done.
+    let erased: *const (dyn Fn(usize) + Sync + 'static) = unsafe { std::mem::transmute(body) };
+    let task = Arc::new(Task {
+        next: AtomicUsize::new(0),
+        done: AtomicUsize::new(0),
+        chunks,
+        f: erased,
+        caller: std::thread::current(),
+        panic: Mutex::new(None),
     });
+    let pool = pool(threads);
+    for _ in 1..threads {
+        let t = Arc::clone(&task);
+        pool.spawn(move || t.run(true));
+    }
+    task.run(false);
+    // Wait for the chunks the workers claimed: spin briefly (they are
+    // usually about to finish), then sleep until the last one unparks us.
+    let spin_until = Instant::now() + SPIN;
+    while task.done.load(Ordering::Acquire) < chunks {
+        if Instant::now() < spin_until {
+            std::hint::spin_loop();
+        } else {
+            std::thread::park_timeout(SPIN);
+        }
+    }
+    let panic = task.panic.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let Some(p) = panic {
+        resume_unwind(p);
+    }
 }
+
+/// How long the caller spins for the workers' last chunks before it sleeps.
+const SPIN: Duration = Duration::from_micros(50);
 
 #[cfg(test)]
 mod tests {
@@ -158,6 +303,7 @@ mod tests {
 
     #[test]
     fn every_chunk_runs_once_for_any_thread_count() {
+        let _threads = lock_thread_count();
         for threads in [1, 2, 3, 8] {
             set_num_threads(threads);
             let seen = Mutex::new(vec![0u32; 37]);
@@ -168,6 +314,7 @@ mod tests {
 
     #[test]
     fn nested_calls_run_inline() {
+        let _threads = lock_thread_count();
         set_num_threads(2);
         let total = AtomicUsize::new(0);
         parallel_for(4, |_| {
@@ -180,7 +327,61 @@ mod tests {
     }
 
     #[test]
+    fn cheap_work_runs_inline_and_costly_work_dispatches() {
+        let _threads = lock_thread_count();
+        set_num_threads(2);
+        let before = pool_dispatches();
+        let n = AtomicUsize::new(0);
+        parallel_for_cost(8, PARALLEL_MIN_NS - 1, |_| {
+            n.fetch_add(1, Ordering::Relaxed);
+        });
+        assert_eq!(
+            pool_dispatches(),
+            before,
+            "work below the threshold woke the pool"
+        );
+        parallel_for_cost(8, PARALLEL_MIN_NS, |_| {
+            n.fetch_add(1, Ordering::Relaxed);
+        });
+        assert_eq!(pool_dispatches(), before + 1);
+        assert_eq!(n.load(Ordering::Relaxed), 16);
+        set_num_threads(1);
+        parallel_for_cost(8, usize::MAX, |_| {});
+        assert_eq!(pool_dispatches(), before + 1, "one thread never dispatches");
+    }
+
+    #[test]
+    fn the_caller_does_not_wait_for_a_busy_worker() {
+        let _threads = lock_thread_count();
+        // Occupy the only worker of the 2-thread pool: a parallel_for must
+        // still finish, the calling thread running every chunk itself,
+        // instead of waiting for the worker to pick up its share.
+        let (release, blocked) = std::sync::mpsc::channel::<()>();
+        let (started, has_started) = std::sync::mpsc::channel::<()>();
+        pool(2).spawn(move || {
+            started.send(()).unwrap();
+            let _ = blocked.recv();
+        });
+        has_started.recv().unwrap();
+        let (done, finished) = std::sync::mpsc::channel::<usize>();
+        std::thread::spawn(move || {
+            set_num_threads(2);
+            let n = AtomicUsize::new(0);
+            parallel_for_cost(4, usize::MAX, |_| {
+                n.fetch_add(1, Ordering::Relaxed);
+            });
+            done.send(n.load(Ordering::Relaxed)).unwrap();
+        });
+        // A deadlock detector, not a timing test: the loop takes
+        // microseconds, so 60 s means it is stuck behind the worker.
+        let got = finished.recv_timeout(std::time::Duration::from_secs(60));
+        release.send(()).unwrap();
+        assert_eq!(got, Ok(4), "parallel_for waited for a busy worker");
+    }
+
+    #[test]
     fn panics_propagate() {
+        let _threads = lock_thread_count();
         set_num_threads(2);
         let r = std::panic::catch_unwind(|| parallel_for(4, |i| assert!(i != 3, "chunk 3")));
         assert!(r.is_err());

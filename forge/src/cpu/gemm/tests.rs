@@ -295,3 +295,55 @@ fn simd_paths_agree_bit_for_bit_f32() {
 fn simd_paths_agree_bit_for_bit_f64() {
     simd_paths_agree::<f64>();
 }
+
+/// Products too small to pay for a worker's wake-up run on the calling
+/// thread (GPT batch-1 inference: four attention heads of 64x32x64, a
+/// 64x128x384 projection); a large one is split.
+#[test]
+fn small_products_do_not_wake_the_pool() {
+    use crate::cpu::threads::{lock_thread_count, pool_dispatches};
+    let _threads = lock_thread_count();
+    crate::cpu::set_num_threads(2);
+    let mut rng = Rng::new(4);
+    let a: Vec<f32> = random(4 * 64 * 512, &mut rng)
+        .into_iter()
+        .map(|v| v as f32)
+        .collect();
+    let b: Vec<f32> = random(512 * 512, &mut rng)
+        .into_iter()
+        .map(|v| v as f32)
+        .collect();
+    let mut c = vec![0.0f32; 4 * 64 * 512];
+    let before = pool_dispatches();
+    gemm_batched(
+        4,
+        64,
+        32,
+        64,
+        |i| Mat::row_major(&a[i * 64 * 32..(i + 1) * 64 * 32], 32),
+        |i| Mat::transposed(&b[i * 64 * 32..(i + 1) * 64 * 32], 32),
+        0.0,
+        &mut c,
+    );
+    // (m, k, n) row-major products at a budget of 2 threads
+    let product = |m: usize, k: usize, n: usize, c: &mut [f32]| {
+        gemm_threads(
+            m,
+            k,
+            n,
+            Mat::row_major(&a, k),
+            Mat::row_major(&b, n),
+            0.0,
+            c,
+            2,
+        )
+    };
+    product(64, 128, 384, &mut c);
+    assert_eq!(pool_dispatches(), before, "a small product woke the pool");
+    product(256, 512, 512, &mut c);
+    assert_eq!(
+        pool_dispatches(),
+        before + 1,
+        "a large product ran on one thread"
+    );
+}
