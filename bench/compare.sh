@@ -5,6 +5,8 @@
 #   bash bench/compare.sh --models mlp,gpt --threads 1,2
 #   bash bench/compare.sh --quick                  # 2 rounds of short blocks (a smoke run)
 #   bash bench/compare.sh --no-gemm                # models only (skip the sgemm table)
+#   bash bench/compare.sh --phases                 # + PyTorch's resnet18 fwd/fwdbwd rows
+#                                                  #   (bench/torch_phases.py)
 #
 # Builds forge's bench (release), then runs PyTorch's script
 # (bench/torch_bench.py, or $TORCH_BENCH) and `bench --json` alternately,
@@ -20,6 +22,7 @@ cd "$(dirname "$0")/.."
 
 models="tiny,mlp,lenet,gpt,resnet18,lstm"
 gemm=1
+phases=0
 threads="1,2"
 extra=()
 while [ $# -gt 0 ]; do
@@ -28,8 +31,9 @@ while [ $# -gt 0 ]; do
         --threads) threads="$2"; shift 2 ;;
         --quick) extra=(--rounds 2 --block 3 --warmup 2); shift ;;
         --no-gemm) gemm=0; shift ;;
+        --phases) phases=1; shift ;;
         *) echo "compare.sh: unknown argument $1" >&2
-           echo "usage: bash bench/compare.sh [--models M,..] [--threads T,..] [--quick] [--no-gemm]" >&2
+           echo "usage: bash bench/compare.sh [--models M,..] [--threads T,..] [--quick] [--no-gemm] [--phases]" >&2
            exit 2 ;;
     esac
 done
@@ -75,6 +79,10 @@ for round in 0 1; do
     load "before torch round $round"
     python3 "$torch_bench" --models "$models" --threads "$threads" --round "$round" "${extra[@]}" \
         > "$out/torch_$round.jsonl"
+    case "$phases,$models," in
+        1,*resnet18,*) python3 -W ignore bench/torch_phases.py --threads "$threads" --round "$round" \
+            "${extra[@]}" >> "$out/torch_$round.jsonl" ;;
+    esac
     load "before forge round $round"
     "$bench_bin" --json --models "$models" --threads "$threads" --round "$round" "${extra[@]}" \
         > "$out/forge_$round.jsonl"

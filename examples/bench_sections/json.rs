@@ -52,6 +52,14 @@ pub struct JsonOpts {
     /// `--json`: skip the inference rows
     #[arg(long)]
     pub no_infer: bool,
+    /// `--json`: run only these modes, comma-separated (train, fwdbwd, fwd,
+    /// infer; default all), e.g. to profile one row
+    #[arg(long, value_delimiter = ',')]
+    pub modes: Vec<String>,
+    /// `--json`: run only this batch size (default all), e.g. to profile
+    /// one row
+    #[arg(long)]
+    pub batch: Option<usize>,
 }
 
 /// clap's parser for one `--models` name: a known model or an error that
@@ -77,7 +85,14 @@ fn plan(model: &str) -> Option<&'static [(&'static str, usize)]> {
         "mlp" => &[("train", 128), ("fwdbwd", 128), ("fwd", 128), ("infer", 1)],
         "lenet" => &[("train", 128)],
         "gpt" => &[("train", 16), ("fwdbwd", 16), ("fwd", 16), ("infer", 1)],
-        "resnet18" => &[("train", 16), ("infer", 1), ("infer", 32)],
+        // fwd/fwdbwd: PyTorch's side is bench/torch_phases.py (compare.sh --phases)
+        "resnet18" => &[
+            ("train", 16),
+            ("fwdbwd", 16),
+            ("fwd", 16),
+            ("infer", 1),
+            ("infer", 32),
+        ],
         "lstm" => &[("train", 64), ("infer", 64)],
         _ => return None,
     })
@@ -462,7 +477,9 @@ pub fn run_all(o: &JsonOpts) {
             continue;
         };
         for &(mode, batch) in rows {
-            if mode == "infer" && o.no_infer {
+            let skip = (!o.modes.is_empty() && !o.modes.iter().any(|m| m == mode))
+                || o.batch.is_some_and(|b| b != batch);
+            if skip || mode == "infer" && o.no_infer {
                 continue;
             }
             // tiny / batch-1 inference are sub-ms: more steps, as the script
