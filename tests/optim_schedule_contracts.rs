@@ -185,3 +185,48 @@ fn schedule_files_take_step_counters_up_to_two_to_the_53_minus_one() {
         );
     }
 }
+
+/// `OneCycleLr` refuses a `pct_start` outside (0, 1) naming it, before the
+/// phase check (which would refuse it too, with a message about phase
+/// lengths the user did not set).
+#[test]
+fn onecycle_pct_start_outside_zero_one_is_refused_naming_it() {
+    for pct in [0.0, 1.0, 1.5, -0.2, f64::NAN] {
+        let s = OneCycleLr {
+            pct_start: pct,
+            ..OneCycleLr::new(0.1, 30)
+        };
+        let e = Schedule::from_bytes(&Schedule::from(s).to_bytes().unwrap()).unwrap_err();
+        assert!(
+            matches!(e, ForgeError::Invalid { .. })
+                && e.to_string()
+                    .contains(&format!("pct_start = {pct} must be in (0, 1)")),
+            "pct_start = {pct}: {e}"
+        );
+    }
+    for pct in [0.1, 0.5, 0.9] {
+        let s = OneCycleLr {
+            pct_start: pct,
+            ..OneCycleLr::new(0.1, 30)
+        };
+        assert!(Schedule::from_bytes(&Schedule::from(s).to_bytes().unwrap()).is_ok());
+    }
+}
+
+/// Past `total_steps` (where PyTorch raises) the rate and the momentum stay
+/// at their values of step `total_steps`, in both variants.
+#[test]
+fn onecycle_past_total_steps_keeps_the_rate_of_the_last_step() {
+    for three_phase in [false, true] {
+        let s = OneCycleLr {
+            three_phase,
+            ..OneCycleLr::new(0.1, 20)
+        };
+        let (lr, m) = (s.lr_at(20), s.momentum_at(20));
+        assert!(lr.is_finite() && lr > 0.0 && lr < 0.1 / 25.0, "{lr}");
+        assert!(m.is_some_and(|m| (0.85..=0.95).contains(&m)), "{m:?}");
+        for k in [21, 100, LAST_STEP] {
+            assert_eq!((s.lr_at(k), s.momentum_at(k)), (lr, m), "step {k}");
+        }
+    }
+}
