@@ -235,6 +235,60 @@ pub fn zip_assign<A: Copy + Send + Sync, B: Copy + Sync>(
     });
 }
 
+/// Runs `f(offset, chunks)` over the same fixed chunks of [`CHUNK`]
+/// elements of several equally long mutable slices (an optimizer's
+/// parameter and its state buffers), in parallel when the whole loop, at
+/// `ns_per_element`, costs at least
+/// [`PARALLEL_MIN_NS`](super::threads::PARALLEL_MIN_NS). An empty slice
+/// stays empty in every chunk (a state buffer the rule does not use). Each
+/// chunk sees elements `offset..offset + len` of every non-empty slice, so
+/// an element-by-element update gives the same bits for any thread count.
+///
+/// # Panics
+/// When two non-empty slices differ in length.
+///
+/// ```
+/// let mut p = vec![1.0f32; 5];
+/// let mut m = vec![0.0f32; 5];
+/// let g = [0.5f32; 5];
+/// forge::cpu::elementwise::update_chunks([&mut p, &mut m], 2, |off, [p, m]| {
+///     for (j, (p, m)) in p.iter_mut().zip(m.iter_mut()).enumerate() {
+///         *m = 0.9 * *m + g[off + j];
+///         *p -= 0.1 * *m;
+///     }
+/// });
+/// assert_eq!(p, vec![0.95; 5]);
+/// ```
+pub fn update_chunks<E: Send, const K: usize>(
+    slices: [&mut [E]; K],
+    ns_per_element: usize,
+    f: impl Fn(usize, [&mut [E]; K]) + Sync,
+) {
+    let n = slices.iter().map(|s| s.len()).max().unwrap_or(0);
+    assert!(
+        slices.iter().all(|s| s.is_empty() || s.len() == n),
+        "update_chunks: length mismatch"
+    );
+    let ptrs: [(Out<E>, bool); K] = slices.map(|s| (Out(s.as_mut_ptr().cast()), !s.is_empty()));
+    let run = |i: usize| {
+        let parts: [&mut [E]; K] = std::array::from_fn(|k| {
+            let (p, used) = &ptrs[k];
+            if *used {
+                // SAFETY: chunk `i` of each slice is handed to this call
+                // alone (one call per chunk index), lies inside the slice
+                // (which spans `n` elements and stays mutably borrowed for
+                // the whole loop), and holds initialised `E`s.
+                let c = unsafe { p.chunk(i, n) };
+                unsafe { std::slice::from_raw_parts_mut(c.as_mut_ptr().cast::<E>(), c.len()) }
+            } else {
+                &mut []
+            }
+        });
+        f(i * CHUNK, parts)
+    };
+    super::threads::parallel_for_cost(n.div_ceil(CHUNK), n.saturating_mul(ns_per_element), run);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,6 +325,35 @@ mod tests {
                 assert!(got == want[0], "{threads} threads differ");
             }
         }
+    }
+
+    #[test]
+    fn update_chunks_cover_every_element_once_and_split_large_loops() {
+        let _threads = crate::cpu::threads::lock_thread_count();
+        crate::cpu::set_num_threads(2);
+        let n = 3 * CHUNK + 17;
+        let mut p: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let mut m = vec![0.0f32; n];
+        let mut unused: Vec<f32> = Vec::new();
+        let before = crate::cpu::threads::pool_dispatches();
+        update_chunks([&mut p, &mut m, &mut unused], 1, |off, [p, m, u]| {
+            assert!(u.is_empty() && p.len() == m.len() && p.len() <= CHUNK);
+            assert_eq!(off % CHUNK, 0);
+            for (j, (p, m)) in p.iter_mut().zip(m.iter_mut()).enumerate() {
+                assert_eq!(*p, (off + j) as f32);
+                *p += 1.0;
+                *m += 1.0;
+            }
+        });
+        assert!((0..n).all(|i| p[i] == i as f32 + 1.0 && m[i] == 1.0));
+        // 50k elements at 1 ns each: above the threshold, split
+        assert_eq!(crate::cpu::threads::pool_dispatches(), before + 1);
+        let mut small = vec![0.0f32; 1000];
+        update_chunks([&mut small], 1, |_, [s]| {
+            s.iter_mut().for_each(|x| *x = 2.0)
+        });
+        assert!(small.iter().all(|&x| x == 2.0));
+        assert_eq!(crate::cpu::threads::pool_dispatches(), before + 1);
     }
 
     #[test]

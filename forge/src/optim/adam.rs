@@ -3,6 +3,7 @@
 
 use super::optimizer::{Optimizer, Update, UpdateRule};
 use super::state::{take_buffer, RuleState};
+use crate::cpu::elementwise::update_chunks;
 use crate::tensor::Float;
 use crate::{ForgeError, Result};
 use serde::{Deserialize, Serialize};
@@ -217,6 +218,11 @@ impl<E: Float> RuleState for AdamState<E> {
     }
 }
 
+/// Estimated single-thread cost of one element's update (a square root
+/// and a division besides the moments), for the parallel threshold of
+/// [`update_chunks`].
+const NS_PER_ELEMENT: usize = 2;
+
 impl AdamConfig {
     fn check(&self, name: &str) -> Result<()> {
         for (field, b) in [("beta1", self.beta1), ("beta2", self.beta2)] {
@@ -288,24 +294,30 @@ impl AdamConfig {
             *v
         };
         match vmax {
-            None => {
-                for i in 0..n {
+            None => update_chunks([param, m, v], NS_PER_ELEMENT, |off, [param, m, v]| {
+                let grad = &grad[off..off + param.len()];
+                for i in 0..param.len() {
                     let second = one(&mut param[i], grad[i], &mut m[i], &mut v[i]);
                     let denom = second.sqrt() / bc2_sqrt + eps;
                     param[i] -= step_size * (m[i] / denom);
                 }
-            }
-            Some(vm) => {
-                for i in 0..n {
-                    let vi = one(&mut param[i], grad[i], &mut m[i], &mut v[i]);
-                    // torch.maximum: NaN wins.
-                    if !vm[i].is_nan() && (vi.is_nan() || vi > vm[i]) {
-                        vm[i] = vi;
+            }),
+            Some(vm) => update_chunks(
+                [param, m, v, vm],
+                NS_PER_ELEMENT,
+                |off, [param, m, v, vm]| {
+                    let grad = &grad[off..off + param.len()];
+                    for i in 0..param.len() {
+                        let vi = one(&mut param[i], grad[i], &mut m[i], &mut v[i]);
+                        // torch.maximum: NaN wins.
+                        if !vm[i].is_nan() && (vi.is_nan() || vi > vm[i]) {
+                            vm[i] = vi;
+                        }
+                        let denom = vm[i].sqrt() / bc2_sqrt + eps;
+                        param[i] -= step_size * (m[i] / denom);
                     }
-                    let denom = vm[i].sqrt() / bc2_sqrt + eps;
-                    param[i] -= step_size * (m[i] / denom);
-                }
-            }
+                },
+            ),
         }
     }
 }

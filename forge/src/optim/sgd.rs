@@ -4,6 +4,7 @@
 use super::optimizer::{unit_interval, Optimizer, Update, UpdateRule};
 use super::setters::rule_setters;
 use super::state::{take_buffer, RuleState};
+use crate::cpu::elementwise::update_chunks;
 use crate::tensor::Float;
 use crate::{ForgeError, Result};
 use serde::{Deserialize, Serialize};
@@ -100,6 +101,11 @@ impl<E: Float> RuleState for SgdState<E> {
     }
 }
 
+/// Estimated single-thread cost of one element's update (it streams the
+/// parameter, gradient and momentum), for the parallel threshold of
+/// [`update_chunks`].
+const NS_PER_ELEMENT: usize = 1;
+
 impl UpdateRule for SgdConfig {
     const NAME: &'static str = "Sgd";
     const BUFFERS: &'static [&'static str] = &["momentum_buffer"];
@@ -156,9 +162,12 @@ impl UpdateRule for SgdConfig {
         let n = param.len();
         let grad = &grad[..n];
         if self.momentum == 0.0 {
-            for (p, &g) in param.iter_mut().zip(grad) {
-                *p = *p - lr * prep.apply(g, *p);
-            }
+            update_chunks([param], NS_PER_ELEMENT, |off, [param]| {
+                let grad = &grad[off..off + param.len()];
+                for (p, &g) in param.iter_mut().zip(grad) {
+                    *p = *p - lr * prep.apply(g, *p);
+                }
+            });
             return;
         }
         let mom = E::from_f64(self.momentum);
@@ -167,11 +176,18 @@ impl UpdateRule for SgdConfig {
         let direction = |g: E, b: E| if nesterov { g + mom * b } else { b };
         match &mut s.momentum_buffer {
             Some(buf) => {
-                for ((p, &g), b) in param.iter_mut().zip(grad).zip(&mut buf[..n]) {
-                    let g = prep.apply(g, *p);
-                    *b = mom * *b + damp * g;
-                    *p -= lr * direction(g, *b);
-                }
+                update_chunks(
+                    [param, &mut buf[..n]],
+                    NS_PER_ELEMENT,
+                    |off, [param, buf]| {
+                        let grad = &grad[off..off + param.len()];
+                        for ((p, &g), b) in param.iter_mut().zip(grad).zip(buf) {
+                            let g = prep.apply(g, *p);
+                            *b = mom * *b + damp * g;
+                            *p -= lr * direction(g, *b);
+                        }
+                    },
+                );
             }
             slot @ None => {
                 // PyTorch's first step with momentum: the buffer is the gradient.
@@ -184,5 +200,50 @@ impl UpdateRule for SgdConfig {
                 *slot = Some(buf);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::optim::{Adam, Sgd};
+    use crate::{Gradients, Tensor};
+
+    /// Three steps of SGD with momentum and of Adam with AMSGrad on a
+    /// parameter large enough to be updated in parallel chunks: the same
+    /// bits at 1 and 2 threads, and the 2-thread run does use the pool.
+    #[test]
+    fn large_updates_split_over_threads_with_the_same_bits() {
+        let _threads = crate::cpu::threads::lock_thread_count();
+        let n = 100_003;
+        let w0: Vec<f32> = (0..n)
+            .map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0)
+            .collect();
+        let g: Vec<f32> = (0..n)
+            .map(|i| ((i * 104_729) % 997) as f32 / 300.0 - 1.6)
+            .collect();
+        let run = |threads: usize| {
+            crate::cpu::set_num_threads(threads);
+            let before = crate::cpu::threads::pool_dispatches();
+            let mut a = Tensor::<f32>::from_vec(w0.clone(), &[n]).requires_grad();
+            let mut b = Tensor::<f32>::from_vec(w0.clone(), &[n]).requires_grad();
+            let mut sgd = Sgd::<f32>::new(0.1).momentum(0.9).weight_decay(0.01);
+            let mut adam = Adam::<f32>::new(0.01).amsgrad(true);
+            for _ in 0..3 {
+                let mut grads = Gradients::new();
+                grads.insert(&a, Tensor::from_vec(g.clone(), &[n]));
+                sgd.step_params([("w", &mut a)], &grads).unwrap();
+                let mut grads = Gradients::new();
+                grads.insert(&b, Tensor::from_vec(g.clone(), &[n]));
+                adam.step_params([("w", &mut b)], &grads).unwrap();
+            }
+            let used_pool = crate::cpu::threads::pool_dispatches() > before;
+            let bits = |t: &Tensor<f32>| t.to_vec().iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            (bits(&a), bits(&b), used_pool)
+        };
+        let one = run(1);
+        let two = run(2);
+        assert!(!one.2 && two.2, "2 threads should split these updates");
+        assert!(one.0 == two.0, "SGD: 1 and 2 threads differ");
+        assert!(one.1 == two.1, "Adam: 1 and 2 threads differ");
     }
 }
