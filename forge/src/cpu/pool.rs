@@ -2,16 +2,25 @@
 //!
 //! Every pooling window is a rectangle `rows[oy] x cols[ox]` of input
 //! positions (already clipped to the input, so padding never appears in a
-//! window). Max pooling returns, per output, the position of the maximum
-//! inside its plane; the values and gradients then move with
-//! [`gather`] / [`scatter_add`]. Average pooling sums a window and divides by
+//! window). Max pooling ([`max_forward`]) returns, per output, the window's
+//! maximum and its position inside the plane, in one pass vectorised over
+//! output rows (`max_rows`); gradients then move with [`scatter_add`],
+//! whose adjoint is [`gather`]. Average pooling sums a window and divides by
 //! a per-output divisor ([`avg_forward`], adjoint [`avg_backward`]).
 //! Planes are processed in parallel in fixed chunks; each output is computed
 //! by one call in a fixed order, so results do not depend on the thread count.
 
-use super::im2col::{build_chunks, fill_init};
+use super::im2col::{build_chunks, fill_init, for_each_chunk_mut};
 use super::memory::Storage;
 use crate::base::Float;
+
+mod max_rows;
+#[cfg(test)]
+mod tests;
+
+/// Input elements per parallel chunk of [`max_forward`] (whole planes, at
+/// least one): fixed, so the chunks depend on the shape only.
+const MAX_CHUNK_ELEMS: usize = 1 << 14;
 
 /// The windows of a pooling over `h x w` planes producing `oh x ow` planes.
 ///
@@ -281,6 +290,47 @@ pub fn max_argmax<E: Float>(win: &PoolWindows, x: &[E]) -> Storage<usize> {
             }
         }
     })
+}
+
+/// Max pooling of every `h x w` plane of `x`: per output, its window's
+/// maximum and that maximum's position inside the plane (the first one on
+/// ties; the first NaN wins), exactly [`max_argmax`] and [`gather`] in one
+/// pass vectorised over output rows. An empty window yields `x`'s first
+/// element of the plane and position 0. Both in pooled buffers; planes in
+/// parallel, each computed by one call, so the results do not depend on
+/// the thread count.
+///
+/// ```
+/// use forge::cpu::pool::{max_forward, PoolWindows};
+/// let p = PoolWindows::sliding([2, 4], [2, 2], [2, 2], [0, 0]).unwrap();
+/// let (v, i) = max_forward(&p, &[1.0f32, 4.0, 0.0, 5.0, 3.0, 2.0, 5.0, 1.0]);
+/// assert_eq!((&v[..], &i[..]), (&[4.0, 5.0][..], &[1, 3][..]));
+/// ```
+pub fn max_forward<E: Float>(win: &PoolWindows, x: &[E]) -> (Storage<E>, Storage<usize>) {
+    let (ip, op) = (win.in_plane(), win.out_plane());
+    let planes = x.len() / ip.max(1);
+    let n = planes * op;
+    let (mut vals, mut idx) = (Storage::with_capacity(n), Storage::with_capacity(n));
+    if n > 0 {
+        let per = (MAX_CHUNK_ELEMS / ip.max(1)).max(1);
+        let run = max_rows::Run::of(win);
+        let mut parts: Vec<(_, _)> = vals.spare_capacity_mut()[..n]
+            .chunks_mut(per * op)
+            .zip(idx.spare_capacity_mut()[..n].chunks_mut(per * op))
+            .collect();
+        for_each_chunk_mut(&mut parts, 1, |ch, part| {
+            let (v, i) = &mut part[0];
+            let mut sc = max_rows::Scratch::new(win, &run);
+            max_rows::max_planes(win, &run, &mut sc, &x[..planes * ip], ch * per, v, i);
+        });
+    }
+    // SAFETY: the chunks cover `0..n` of both buffers (capacity `n`), and
+    // `max_plane` writes every element of the output planes it is given.
+    unsafe {
+        vals.set_len(n);
+        idx.set_len(n);
+    }
+    (vals, idx)
 }
 
 /// `out[p, k] = x[p, idx[p, k]]` for planes of `in_plane` inputs and

@@ -1,14 +1,15 @@
 //! Pooling: max, average and adaptive pooling over the last two (2-d) or
 //! the last (1-d) dimensions of NCHW / NCL inputs, floor mode.
 //!
-//! Max pooling picks each window's maximum position once (a constant whose
-//! derivative is zero almost everywhere) and then *gathers* the input at those
-//! positions; the gather's adjoint is a *scatter-add* and the scatter-add's
+//! Max pooling picks each window's maximum and its position in one pass;
+//! the positions are a constant (whose derivative is zero almost
+//! everywhere), so the output is the *gather* of the input at those
+//! positions, and is recorded as one; the gather's adjoint is a *scatter-add* and the scatter-add's
 //! adjoint is the gather, so both rules are tensor ops again. Average pooling
 //! is linear: its rule is its adjoint (spreading each output gradient over
 //! its window), whose own rule is the forward pooling.
 
-use crate::cpu::pool::{avg_backward, avg_forward, gather, max_argmax, scatter_add, PoolWindows};
+use crate::cpu::pool::{avg_backward, avg_forward, gather, max_forward, scatter_add, PoolWindows};
 use crate::cpu::Storage;
 use crate::tensor::{Device, Float, Tensor};
 use std::sync::Arc;
@@ -39,6 +40,15 @@ struct AvgSpec<E> {
 
 fn gather_apply<E: Float, D: Device>(x: &Tensor<E, D>, spec: Arc<GatherSpec>) -> Tensor<E, D> {
     let data = gather(x.as_slice(), &spec.idx, spec.in_plane(), spec.out_plane());
+    gather_record(x, data, spec)
+}
+
+/// Records `data`, the gather of `x` at `spec`'s positions, as that gather.
+fn gather_record<E: Float, D: Device>(
+    x: &Tensor<E, D>,
+    data: Storage<E>,
+    spec: Arc<GatherSpec>,
+) -> Tensor<E, D> {
     Tensor::from_parts(data, spec.out_shape.clone().into(), None).record(
         "max_pool",
         vec![x.clone()],
@@ -134,13 +144,13 @@ fn windows(
 
 impl<E: Float, D: Device> Tensor<E, D> {
     fn max_pool_windows(&self, win: PoolWindows) -> Self {
-        let idx = max_argmax(&win, self.as_slice());
+        let (vals, idx) = max_forward(&win, self.as_slice());
         let spec = GatherSpec {
             idx,
             in_shape: self.shape().to_vec(),
             out_shape: out_shape(self.shape(), &win),
         };
-        gather_apply(self, Arc::new(spec))
+        gather_record(self, vals, Arc::new(spec))
     }
 
     fn avg_pool_windows(&self, win: PoolWindows, div: Option<E>) -> Self {
