@@ -46,6 +46,11 @@ pub use lstm::lstm_sequence;
 /// Fewest batch rows per block of the time loop.
 const MIN_BLOCK_ROWS: usize = 8;
 
+/// Products with more columns than this (and more than one row) take
+/// gemm's packed path whatever the operands' layout (`cpu::gemm` module
+/// docs: `n <= 16` is its narrow path).
+const PACKED_MIN_COLS: usize = 16;
+
 /// A buffer shared by the blocks of the time loop, each block reading and
 /// writing only its own rows.
 #[derive(Clone, Copy)]
@@ -130,6 +135,26 @@ struct Step {
     r1: usize,
 }
 
+/// `w` (`rows x cols`, row-major) transposed into a pooled row-major
+/// `cols x rows` buffer, in square tiles so that the reads and the writes
+/// of a tile each stay within a few cache lines.
+fn transpose<E: Float>(w: &[E], rows: usize, cols: usize) -> Storage<E> {
+    const TILE: usize = 16;
+    assert_eq!(w.len(), rows * cols, "rnn cell: transpose shape");
+    let mut t = Storage::<E>::zeroed(rows * cols);
+    for r0 in (0..rows).step_by(TILE) {
+        for c0 in (0..cols).step_by(TILE) {
+            for c in c0..(c0 + TILE).min(cols) {
+                let dst = &mut t[c * rows..(c + 1) * rows];
+                for r in r0..(r0 + TILE).min(rows) {
+                    dst[r] = w[r * cols + c];
+                }
+            }
+        }
+    }
+    t
+}
+
 /// `x[r0..r1]` of a buffer of rows `width` wide.
 fn rows_of<E>(x: &[E], r0: usize, r1: usize, width: usize) -> &[E] {
     &x[r0 * width..r1 * width]
@@ -154,6 +179,17 @@ fn forward_steps<E: Float>(
     cell: impl Fn(Step, &[E], &[E], &mut [E]) + Sync,
 ) {
     let (n, h) = (seq.n, seq.h);
+    // Every step reads W_hh^T. Stored transposed (`[g, h]`), matrixmultiply
+    // packs it element by element at each step; a row-major `[h, g]` copy,
+    // made once here, packs with contiguous row copies into the same panels
+    // (so the same bits). Only where the product takes the packed path
+    // for both layouts: a one-row product (N = 1) is a matrix-vector loop
+    // whose order of summation follows the layout.
+    let wt = (n >= 2 && g > PACKED_MIN_COLS).then(|| transpose(w, g, h));
+    let w_t = match &wt {
+        Some(wt) => Mat::row_major(wt, g),
+        None => Mat::transposed(w, h),
+    };
     // one product buffer for every block (rows r0..r1 each), taken before
     // the blocks run: the pool traffic does not depend on their schedule
     let mut hw_all = Storage::<E>::zeroed(n * g);
@@ -170,15 +206,7 @@ fn forward_steps<E: Float>(
                 Some(p) => unsafe { ys_r.at(p, n, r0, r1, h) },
                 None => rows_of(h0, r0, r1, h),
             };
-            gemm(
-                r1 - r0,
-                h,
-                g,
-                Mat::row_major(h_prev, h),
-                Mat::transposed(w, h),
-                E::zero(),
-                hw,
-            );
+            gemm(r1 - r0, h, g, Mat::row_major(h_prev, h), w_t, E::zero(), hw);
             let y = unsafe { ys_r.at(t, n, r0, r1, h) };
             cell(Step { t, prev, r0, r1 }, hw, h_prev, y);
         }
