@@ -8,9 +8,11 @@
 //! planes.
 //!
 //! Here the output positions are split into *tap classes*: positions whose
-//! windows meet the image at the same taps. Each class runs its own
-//! im2col + gemm with only its `c * taps` rows (and the matching weight
-//! columns), so no product of a padding zero is ever formed. The products
+//! windows meet the image at the same taps. Each class runs its own im2col
+//! over its taps only (tap-major: one `[c, positions]` block per tap) and
+//! one gemm per tap against that tap's weight `[o, c]` (the used taps'
+//! weights copied out of `[o, c, kh, kw]` once per call), so no product of
+//! a padding zero is ever formed. The products
 //! left out are `0 * w`, exactly zero for finite weights, so the results
 //! equal the dense path's up to the order of the (nonzero) summands; with
 //! small integers they are exactly equal, which is what the tests check.
@@ -19,11 +21,13 @@
 //! ([`ConvGeom::tap_plan`]), and every kernel here sums in a fixed order,
 //! so results do not depend on the thread count.
 
-use super::{build, chunks, for_each_chunk_mut, refill, ConvGeom};
+use super::{build, build_chunks, chunks, for_each_chunk_mut, refill, ConvGeom};
 use crate::base::Float;
 use crate::cpu::gemm::{gemm, Mat};
 use crate::cpu::memory::Storage;
+use crate::cpu::threads::parallel_for_cost;
 use std::mem::MaybeUninit;
+use std::sync::Mutex;
 
 /// Marks a tap that falls on the padding in a class's offset table.
 const PAD: usize = usize::MAX;
@@ -132,9 +136,10 @@ impl ConvGeom {
     /// [`classes_grouped`](Self::classes_grouped) when they cut the
     /// multiply-adds of one class over the useful taps by at least 40%
     /// (2x2 planes of a 3x3 padding-1 kernel: by 56%) and each class's
-    /// gemm is at least [`MIN_CLASS_COLS`] wide over the batch (each class
-    /// gathers its weight columns, which a narrower product does not pay
-    /// back), else that one class when it leaves out taps (1x1 planes),
+    /// gemms are at least [`MIN_CLASS_COLS`] wide over the batch (a class
+    /// runs one gemm per tap; with a batch of one image each would be a
+    /// matrix-vector product, and the dense path's single product over all
+    /// taps is cheaper), else that one class when it leaves out taps (1x1 planes),
     /// else `None`. Depends on the shape only.
     pub(super) fn tap_plan(&self) -> Option<Vec<TapClass>> {
         let cost =
@@ -178,9 +183,10 @@ impl ConvGeom {
         tab
     }
 
-    /// Images `b0..b0 + nb` unfolded over one class:
-    /// `cols [c * tg, nb * lg]`, row `ci * tg + ti`, column `bi * lg + pi`
-    /// (`tab` is [`offsets`](Self::offsets)); every element is written.
+    /// Images `b0..b0 + nb` unfolded over one class, tap-major:
+    /// `cols [tg * c, nb * lg]`, row `ti * c + ci`, column `bi * lg + pi`
+    /// (`tab` is [`offsets`](Self::offsets)), so that each tap's rows are
+    /// one contiguous `[c, nb * lg]` block; every element is written.
     fn im2col_class<E: Float>(
         &self,
         x: &[E],
@@ -192,10 +198,10 @@ impl ConvGeom {
         let (tg, lg, plane) = (cls.taps.len(), cls.pos.len(), self.h * self.w);
         let ld = nb * lg;
         let rows = (GATHER_CHUNK / ld.max(1)).max(1);
-        for_each_chunk_mut(&mut cols[..self.c * tg * ld], rows * ld, |ch, part| {
+        for_each_chunk_mut(&mut cols[..tg * self.c * ld], rows * ld, |ch, part| {
             for (r, row) in part.chunks_mut(ld).enumerate() {
                 let r = ch * rows + r;
-                let (ci, ti) = (r / tg, r % tg);
+                let (ti, ci) = (r / self.c, r % self.c);
                 let offs = &tab[ti * lg..(ti + 1) * lg];
                 for (bi, dst) in row.chunks_mut(lg).enumerate() {
                     let at = ((b0 + bi) * self.c + ci) * plane;
@@ -229,6 +235,14 @@ impl ConvGeom {
         });
     }
 
+    /// `(k, per, ldn)` of one class: its column rows `c * taps`, images per
+    /// chunk ([`class_chunk`](Self::class_chunk)) and columns over the
+    /// whole batch `n * positions`.
+    fn class_sizes(&self, cls: &TapClass, budget: usize) -> (usize, usize, usize) {
+        let k = self.c * cls.taps.len();
+        (k, self.class_chunk(cls, budget), self.n * cls.pos.len())
+    }
+
     /// Images per chunk for one class: as many as keep its columns within
     /// `budget` elements, at least one (from the shape only).
     fn class_chunk(&self, cls: &TapClass, budget: usize) -> usize {
@@ -236,35 +250,48 @@ impl ConvGeom {
     }
 }
 
-/// The weight columns of one class, `[o, c * tg]` (row `oc`, column
-/// `ci * tg + ti` holding `weight[oc, ci, taps[ti]]`): a strided view for a
-/// single tap, else gathered into `store`.
-fn class_weight<'a, E: Float>(
-    g: &ConvGeom,
-    cls: &TapClass,
-    weight: &'a [E],
-    store: &'a mut Storage<E>,
-) -> Mat<'a, E> {
-    let (taps, tg) = (g.kh * g.kw, cls.taps.len());
-    let k = g.c * tg;
-    if tg == 1 {
-        return Mat {
-            data: &weight[cls.taps[0]..],
-            rs: g.c * taps,
-            cs: taps,
-        };
-    }
-    refill(store, g.o * k, |out| {
-        for_each_chunk_mut(out, k, |oc, row| {
-            for (ci, dst) in row.chunks_mut(tg).enumerate() {
-                let src = &weight[(oc * g.c + ci) * taps..][..taps];
-                for (d, &t) in dst.iter_mut().zip(&cls.taps) {
-                    d.write(src[t]);
+/// The weights of the taps a plan uses, copied once per call from
+/// `weight [o, c, kh, kw]` (one sequential pass) into `[o, taps used, c]`,
+/// so that each tap's `[o, c]` matrix has contiguous rows.
+struct TapWeights<E: Copy> {
+    /// The taps used by some class, increasing.
+    taps: Vec<usize>,
+    /// `[o, taps.len(), c]`.
+    data: Storage<E>,
+    /// Input channels.
+    c: usize,
+}
+
+impl<E: Float> TapWeights<E> {
+    fn new(g: &ConvGeom, classes: &[TapClass], weight: &[E]) -> Self {
+        let mut used: Vec<usize> = classes.iter().flat_map(|c| c.taps.clone()).collect();
+        used.sort_unstable();
+        used.dedup();
+        let (c, taps, nt) = (g.c, g.kh * g.kw, used.len());
+        let data = build_chunks(g.o * nt * c, nt * c, |oc, row| {
+            for ci in 0..c {
+                let src = &weight[(oc * c + ci) * taps..][..taps];
+                for (slot, &t) in used.iter().enumerate() {
+                    row[slot * c + ci].write(src[t]);
                 }
             }
         });
-    });
-    Mat::row_major(&store[..g.o * k], k)
+        TapWeights {
+            taps: used,
+            data,
+            c,
+        }
+    }
+
+    /// Tap `t`'s weight `[o, c]` (`weight[oc, ci, t]`), a row-major view.
+    fn get(&self, t: usize) -> Mat<'_, E> {
+        let slot = self.taps.binary_search(&t).expect("tap used by the plan");
+        Mat {
+            data: &self.data[slot * self.c..],
+            rs: self.taps.len() * self.c,
+            cs: 1,
+        }
+    }
 }
 
 /// The same matrix read transposed.
@@ -276,10 +303,80 @@ fn transpose<E>(m: Mat<'_, E>) -> Mat<'_, E> {
     }
 }
 
-/// The forward convolution (groups = 1) over tap classes: per class and
-/// chunk of images, `weight_g [o, c tg] x cols_g [c tg, nb lg]`, scattered
-/// into `y` with the bias added. Every position is in exactly one class,
-/// so every element of `y` is written once.
+/// `f(i)` for every `i < n`, each call on one thread, in parallel over `i`
+/// when the whole costs about `cost_ns` or more (see
+/// [`parallel_for_cost`]); the results in order of `i`.
+fn par_map<T: Send>(n: usize, cost_ns: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let slots: Vec<Mutex<Option<T>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    parallel_for_cost(n, cost_ns, |i| {
+        let v = f(i);
+        *slots[i].lock().expect("par_map: slot poisoned") = Some(v);
+    });
+    slots
+        .into_iter()
+        .map(|s| {
+            s.into_inner()
+                .expect("par_map: slot poisoned")
+                .expect("par_map: every index runs")
+        })
+        .collect()
+}
+
+/// Single-thread cost estimate, in ns, of the gemms of a plan (about 64
+/// multiply-adds per ns).
+fn plan_cost(g: &ConvGeom, classes: &[TapClass]) -> usize {
+    let macs: usize = classes
+        .iter()
+        .map(|c| g.o * g.c * c.taps.len() * g.n * c.pos.len())
+        .sum();
+    macs / 64
+}
+
+/// Copies the `rows x ld` block `src` into columns `col0..col0 + ld` of the
+/// row-major `dst` with rows of `ldn`.
+fn put_cols<E: Copy>(dst: &mut [E], ldn: usize, col0: usize, src: &[E], ld: usize) {
+    for (d, s) in dst.chunks_mut(ldn).zip(src.chunks(ld)) {
+        d[col0..col0 + ld].copy_from_slice(s);
+    }
+}
+
+/// One class's forward product `[o, n lg]` (column `b * lg + pi`): per
+/// chunk of images, `sum over its taps t of weight_t [o, c] x cols_t [c,
+/// nb lg]` (one gemm per tap, accumulated in tap order).
+fn class_forward<E: Float>(
+    g: &ConvGeom,
+    cls: &TapClass,
+    x: &[E],
+    weight: &TapWeights<E>,
+    budget: usize,
+) -> Storage<E> {
+    let (o, c, lg) = (g.o, g.c, cls.pos.len());
+    let (k, per, ldn) = g.class_sizes(cls, budget);
+    let tab = g.offsets(cls);
+    let mut out = Storage::filled(o * ldn, E::zero());
+    let mut cols = Storage::with_capacity(k * per * lg);
+    let mut prod = Storage::filled(o * per * lg, E::zero());
+    for (b0, nb) in chunks(g.n, per) {
+        let ld = nb * lg;
+        refill(&mut cols, k * ld, |cs| {
+            g.im2col_class(x, cls, &tab, (b0, nb), cs)
+        });
+        let prod = &mut prod[..o * ld];
+        for (ti, &t) in cls.taps.iter().enumerate() {
+            let ct = Mat::row_major(&cols[ti * c * ld..(ti + 1) * c * ld], ld);
+            let beta = if ti == 0 { E::zero() } else { E::one() };
+            gemm(o, c, ld, weight.get(t), ct, beta, prod);
+        }
+        put_cols(&mut out, ldn, b0 * lg, prod, ld);
+    }
+    out
+}
+
+/// The forward convolution (groups = 1) over tap classes: each class's
+/// product ([`class_forward`]; classes in parallel, each on one thread,
+/// when there are several), then scattered into `y` with the bias added,
+/// in parallel over images. Every position is in exactly one class, so
+/// every element of `y` is written once.
 pub(super) fn forward_classes<E: Float>(
     g: &ConvGeom,
     classes: &[TapClass],
@@ -289,49 +386,67 @@ pub(super) fn forward_classes<E: Float>(
     budget: usize,
 ) -> Storage<E> {
     let (o, l) = (g.o, g.l());
+    let weight = TapWeights::new(g, classes, weight);
+    let prods = par_map(classes.len(), plan_cost(g, classes), |i| {
+        class_forward(g, &classes[i], x, &weight, budget)
+    });
     build(g.n * o * l, |y| {
-        for cls in classes {
-            let (tg, lg) = (cls.taps.len(), cls.pos.len());
-            let (k, per) = (g.c * tg, g.class_chunk(cls, budget));
-            let tab = g.offsets(cls);
-            let mut wstore = Storage::with_capacity(if tg == 1 { 0 } else { o * k });
-            let w = class_weight(g, cls, weight, &mut wstore);
-            let mut cols = Storage::with_capacity(k * per * lg);
-            let mut prod = Storage::filled(o * per * lg, E::zero());
-            for (b0, nb) in chunks(g.n, per) {
-                let ld = nb * lg;
-                refill(&mut cols, k * ld, |c| {
-                    g.im2col_class(x, cls, &tab, (b0, nb), c)
-                });
-                let prod = &mut prod[..o * ld];
-                gemm(
-                    o,
-                    k,
-                    ld,
-                    w,
-                    Mat::row_major(&cols[..k * ld], ld),
-                    E::zero(),
-                    prod,
-                );
-                let prod = &*prod;
-                for_each_chunk_mut(&mut y[b0 * o * l..(b0 + nb) * o * l], o * l, |bi, y_img| {
-                    for (oc, row) in y_img.chunks_mut(l).enumerate() {
-                        let b = bias.map_or(E::zero(), |b| b[oc]);
-                        let src = &prod[oc * ld + bi * lg..][..lg];
-                        for (&p, &v) in cls.pos.iter().zip(src) {
-                            row[p].write(v + b);
-                        }
+        for_each_chunk_mut(y, o * l, |b, y_img| {
+            for (cls, prod) in classes.iter().zip(&prods) {
+                let (lg, ldn) = (cls.pos.len(), g.n * cls.pos.len());
+                for (oc, row) in y_img.chunks_mut(l).enumerate() {
+                    let bv = bias.map_or(E::zero(), |bs| bs[oc]);
+                    let src = &prod[oc * ldn + b * lg..][..lg];
+                    for (&p, &v) in cls.pos.iter().zip(src) {
+                        row[p].write(v + bv);
                     }
-                });
+                }
             }
-        }
+        });
     })
 }
 
-/// The input gradient (groups = 1) over tap classes: per class and chunk,
-/// `weight_g^T [c tg, o] x gy_g [o, nb lg]` into columns, each added back
-/// onto the input position it was read from (classes, then channels, taps
-/// and positions in increasing order).
+/// One class's input-gradient columns `[tg c, n lg]` (row `ti * c + ci`,
+/// column `b * lg + pi`): per chunk of images, `cols_t [c, nb lg] =
+/// weight_t^T [c, o] x gy_g [o, nb lg]` for each of its taps `t`.
+fn class_input_cols<E: Float>(
+    g: &ConvGeom,
+    cls: &TapClass,
+    y_grad: &[E],
+    weight: &TapWeights<E>,
+    budget: usize,
+) -> Storage<E> {
+    let (o, c, lg) = (g.o, g.c, cls.pos.len());
+    let (k, per, ldn) = g.class_sizes(cls, budget);
+    let mut out = Storage::filled(k * ldn, E::zero());
+    let mut gyc = Storage::with_capacity(o * per * lg);
+    let mut cols = Storage::filled(c * per * lg, E::zero());
+    for (b0, nb) in chunks(g.n, per) {
+        let ld = nb * lg;
+        refill(&mut gyc, o * ld, |cs| {
+            g.gather_class(y_grad, cls, (b0, nb), cs)
+        });
+        let gy = Mat::row_major(&gyc[..o * ld], ld);
+        for (ti, &t) in cls.taps.iter().enumerate() {
+            let ct = &mut cols[..c * ld];
+            gemm(c, o, ld, transpose(weight.get(t)), gy, E::zero(), ct);
+            put_cols(
+                &mut out[ti * c * ldn..(ti + 1) * c * ldn],
+                ldn,
+                b0 * lg,
+                ct,
+                ld,
+            );
+        }
+    }
+    out
+}
+
+/// The input gradient (groups = 1) over tap classes: each class's columns
+/// ([`class_input_cols`]; classes in parallel when there are several), each
+/// entry then added back onto the input position it was read from, in
+/// parallel over images (per image: classes, channels, taps and positions
+/// in increasing order).
 pub(super) fn backward_input_classes<E: Float>(
     g: &ConvGeom,
     classes: &[TapClass],
@@ -340,58 +455,80 @@ pub(super) fn backward_input_classes<E: Float>(
     bias: Option<&[E]>,
     budget: usize,
 ) -> Storage<E> {
-    let (o, plane) = (g.o, g.h * g.w);
-    let img = g.c * plane;
-    let mut gx = Storage::filled(g.n * img, E::zero());
-    if let Some(bias) = bias {
-        for_each_chunk_mut(&mut gx, plane, |r, p| p.fill(bias[r % g.c]));
-    }
-    for cls in classes {
-        let (tg, lg) = (cls.taps.len(), cls.pos.len());
-        let (k, per) = (g.c * tg, g.class_chunk(cls, budget));
-        let tab = g.offsets(cls);
-        let mut wstore = Storage::with_capacity(if tg == 1 { 0 } else { o * k });
-        let wt = transpose(class_weight(g, cls, weight, &mut wstore));
-        let mut gyc = Storage::with_capacity(o * per * lg);
-        let mut cols = Storage::filled(k * per * lg, E::zero());
-        for (b0, nb) in chunks(g.n, per) {
-            let ld = nb * lg;
-            refill(&mut gyc, o * ld, |c| {
-                g.gather_class(y_grad, cls, (b0, nb), c)
-            });
-            let cols = &mut cols[..k * ld];
-            gemm(
-                k,
-                o,
-                ld,
-                wt,
-                Mat::row_major(&gyc[..o * ld], ld),
-                E::zero(),
-                cols,
-            );
-            let cols = &*cols;
-            for_each_chunk_mut(&mut gx[b0 * img..(b0 + nb) * img], img, |bi, gx_img| {
-                for (ci, p) in gx_img.chunks_mut(plane).enumerate() {
-                    for ti in 0..tg {
-                        let src = &cols[(ci * tg + ti) * ld + bi * lg..][..lg];
-                        for (&off, &v) in tab[ti * lg..(ti + 1) * lg].iter().zip(src) {
-                            if off != PAD {
-                                p[off] += v;
-                            }
+    let (c, plane) = (g.c, g.h * g.w);
+    let weight = TapWeights::new(g, classes, weight);
+    let cols = par_map(classes.len(), plan_cost(g, classes), |i| {
+        class_input_cols(g, &classes[i], y_grad, &weight, budget)
+    });
+    let tabs: Vec<Vec<usize>> = classes.iter().map(|cls| g.offsets(cls)).collect();
+    let mut gx = Storage::filled(g.n * c * plane, E::zero());
+    for_each_chunk_mut(&mut gx, c * plane, |b, gx_img| {
+        for (ci, p) in gx_img.chunks_mut(plane).enumerate() {
+            if let Some(bias) = bias {
+                p.fill(bias[ci]);
+            }
+            for ((cls, cols), tab) in classes.iter().zip(&cols).zip(&tabs) {
+                let (lg, ldn) = (cls.pos.len(), g.n * cls.pos.len());
+                for ti in 0..cls.taps.len() {
+                    let src = &cols[(ti * c + ci) * ldn + b * lg..][..lg];
+                    for (&off, &v) in tab[ti * lg..(ti + 1) * lg].iter().zip(src) {
+                        if off != PAD {
+                            p[off] += v;
                         }
                     }
                 }
-            });
+            }
         }
-    }
+    });
     gx
 }
 
-/// The weight gradient (groups = 1) over tap classes: per class, summed
-/// over the chunks of images in order,
-/// `gw_g [o, c tg] = gy_g [o, nb lg] x cols_g^T [nb lg, c tg]`, then added
-/// into the full `[o, c, kh, kw]` gradient (classes in order; taps that
-/// meet no image keep a zero gradient).
+/// One class's weight gradient `[tg, o, c]`: per chunk of images, in
+/// order, `gw_t [o, c] += gy_g [o, nb lg] x cols_t^T [nb lg, c]` for each
+/// of its taps `t`.
+fn class_weight_grad<E: Float>(
+    g: &ConvGeom,
+    cls: &TapClass,
+    x: &[E],
+    y_grad: &[E],
+    budget: usize,
+) -> Storage<E> {
+    let (o, c, tg, lg) = (g.o, g.c, cls.taps.len(), cls.pos.len());
+    let (k, per) = (c * tg, g.class_chunk(cls, budget));
+    let tab = g.offsets(cls);
+    let mut cols = Storage::with_capacity(k * per * lg);
+    let mut gyc = Storage::with_capacity(o * per * lg);
+    let mut gw = Storage::filled(tg * o * c, E::zero());
+    for (b0, nb) in chunks(g.n, per) {
+        let ld = nb * lg;
+        refill(&mut cols, k * ld, |cs| {
+            g.im2col_class(x, cls, &tab, (b0, nb), cs)
+        });
+        refill(&mut gyc, o * ld, |cs| {
+            g.gather_class(y_grad, cls, (b0, nb), cs)
+        });
+        let gy = Mat::row_major(&gyc[..o * ld], ld);
+        let beta = if b0 == 0 { E::zero() } else { E::one() };
+        for ti in 0..tg {
+            let ct = Mat::transposed(&cols[ti * c * ld..(ti + 1) * c * ld], ld);
+            gemm(
+                o,
+                ld,
+                c,
+                gy,
+                ct,
+                beta,
+                &mut gw[ti * o * c..(ti + 1) * o * c],
+            );
+        }
+    }
+    gw
+}
+
+/// The weight gradient (groups = 1) over tap classes: each class's
+/// ([`class_weight_grad`]; classes in parallel when there are several),
+/// then added into the full `[o, c, kh, kw]` gradient in class order (taps
+/// that meet no image keep a zero gradient).
 pub(super) fn backward_weight_classes<E: Float>(
     g: &ConvGeom,
     classes: &[TapClass],
@@ -399,42 +536,20 @@ pub(super) fn backward_weight_classes<E: Float>(
     y_grad: &[E],
     budget: usize,
 ) -> Storage<E> {
-    let (o, taps) = (g.o, g.kh * g.kw);
-    let mut gw = Storage::filled(o * g.c * taps, E::zero());
-    for cls in classes {
-        let (tg, lg) = (cls.taps.len(), cls.pos.len());
-        let (k, per) = (g.c * tg, g.class_chunk(cls, budget));
-        let tab = g.offsets(cls);
-        let mut cols = Storage::with_capacity(k * per * lg);
-        let mut gyc = Storage::with_capacity(o * per * lg);
-        let mut gwg = Storage::filled(o * k, E::zero());
-        for (b0, nb) in chunks(g.n, per) {
-            let ld = nb * lg;
-            refill(&mut cols, k * ld, |c| {
-                g.im2col_class(x, cls, &tab, (b0, nb), c)
-            });
-            refill(&mut gyc, o * ld, |c| {
-                g.gather_class(y_grad, cls, (b0, nb), c)
-            });
-            gemm(
-                o,
-                ld,
-                k,
-                Mat::row_major(&gyc[..o * ld], ld),
-                Mat::transposed(&cols[..k * ld], ld),
-                if b0 == 0 { E::zero() } else { E::one() },
-                &mut gwg,
-            );
-        }
-        for_each_chunk_mut(&mut gw, g.c * taps, |oc, row| {
+    let (o, c, taps) = (g.o, g.c, g.kh * g.kw);
+    let parts = par_map(classes.len(), plan_cost(g, classes), |i| {
+        class_weight_grad(g, &classes[i], x, y_grad, budget)
+    });
+    let mut gw = Storage::filled(o * c * taps, E::zero());
+    for_each_chunk_mut(&mut gw, c * taps, |oc, row| {
+        for (cls, part) in classes.iter().zip(&parts) {
             for (ci, dst) in row.chunks_mut(taps).enumerate() {
-                let src = &gwg[oc * k + ci * tg..][..tg];
-                for (&t, &v) in cls.taps.iter().zip(src) {
-                    dst[t] += v;
+                for (ti, &t) in cls.taps.iter().enumerate() {
+                    dst[t] += part[(ti * o + oc) * c + ci];
                 }
             }
-        });
-    }
+        }
+    });
     gw
 }
 
