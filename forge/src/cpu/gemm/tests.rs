@@ -341,9 +341,69 @@ fn small_products_do_not_wake_the_pool() {
     product(64, 128, 384, &mut c);
     assert_eq!(pool_dispatches(), before, "a small product woke the pool");
     product(256, 512, 512, &mut c);
-    assert_eq!(
-        pool_dispatches(),
-        before + 1,
+    assert!(
+        pool_dispatches() > before,
         "a large product ran on one thread"
     );
+}
+
+/// The f32 general path (forge's packed kernel where the CPU has AVX-512,
+/// else `matrixmultiply`) against a naive f64 product: edge tiles in `m`
+/// and `n`, several `k` blocks with a remainder, every layout, beta 0 (a
+/// NaN in `c` is overwritten) and beta 0.5.
+#[test]
+fn general_f32_path_matches_the_naive_product() {
+    let mut rng = Rng::new(5);
+    for (m, k, n) in [
+        (13, 300, 33),
+        (100, 513, 70),
+        (25, 257, 64),
+        (48, 1, 32),
+        (37, 40, 95),
+    ] {
+        let a64 = random(m * k, &mut rng);
+        let b64 = random(k * n, &mut rng);
+        let c64 = random(m * n, &mut rng);
+        let a32: Vec<f32> = a64.iter().map(|&v| v as f32).collect();
+        let b32: Vec<f32> = b64.iter().map(|&v| v as f32).collect();
+        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+            let a = if ta {
+                Mat::transposed(&a64, m)
+            } else {
+                Mat::row_major(&a64, k)
+            };
+            let b = if tb {
+                Mat::transposed(&b64, k)
+            } else {
+                Mat::row_major(&b64, n)
+            };
+            let want = naive(m, k, n, a, b);
+            let a = if ta {
+                Mat::transposed(&a32, m)
+            } else {
+                Mat::row_major(&a32, k)
+            };
+            let b = if tb {
+                Mat::transposed(&b32, k)
+            } else {
+                Mat::row_major(&b32, n)
+            };
+            for beta in [0.0f32, 0.5] {
+                let mut c: Vec<f32> = if beta == 0.0 {
+                    vec![f32::NAN; m * n]
+                } else {
+                    c64.iter().map(|&v| v as f32).collect()
+                };
+                gemm_threads(m, k, n, a, b, beta, &mut c, 2);
+                for i in 0..m * n {
+                    let w = want[i] + if beta == 0.0 { 0.0 } else { 0.5 * c64[i] };
+                    assert!(
+                        (c[i] as f64 - w).abs() <= 1e-5 * (k as f64).sqrt() + 1e-6,
+                        "{m}x{k}x{n} ta={ta} tb={tb} beta={beta}: [{i}] {} vs {w}",
+                        c[i]
+                    );
+                }
+            }
+        }
+    }
 }
