@@ -5,7 +5,7 @@
 //! the integer targets: a constant, so every gradient (of any order) flows
 //! through ordinary tensor ops.
 
-use crate::cpu::im2col::for_each_chunk_mut;
+use super::softmax::{exp_cost, row_blocks_mut};
 use crate::tensor::{Device, Element, Float, Tensor};
 
 /// How a loss reduces its per-element values: PyTorch's `reduction`
@@ -316,7 +316,7 @@ fn cross_entropy_fused<E: Float, D: Device>(
     // depend on how the blocks are scheduled)
     let chunk_len = 2 * rows + c;
     let mut stats = crate::cpu::Storage::<E>::zeroed(n.div_ceil(rows) * chunk_len);
-    for_each_chunk_mut(&mut stats, chunk_len, |b, chunk| {
+    row_blocks_mut(&mut stats, chunk_len, exp_cost(x.len()), |b, chunk| {
         let (pairs, scratch) = chunk.split_at_mut(2 * rows);
         for (r, st) in pairs.chunks_mut(2).take(rows.min(n - b * rows)).enumerate() {
             let i = b * rows + r;
@@ -384,7 +384,7 @@ fn cross_entropy_fused<E: Float, D: Device>(
         let x = ctx.inputs[0].as_slice();
         let mut gx = crate::cpu::Storage::filled(n * c, E::zero());
         // in parallel over the forward pass's blocks of rows
-        for_each_chunk_mut(&mut gx, rows * c, |b, chunk| {
+        row_blocks_mut(&mut gx, rows * c, exp_cost(x.len()), |b, chunk| {
             for (r, g) in chunk.chunks_mut(c).enumerate() {
                 let i = b * rows + r;
                 if !valid(i) {

@@ -11,6 +11,7 @@ mod conv;
 pub(crate) mod dropout;
 pub(crate) mod embedding;
 mod index;
+pub(crate) mod layer_norm;
 mod layout;
 mod layout_int;
 pub(crate) mod loss;

@@ -1,15 +1,18 @@
-//! Normalisation: [`batch_norm`], [`layer_norm`], [`group_norm`], written
+//! Normalisation: [`batch_norm`], [`layer_norm`] (in `layer_norm.rs`),
+//! [`group_norm`], written
 //! in differentiable tensor ops (mean, centred second moment, `rsqrt`), so
 //! gradients of any order flow through the statistics.
 
-use super::softmax::{lane_dot, lane_sum};
+use super::softmax::lane_sum;
 use crate::cpu::im2col::build_chunks;
 use crate::cpu::Storage;
 use crate::tensor::{Device, Float, Tensor};
 
+pub use super::layer_norm::layer_norm;
+
 /// `(x - mean) / sqrt(var + eps)` over `axes` with the biased variance;
 /// also returns the (keepdim) mean and variance.
-fn normalize<E: Float, D: Device>(
+pub(super) fn normalize<E: Float, D: Device>(
     x: &Tensor<E, D>,
     axes: &[isize],
     eps: f64,
@@ -139,192 +142,6 @@ pub fn batch_norm<E: Float, D: Device>(
         .mul_scalar(E::from_f64(n as f64 / (n - 1) as f64));
     let new_var = update(running_var, unbiased);
     (out, new_mean, new_var)
-}
-
-/// Layer normalisation over the trailing dimensions `normalized_shape`
-/// (biased variance, `eps` inside the square root), then elementwise
-/// `* weight + bias` (both of shape `normalized_shape`).
-///
-/// # Panics
-/// When the shape of `x` does not end with `normalized_shape`, or a weight
-/// or bias has another shape.
-///
-/// ```
-/// use forge::nn::functional::layer_norm;
-/// use forge::Tensor;
-/// let x = Tensor::<f64>::from_vec(vec![1.0, 3.0, 10.0, 20.0], &[2, 2]);
-/// let y = layer_norm(&x, &[2], None, None, 0.0);
-/// assert_eq!(y.to_vec(), vec![-1.0, 1.0, -1.0, 1.0]);
-/// ```
-pub fn layer_norm<E: Float, D: Device>(
-    x: &Tensor<E, D>,
-    normalized_shape: &[usize],
-    weight: Option<&Tensor<E, D>>,
-    bias: Option<&Tensor<E, D>>,
-    eps: f64,
-) -> Tensor<E, D> {
-    let shape = x.shape();
-    let k = normalized_shape.len();
-    assert!(
-        k >= 1 && shape.len() >= k && &shape[shape.len() - k..] == normalized_shape,
-        "layer_norm: input of shape {shape:?} does not end with normalized_shape {normalized_shape:?}"
-    );
-    for (what, t) in [("weight", weight), ("bias", bias)] {
-        if let Some(t) = t {
-            assert!(
-                t.shape() == normalized_shape,
-                "layer_norm: {what} of shape {:?} differs from normalized_shape {normalized_shape:?}",
-                t.shape()
-            );
-        }
-    }
-    layer_norm_fused(x, normalized_shape.iter().product(), weight, bias, eps)
-}
-
-/// Row statistics of `x` viewed as `[rows, m]`: `(mean, 1 / sqrt(var + eps))`
-/// per row, biased variance from the centred values (two passes, eight
-/// interleaved partial sums each).
-fn row_stats<E: Float>(x: &[E], m: usize, eps: E) -> Vec<(E, E)> {
-    let inv_m = E::one() / E::from_f64(m as f64);
-    x.chunks(m)
-        .map(|row| {
-            let mean = lane_sum(row) * inv_m;
-            let mut acc = [E::zero(); 8];
-            for (k, &v) in row.iter().enumerate() {
-                let d = v - mean;
-                acc[k % 8] += d * d;
-            }
-            let var =
-                ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-            (mean, (var * inv_m + eps).sqrt().recip())
-        })
-        .collect()
-}
-
-/// Layer norm over rows of length `m` (the trailing `normalized_shape`),
-/// fused: statistics and `(x - mean) rstd * w + b` in one op, and one
-/// backward pass for `x` (`rstd (gw - mean(gw) - xhat mean(gw xhat))`,
-/// `gw = g w`) plus column sums for `w` and `b`. Under `create_graph` the
-/// same formulas are written in tensor ops.
-fn layer_norm_fused<E: Float, D: Device>(
-    x: &Tensor<E, D>,
-    m: usize,
-    weight: Option<&Tensor<E, D>>,
-    bias: Option<&Tensor<E, D>>,
-    eps: f64,
-) -> Tensor<E, D> {
-    let xs = x.as_slice();
-    let mut out = vec![E::zero(); xs.len()];
-    if m == 0 || xs.is_empty() {
-        let mut inputs = vec![x.clone()];
-        inputs.extend(weight.cloned());
-        inputs.extend(bias.cloned());
-        return Tensor::from_parts(out, x.shape.clone(), None).record(
-            "layer_norm",
-            inputs,
-            |ctx| {
-                ctx.inputs
-                    .iter()
-                    .map(|t| Some(t.mul_scalar(E::zero())))
-                    .collect()
-            },
-        );
-    }
-    let stats = row_stats(xs, m, E::from_f64(eps));
-    let (w, b) = (weight.map(|t| t.as_slice()), bias.map(|t| t.as_slice()));
-    for ((o, row), &(mean, rstd)) in out.chunks_mut(m).zip(xs.chunks(m)).zip(&stats) {
-        for (k, (o, &v)) in o.iter_mut().zip(row).enumerate() {
-            let h = (v - mean) * rstd;
-            let h = w.map_or(h, |w| h * w[k]);
-            *o = b.map_or(h, |b| h + b[k]);
-        }
-    }
-    let mut inputs = vec![x.clone()];
-    inputs.extend(weight.cloned());
-    inputs.extend(bias.cloned());
-    let has_w = weight.is_some();
-    let b_shape: Option<Vec<usize>> = bias.map(|b| b.shape().to_vec());
-    Tensor::from_parts(out, x.shape.clone(), None).record("layer_norm", inputs, move |ctx| {
-        let x = &ctx.inputs[0];
-        let w = has_w.then(|| &ctx.inputs[1]);
-        if ctx.create_graph {
-            return layer_norm_backward_graph(x, w, b_shape.as_deref(), m, eps, ctx.grad);
-        }
-        let (xs, g) = (x.as_slice(), ctx.grad.as_slice());
-        let wv = w.map(|w| w.as_slice());
-        let inv_m = E::one() / E::from_f64(m as f64);
-        let mut gx = vec![E::zero(); xs.len()];
-        let mut gw = vec![E::zero(); if has_w { m } else { 0 }];
-        let mut gb = vec![E::zero(); if b_shape.is_some() { m } else { 0 }];
-        let mut xhat = vec![E::zero(); m];
-        let mut gwr = vec![E::zero(); m];
-        for (((o, row), gr), &(mean, rstd)) in gx
-            .chunks_mut(m)
-            .zip(xs.chunks(m))
-            .zip(g.chunks(m))
-            .zip(&stats)
-        {
-            for (h, &v) in xhat.iter_mut().zip(row) {
-                *h = (v - mean) * rstd;
-            }
-            for (k, (q, &gv)) in gwr.iter_mut().zip(gr).enumerate() {
-                *q = wv.map_or(gv, |w| gv * w[k]);
-            }
-            let a = lane_sum(&gwr) * inv_m;
-            let c = lane_dot(&gwr, &xhat) * inv_m;
-            for ((o, &q), &h) in o.iter_mut().zip(&gwr).zip(&xhat) {
-                *o = rstd * (q - a - h * c);
-            }
-            for ((acc, &gv), &h) in gw.iter_mut().zip(gr).zip(&xhat) {
-                *acc += gv * h;
-            }
-            for (acc, &gv) in gb.iter_mut().zip(gr) {
-                *acc += gv;
-            }
-        }
-        let mut grads = vec![Some(Tensor::from_parts(gx, x.shape.clone(), None))];
-        if let Some(w) = w {
-            grads.push(Some(Tensor::from_parts(gw, w.shape.clone(), None)));
-        }
-        if let Some(bs) = &b_shape {
-            grads.push(Some(Tensor::from_vec(gb, bs)));
-        }
-        grads
-    })
-}
-
-/// The layer-norm gradients in tensor ops (differentiable in `x`, `w` and
-/// the incoming gradient), for `create_graph`.
-fn layer_norm_backward_graph<E: Float, D: Device>(
-    x: &Tensor<E, D>,
-    w: Option<&Tensor<E, D>>,
-    b_shape: Option<&[usize]>,
-    m: usize,
-    eps: f64,
-    g: &Tensor<E, D>,
-) -> Vec<Option<Tensor<E, D>>> {
-    // View as [rows, m] so one axis holds the normalised values.
-    let rows = x.numel() / m;
-    let x2 = x.reshape(&[rows as isize, m as isize]);
-    let g2 = g.reshape(&[rows as isize, m as isize]);
-    let (xhat, _, var) = normalize(&x2, &[1], eps);
-    let rstd = var.add_scalar(E::from_f64(eps)).rsqrt();
-    let gw = match w {
-        Some(w) => g2.mul(&w.reshape(&[1, m as isize])),
-        None => g2.clone(),
-    };
-    let gx = gw
-        .sub(&gw.mean_dim(&[1], true))
-        .sub(&xhat.mul(&gw.mul(&xhat).mean_dim(&[1], true)))
-        .mul(&rstd);
-    let mut out = vec![Some(gx.view(x.shape()))];
-    if let Some(w) = w {
-        out.push(Some(g2.mul(&xhat).sum_dim(&[0], false).view(w.shape())));
-    }
-    if let Some(bs) = b_shape {
-        out.push(Some(g2.sum_dim(&[0], false).view(bs)));
-    }
-    out
 }
 
 /// Group normalisation: the channels of `x` (`(N, C, ...)`) are split into

@@ -9,6 +9,7 @@
 use super::reduce::{reduce_axes, reduced_shape};
 use crate::cpu::im2col::for_each_chunk_mut;
 use crate::cpu::reduce::{fold_axes, kept_shape};
+use crate::cpu::threads::PARALLEL_MIN_NS;
 use crate::cpu::vmath;
 use crate::cpu::Storage;
 use crate::tensor::{norm_axis, Device, Float, Tensor};
@@ -34,7 +35,7 @@ fn per_line<E: Float>(
         // over fixed blocks of rows (each row is computed by one call).
         let mut out = Storage::filled(x.len(), E::zero());
         let rows = ROW_BLOCK_ELEMS.div_ceil(n.max(1)).max(1);
-        for_each_chunk_mut(&mut out, rows * n.max(1), |b, chunk| {
+        row_blocks_mut(&mut out, rows * n.max(1), exp_cost(x.len()), |b, chunk| {
             let src = &x[b * rows * n..][..chunk.len()];
             for (xr, or) in src.chunks(n.max(1)).zip(chunk.chunks_mut(n.max(1))) {
                 f(xr, or);
@@ -73,6 +74,32 @@ fn line_max<E: Float>(line: &[E]) -> E {
 
 /// Elements per block of rows handed to one parallel task.
 pub(crate) const ROW_BLOCK_ELEMS: usize = 1 << 14;
+
+/// Estimated single-thread cost in nanoseconds of a row kernel with one
+/// `exp` per element over `len` elements (a few passes over each row).
+pub(crate) fn exp_cost(len: usize) -> usize {
+    2 * len
+}
+
+/// Runs `f(block, chunk)` on the consecutive `chunk_len`-element chunks of
+/// `out` (fixed, whatever the thread count): in parallel when the whole
+/// op's single-thread cost `cost_ns` pays for waking a worker
+/// ([`parallel_for_cost`](crate::cpu::threads::parallel_for_cost)), else
+/// in order on the calling thread.
+pub(crate) fn row_blocks_mut<E: Send>(
+    out: &mut [E],
+    chunk_len: usize,
+    cost_ns: usize,
+    f: impl Fn(usize, &mut [E]) + Sync,
+) {
+    if cost_ns < PARALLEL_MIN_NS {
+        for (b, chunk) in out.chunks_mut(chunk_len.max(1)).enumerate() {
+            f(b, chunk);
+        }
+    } else {
+        for_each_chunk_mut(out, chunk_len, f);
+    }
+}
 
 /// `sum(v)` in eight interleaved partial sums (so the loop vectorises),
 /// combined in a fixed order.
@@ -137,7 +164,7 @@ fn log_softmax_line<E: Float>(line: &[E], out: &mut [E]) {
 fn softmax_backward_rows<E: Float>(y: &[E], g: &[E], n: usize) -> Storage<E> {
     let mut gx = Storage::filled(y.len(), E::zero());
     let rows = ROW_BLOCK_ELEMS.div_ceil(n.max(1)).max(1);
-    for_each_chunk_mut(&mut gx, rows * n.max(1), |b, chunk| {
+    row_blocks_mut(&mut gx, rows * n.max(1), exp_cost(y.len()), |b, chunk| {
         let at = b * rows * n;
         let (yb, gb) = (&y[at..at + chunk.len()], &g[at..at + chunk.len()]);
         for ((o, yr), gr) in chunk
@@ -159,7 +186,7 @@ fn softmax_backward_rows<E: Float>(y: &[E], g: &[E], n: usize) -> Storage<E> {
 fn log_softmax_backward_rows<E: Float>(lp: &[E], g: &[E], n: usize) -> Storage<E> {
     let mut gx = Storage::filled(lp.len(), E::zero());
     let rows = ROW_BLOCK_ELEMS.div_ceil(n.max(1)).max(1);
-    for_each_chunk_mut(&mut gx, rows * n.max(1), |b, chunk| {
+    row_blocks_mut(&mut gx, rows * n.max(1), exp_cost(lp.len()), |b, chunk| {
         let at = b * rows * n;
         chunk.copy_from_slice(&lp[at..at + chunk.len()]);
         vmath::exp(chunk);
@@ -234,10 +261,10 @@ impl<E: Float, D: Device> Tensor<E, D> {
         );
         let (l, s) = (self.dim(-2), self.dim(-1));
         let x = self.as_slice();
-        let mut out = vec![E::zero(); x.len()];
+        let mut out = Storage::<E>::zeroed(x.len());
         if s > 0 {
             let rows = ROW_BLOCK_ELEMS.div_ceil(s).max(1);
-            for_each_chunk_mut(&mut out, rows * s, |b, chunk| {
+            row_blocks_mut(&mut out, rows * s, exp_cost(x.len()), |b, chunk| {
                 let src = &x[b * rows * s..][..chunk.len()];
                 for (k, (xr, or)) in src.chunks(s).zip(chunk.chunks_mut(s)).enumerate() {
                     let i = (b * rows + k) % l;
