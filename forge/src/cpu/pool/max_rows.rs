@@ -95,13 +95,13 @@ fn scan<E: Float>(
 /// scalar scan decides: greater, or the first NaN.
 #[inline(always)]
 fn take<E: Float>(x: E, at: usize, v: &mut E, i: &mut usize) {
-    let t = x > *v || (x.is_nan() && !v.is_nan());
+    // Non-short-circuit operators: no branch on the data.
+    let t = (x > *v) | (x.is_nan() & !v.is_nan());
     *v = if t { x } else { *v };
     *i = if t { at } else { *i };
 }
 
-/// Lanes per block of the run loops (half as many for runs of at most
-/// `LANES / 2` outputs): a block's running maxima and their positions are
+/// Lanes per block of the run loops: a block's running maxima and their positions are
 /// fixed-size arrays that stay in vector registers while every tap of the
 /// windows passes over them (a 14-wide output row, LeNet's, would
 /// otherwise run entirely in the scalar tail of a 16-lane loop).
@@ -257,11 +257,8 @@ fn planes_base<E: Float>(
                 vr[ox].write(v);
                 ir[ox].write(i);
             }
-            let (vr, ir) = (&mut vr[lo..hi], &mut ir[lo..hi]);
-            if hi - lo > LANES / 2 {
-                run_row::<E, LANES>(win, run, plane, rows, sc, vr, ir);
-            } else if lo < hi {
-                run_row::<E, { LANES / 2 }>(win, run, plane, rows, sc, vr, ir);
+            if lo < hi {
+                run_row::<E, LANES>(win, run, plane, rows, sc, &mut vr[lo..hi], &mut ir[lo..hi]);
             }
         }
     }
