@@ -453,6 +453,9 @@ pub fn conv2d_forward<E: Float>(
     let (k_len, l, og, cg) = (g.k_len(), g.l(), g.og(), g.cg());
     assert_eq!(x.len(), g.n * g.c * g.h * g.w, "conv2d_forward: input");
     assert_eq!(weight.len(), g.o * k_len, "conv2d_forward: weight");
+    if super::conv_small::applies(g) {
+        return super::conv_small::forward(g, x, weight, bias);
+    }
     if g.groups == 1 {
         if let Some(classes) = g.tap_plan() {
             return taps::forward_classes(g, &classes, x, weight, bias, COLS_BUDGET);
@@ -567,6 +570,9 @@ pub fn conv2d_backward_weight<E: Float>(g: &ConvGeom, x: &[E], y_grad: &[E]) -> 
         g.n * g.o * l,
         "conv2d_backward_weight: gradient"
     );
+    if super::conv_small::applies(g) {
+        return super::conv_small::backward_weight(g, x, y_grad);
+    }
     if g.groups == 1 {
         if let Some(classes) = g.tap_plan() {
             return taps::backward_weight_classes(g, &classes, x, y_grad, COLS_BUDGET);

@@ -8,6 +8,7 @@
 //! for 1 and N threads.
 
 pub mod broadcast;
+pub mod conv_small;
 pub mod elementwise;
 pub mod gemm;
 pub mod im2col;

@@ -1,0 +1,343 @@
+//! Direct convolution for few input channels (LeNet's first layer: 1 -> 6
+//! channels, 5x5, padding 2, over 28x28 images), where im2col would copy
+//! every input element `kh * kw` times to feed a gemm with only `o` rows.
+//!
+//! Each image is copied once per kernel column `j` into a *shifted plane*
+//! `s_j[c][r][ox] = x[c][r - p0][ox + j - p1]` (zero outside the input) of
+//! `oh + kh - 1` rows of `ow` columns. Output position `t = oy * ow + ox`
+//! then meets tap `(c, i, j)` at `s_j[c][t + i * ow]`: every tap is a
+//! contiguous stream over the flattened output, so
+//! - the forward is `y[o][t] = sum_taps w[o][tap] s_tap[t]`, a sum of
+//!   scaled streams (blocks of 16 outputs, 8 output channels at a time,
+//!   accumulators in registers), plus the bias;
+//! - the weight gradient is `gw[o][tap] = sum_b sum_t gy[b][o][t] s_tap[t]`,
+//!   dot products of contiguous streams.
+//!
+//! Sums run in a fixed order (taps in `(c, i, j)` order for the forward;
+//! 16 lane partial sums over the blocks of each image, images in fixed
+//! chunks of [`WGRAD_CHUNK`], lanes then the scalar tail, then the chunks
+//! in order, for the weight gradient), with `mul_add` (one rounding, the
+//! same bits in a vector lane or alone), so results do not depend on the
+//! thread count or the vector width (`f32` on AVX-512F runs the same lane
+//! operations with intrinsics: `avx512.rs`). Used for stride 1, undilated, ungrouped
+//! convolutions with at most [`MAX_CHANNELS`] input channels (see
+//! [`applies`]).
+
+use super::im2col::{build_chunks, ConvGeom};
+use super::memory::Storage;
+use crate::base::Float;
+use std::mem::MaybeUninit;
+
+/// Outputs per block: one vector of 16 `f32`.
+const LANES: usize = 16;
+/// Output channels per block of the forward (accumulators in registers).
+const OB: usize = 8;
+/// Images per partial sum of the weight gradient (fixed, so the summation
+/// order never depends on the thread count).
+const WGRAD_CHUNK: usize = 4;
+/// The most input channels the direct path takes.
+pub const MAX_CHANNELS: usize = 3;
+
+/// Whether the direct kernels take `g`: stride 1, no dilation, one group,
+/// at most [`MAX_CHANNELS`] input channels and 16 output channels, a kernel
+/// of at most 7x7, and at least 64 output positions per image (shapes
+/// only, never the thread count).
+///
+/// ```
+/// use forge::cpu::conv_small::applies;
+/// use forge::cpu::im2col::ConvGeom;
+/// let lenet1 = ConvGeom::new([128, 1, 28, 28], [6, 1, 5, 5], [1, 1], [2, 2], [1, 1], 1).unwrap();
+/// let lenet2 = ConvGeom::new([128, 6, 14, 14], [16, 6, 5, 5], [1, 1], [0, 0], [1, 1], 1).unwrap();
+/// assert!(applies(&lenet1) && !applies(&lenet2));
+/// ```
+pub fn applies(g: &ConvGeom) -> bool {
+    g.groups == 1
+        && g.stride == [1, 1]
+        && g.dilation == [1, 1]
+        && (1..=MAX_CHANNELS).contains(&g.c)
+        && (1..=2 * OB).contains(&g.o)
+        && (1..=7).contains(&g.kh)
+        && (1..=7).contains(&g.kw)
+        && g.oh * g.ow >= 4 * LANES
+}
+
+/// The geometry's sizes used here: output positions, shifted-plane length
+/// and taps.
+fn sizes(g: &ConvGeom) -> (usize, usize, usize) {
+    (g.oh * g.ow, (g.oh + g.kh - 1) * g.ow, g.c * g.kh * g.kw)
+}
+
+/// Writes image `img`'s shifted planes into `s` (`c * kw` planes of
+/// [`sizes`]' length, plane `c * kw + j`), then `LANES` zeros (read by the
+/// last block's unused lanes).
+fn shift<E: Float>(g: &ConvGeom, img: &[E], s: &mut [E]) {
+    let (_, plane, _) = sizes(g);
+    let (ow, p0, p1) = (g.ow, g.padding[0], g.padding[1]);
+    for c in 0..g.c {
+        let x = &img[c * g.h * g.w..(c + 1) * g.h * g.w];
+        for j in 0..g.kw {
+            // Output columns `lo..hi` read input columns `lo + j - p1..`.
+            let lo = p1.saturating_sub(j).min(ow);
+            let hi = (g.w + p1).saturating_sub(j).clamp(lo, ow);
+            let dst = &mut s[(c * g.kw + j) * plane..][..plane];
+            for (r, row) in dst.chunks_exact_mut(ow).enumerate() {
+                match r.checked_sub(p0).filter(|&y| y < g.h && lo < hi) {
+                    Some(y) => {
+                        let x0 = y * g.w + lo + j - p1;
+                        row[..lo].fill(E::zero());
+                        row[lo..hi].copy_from_slice(&x[x0..x0 + hi - lo]);
+                        row[hi..].fill(E::zero());
+                    }
+                    None => row.fill(E::zero()),
+                }
+            }
+        }
+    }
+    s[g.c * g.kw * plane..].fill(E::zero());
+}
+
+/// The start of tap `(c, i, j)`'s stream in the shifted planes.
+fn tap_at(g: &ConvGeom, tap: usize) -> usize {
+    let (_, plane, _) = sizes(g);
+    let (c, i, j) = (tap / (g.kh * g.kw), tap / g.kw % g.kh, tap % g.kw);
+    (c * g.kw + j) * plane + i * g.ow
+}
+
+/// The forward's sums for outputs `t0..t0 + 16` and output channels
+/// `0..OB` of `wp` (tap-major, `op` per tap): `acc[q][l] = sum_tap
+/// wp[tap * op + q] s[starts[tap] + t0 + l]`, taps in order.
+fn forward_block<E: Float>(
+    s: &[E],
+    starts: &[usize],
+    wp: &[E],
+    op: usize,
+    t0: usize,
+    acc: &mut [[E; LANES]; OB],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if let (Some(s), Some(w), Some(out)) = (
+        avx512::f32s(s),
+        avx512::f32s(wp),
+        avx512::f32s_mut(acc.as_flattened_mut()),
+    ) {
+        if avx512::available() {
+            // SAFETY: the CPU has AVX-512F and FMA (checked just above).
+            unsafe { avx512::forward_block(s, starts, w, op, t0, out) };
+            return;
+        }
+    }
+    forward_block_portable(s, starts, wp, op, t0, acc);
+}
+
+/// [`forward_block`] in plain loops (any element type and CPU).
+fn forward_block_portable<E: Float>(
+    s: &[E],
+    starts: &[usize],
+    wp: &[E],
+    op: usize,
+    t0: usize,
+    acc: &mut [[E; LANES]; OB],
+) {
+    for (tap, &at) in starts.iter().enumerate() {
+        let src = &s[at + t0..][..LANES];
+        let wv = &wp[tap * op..][..OB];
+        for (a, &wq) in acc.iter_mut().zip(wv) {
+            for (av, &sv) in a.iter_mut().zip(src) {
+                *av = wq.mul_add(sv, *av);
+            }
+        }
+    }
+}
+
+/// One image's forward: `y[o][t] = sum_tap wp[tap][o] s_tap[t] + bias[o]`
+/// (`wp`: the weights tap-major, output channels padded to whole blocks of
+/// `OB` with zeros).
+fn forward_image<E: Float>(
+    g: &ConvGeom,
+    s: &[E],
+    wp: &[E],
+    bias: Option<&[E]>,
+    y: &mut [MaybeUninit<E>],
+) {
+    let (l, _, taps) = sizes(g);
+    let op = g.o.div_ceil(OB) * OB;
+    let starts: Vec<usize> = (0..taps).map(|t| tap_at(g, t)).collect();
+    for ob in 0..g.o.div_ceil(OB) {
+        for t0 in (0..l).step_by(LANES) {
+            let mut acc = [[E::zero(); LANES]; OB];
+            forward_block(s, &starts, &wp[ob * OB..], op, t0, &mut acc);
+            let n = LANES.min(l - t0);
+            for (q, a) in acc.iter().enumerate().take(g.o - ob * OB) {
+                let oc = ob * OB + q;
+                let b = bias.map_or(E::zero(), |b| b[oc]);
+                for (d, &v) in y[oc * l + t0..][..n].iter_mut().zip(a) {
+                    d.write(v + b);
+                }
+            }
+        }
+    }
+}
+
+/// The forward convolution over `g` (see [`applies`]): `y [n, o, oh, ow]`
+/// from `x [n, c, h, w]`, `weight [o, c, kh, kw]` and an optional
+/// `bias [o]`, in a pooled buffer; images in parallel.
+///
+/// # Panics
+/// When a buffer's length does not match the geometry.
+///
+/// ```
+/// use forge::cpu::conv_small::forward;
+/// use forge::cpu::im2col::ConvGeom;
+/// // 3x3 box sums of a 10x10 image of ones, padding 1: 4 at the corners.
+/// let g = ConvGeom::new([1, 1, 10, 10], [1, 1, 3, 3], [1, 1], [1, 1], [1, 1], 1).unwrap();
+/// let y = forward(&g, &[1.0f32; 100], &[1.0; 9], Some(&[0.5]));
+/// assert_eq!((y[0], y[11]), (4.5, 9.5));
+/// ```
+pub fn forward<E: Float>(g: &ConvGeom, x: &[E], weight: &[E], bias: Option<&[E]>) -> Storage<E> {
+    let (l, plane, taps) = sizes(g);
+    let img = g.c * g.h * g.w;
+    assert_eq!(x.len(), g.n * img, "conv_small::forward: input");
+    assert_eq!(weight.len(), g.o * taps, "conv_small::forward: weight");
+    let op = g.o.div_ceil(OB) * OB;
+    let mut wp = vec![E::zero(); taps * op];
+    for (o, row) in weight.chunks_exact(taps).enumerate() {
+        for (tap, &v) in row.iter().enumerate() {
+            wp[tap * op + o] = v;
+        }
+    }
+    let scratch = g.c * g.kw * plane + LANES;
+    build_chunks(g.n * g.o * l, g.o * l, |b, y| {
+        let mut s = vec![E::zero(); scratch];
+        shift(g, &x[b * img..(b + 1) * img], &mut s);
+        // Writes every element of the image's output (every block of
+        // every output channel).
+        forward_image(g, &s, &wp, bias, y);
+    })
+}
+
+/// `sum_t gy[t] s[t]` over one image's blocks for one tap and up to `OB`
+/// output channels, added lane-wise into `acc`; the scalar tail past the
+/// last whole block into `tail`.
+fn wgrad_tap<E: Float>(
+    l: usize,
+    src: &[E],
+    gy: &[&[E]; OB],
+    acc: &mut [[E; LANES]; OB],
+    tail: &mut [E; OB],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if let (Some(src), Some(acc), Some(tail)) = (
+        avx512::f32s(src),
+        avx512::f32s_mut(acc.as_flattened_mut()),
+        avx512::f32s_mut(&mut tail[..]),
+    ) {
+        if avx512::available() {
+            let gy = gy.map(|r| avx512::f32s(r).expect("E is f32"));
+            // SAFETY: the CPU has AVX-512F and FMA (checked just above).
+            unsafe { avx512::wgrad_tap(l, src, gy, acc, tail) };
+            return;
+        }
+    }
+    wgrad_tap_portable(l, src, gy, acc, tail);
+}
+
+/// [`wgrad_tap`] in plain loops (any element type and CPU).
+fn wgrad_tap_portable<E: Float>(
+    l: usize,
+    src: &[E],
+    gy: &[&[E]; OB],
+    acc: &mut [[E; LANES]; OB],
+    tail: &mut [E; OB],
+) {
+    let full = l / LANES * LANES;
+    for t0 in (0..full).step_by(LANES) {
+        let sv: &[E; LANES] = src[t0..][..LANES].try_into().unwrap();
+        for (a, gq) in acc.iter_mut().zip(gy) {
+            let gv: &[E; LANES] = gq[t0..][..LANES].try_into().unwrap();
+            for ((av, &s), &gv) in a.iter_mut().zip(sv).zip(gv) {
+                *av = gv.mul_add(s, *av);
+            }
+        }
+    }
+    for (tq, gq) in tail.iter_mut().zip(gy) {
+        for t in full..l {
+            *tq = gq[t].mul_add(src[t], *tq);
+        }
+    }
+}
+
+/// The weight gradient over `g` (see [`applies`]): `gw [o, c, kh, kw]`
+/// from `x [n, c, h, w]` and `gy [n, o, oh, ow]`, summed over the batch in
+/// a fixed order, in a pooled buffer.
+///
+/// # Panics
+/// When a buffer's length does not match the geometry.
+///
+/// ```
+/// use forge::cpu::conv_small::backward_weight;
+/// use forge::cpu::im2col::ConvGeom;
+/// // A 1x1 kernel's gradient is the sum of x * gy.
+/// let g = ConvGeom::new([1, 1, 8, 8], [1, 1, 1, 1], [1, 1], [0, 0], [1, 1], 1).unwrap();
+/// let gw = backward_weight(&g, &[2.0f32; 64], &[0.5; 64]);
+/// assert_eq!(gw[0], 64.0);
+/// ```
+pub fn backward_weight<E: Float>(g: &ConvGeom, x: &[E], gy: &[E]) -> Storage<E> {
+    let (l, plane, taps) = sizes(g);
+    let img = g.c * g.h * g.w;
+    assert_eq!(x.len(), g.n * img, "conv_small::backward_weight: input");
+    assert_eq!(
+        gy.len(),
+        g.n * g.o * l,
+        "conv_small::backward_weight: gradient"
+    );
+    let chunks = g.n.div_ceil(WGRAD_CHUNK);
+    let scratch = g.c * g.kw * plane + LANES;
+    let wlen = g.o * taps;
+    let partials = build_chunks(chunks * wlen, wlen, |ch, part| {
+        let mut s = vec![E::zero(); scratch];
+        let zeros = vec![E::zero(); l];
+        let images = ch * WGRAD_CHUNK..((ch + 1) * WGRAD_CHUNK).min(g.n);
+        let mut acc = vec![[[E::zero(); LANES]; OB]; taps * g.o.div_ceil(OB)];
+        let mut tail = vec![[E::zero(); OB]; taps * g.o.div_ceil(OB)];
+        for b in images {
+            shift(g, &x[b * img..(b + 1) * img], &mut s);
+            let gyb = &gy[b * g.o * l..(b + 1) * g.o * l];
+            for ob in 0..g.o.div_ceil(OB) {
+                let rows: [&[E]; OB] = std::array::from_fn(|q| {
+                    let oc = ob * OB + q;
+                    if oc < g.o {
+                        &gyb[oc * l..(oc + 1) * l]
+                    } else {
+                        &zeros[..]
+                    }
+                });
+                for tap in 0..taps {
+                    let k = ob * taps + tap;
+                    let src = &s[tap_at(g, tap)..];
+                    wgrad_tap(l, src, &rows, &mut acc[k], &mut tail[k]);
+                }
+            }
+        }
+        // Lanes in order, then the tail: one partial per (o, tap).
+        for (oc, row) in part.chunks_exact_mut(taps).enumerate() {
+            let (ob, q) = (oc / OB, oc % OB);
+            for (tap, v) in row.iter_mut().enumerate() {
+                let k = ob * taps + tap;
+                v.write(acc[k][q].iter().fold(E::zero(), |a, &b| a + b) + tail[k][q]);
+            }
+        }
+    });
+    let mut gw = Storage::filled(g.o * taps, E::zero());
+    for part in partials.chunks_exact(wlen) {
+        for (a, &b) in gw.iter_mut().zip(part) {
+            *a += b;
+        }
+    }
+    gw
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+
+#[cfg(test)]
+mod tests;
