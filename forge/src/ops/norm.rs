@@ -205,34 +205,37 @@ fn per_channel_par<T: Copy + Send>(
     })
 }
 
-/// `out[b, ch, s] = f(ch, x[b, ch, s], g[b, ch, s])` over `[n, c, sp]`
-/// (`g` zero when absent), in parallel over blocks of whole images of about
-/// [`BN_CHUNK`] values, into a pooled buffer; the inner loops run over one
-/// `(image, channel)` run at a time. Each element depends on its own inputs
-/// only.
-fn per_element_par<E: Float>(
+/// `out[b, ch, s] = f(coef(ch), x[b, ch, s], g[b, ch, s])` over
+/// `[n, c, sp]` (`g` zero when absent), in parallel over blocks of whole
+/// images of about [`BN_CHUNK`] values, into a pooled buffer; the inner
+/// loops run over one `(image, channel)` run at a time with that channel's
+/// coefficients taken once per run (so they vectorise). Each element
+/// depends on its own inputs only.
+fn per_element_par<E: Float, C: Copy>(
     c: usize,
     sp: usize,
     x: &[E],
     g: Option<&[E]>,
-    f: impl Fn(usize, E, E) -> E + Sync,
+    coef: impl Fn(usize) -> C + Sync,
+    f: impl Fn(C, E, E) -> E + Sync,
 ) -> Storage<E> {
     let (c, sp) = (c.max(1), sp.max(1));
     let per = (BN_CHUNK / (c * sp)).max(1) * c * sp;
     build_chunks(x.len(), per, |blk, out| {
         for (r, run) in out.chunks_mut(sp).enumerate() {
             let j0 = blk * per + r * sp;
-            let ch = (j0 / sp) % c;
+            let k = coef((j0 / sp) % c);
             let xr = &x[j0..j0 + run.len()];
             match g {
                 Some(g) => {
-                    for ((o, &v), &gv) in run.iter_mut().zip(xr).zip(&g[j0..]) {
-                        o.write(f(ch, v, gv));
+                    let gr = &g[j0..j0 + run.len()];
+                    for ((o, &v), &gv) in run.iter_mut().zip(xr).zip(gr) {
+                        o.write(f(k, v, gv));
                     }
                 }
                 None => {
                     for (o, &v) in run.iter_mut().zip(xr) {
-                        o.write(f(ch, v, E::zero()));
+                        o.write(f(k, v, E::zero()));
                     }
                 }
             }
@@ -356,9 +359,14 @@ fn batch_norm_train_fused<E: Float, D: Device>(
     let (w, b) = (weight.map(|t| t.as_slice()), bias.map(|t| t.as_slice()));
     let wc = |ch: usize| w.map_or(E::one(), |w| w[ch]);
     let scale: Vec<E> = (0..c).map(|ch| rstd[ch] * wc(ch)).collect();
-    let out = per_element_par(c, sp, xs, None, |ch, v, _| {
-        (v - stats[ch].0) * scale[ch] + b.map_or(E::zero(), |b| b[ch])
-    });
+    let out = per_element_par(
+        c,
+        sp,
+        xs,
+        None,
+        |ch| (stats[ch].0, scale[ch], b.map_or(E::zero(), |b| b[ch])),
+        |(m, k, bb), v, _| (v - m) * k + bb,
+    );
     let mut stat_shape = vec![1usize; shape.len()];
     stat_shape[1] = c;
     let mean_t = Tensor::from_storage(Storage::map(&stats, |s| s.0), &stat_shape);
@@ -390,10 +398,14 @@ fn batch_norm_train_fused<E: Float, D: Device>(
                     )
                 })
                 .collect();
-            let gx = per_element_par(c, sp, xs, Some(g), |ch, v, gv| {
-                let (k, a, q) = coef[ch];
-                k * (gv - a - (v - mean[ch]) * q)
-            });
+            let gx = per_element_par(
+                c,
+                sp,
+                xs,
+                Some(g),
+                |ch| (coef[ch], mean[ch]),
+                |((k, a, q), m), v, gv| k * (gv - a - (v - m) * q),
+            );
             affine_grads(
                 Tensor::from_parts(gx, x.shape.clone(), None),
                 &sums,
@@ -432,9 +444,14 @@ fn batch_norm_eval_fused<E: Float, D: Device>(
     let scale: Vec<E> = (0..c)
         .map(|ch| rstd[ch] * w.map_or(E::one(), |w| w[ch]))
         .collect();
-    let out = per_element_par(c, sp, x.as_slice(), None, |ch, v, _| {
-        (v - rm_v[ch]) * scale[ch] + b.map_or(E::zero(), |b| b[ch])
-    });
+    let out = per_element_par(
+        c,
+        sp,
+        x.as_slice(),
+        None,
+        |ch| (rm_v[ch], scale[ch], b.map_or(E::zero(), |b| b[ch])),
+        |(m, k, bb), v, _| (v - m) * k + bb,
+    );
     let mut inputs = vec![x.clone()];
     inputs.extend(weight.cloned());
     inputs.extend(bias.cloned());
@@ -465,7 +482,7 @@ fn batch_norm_eval_fused<E: Float, D: Device>(
         let k: Vec<E> = (0..c)
             .map(|ch| rstd[ch] * wt.map_or(E::one(), |w| w.as_slice()[ch]))
             .collect();
-        let gx = per_element_par(c, sp, xs, Some(gs), |ch, _, gv| gv * k[ch]);
+        let gx = per_element_par(c, sp, xs, Some(gs), |ch| k[ch], |k, _, gv| gv * k);
         let sums = grad_sums([n, c, sp], gs, xs, &rm_v, &rstd);
         affine_grads(
             Tensor::from_parts(gx, x.shape.clone(), None),
