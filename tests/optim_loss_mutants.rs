@@ -506,3 +506,39 @@ fn fused_cross_entropy_gradient_under_create_graph_equals_the_plain_one() {
         }
     }
 }
+
+/// The fused cross-entropy computes its rows in fixed blocks of about
+/// 2^14 logits and reads each row's (log-sum-exp, loss) pair back from its
+/// block (`(i / rows) * chunk_len + 2 * (i % rows)`); with a few rows there
+/// is one block, and `*` with `/` there reads block 0 for every row. 5000
+/// rows of 7 classes make three blocks; each row must equal the composed
+/// path (a tracked weight takes it), value and gradient.
+#[test]
+fn fused_cross_entropy_over_several_row_blocks_equals_the_composed_one() {
+    let (n, c) = (5000, 7);
+    let x =
+        forge::Tensor::<f64>::normal(&[n, c], 0.0, 1.5, &mut forge::Rng::new(11)).requires_grad();
+    let t: Vec<i64> = (0..n as i64)
+        .map(|i| if i % 13 == 5 { -1 } else { (i * 5) % 7 })
+        .collect();
+    let t = Tensor::<i64>::from_vec(t, &[n]);
+    let w = Tensor::<f64>::from_vec(vec![0.5, 2.0, 1.5, 1.0, 0.25, 1.25, 0.75], &[c]);
+    let opts = |w: &Tensor<f64>| CrossEntropyOptions {
+        weight: Some(w.clone()),
+        ignore_index: -1,
+        label_smoothing: 0.1,
+        reduction: Reduction::None,
+    };
+    let fused = cross_entropy_with(&x, &t, opts(&w));
+    let composed = cross_entropy_with(&x, &t, opts(&w.clone().requires_grad()));
+    let (a, b) = (fused.to_vec(), composed.to_vec());
+    assert_eq!(a.len(), n);
+    for (i, (a, b)) in a.iter().zip(&b).enumerate() {
+        assert!((a - b).abs() < 1e-12, "row {i}: fused {a}, composed {b}");
+    }
+    let ga = fused.sum().backward().get(&x).unwrap().to_vec();
+    let gb = composed.sum().backward().get(&x).unwrap().to_vec();
+    for (j, (a, b)) in ga.iter().zip(&gb).enumerate() {
+        assert!((a - b).abs() < 1e-12, "grad {j}: {a} vs {b}");
+    }
+}
