@@ -283,7 +283,7 @@ impl AdamConfig {
             (true, Some(vm)) => Some(&mut vm[..n]),
             (true, slot @ None) => Some(&mut slot.insert(vec![E::zero(); n])[..]),
         };
-        let one = |p: &mut E, g: E, m: &mut E, v: &mut E| -> E {
+        let one = move |p: &mut E, g: E, m: &mut E, v: &mut E| -> E {
             if let Some(d) = decay {
                 *p *= d;
             }
@@ -294,9 +294,12 @@ impl AdamConfig {
             *v
         };
         match vmax {
-            None => update_chunks([param, m, v], NS_PER_ELEMENT, |off, [param, m, v]| {
-                let grad = &grad[off..off + param.len()];
-                for i in 0..param.len() {
+            None => update_chunks([param, m, v], NS_PER_ELEMENT, move |off, [param, m, v]| {
+                // Every slice re-cut to one length, so the loop has no
+                // bounds checks and vectorises.
+                let k = param.len();
+                let (grad, m, v) = (&grad[off..off + k], &mut m[..k], &mut v[..k]);
+                for i in 0..k {
                     let second = one(&mut param[i], grad[i], &mut m[i], &mut v[i]);
                     let denom = second.sqrt() / bc2_sqrt + eps;
                     param[i] -= step_size * (m[i] / denom);
@@ -305,9 +308,11 @@ impl AdamConfig {
             Some(vm) => update_chunks(
                 [param, m, v, vm],
                 NS_PER_ELEMENT,
-                |off, [param, m, v, vm]| {
-                    let grad = &grad[off..off + param.len()];
-                    for i in 0..param.len() {
+                move |off, [param, m, v, vm]| {
+                    let k = param.len();
+                    let (grad, m, v, vm) =
+                        (&grad[off..off + k], &mut m[..k], &mut v[..k], &mut vm[..k]);
+                    for i in 0..k {
                         let vi = one(&mut param[i], grad[i], &mut m[i], &mut v[i]);
                         // torch.maximum: NaN wins.
                         if !vm[i].is_nan() && (vi.is_nan() || vi > vm[i]) {

@@ -162,7 +162,7 @@ impl UpdateRule for SgdConfig {
         let n = param.len();
         let grad = &grad[..n];
         if self.momentum == 0.0 {
-            update_chunks([param], NS_PER_ELEMENT, |off, [param]| {
+            update_chunks([param], NS_PER_ELEMENT, move |off, [param]| {
                 let grad = &grad[off..off + param.len()];
                 for (p, &g) in param.iter_mut().zip(grad) {
                     *p = *p - lr * prep.apply(g, *p);
@@ -173,13 +173,13 @@ impl UpdateRule for SgdConfig {
         let mom = E::from_f64(self.momentum);
         let damp = E::one() - E::from_f64(self.dampening);
         let nesterov = self.nesterov;
-        let direction = |g: E, b: E| if nesterov { g + mom * b } else { b };
+        let direction = move |g: E, b: E| if nesterov { g + mom * b } else { b };
         match &mut s.momentum_buffer {
             Some(buf) => {
                 update_chunks(
                     [param, &mut buf[..n]],
                     NS_PER_ELEMENT,
-                    |off, [param, buf]| {
+                    move |off, [param, buf]| {
                         let grad = &grad[off..off + param.len()];
                         for ((p, &g), b) in param.iter_mut().zip(grad).zip(buf) {
                             let g = prep.apply(g, *p);
