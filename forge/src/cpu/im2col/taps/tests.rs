@@ -54,6 +54,10 @@ fn plan_follows_the_plane_size() {
     // ... but not for a batch of one image (one column per class).
     let b1 = geom([1, 8, 2, 2], [8, 8, 3, 3], [1, 1], [1, 1], [1, 1]).tap_plan();
     assert_eq!(b1, None);
+    // A 1x1 plane of one image: copying the centre tap's weights would cost
+    // more than the dense matrix-vector product saves.
+    let b1_one = geom([1, 8, 1, 1], [8, 8, 3, 3], [1, 1], [1, 1], [1, 1]).tap_plan();
+    assert_eq!(b1_one, None);
     // 4x4 -> 2x2 (25 of 36 products useful) and 4x4, 8x8: dense.
     assert_eq!(k3(4, 2).tap_plan(), None);
     assert_eq!(k3(4, 1).tap_plan(), None);
