@@ -88,11 +88,13 @@ pub(super) fn gemm(
     let panels = n.div_ceil(NR);
     let cost = m * n * k / MACS_PER_NS;
     let parallel = threads > 1 && cost >= PARALLEL_MIN_NS;
-    // Row chunks of whole tiles; with several threads at least two chunks
-    // per thread (chunks are claimed one at a time, so the threads even out).
+    // Row chunks of whole tiles; with several threads about four chunks
+    // per thread (chunks are claimed one at a time, so the threads even
+    // out: with two per thread, a 1024-row product cut into 16, 16, 16, 16,
+    // 16 and 6 tiles left one thread 48 tiles and the other 38).
     let row_tiles = m.div_ceil(MR);
     let chunk_tiles = if parallel {
-        row_tiles.div_ceil(2 * threads).clamp(1, MAX_CHUNK_TILES)
+        row_tiles.div_ceil(4 * threads).clamp(1, MAX_CHUNK_TILES)
     } else {
         row_tiles.min(MAX_CHUNK_TILES)
     };
@@ -114,8 +116,11 @@ pub(super) fn gemm(
     while k0 < k {
         let kc = KC.min(k - k0);
         // Pack rows k0..k0 + kc of b: panel j is `kc x NR` at j * kc * NR.
-        let pack_cost = kc * n / 2;
-        parallel_for_cost(panels, if parallel { pack_cost } else { 0 }, |j| {
+        // Packed by the threads that multiply next whenever the product is
+        // parallel: the pool is woken for the chunks anyway, and a packing
+        // left to the caller alone is serial time (a 256^3 product's).
+        let pack_cost = if parallel { PARALLEL_MIN_NS } else { 0 };
+        parallel_for_cost(panels, pack_cost, |j| {
             let p = pb;
             // SAFETY: panel `j` owns `kc * NR` elements at `j * kc * NR`,
             // inside the `panels * NR * KC` capacity.
