@@ -5,7 +5,8 @@ use super::forward::Forward;
 use super::linear::Linear;
 use super::summary::record_output;
 use crate::ops::attention::attention_probs;
-use crate::tensor::{Float, Rng, Tensor};
+use crate::ops::softmax_masked::{MaskTerm, ScoreMask};
+use crate::tensor::{Cpu, Float, Rng, Tensor};
 use forge_macros::Layer;
 
 /// Multi-head attention with PyTorch's packed parameters (`nn.MultiheadAttention`):
@@ -123,7 +124,9 @@ impl<E: Float> MultiheadAttention<E> {
     /// ignored; `attn_mask` (`[L, S]` or `[N * num_heads, L, S]`) is `true`
     /// where attention is *not* allowed (PyTorch's convention for this
     /// layer); `is_causal` also hides keys after each query. Masked scores
-    /// are `-inf` before the softmax.
+    /// are `-inf` before the softmax: the masks are read in place by the
+    /// softmax kernel, never expanded to `[N, H, L, S]`. A query with every
+    /// key masked gets NaN, as in PyTorch.
     ///
     /// # Panics
     /// When a shape is wrong; the message names the layer and the shapes.
@@ -175,13 +178,11 @@ impl<E: Float> MultiheadAttention<E> {
             key.shape(),
             value.shape()
         );
-        let mask = combined_mask(key_padding_mask, attn_mask, n, h, l, s);
+        let mask = score_mask(key_padding_mask, attn_mask, is_causal, [n, h, l, s]);
         let q = self.split_heads(&self.project(&q, 0));
         let k = self.split_heads(&self.project(&k, 1));
         let v = self.split_heads(&self.project(&v, 2));
-        let p = self
-            .dropout
-            .forward(attention_probs(&q, &k, mask.as_ref(), is_causal));
+        let p = self.dropout.forward(attention_probs(&q, &k, &mask));
         let y = p.matmul(&v).permute(&[0, 2, 1, 3]).view(&[n, l, e]);
         let out = self.out_proj.forward(y);
         let out = if self.batch_first {
@@ -193,55 +194,47 @@ impl<E: Float> MultiheadAttention<E> {
     }
 }
 
-/// The "may attend" mask `[N, 1 or H, L, S]` from a padding mask `[N, S]`
-/// (true = padded) and an attention mask `[L, S]` or `[N*H, L, S]` (true =
-/// not allowed), or `None` when neither is given.
-fn combined_mask(
+/// The masks over the scores `[N, H, L, S]`, read in place by the softmax
+/// kernel: a padding mask `[N, S]` (true = padded) for every head and
+/// query of its batch row, an attention mask `[L, S]` or `[N*H, L, S]`
+/// (true = not allowed), and the causal mask.
+///
+/// # Panics
+/// When a mask has another shape.
+fn score_mask(
     key_padding_mask: Option<&Tensor<bool>>,
     attn_mask: Option<&Tensor<bool>>,
-    n: usize,
-    h: usize,
-    l: usize,
-    s: usize,
-) -> Option<Tensor<bool>> {
-    if key_padding_mask.is_none() && attn_mask.is_none() {
-        return None;
-    }
+    is_causal: bool,
+    [n, h, l, s]: [usize; 4],
+) -> ScoreMask<Cpu> {
     let name = "MultiheadAttention";
+    let mut terms = Vec::new();
     if let Some(m) = key_padding_mask {
         assert!(
             m.shape() == [n, s],
             "{name}: key_padding_mask of shape {:?}, expected [{n}, {s}]",
             m.shape()
         );
+        terms.push(MaskTerm::with_strides(m, vec![s, 0, 0, 1], true));
     }
-    let per_head = match attn_mask {
-        Some(m) if m.shape() == [l, s] => false,
-        Some(m) if m.shape() == [n * h, l, s] => true,
-        Some(m) => panic!(
-            "{name}: attn_mask of shape {:?}, expected [{l}, {s}] or [{}, {l}, {s}]",
-            m.shape(),
-            n * h
-        ),
-        None => false,
-    };
-    let hm = if per_head { h } else { 1 };
-    let mut out = Vec::with_capacity(n * hm * l * s);
-    for b in 0..n {
-        for hh in 0..hm {
-            for i in 0..l {
-                for j in 0..s {
-                    let padded = key_padding_mask.is_some_and(|m| m.as_slice()[b * s + j]);
-                    let blocked = attn_mask.is_some_and(|m| {
-                        let base = if per_head { (b * h + hh) * l * s } else { 0 };
-                        m.as_slice()[base + i * s + j]
-                    });
-                    out.push(!padded && !blocked);
-                }
-            }
-        }
+    if let Some(m) = attn_mask {
+        let strides = if m.shape() == [l, s] {
+            vec![0, 0, s, 1]
+        } else if m.shape() == [n * h, l, s] {
+            vec![h * l * s, l * s, s, 1]
+        } else {
+            panic!(
+                "{name}: attn_mask of shape {:?}, expected [{l}, {s}] or [{}, {l}, {s}]",
+                m.shape(),
+                n * h
+            )
+        };
+        terms.push(MaskTerm::with_strides(m, strides, true));
     }
-    Some(Tensor::from_vec(out, &[n, hm, l, s]))
+    ScoreMask {
+        terms,
+        causal: is_causal,
+    }
 }
 
 impl<E: Float> Forward<Tensor<E>> for MultiheadAttention<E> {

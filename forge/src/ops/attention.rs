@@ -1,78 +1,53 @@
 //! Scaled dot-product attention.
 
-use crate::cpu::Storage;
+use super::softmax_masked::{MaskTerm, ScoreMask};
 use crate::tensor::{broadcast_shapes, Device, Float, Tensor};
 
-/// The additive mask (0 where attention is allowed, `-inf` elsewhere) of
-/// shape `mask.shape()` broadcast with `(L, S)`, or `None` when nothing is
-/// masked.
-fn additive_mask<E: Float, D: Device>(
-    attn_mask: Option<&Tensor<bool, D>>,
-    is_causal: bool,
-    l: usize,
-    s: usize,
-) -> Option<Tensor<E, D>> {
-    if attn_mask.is_none() && !is_causal {
-        return None;
-    }
-    let shape = match attn_mask {
-        Some(m) => broadcast_shapes(m.shape(), &[l, s]).unwrap_or_else(|| {
-            panic!(
-                "scaled_dot_product_attention: attn_mask of shape {:?} does not broadcast to (L, S) = ({l}, {s})",
-                m.shape()
-            )
-        }),
-        None => vec![l, s],
-    };
-    let allowed: Storage<bool> = match attn_mask {
-        Some(m) => crate::cpu::broadcast::expand(m.as_slice(), m.shape(), &shape),
-        None => Storage::filled(l * s, true),
-    };
-    let data = allowed
-        .iter()
-        .enumerate()
-        .map(|(k, &ok)| {
-            let (i, j) = ((k / s) % l, k % s);
-            if ok && (!is_causal || j <= i) {
-                E::zero()
-            } else {
-                E::neg_infinity()
-            }
-        })
-        .collect();
-    Some(Tensor::from_vec(data, &shape))
-}
-
 /// The attention probabilities `softmax(q k^T / sqrt(d) + mask)`, shape
-/// `(..., L, S)`; see [`scaled_dot_product_attention`].
+/// `(..., L, S)`, with `mask` applied inside the softmax kernel (no mask
+/// tensor is built); see [`scaled_dot_product_attention`].
 pub(crate) fn attention_probs<E: Float, D: Device>(
     q: &Tensor<E, D>,
     k: &Tensor<E, D>,
-    attn_mask: Option<&Tensor<bool, D>>,
-    is_causal: bool,
+    mask: &ScoreMask<D>,
 ) -> Tensor<E, D> {
-    let op = "scaled_dot_product_attention";
-    let (l, s, e) = (q.dim(-2), k.dim(-2), q.dim(-1));
+    let e = q.dim(-1);
     let scores = q
         .matmul_t(k)
         .mul_scalar(E::from_f64(1.0 / (e as f64).sqrt()));
-    if attn_mask.is_none() && is_causal {
-        // The causal mask is applied inside the softmax kernel.
-        return scores.softmax_causal();
+    if mask.terms.is_empty() && !mask.causal {
+        return scores.softmax(-1);
     }
-    let scores = match additive_mask(attn_mask, is_causal, l, s) {
+    scores.softmax_masked(mask)
+}
+
+/// The mask of [`scaled_dot_product_attention`] over scores of shape
+/// `scores`: `attn_mask` is `true` where attention is allowed.
+///
+/// # Panics
+/// When `attn_mask` does not broadcast to the scores.
+fn sdpa_mask<D: Device>(
+    attn_mask: Option<&Tensor<bool, D>>,
+    is_causal: bool,
+    scores: &[usize],
+) -> ScoreMask<D> {
+    let op = "scaled_dot_product_attention";
+    let terms = match attn_mask {
         Some(m) => {
-            assert!(
-                broadcast_shapes(m.shape(), scores.shape()).as_deref() == Some(scores.shape()),
-                "{op}: attn_mask of shape {:?} does not broadcast to the scores' shape {:?}",
-                m.shape(),
-                scores.shape()
-            );
-            scores.add(&m)
+            let term = MaskTerm::broadcast(m, scores, false).unwrap_or_else(|| {
+                panic!(
+                    "{op}: attn_mask of shape {:?} does not broadcast to the scores' shape {scores:?}",
+                    m.shape()
+                )
+            });
+            vec![term]
         }
-        None => scores,
+        None => Vec::new(),
     };
-    scores.softmax(-1)
+    ScoreMask {
+        terms,
+        causal: is_causal,
+    }
 }
 
 fn check_qkv<E: Float, D: Device>(q: &Tensor<E, D>, k: &Tensor<E, D>, v: &Tensor<E, D>) {
@@ -125,5 +100,15 @@ pub fn scaled_dot_product_attention<E: Float, D: Device>(
     is_causal: bool,
 ) -> Tensor<E, D> {
     check_qkv(q, k, v);
-    attention_probs(q, k, attn_mask, is_causal).matmul(v)
+    let lead = broadcast_shapes(&q.shape()[..q.rank() - 2], &k.shape()[..k.rank() - 2])
+        .unwrap_or_else(|| {
+            panic!(
+                "scaled_dot_product_attention: the batch dimensions of q {:?} and k {:?} do not broadcast",
+                q.shape(),
+                k.shape()
+            )
+        });
+    let scores = [&lead[..], &[q.dim(-2), k.dim(-2)]].concat();
+    let mask = sdpa_mask(attn_mask, is_causal, &scores);
+    attention_probs(q, k, &mask).matmul(v)
 }

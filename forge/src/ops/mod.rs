@@ -26,6 +26,7 @@ mod reduce_stats;
 pub(crate) mod rnn_cell;
 mod shape;
 mod softmax;
+pub(crate) mod softmax_masked;
 mod strided;
 mod unary;
 

@@ -64,12 +64,17 @@ fn per_line<E: Float>(
 /// The maximum of a line, or 0 when it is empty or every entry is `-inf`
 /// (so that `-inf - max` stays `-inf` instead of becoming NaN).
 fn line_max<E: Float>(line: &[E]) -> E {
-    let m = line.iter().fold(E::neg_infinity(), |a, &b| a.max(b));
+    let m = line_max_raw(line);
     if m == E::neg_infinity() {
         E::zero()
     } else {
         m
     }
+}
+
+/// The maximum of a line (`-inf` when it is empty or every entry is).
+pub(crate) fn line_max_raw<E: Float>(line: &[E]) -> E {
+    line.iter().fold(E::neg_infinity(), |a, &b| a.max(b))
 }
 
 /// Elements per block of rows handed to one parallel task.
@@ -161,7 +166,7 @@ fn log_softmax_line<E: Float>(line: &[E], out: &mut [E]) {
 
 /// The softmax input gradient of rows of length `n` (the last axis), one
 /// pass per row: `gx = y (g - sum(g y))`.
-fn softmax_backward_rows<E: Float>(y: &[E], g: &[E], n: usize) -> Storage<E> {
+pub(crate) fn softmax_backward_rows<E: Float>(y: &[E], g: &[E], n: usize) -> Storage<E> {
     let mut gx = Storage::filled(y.len(), E::zero());
     let rows = ROW_BLOCK_ELEMS.div_ceil(n.max(1)).max(1);
     row_blocks_mut(&mut gx, rows * n.max(1), exp_cost(y.len()), |b, chunk| {
@@ -240,50 +245,6 @@ impl<E: Float, D: Device> Tensor<E, D> {
             let gy = ctx.grad.mul(&y);
             let s = gy.sum_dim(&[a], true);
             vec![Some(gy.sub(&y.mul(&s)))]
-        })
-    }
-
-    /// Softmax over the last axis of scores `(..., L, S)` with the causal
-    /// mask applied inside the kernel: row `i` of each `L x S` matrix sees
-    /// columns `j <= i` only, and the others come out 0 (as after adding a
-    /// `-inf` mask above the diagonal), with no mask tensor built. The
-    /// backward pass is softmax's one-pass rule (masked entries have `y = 0`
-    /// and get no gradient); under `create_graph` it recomputes the masked
-    /// softmax with tensor ops.
-    ///
-    /// # Panics
-    /// When the rank is below 2.
-    pub(crate) fn softmax_causal(&self) -> Self {
-        assert!(
-            self.rank() >= 2,
-            "softmax_causal: scores of shape {:?} need rank >= 2",
-            self.shape()
-        );
-        let (l, s) = (self.dim(-2), self.dim(-1));
-        let x = self.as_slice();
-        let mut out = Storage::<E>::zeroed(x.len());
-        if s > 0 {
-            let rows = ROW_BLOCK_ELEMS.div_ceil(s).max(1);
-            row_blocks_mut(&mut out, rows * s, exp_cost(x.len()), |b, chunk| {
-                let src = &x[b * rows * s..][..chunk.len()];
-                for (k, (xr, or)) in src.chunks(s).zip(chunk.chunks_mut(s)).enumerate() {
-                    let i = (b * rows + k) % l;
-                    let n = (i + 1).min(s);
-                    softmax_line(&xr[..n], &mut or[..n]);
-                }
-            });
-        }
-        let y = Tensor::from_parts(out, self.shape.clone(), None);
-        let saved = y.clone();
-        y.record("softmax_causal", vec![self.clone()], move |ctx| {
-            if !ctx.create_graph {
-                let gx = softmax_backward_rows(saved.as_slice(), ctx.grad.as_slice(), s);
-                return vec![Some(Tensor::from_parts(gx, saved.shape.clone(), None))];
-            }
-            let y = ctx.inputs[0].softmax_causal();
-            let gy = ctx.grad.mul(&y);
-            let sum = gy.sum_dim(&[-1], true);
-            vec![Some(gy.sub(&y.mul(&sum)))]
         })
     }
 
