@@ -10,6 +10,7 @@ mod concat;
 mod conv;
 pub(crate) mod dropout;
 pub(crate) mod embedding;
+pub(crate) mod group_norm;
 mod index;
 pub(crate) mod layer_norm;
 mod layout;

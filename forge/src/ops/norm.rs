@@ -1,13 +1,15 @@
-//! Normalisation: [`batch_norm`], [`layer_norm`] (in `layer_norm.rs`),
-//! [`group_norm`], written
-//! in differentiable tensor ops (mean, centred second moment, `rsqrt`), so
-//! gradients of any order flow through the statistics.
+//! Normalisation: [`batch_norm`] here, [`layer_norm`] (in `layer_norm.rs`)
+//! and [`group_norm`] (in `group_norm.rs`), each a fused op whose
+//! `create_graph` rule is written in differentiable tensor ops (mean,
+//! centred second moment, `rsqrt`), so gradients of any order flow through
+//! the statistics.
 
 use super::softmax::lane_sum;
 use crate::cpu::im2col::build_chunks;
 use crate::cpu::Storage;
 use crate::tensor::{Device, Float, Tensor};
 
+pub use super::group_norm::group_norm;
 pub use super::layer_norm::layer_norm;
 
 /// `(x - mean) / sqrt(var + eps)` over `axes` with the biased variance;
@@ -26,7 +28,7 @@ pub(super) fn normalize<E: Float, D: Device>(
 
 /// Checks that a per-channel tensor has shape `(C,)` and views it as
 /// `(1, C, 1, ...)` for an input of rank `rank`.
-fn per_channel<E: Float, D: Device>(
+pub(super) fn per_channel<E: Float, D: Device>(
     op: &str,
     what: &str,
     t: &Tensor<E, D>,
@@ -144,55 +146,16 @@ pub fn batch_norm<E: Float, D: Device>(
     (out, new_mean, new_var)
 }
 
-/// Group normalisation: the channels of `x` (`(N, C, ...)`) are split into
-/// `groups` groups of `C / groups`, each normalised over its channels and
-/// the trailing dimensions (biased variance), then `* weight + bias` per
-/// channel.
-///
-/// # Panics
-/// When `x` has rank below 2, `groups` does not divide `C`, or a weight or
-/// bias does not have shape `(C,)`.
-///
-/// ```
-/// use forge::nn::functional::group_norm;
-/// use forge::Tensor;
-/// let x = Tensor::<f64>::from_vec(vec![1.0, 3.0, 10.0, 20.0], &[1, 4]);
-/// let y = group_norm(&x, 2, None, None, 0.0);
-/// assert_eq!(y.to_vec(), vec![-1.0, 1.0, -1.0, 1.0]);
-/// ```
-pub fn group_norm<E: Float, D: Device>(
-    x: &Tensor<E, D>,
-    groups: usize,
-    weight: Option<&Tensor<E, D>>,
-    bias: Option<&Tensor<E, D>>,
-    eps: f64,
-) -> Tensor<E, D> {
-    let shape = x.shape();
-    assert!(
-        shape.len() >= 2,
-        "group_norm: input of shape {shape:?} needs at least 2 dimensions (N, C, ...)"
-    );
-    let c = shape[1];
-    assert!(
-        groups > 0 && c.is_multiple_of(groups),
-        "group_norm: {groups} groups do not divide {c} channels (input shape {shape:?})"
-    );
-    let w = weight.map(|w| per_channel("group_norm", "weight", w, shape));
-    let b = bias.map(|b| per_channel("group_norm", "bias", b, shape));
-    let grouped = x.reshape(&[shape[0] as isize, groups as isize, -1]);
-    let (out, _, _) = normalize(&grouped, &[2], eps);
-    affine(out.view(shape), w.as_ref(), b.as_ref())
-}
-
-/// Values per parallel chunk of the batch-norm kernels (a size, never a
+/// Values per parallel chunk of the batch- and group-norm kernels (a size, never a
 /// thread count: the chunking, and so every result, is the same for any
 /// number of threads).
-const BN_CHUNK: usize = 1 << 14;
+pub(super) const BN_CHUNK: usize = 1 << 14;
 
-/// `f(ch)` for every channel `ch < c`, in parallel over blocks of channels
-/// of about [`BN_CHUNK`] values (`count` values per channel), into a pooled
-/// buffer.
-fn per_channel_par<T: Copy + Send>(
+/// `f(ch)` for every item `ch < c` (a channel of a batch norm; a row or
+/// an `(image, channel)` run of a group norm), in parallel over blocks of
+/// items of about [`BN_CHUNK`] values (`count` values per item), into a
+/// pooled buffer.
+pub(super) fn per_channel_par<T: Copy + Send>(
     c: usize,
     count: usize,
     f: impl Fn(usize) -> T + Sync,
@@ -206,12 +169,27 @@ fn per_channel_par<T: Copy + Send>(
 }
 
 /// `out[b, ch, s] = f(coef(ch), x[b, ch, s], g[b, ch, s])` over
-/// `[n, c, sp]` (`g` zero when absent), in parallel over blocks of whole
-/// images of about [`BN_CHUNK`] values, into a pooled buffer; the inner
-/// loops run over one `(image, channel)` run at a time with that channel's
-/// coefficients taken once per run (so they vectorise). Each element
-/// depends on its own inputs only.
+/// `[n, c, sp]` (`g` zero when absent): [`per_run_par`] with the
+/// coefficients of the run's channel.
 fn per_element_par<E: Float, C: Copy>(
+    c: usize,
+    sp: usize,
+    x: &[E],
+    g: Option<&[E]>,
+    coef: impl Fn(usize) -> C + Sync,
+    f: impl Fn(C, E, E) -> E + Sync,
+) -> Storage<E> {
+    let c1 = c.max(1);
+    per_run_par(c, sp, x, g, |run| coef(run % c1), f)
+}
+
+/// `out[j] = f(coef(j / sp), x[j], g[j])`: the elements of `[n, c, sp]`
+/// taken as `n c` runs of `sp` (one per `(image, channel)`), `g` zero when
+/// absent, in parallel over blocks of whole images of about [`BN_CHUNK`]
+/// values, into a pooled buffer; the inner loops run over one run at a
+/// time with its coefficients taken once (so they vectorise). Each element
+/// depends on its own inputs only.
+pub(super) fn per_run_par<E: Float, C: Copy>(
     c: usize,
     sp: usize,
     x: &[E],
@@ -224,7 +202,7 @@ fn per_element_par<E: Float, C: Copy>(
     build_chunks(x.len(), per, |blk, out| {
         for (r, run) in out.chunks_mut(sp).enumerate() {
             let j0 = blk * per + r * sp;
-            let k = coef((j0 / sp) % c);
+            let k = coef(j0 / sp);
             let xr = &x[j0..j0 + run.len()];
             match g {
                 Some(g) => {
@@ -245,7 +223,7 @@ fn per_element_par<E: Float, C: Copy>(
 
 /// `sum((v - mu)^2)` over `v` in eight interleaved partial sums, added as
 /// [`lane_sum`] adds them.
-fn lane_sq_dev<E: Float>(v: &[E], mu: E) -> E {
+pub(super) fn lane_sq_dev<E: Float>(v: &[E], mu: E) -> E {
     let mut acc = [E::zero(); 8];
     let mut chunks = v.chunks_exact(8);
     for ch in &mut chunks {
@@ -260,7 +238,7 @@ fn lane_sq_dev<E: Float>(v: &[E], mu: E) -> E {
 }
 
 /// `sum(g * (v - mu))` over paired slices, summed as [`lane_sq_dev`].
-fn lane_dot_dev<E: Float>(g: &[E], v: &[E], mu: E) -> E {
+pub(super) fn lane_dot_dev<E: Float>(g: &[E], v: &[E], mu: E) -> E {
     let mut acc = [E::zero(); 8];
     let (cg, cv) = (g.chunks_exact(8), v.chunks_exact(8));
     let (rg, rv) = (cg.remainder(), cv.remainder());

@@ -1,0 +1,249 @@
+//! Fused group norm and K-dimensional cross-entropy: f64 gradchecks of
+//! the fused backward rules, agreement with the same functions written in
+//! composed tensor ops, gradients of gradients (the `create_graph` rules)
+//! against central differences of the fused gradients, and bit-identical
+//! results for 1 and 2 threads. PyTorch parity of both ops is in
+//! `nn_norm_parity` (`nn/group_norm`) and `nn_loss_parity`
+//! (`nn/loss_cross_entropy_kdim`).
+//!
+//! Group norm, `x` viewed as `[N, G, m]`, per row (biased variance):
+//!
+//! ```text
+//! xhat = (x - mean) / sqrt(var + eps);  y = xhat w_ch + b_ch
+//! dx = rstd (g w - mean(g w) - xhat mean(g w xhat))
+//! dw_ch = sum g xhat;  db_ch = sum g
+//! ```
+//!
+//! Tolerances: gradcheck 1e-6 (central differences, step 1e-6, f64). The
+//! fused op and the composed ops compute the same sums in other orders
+//! (eight lanes per row or run, then runs image by image, against the
+//! reduction kernels' order), so in f64 they agree to 1e-12 relative to
+//! `max(|composed|, 1)`: rows of up to 3200 values, about 3200 * 2^-53 =
+//! 4e-13 in the worst case. Second order: 1e-6 (differences of gradients).
+
+mod second_order;
+
+use forge::nn::functional::group_norm;
+use forge::{gradcheck, Rng, Tensor};
+
+fn randn(shape: &[usize], seed: u64) -> Tensor<f64> {
+    Tensor::normal(shape, 0.0, 1.5, &mut Rng::new(seed))
+}
+
+/// `|a - b| <= 1e-12 max(|b|, 1)` elementwise (see the module docs).
+fn close(a: &Tensor<f64>, b: &Tensor<f64>, what: &str) {
+    assert_eq!(a.shape(), b.shape(), "{what}: shapes");
+    for (i, (p, q)) in a.to_vec().iter().zip(b.to_vec()).enumerate() {
+        assert!(
+            (p - q).abs() <= 1e-12 * q.abs().max(1.0),
+            "{what} [{i}]: fused {p} vs composed {q}"
+        );
+    }
+}
+
+/// Group norm in composed tensor ops: reshape, mean, centred mean square,
+/// `rsqrt`, then the per-channel affine.
+fn group_norm_composed(
+    x: &Tensor<f64>,
+    groups: usize,
+    w: Option<&Tensor<f64>>,
+    b: Option<&Tensor<f64>>,
+    eps: f64,
+) -> Tensor<f64> {
+    let s = x.shape().to_vec();
+    let xg = x.reshape(&[s[0] as isize, groups as isize, -1]);
+    let xc = xg.sub(&xg.mean_dim(&[2], true));
+    let var = xc.square().mean_dim(&[2], true);
+    let y = xc.mul(&var.add_scalar(eps).rsqrt()).view(&s);
+    let mut cv = vec![1usize; s.len()];
+    cv[1] = s[1];
+    let y = w.map_or(y.clone(), |w| y.mul(&w.view(&cv)));
+    b.map_or(y.clone(), |b| y.add(&b.view(&cv)))
+}
+
+/// `(shape, groups)` cases: several images and groups, rank 2 (no trailing
+/// dimensions), one channel per group, one group.
+const GN_CASES: [(&[usize], usize); 4] = [
+    (&[3, 6, 2, 3], 3),
+    (&[2, 4], 2),
+    (&[2, 4, 5], 4),
+    (&[1, 3, 4], 1),
+];
+
+#[test]
+fn group_norm_fused_gradcheck() {
+    for (k, &(shape, groups)) in GN_CASES.iter().enumerate() {
+        let seed = 10 * k as u64;
+        let c = shape[1];
+        let (x, w, b) = (
+            randn(shape, seed),
+            randn(&[c], seed + 1),
+            randn(&[c], seed + 2),
+        );
+        let case = format!("{shape:?} groups {groups}");
+        gradcheck(
+            |v| group_norm(&v[0], groups, Some(&v[1]), Some(&v[2]), 1e-5),
+            &[x.clone(), w, b],
+            1e-6,
+            1e-6,
+            1e-6,
+        )
+        .unwrap_or_else(|e| panic!("{case}, affine: {e}"));
+        gradcheck(
+            |v| group_norm(&v[0], groups, None, None, 1e-5),
+            std::slice::from_ref(&x),
+            1e-6,
+            1e-6,
+            1e-6,
+        )
+        .unwrap_or_else(|e| panic!("{case}, no affine: {e}"));
+    }
+}
+
+/// `(y, dx, dw, db)` of `sum(group_norm(x) u)`, fused or composed.
+fn gn_run(t: &[Tensor<f64>; 4], groups: usize, fused: bool) -> [Tensor<f64>; 4] {
+    let (x, w, b) = (
+        t[0].requires_grad(),
+        t[1].requires_grad(),
+        t[2].requires_grad(),
+    );
+    let y = if fused {
+        group_norm(&x, groups, Some(&w), Some(&b), 1e-5)
+    } else {
+        group_norm_composed(&x, groups, Some(&w), Some(&b), 1e-5)
+    };
+    let g = y.mul(&t[3]).sum().backward();
+    let get = |v: &Tensor<f64>| g.get(v).unwrap().clone();
+    [y.detach(), get(&x), get(&w), get(&b)]
+}
+
+fn gn_inputs(shape: &[usize], seed: u64) -> [Tensor<f64>; 4] {
+    let c = shape[1];
+    [
+        randn(shape, seed).add_scalar(0.7),
+        randn(&[c], seed + 1),
+        randn(&[c], seed + 2),
+        randn(shape, seed + 3),
+    ]
+}
+
+/// The small cases and one over several blocks of every pass (24 rows of
+/// 3200 values: statistics in 5 blocks of 5 rows; 48 runs of 1600 in 5
+/// blocks of 10; elementwise passes in 6 blocks of one image).
+#[test]
+fn group_norm_fused_matches_composed() {
+    let big: (&[usize], usize) = (&[6, 8, 40, 40], 4);
+    for (k, &(shape, groups)) in GN_CASES.iter().chain([&big]).enumerate() {
+        let t = gn_inputs(shape, 100 + 10 * k as u64);
+        let (f, c) = (gn_run(&t, groups, true), gn_run(&t, groups, false));
+        for (i, what) in ["output", "dx", "dw", "db"].iter().enumerate() {
+            close(&f[i], &c[i], &format!("{shape:?} groups {groups} {what}"));
+        }
+    }
+}
+
+/// Gradients of gradients go through the `create_graph` rule: its
+/// Hessian-vector products in `x` match central differences of the fused
+/// first-order gradients, and the mixed derivative `d(dL/dx . v)/dw`
+/// equals the composed ops'.
+#[test]
+fn group_norm_second_order() {
+    let (w, b) = (randn(&[6], 41), randn(&[6], 42));
+    let x = randn(&[2, 6, 3], 43);
+    second_order::check(
+        "group_norm",
+        |v| group_norm(v, 3, Some(&w), Some(&b), 1e-5),
+        &x,
+        1e-6,
+    );
+    second_order::check(
+        "group_norm without affine",
+        |v| group_norm(v, 2, None, None, 1e-5),
+        &x,
+        1e-6,
+    );
+    let (u, v) = (randn(&[2, 6, 3], 44), randn(&[2, 6, 3], 45));
+    let (xt, wt) = (x.requires_grad(), w.requires_grad());
+    let mixed = |y: Tensor<f64>| {
+        let g = (y * &u).sum().backward_with_graph();
+        let gx = g.get(&xt).unwrap().clone();
+        assert!(gx.is_tracked(), "the gradient must be on the tape");
+        (gx * &v).sum().backward().get(&wt).unwrap().clone()
+    };
+    close(
+        &mixed(group_norm(&xt, 3, Some(&wt), Some(&b), 1e-5)),
+        &mixed(group_norm_composed(&xt, 3, Some(&wt), Some(&b), 1e-5)),
+        "d(dL/dx . v)/dw",
+    );
+}
+
+/// Inputs with no values (no images; no trailing values): an empty
+/// output and zero weight and bias gradients, as the composed ops give.
+#[test]
+fn group_norm_of_empty_inputs() {
+    for shape in [[0, 4, 3], [2, 4, 0]] {
+        let (x, w, b) = (
+            Tensor::<f64>::zeros(&shape).requires_grad(),
+            randn(&[4], 51).requires_grad(),
+            randn(&[4], 52).requires_grad(),
+        );
+        for eps in [1e-5, 0.0] {
+            let y = group_norm(&x, 2, Some(&w), Some(&b), eps);
+            assert_eq!(y.shape(), &shape);
+            let g = y.sum().backward();
+            assert_eq!(g.get(&x).unwrap().shape(), &shape);
+            assert_eq!(g.get(&w).unwrap().to_vec(), vec![0.0; 4], "{shape:?}");
+            assert_eq!(g.get(&b).unwrap().to_vec(), vec![0.0; 4], "{shape:?}");
+        }
+    }
+}
+
+/// `(y, dx, dw, db)` bits of `sum(group_norm(x) u)` in f32, at the current
+/// thread count.
+fn gn_bits(t: &[Tensor<f32>; 4], groups: usize) -> Vec<Vec<u32>> {
+    let (x, w, b) = (
+        t[0].requires_grad(),
+        t[1].requires_grad(),
+        t[2].requires_grad(),
+    );
+    let y = group_norm(&x, groups, Some(&w), Some(&b), 1e-5);
+    let g = y.mul(&t[3]).sum().backward();
+    let bits = |v: &Tensor<f32>| v.to_vec().iter().map(|e| e.to_bits()).collect();
+    vec![
+        bits(&y),
+        bits(g.get(&x).unwrap()),
+        bits(g.get(&w).unwrap()),
+        bits(g.get(&b).unwrap()),
+    ]
+}
+
+/// Every split comes from the shape: 1 and 2 threads give the same bits,
+/// and at 2 threads the passes do use the worker pool. (The only test here
+/// that sets the thread count.)
+#[test]
+fn fused_ops_are_bit_identical_for_1_and_2_threads() {
+    let mut rng = Rng::new(61);
+    let shape = [8, 32, 16, 16];
+    let gn: [Tensor<f32>; 4] = [
+        Tensor::normal(&shape, 0.5, 2.0, &mut rng),
+        Tensor::normal(&[32], 1.0, 0.3, &mut rng),
+        Tensor::normal(&[32], 0.0, 0.3, &mut rng),
+        Tensor::normal(&shape, 0.0, 1.0, &mut rng),
+    ];
+    forge::cpu::set_num_threads(1);
+    let one = gn_bits(&gn, 8);
+    forge::cpu::set_num_threads(2);
+    let before = forge::cpu::threads::pool_dispatches();
+    let two = gn_bits(&gn, 8);
+    let dispatched = forge::cpu::threads::pool_dispatches() > before;
+    for (k, what) in ["output", "dx", "dw", "db"].iter().enumerate() {
+        assert!(
+            one[k] == two[k],
+            "group_norm {what} differs between 1 and 2 threads"
+        );
+    }
+    assert!(
+        dispatched,
+        "group_norm at 2 threads did not use the worker pool"
+    );
+}
