@@ -15,6 +15,7 @@ use super::memory::Storage;
 use crate::base::Float;
 
 mod max_rows;
+mod max_values;
 #[cfg(test)]
 mod tests;
 
@@ -331,6 +332,29 @@ pub fn max_forward<E: Float>(win: &PoolWindows, x: &[E]) -> (Storage<E>, Storage
         idx.set_len(n);
     }
     (vals, idx)
+}
+
+/// The values of [`max_forward`] without the positions (for inference,
+/// when no gradient flows back), bit for bit: per output, its window's
+/// first maximum, or its first NaN, in a pooled buffer. Planes in parallel
+/// in chunks fixed by the shape, so the result does not depend on the
+/// thread count.
+///
+/// ```
+/// use forge::cpu::pool::{max_values, PoolWindows};
+/// let p = PoolWindows::sliding([2, 4], [2, 2], [2, 2], [0, 0]).unwrap();
+/// let v = max_values(&p, &[1.0f32, 4.0, 0.0, 5.0, 3.0, 2.0, 5.0, 1.0]);
+/// assert_eq!(&v[..], &[4.0, 5.0]);
+/// ```
+pub fn max_values<E: Float>(win: &PoolWindows, x: &[E]) -> Storage<E> {
+    let (ip, op) = (win.in_plane(), win.out_plane());
+    let planes = x.len() / ip.max(1);
+    let per = (MAX_CHUNK_ELEMS / ip.max(1)).max(1);
+    build_chunks(planes * op, per * op, |ch, out| {
+        let mut scratch = vec![E::zero(); (win.h + 1) * win.ow()];
+        let x = &x[ch * per * ip..][..out.len() / op.max(1) * ip];
+        max_values::max_planes(win, x, &mut scratch, out);
+    })
 }
 
 /// `out[p, k] = x[p, idx[p, k]]` for planes of `in_plane` inputs and

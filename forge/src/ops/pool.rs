@@ -9,7 +9,10 @@
 //! is linear: its rule is its adjoint (spreading each output gradient over
 //! its window), whose own rule is the forward pooling.
 
-use crate::cpu::pool::{avg_backward, avg_forward, gather, max_forward, scatter_add, PoolWindows};
+use crate::autograd::is_grad_enabled;
+use crate::cpu::pool::{
+    avg_backward, avg_forward, gather, max_forward, max_values, scatter_add, PoolWindows,
+};
 use crate::cpu::Storage;
 use crate::tensor::{Device, Float, Tensor};
 use std::sync::Arc;
@@ -144,6 +147,11 @@ fn windows(
 
 impl<E: Float, D: Device> Tensor<E, D> {
     fn max_pool_windows(&self, win: PoolWindows) -> Self {
+        if !(is_grad_enabled() && self.is_tracked()) {
+            // Nothing will be recorded: the positions would never be read.
+            let vals = max_values(&win, self.as_slice());
+            return Tensor::from_parts(vals, out_shape(self.shape(), &win).into(), None);
+        }
         let (vals, idx) = max_forward(&win, self.as_slice());
         let spec = GatherSpec {
             idx,

@@ -87,6 +87,10 @@ fn same_bits<E: Float>(a: &[E], b: &[E]) -> bool {
 /// `max_argmax` + `gather` and, when given, the definition.
 fn check(win: &PoolWindows, x: &[f64], expect: Option<(Vec<f64>, Vec<usize>)>, what: &str) {
     let (v, i) = max_forward(win, x);
+    assert!(
+        same_bits(&max_values(win, x), &v),
+        "{what}: values only (f64)"
+    );
     let i_ref = max_argmax(win, x);
     let v_ref = gather(x, &i_ref, win.in_plane(), win.out_plane());
     assert_eq!(&i[..], &i_ref[..], "{what}: positions (f64)");
@@ -97,6 +101,10 @@ fn check(win: &PoolWindows, x: &[f64], expect: Option<(Vec<f64>, Vec<usize>)>, w
     }
     let x32: Vec<f32> = x.iter().map(|&v| v as f32).collect();
     let (v32, i32) = max_forward(win, &x32);
+    assert!(
+        same_bits(&max_values(win, &x32), &v32),
+        "{what}: values only (f32)"
+    );
     let i32_ref = max_argmax(win, &x32);
     assert_eq!(&i32[..], &i32_ref[..], "{what}: positions (f32)");
     assert!(
@@ -166,6 +174,7 @@ fn vectorised_max_keeps_first_maxima_and_first_nans() {
     ];
     for (x, at) in cases {
         let (v, i) = max_forward(&win, &x);
+        assert_eq!(max_values(&win, &x)[0].to_bits(), x[at].to_bits(), "{x:?}");
         assert_eq!(i[0], at, "{x:?}");
         assert_eq!(v[0].to_bits(), x[at].to_bits(), "{x:?}");
     }
@@ -188,9 +197,14 @@ fn vectorised_max_is_the_same_for_any_thread_count() {
             .collect();
         set_num_threads(1);
         let (v1, i1) = max_forward(&win, &x);
+        let m1 = max_values(&win, &x);
         set_num_threads(2);
         let (v2, i2) = max_forward(&win, &x);
         assert!(same_bits(&v1, &v2) && i1 == i2, "{hw:?} k {k}");
+        assert!(
+            same_bits(&m1, &max_values(&win, &x)),
+            "{hw:?} k {k}: values only"
+        );
     }
 }
 
