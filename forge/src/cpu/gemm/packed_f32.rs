@@ -184,23 +184,55 @@ pub(super) fn gemm(
 /// as `kc` rows of `NR`.
 fn pack_b_panel(b: Mat<f32>, k0: usize, kc: usize, j0: usize, n: usize, dst: &mut [f32]) {
     let cols = NR.min(n - j0);
+    if b.rs == 1 && b.cs != 1 {
+        // columns of b contiguous (`x W^T`): a transpose
+        pack_b_columns(b, k0, kc, j0, cols, dst);
+        return;
+    }
     for (p, row) in dst.chunks_exact_mut(NR).enumerate() {
         let base = (k0 + p) * b.rs + j0 * b.cs;
         if b.cs == 1 {
             row[..cols].copy_from_slice(&b.data[base..base + cols]);
-        } else if b.rs != 1 {
+        } else {
             for (jj, v) in row[..cols].iter_mut().enumerate() {
                 *v = b.data[base + jj * b.cs];
             }
         }
         row[cols..].fill(0.0);
     }
-    if b.rs == 1 && b.cs != 1 {
-        // columns of b contiguous (`x W^T`): read each column along k
-        for jj in 0..cols {
-            let base = k0 + (j0 + jj) * b.cs;
-            for (p, &v) in b.data[base..base + kc].iter().enumerate() {
-                dst[p * NR + jj] = v;
+}
+
+/// [`pack_b_panel`] for `b` with contiguous columns (`b.rs == 1`): the
+/// 16 x 16 blocks of whole column groups go through [`transpose16`], the
+/// rest element by element.
+fn pack_b_columns(b: Mat<f32>, k0: usize, kc: usize, j0: usize, cols: usize, dst: &mut [f32]) {
+    assert!(dst.len() >= kc * NR);
+    let whole = kc - kc % 16;
+    for g in (0..NR).step_by(16) {
+        let group = cols.saturating_sub(g).min(16);
+        let mut p_done = 0;
+        if group == 16 {
+            for p0 in (0..whole).step_by(16) {
+                let src: [&[f32]; 16] = std::array::from_fn(|r| {
+                    let at = k0 + p0 + (j0 + g + r) * b.cs;
+                    &b.data[at..at + 16]
+                });
+                // SAFETY: `gemm` runs only where AVX-512F is available;
+                // every source row holds 16 floats, and rows `p0..p0 + 16`
+                // of the destination (row stride `NR`) hold columns
+                // `g..g + 16` inside `dst` (asserted above).
+                unsafe { transpose16(&src, dst.as_mut_ptr().add(p0 * NR + g), NR, 0xffff) };
+            }
+            p_done = whole;
+        }
+        for p in p_done..kc {
+            let row = &mut dst[p * NR + g..p * NR + g + 16];
+            for (jj, v) in row.iter_mut().enumerate() {
+                *v = if jj < group {
+                    b.data[k0 + p + (j0 + g + jj) * b.cs]
+                } else {
+                    0.0
+                };
             }
         }
     }
@@ -209,15 +241,36 @@ fn pack_b_panel(b: Mat<f32>, k0: usize, kc: usize, j0: usize, n: usize, dst: &mu
 /// Packs rows `i0..i0 + rows`, columns `k0..k0 + kc` of `a` as tiles of
 /// `MR` rows: tile `t` is `kc` columns of `MR` (zero past `rows`).
 fn pack_a(a: Mat<f32>, i0: usize, rows: usize, k0: usize, kc: usize, dst: &mut [f32]) {
+    let whole = kc - kc % 16;
     for (t, tile) in dst.chunks_exact_mut(MR * kc).enumerate() {
         let r = MR.min(rows.saturating_sub(t * MR));
         if a.cs == 1 {
-            // rows of a contiguous: read each row along k
-            tile.fill(0.0);
-            for i in 0..r {
-                let base = (i0 + t * MR + i) * a.rs + k0;
-                for (p, &v) in a.data[base..base + kc].iter().enumerate() {
-                    tile[p * MR + i] = v;
+            // rows of a contiguous: a transpose, 16 columns of `k` at a
+            // time through [`transpose16`] (the rows past `r` and the
+            // four lanes past `MR` are zero), the rest element by element
+            let zero = [0f32; 16];
+            for p0 in (0..whole).step_by(16) {
+                let src: [&[f32]; 16] = std::array::from_fn(|i| {
+                    let at = (i0 + t * MR + i) * a.rs + k0 + p0;
+                    if i < r {
+                        &a.data[at..at + 16]
+                    } else {
+                        &zero[..]
+                    }
+                });
+                // SAFETY: `gemm` runs only where AVX-512F is available;
+                // every source row holds 16 floats; the masked stores
+                // write `MR` floats at rows `p0..p0 + 16` (row stride
+                // `MR`) of the `MR * kc` tile.
+                unsafe { transpose16(&src, tile.as_mut_ptr().add(p0 * MR), MR, (1 << MR) - 1) };
+            }
+            for p in whole..kc {
+                for i in 0..MR {
+                    tile[p * MR + i] = if i < r {
+                        a.data[(i0 + t * MR + i) * a.rs + k0 + p]
+                    } else {
+                        0.0
+                    };
                 }
             }
         } else {
@@ -230,6 +283,67 @@ fn pack_a(a: Mat<f32>, i0: usize, rows: usize, k0: usize, kc: usize, dst: &mut [
             }
         }
     }
+}
+
+/// Writes the transpose of the 16 x 16 block whose row `r` is `src[r]`:
+/// row `q` of the output (`src[0][q], ..., src[15][q]`, the lanes chosen by
+/// `mask`) at `dst + q * ld`. Pure data movement.
+///
+/// # Safety
+/// The CPU has AVX-512F; every `src[r]` holds 16 floats; for `q < 16`,
+/// the masked lanes of `dst + q * ld .. + 16` are writable.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn transpose16(src: &[&[f32]; 16], dst: *mut f32, ld: usize, mask: u16) {
+    use std::arch::x86_64::*;
+    let r: [__m512; 16] = std::array::from_fn(|i| {
+        assert!(src[i].len() >= 16);
+        // SAFETY: 16 floats (asserted).
+        unsafe { _mm512_loadu_ps(src[i].as_ptr()) }
+    });
+    // pairs of rows interleaved within each 128-bit lane
+    let mut t = [_mm512_setzero_ps(); 16];
+    for i in 0..8 {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    // u[4 g + c], lane l: rows 4 g .. 4 g + 4 of column 4 l + c
+    let mut u = [_mm512_setzero_ps(); 16];
+    for g in 0..4 {
+        let d = |x: __m512| _mm512_castps_pd(x);
+        let (t0, t1, t2, t3) = (
+            d(t[4 * g]),
+            d(t[4 * g + 1]),
+            d(t[4 * g + 2]),
+            d(t[4 * g + 3]),
+        );
+        u[4 * g] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+        u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+        u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+        u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+    }
+    // gather the 128-bit lanes: column c, c + 4, c + 8, c + 12
+    let mut out = [_mm512_setzero_ps(); 16];
+    for c in 0..4 {
+        let v_lo = _mm512_shuffle_f32x4::<0x88>(u[c], u[4 + c]);
+        let v_hi = _mm512_shuffle_f32x4::<0xdd>(u[c], u[4 + c]);
+        let w_lo = _mm512_shuffle_f32x4::<0x88>(u[8 + c], u[12 + c]);
+        let w_hi = _mm512_shuffle_f32x4::<0xdd>(u[8 + c], u[12 + c]);
+        out[c] = _mm512_shuffle_f32x4::<0x88>(v_lo, w_lo);
+        out[c + 8] = _mm512_shuffle_f32x4::<0xdd>(v_lo, w_lo);
+        out[c + 4] = _mm512_shuffle_f32x4::<0x88>(v_hi, w_hi);
+        out[c + 12] = _mm512_shuffle_f32x4::<0xdd>(v_hi, w_hi);
+    }
+    for (q, &v) in out.iter().enumerate() {
+        // SAFETY: the caller guarantees the masked lanes are writable.
+        unsafe { _mm512_mask_storeu_ps(dst.add(q * ld), mask, v) };
+    }
+}
+
+/// Off x86-64 the path is never taken ([`available`] is false).
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn transpose16(_: &[&[f32]; 16], _: *mut f32, _: usize, _: u16) {
+    unreachable!("packed_f32 needs x86-64")
 }
 
 /// One `rows x cols` tile of `c` (row stride `ldc`) from an `MR x kc`
@@ -331,4 +445,69 @@ unsafe fn tile(
     _: f32,
 ) {
     unreachable!("packed_f32 needs x86-64")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The packed panels of `b` and tiles of `a` equal an element-by-element
+    /// reading of the operand, zero padding included, for both layouts,
+    /// edge panels and tiles, and `k` blocks whose length is not a multiple
+    /// of 16 (the transposing paths go 16 x 16 blocks at a time).
+    #[test]
+    fn packs_equal_the_element_reading() {
+        if !available() {
+            return;
+        }
+        let (m, k, n) = (29, 300, 45);
+        let buf: Vec<f32> = (0..k * m.max(n)).map(|v| v as f32 + 0.5).collect();
+        let blocks = [(0, KC), (KC, k - KC), (3, 37)];
+        for b in [Mat::row_major(&buf, n), Mat::transposed(&buf, k)] {
+            for j0 in (0..n).step_by(NR) {
+                for (k0, kc) in blocks {
+                    let mut dst = vec![f32::NAN; kc * NR];
+                    pack_b_panel(b, k0, kc, j0, n, &mut dst);
+                    for p in 0..kc {
+                        for jj in 0..NR {
+                            let j = j0 + jj;
+                            let want = if j < n {
+                                b.data[(k0 + p) * b.rs + j * b.cs]
+                            } else {
+                                0.0
+                            };
+                            assert_eq!(dst[p * NR + jj], want, "b rs {} ({p}, {j})", b.rs);
+                        }
+                    }
+                }
+            }
+        }
+        for a in [Mat::row_major(&buf, k), Mat::transposed(&buf, m)] {
+            for (i0, rows) in [(0, m), (5, 13), (17, 12)] {
+                for (k0, kc) in blocks {
+                    let tiles = rows.div_ceil(MR);
+                    let mut dst = vec![f32::NAN; tiles * MR * kc];
+                    pack_a(a, i0, rows, k0, kc, &mut dst);
+                    for t in 0..tiles {
+                        for p in 0..kc {
+                            for i in 0..MR {
+                                let r = t * MR + i;
+                                let want = if r < rows {
+                                    a.data[(i0 + r) * a.rs + (k0 + p) * a.cs]
+                                } else {
+                                    0.0
+                                };
+                                assert_eq!(
+                                    dst[(t * kc + p) * MR + i],
+                                    want,
+                                    "a cs {} ({r}, {p})",
+                                    a.cs
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
