@@ -13,6 +13,10 @@
 //! * With one thread, or one chunk, [`parallel_for`] is a plain loop on the
 //!   calling thread: no pool, no atomics, no allocation. Kernels only split
 //!   work above a size threshold, so small ops never touch the pool.
+//! * A worker that finishes its chunks stays awake for a short while
+//!   (200 µs, yielding its core between looks) and joins the next
+//!   `parallel_for` by itself, so back-to-back ops do not pay a thread
+//!   wake-up each; only a worker that has gone back to sleep is woken.
 //! * A `parallel_for` called from inside another one (a kernel within a
 //!   parallel chunk) runs inline, so nested kernels never oversubscribe.
 //! * Chunk `i` always does the same work, whatever the thread count, and
@@ -20,7 +24,7 @@
 //!   bit-identical for 1 and N threads.
 //!
 //! ```
-//! use std::sync::atomic::{AtomicUsize, Ordering};
+//! use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 //! forge::cpu::set_num_threads(2);
 //! let sum = AtomicUsize::new(0);
 //! forge::cpu::parallel_for(100, |i| { sum.fetch_add(i, Ordering::Relaxed); });
@@ -31,7 +35,7 @@ use rayon::{ThreadPool, ThreadPoolBuilder};
 use std::any::Any;
 use std::cell::Cell;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -40,8 +44,20 @@ static THREADS: AtomicUsize = AtomicUsize::new(0);
 /// Thread counts up to this get a cached pool; larger requests are clamped.
 const MAX_THREADS: usize = 256;
 
-static POOLS: [OnceLock<ThreadPool>; MAX_THREADS + 1] =
-    [const { OnceLock::new() }; MAX_THREADS + 1];
+static POOLS: [OnceLock<Pool>; MAX_THREADS + 1] = [const { OnceLock::new() }; MAX_THREADS + 1];
+
+/// A persistent pool: its rayon threads, and the hand-off through which a
+/// worker that has just finished its chunks picks up the next
+/// `parallel_for` without going to sleep (see [`LINGER`]).
+struct Pool {
+    threads: ThreadPool,
+    /// The latest task, for lingering workers to join.
+    current: Mutex<Option<Arc<Task>>>,
+    /// The epoch of `current`: bumped each time a task is posted.
+    epoch: AtomicU64,
+    /// Workers lingering: between two tasks, awake, watching `epoch`.
+    lingering: AtomicUsize,
+}
 
 thread_local! {
     /// True while this thread runs chunks of a `parallel_for`.
@@ -88,14 +104,100 @@ pub fn set_num_threads(n: usize) {
 }
 
 /// The persistent pool for `threads` threads (`threads - 1` workers).
-fn pool(threads: usize) -> &'static ThreadPool {
-    POOLS[threads].get_or_init(|| {
-        ThreadPoolBuilder::new()
+fn pool(threads: usize) -> &'static Pool {
+    POOLS[threads].get_or_init(|| Pool {
+        threads: ThreadPoolBuilder::new()
             .num_threads(threads - 1)
             .thread_name(move |i| format!("forge-{threads}-{i}"))
             .build()
-            .expect("forge: cannot start the worker threads")
+            .expect("forge: cannot start the worker threads"),
+        current: Mutex::new(None),
+        epoch: AtomicU64::new(0),
+        lingering: AtomicUsize::new(0),
     })
+}
+
+/// How long a worker stays awake after its last chunk, watching for the
+/// next `parallel_for` (first spinning, then yielding the core to any
+/// other runnable thread between looks).
+///
+/// A worker that has gone to sleep starts its share of the next op
+/// 17-33 µs late (a futex wake-up across cores, `bench --only dispatch`),
+/// and a training step runs hundreds of parallel ops separated by short
+/// serial stretches (ResNet-18 b16: about 560 per step, most gaps well
+/// under 100 µs), so each op lost that much of its second thread. A
+/// lingering worker joins within about a microsecond instead. While it
+/// waits it calls `sched_yield`, so on a machine with other work the core
+/// goes to that work; past `LINGER` it returns to rayon and sleeps.
+const LINGER: Duration = Duration::from_micros(200);
+
+/// How long a lingering worker spins before it starts yielding.
+const LINGER_SPIN: Duration = Duration::from_micros(5);
+
+impl Pool {
+    /// Publishes a new task for lingering workers; returns it with the
+    /// number of workers that were lingering when it was posted (they will
+    /// join it, so that many fewer need a wake-up).
+    fn post(&self, make: impl FnOnce(u64) -> Task) -> (Arc<Task>, usize) {
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        let epoch = self.epoch.load(Ordering::Relaxed) + 1;
+        let task = Arc::new(make(epoch));
+        *current = Some(Arc::clone(&task));
+        self.epoch.store(epoch, Ordering::SeqCst);
+        drop(current);
+        // SeqCst with the worker's side (see `linger`): a worker counted
+        // here sees the new epoch before it stops lingering.
+        (task, self.lingering.load(Ordering::SeqCst))
+    }
+
+    /// A worker's life in the pool after rayon hands it `task`: run its
+    /// chunks, then linger and join each task posted meanwhile, until none
+    /// comes for [`LINGER`].
+    fn work(&self, task: Arc<Task>) {
+        let mut seen = task.epoch;
+        task.run(true);
+        drop(task);
+        while let Some(next) = self.linger(seen) {
+            seen = next.epoch;
+            next.run(true);
+        }
+    }
+
+    /// Waits, awake, for a task newer than epoch `seen`; `None` after
+    /// [`LINGER`] without one.
+    fn linger(&self, seen: u64) -> Option<Arc<Task>> {
+        self.lingering.fetch_add(1, Ordering::SeqCst);
+        let start = Instant::now();
+        let mut fresh = false;
+        loop {
+            if self.epoch.load(Ordering::SeqCst) != seen {
+                fresh = true;
+                break;
+            }
+            let waited = start.elapsed();
+            if waited >= LINGER {
+                break;
+            }
+            if waited < LINGER_SPIN {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        self.lingering.fetch_sub(1, Ordering::SeqCst);
+        // A caller that counted this worker as lingering bumped the epoch
+        // before it read the count, so the epoch read after the decrement
+        // sees its task: no posted task is left without the worker it
+        // counted on.
+        if fresh || self.epoch.load(Ordering::SeqCst) != seen {
+            self.current
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+        } else {
+            None
+        }
+    }
 }
 
 /// Marks the current thread as running parallel chunks until dropped.
@@ -164,7 +266,7 @@ pub fn pool_dispatches() -> u64 {
 /// elements / 2 for a cheap elementwise op, multiply-adds / 64 for a gemm.
 ///
 /// ```
-/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 /// let n = AtomicUsize::new(0);
 /// // 1000 elements of a cheap op: far too little to wake a thread
 /// forge::cpu::threads::parallel_for_cost(4, 1000 / 2, |_| { n.fetch_add(1, Ordering::Relaxed); });
@@ -178,16 +280,19 @@ pub fn parallel_for_cost(chunks: usize, cost_ns: usize, f: impl Fn(usize) + Sync
     }
 }
 
-/// One `parallel_for`'s chunks, shared by the caller and the workers it
-/// woke. The workers hold it through an `Arc`, so it outlives a late
-/// worker; `f` itself is only called for a claimed chunk, and the caller
-/// does not return until every claimed chunk is done.
+/// One `parallel_for`'s chunks, shared by the caller and the workers that
+/// join it. The workers (and the pool's `current` slot) hold it through an
+/// `Arc`, so it outlives a late worker; `f` itself is only called for a
+/// claimed chunk, and the caller does not return until every claimed chunk
+/// is done (after which no chunk is left to claim).
 struct Task {
     /// The next unclaimed chunk (it may count past `chunks`).
     next: AtomicUsize,
     /// Chunks finished, by anyone.
     done: AtomicUsize,
     chunks: usize,
+    /// The pool's epoch when this task was posted.
+    epoch: u64,
     /// The chunk body, its lifetime erased (see `run`).
     f: *const (dyn Fn(usize) + Sync + 'static),
     /// The calling thread, woken when a worker finishes the last chunk.
@@ -246,7 +351,7 @@ impl Task {
 /// flight have finished).
 ///
 /// ```
-/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 /// let hits = AtomicUsize::new(0);
 /// forge::cpu::parallel_for(8, |_| { hits.fetch_add(1, Ordering::Relaxed); });
 /// assert_eq!(hits.load(Ordering::Relaxed), 8);
@@ -263,18 +368,20 @@ pub fn parallel_for(chunks: usize, f: impl Fn(usize) + Sync) {
     // pointer only for claimed chunks, and this function does not return
     // (so `f` lives) until every claimed chunk is done.
     let erased: *const (dyn Fn(usize) + Sync + 'static) = unsafe { std::mem::transmute(body) };
-    let task = Arc::new(Task {
+    let pool = pool(threads);
+    let (task, lingering) = pool.post(|epoch| Task {
         next: AtomicUsize::new(0),
         done: AtomicUsize::new(0),
         chunks,
+        epoch,
         f: erased,
         caller: std::thread::current(),
         panic: Mutex::new(None),
     });
-    let pool = pool(threads);
-    for _ in 1..threads {
+    // Lingering workers join by themselves; wake the others.
+    for _ in lingering.min(threads - 1)..threads - 1 {
         let t = Arc::clone(&task);
-        pool.spawn(move || t.run(true));
+        pool.threads.spawn(move || pool.work(t));
     }
     task.run(false);
     // Wait for the chunks the workers claimed: spin briefly (they are
@@ -358,7 +465,7 @@ mod tests {
         // instead of waiting for the worker to pick up its share.
         let (release, blocked) = std::sync::mpsc::channel::<()>();
         let (started, has_started) = std::sync::mpsc::channel::<()>();
-        pool(2).spawn(move || {
+        pool(2).threads.spawn(move || {
             started.send(()).unwrap();
             let _ = blocked.recv();
         });
@@ -377,6 +484,46 @@ mod tests {
         let got = finished.recv_timeout(std::time::Duration::from_secs(60));
         release.send(()).unwrap();
         assert_eq!(got, Ok(4), "parallel_for waited for a busy worker");
+    }
+
+    #[test]
+    fn lingering_workers_hand_off_every_chunk_exactly_once() {
+        let _threads = lock_thread_count();
+        // Back-to-back calls (the worker lingers between them and joins
+        // the next by itself) from four callers sharing one pool, so that
+        // tasks replace each other in the pool's slot while workers join
+        // them: every chunk of every call must run exactly once, and each
+        // call must see its own chunks only.
+        set_num_threads(2);
+        let callers: Vec<_> = (0..4)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    set_num_threads(2);
+                    for round in 0..300usize {
+                        let chunks = 2 + (round * 7 + t) % 13;
+                        let seen: Vec<AtomicUsize> =
+                            (0..chunks).map(|_| AtomicUsize::new(0)).collect();
+                        parallel_for(chunks, |i| {
+                            seen[i].fetch_add(1, Ordering::Relaxed);
+                            // a little work, so that the threads overlap
+                            for _ in 0..200 {
+                                std::hint::spin_loop();
+                            }
+                        });
+                        for (i, s) in seen.iter().enumerate() {
+                            assert_eq!(
+                                s.load(Ordering::Relaxed),
+                                1,
+                                "caller {t} round {round} chunk {i}"
+                            );
+                        }
+                    }
+                })
+            })
+            .collect();
+        for c in callers {
+            c.join().unwrap();
+        }
     }
 
     #[test]
