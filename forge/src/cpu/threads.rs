@@ -119,7 +119,8 @@ fn pool(threads: usize) -> &'static Pool {
 
 /// How long a worker stays awake after its last chunk, watching for the
 /// next `parallel_for` (first spinning, then yielding the core to any
-/// other runnable thread between looks).
+/// other runnable thread between looks); also how long a caller waits so
+/// for the chunks the workers claimed before it sleeps.
 ///
 /// A worker that has gone to sleep starts its share of the next op
 /// 17-33 µs late (a futex wake-up across cores, `bench --only dispatch`),
@@ -384,12 +385,17 @@ pub fn parallel_for(chunks: usize, f: impl Fn(usize) + Sync) {
         pool.threads.spawn(move || pool.work(t));
     }
     task.run(false);
-    // Wait for the chunks the workers claimed: spin briefly (they are
-    // usually about to finish), then sleep until the last one unparks us.
-    let spin_until = Instant::now() + SPIN;
+    // Wait for the chunks the workers claimed, as a worker lingers: they
+    // are usually about to finish, and a parked caller would start the
+    // next op a wake-up late. Spin, then yield the core between looks,
+    // and sleep (until the last chunk unparks us) only past `LINGER`.
+    let start = Instant::now();
     while task.done.load(Ordering::Acquire) < chunks {
-        if Instant::now() < spin_until {
+        let waited = start.elapsed();
+        if waited < LINGER_SPIN {
             std::hint::spin_loop();
+        } else if waited < LINGER {
+            std::thread::yield_now();
         } else {
             std::thread::park_timeout(SPIN);
         }
@@ -400,7 +406,8 @@ pub fn parallel_for(chunks: usize, f: impl Fn(usize) + Sync) {
     }
 }
 
-/// How long the caller spins for the workers' last chunks before it sleeps.
+/// How long a caller that has waited [`LINGER`] for the workers' last
+/// chunks sleeps between looks (the last chunk also unparks it).
 const SPIN: Duration = Duration::from_micros(50);
 
 #[cfg(test)]
