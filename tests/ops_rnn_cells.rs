@@ -197,6 +197,16 @@ fn fused_matches_composed<E: Float>(tol: f64) {
         assert_eq!(o1.to_vec(), o2.to_vec(), "lstm out, reverse {reverse}");
         assert_eq!(h1.to_vec(), h2.to_vec(), "lstm h_n");
         assert_eq!(c1.to_vec(), c2.to_vec(), "lstm c_n");
+        // under no_grad (nothing saved: another path of the step kernel)
+        let (o3, h3, c3) =
+            forge::no_grad(|| lstm_sequence(&tr[0], &tr[1], &tr[2], &tr[3], reverse));
+        assert_eq!(
+            o3.to_vec(),
+            o2.to_vec(),
+            "lstm out, no_grad, reverse {reverse}"
+        );
+        assert_eq!(h3.to_vec(), h2.to_vec(), "lstm h_n, no_grad");
+        assert_eq!(c3.to_vec(), c2.to_vec(), "lstm c_n, no_grad");
         let g1 = flat(&[&o1, &h1, &c1]).mul(&u).sum().backward();
         let g2 = flat(&[&o2, &h2, &c2]).mul(&u).sum().backward();
         for (k, t) in tr.iter().enumerate() {

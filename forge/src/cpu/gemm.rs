@@ -386,5 +386,7 @@ use thin::{gemv, narrow};
 use thin::{gemv_dots, gemv_dots_simd, gemv_rows, gemv_rows_simd, narrow_rows};
 
 mod packed_f32;
+mod prepacked;
+pub(crate) use prepacked::PackedRhs;
 #[cfg(test)]
 mod tests;

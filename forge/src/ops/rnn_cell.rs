@@ -32,13 +32,14 @@
 //! gradients are differentiable again. Under `no_grad` nothing is saved:
 //! the kernels reuse one step's gate buffer.
 
-use crate::cpu::gemm::{gemm, Mat};
+use crate::cpu::gemm::{gemm, Mat, PackedRhs};
 use crate::cpu::{num_threads, parallel_for, Storage};
 use crate::tensor::{Device, Float, Tensor};
 use std::sync::Arc;
 
 mod gru;
 mod lstm;
+mod lstm_f32;
 
 pub use gru::gru_sequence;
 pub use lstm::lstm_sequence;
@@ -179,13 +180,18 @@ fn forward_steps<E: Float>(
     cell: impl Fn(Step, &[E], &[E], &mut [E]) + Sync,
 ) {
     let (n, h) = (seq.n, seq.h);
-    // Every step reads W_hh^T. Stored transposed (`[g, h]`), matrixmultiply
-    // packs it element by element at each step; a row-major `[h, g]` copy,
-    // made once here, packs with contiguous row copies into the same panels
-    // (so the same bits). Only where the product takes the packed path
-    // for both layouts: a one-row product (N = 1) is a matrix-vector loop
-    // whose order of summation follows the layout.
-    let wt = (n >= 2 && g > PACKED_MIN_COLS).then(|| transpose(w, g, h));
+    // Every step multiplies by W_hh^T. In f32 on AVX-512 it is packed once
+    // here into the panels gemm packs on every call (`PackedRhs`: the same
+    // bits). Otherwise, stored transposed (`[g, h]`), it would be packed
+    // element by element at each step; a row-major `[h, g]` copy, made once
+    // here, packs with contiguous row copies into the same panels (so the
+    // same bits). Either only where the product takes the packed path for
+    // both layouts: a one-row product (N = 1) is a matrix-vector loop whose
+    // order of summation follows the layout.
+    let packed = (n >= 2)
+        .then(|| PackedRhs::new(h, g, Mat::transposed(w, h)))
+        .flatten();
+    let wt = (packed.is_none() && n >= 2 && g > PACKED_MIN_COLS).then(|| transpose(w, g, h));
     let w_t = match &wt {
         Some(wt) => Mat::row_major(wt, g),
         None => Mat::transposed(w, h),
@@ -206,7 +212,12 @@ fn forward_steps<E: Float>(
                 Some(p) => unsafe { ys_r.at(p, n, r0, r1, h) },
                 None => rows_of(h0, r0, r1, h),
             };
-            gemm(r1 - r0, h, g, Mat::row_major(h_prev, h), w_t, E::zero(), hw);
+            let hp = Mat::row_major(h_prev, h);
+            match &packed {
+                // blocks have at least 2 rows when n >= 2 (`for_batch_blocks`)
+                Some(p) => p.gemm(r1 - r0, hp, E::zero(), hw),
+                None => gemm(r1 - r0, h, g, hp, w_t, E::zero(), hw),
+            }
             let y = unsafe { ys_r.at(t, n, r0, r1, h) };
             cell(Step { t, prev, r0, r1 }, hw, h_prev, y);
         }
@@ -228,6 +239,9 @@ fn backward_steps<E: Float>(
     cell: impl Fn(Step, &mut [E], &mut [E]) + Sync,
 ) {
     let (n, h) = (seq.n, seq.h);
+    let w_m = Mat::row_major(w, h);
+    // packed once for every step (f32 on AVX-512; the same bits as gemm)
+    let packed = (n >= 2).then(|| PackedRhs::new(g, h, w_m)).flatten();
     let (carry_r, ds_r) = (Rows::new(carry), Rows::new(ds));
     for_batch_blocks(n, |r0, r1| {
         // SAFETY (every `at`): this block reads and writes only rows
@@ -237,15 +251,11 @@ fn backward_steps<E: Float>(
             let (t, prev) = (seq.time(s), seq.prev(s));
             let d = unsafe { ds_r.at(t, n, r0, r1, g) };
             cell(Step { t, prev, r0, r1 }, cb, d);
-            gemm(
-                r1 - r0,
-                g,
-                h,
-                Mat::row_major(d, g),
-                Mat::row_major(w, h),
-                beta,
-                cb,
-            );
+            let dm = Mat::row_major(d, g);
+            match &packed {
+                Some(p) => p.gemm(r1 - r0, dm, beta, cb),
+                None => gemm(r1 - r0, g, h, dm, w_m, beta, cb),
+            }
         }
     });
 }

@@ -141,7 +141,7 @@ pub(super) fn gemm(
                     buf.resize(MAX_CHUNK_TILES * MR * KC, 0.0);
                 }
                 let pa = &mut buf[..len];
-                pack_a(a, t0 * MR, ((t1 * MR).min(m)) - t0 * MR, k0, kc, pa);
+                pack_a::<MR>(a, t0 * MR, ((t1 * MR).min(m)) - t0 * MR, k0, kc, pa);
                 let (p, q) = (pb, cp);
                 for j in j0..j1 {
                     // SAFETY: panel `j` was fully written by the packing loop,
@@ -155,7 +155,7 @@ pub(super) fn gemm(
                         // lies inside the `m x n` output (row stride `n`), and
                         // belongs to this chunk alone.
                         unsafe {
-                            tile(
+                            tile::<MR>(
                                 kc,
                                 ap,
                                 bp,
@@ -178,6 +178,154 @@ pub(super) fn gemm(
         }
         k0 += kc;
     }
+}
+
+/// `b` (`k x n`) packed once into the panels [`gemm`] would pack on every
+/// call (`KC` blocks of rows one after the other, each cut into `kc x NR`
+/// panels), for [`gemm_prepacked`]: an operand multiplied many times (a
+/// recurrent layer's hidden weights, once per time step).
+pub(super) struct PackedB {
+    panels: Storage<f32>,
+    k: usize,
+    n: usize,
+}
+
+impl PackedB {
+    /// Packs `b`, `k x n` (both non-zero; the extent is checked by the
+    /// caller).
+    ///
+    /// # Panics
+    /// When the CPU lacks AVX-512F (check [`available`] first).
+    pub(super) fn new(k: usize, n: usize, b: Mat<f32>) -> Self {
+        assert!(available(), "packed_f32: AVX-512F required");
+        let width = n.div_ceil(NR) * NR;
+        let mut panels = Storage::<f32>::zeroed(k * width);
+        let mut k0 = 0;
+        while k0 < k {
+            let kc = KC.min(k - k0);
+            let block = &mut panels[k0 * width..(k0 + kc) * width];
+            for (j, dst) in block.chunks_exact_mut(kc * NR).enumerate() {
+                pack_b_panel(b, k0, kc, j * NR, n, dst);
+            }
+            k0 += kc;
+        }
+        PackedB { panels, k, n }
+    }
+
+    /// `(k, n)`.
+    pub(super) fn dims(&self) -> (usize, usize) {
+        (self.k, self.n)
+    }
+}
+
+/// How [`gemm_prepacked`] cuts `m` rows: `(tiles of MR rows, tiles of
+/// SHORT rows)` after them, padding as few rows as it can (64 rows: four
+/// of 12 and two of 8 instead of six of 12, the last one a third empty).
+fn row_split(m: usize) -> (usize, usize) {
+    let (q, r) = (m / MR, m % MR);
+    match r {
+        0 => (q, 0),
+        // the last full tile and the rest: at most 16 rows, two short tiles
+        1..=4 if q > 0 => (q - 1, 2),
+        1..=SHORT => (q, 1),
+        _ => (q + 1, 0),
+    }
+}
+
+/// Rows of the short tiles of [`gemm_prepacked`].
+const SHORT: usize = 8;
+
+/// `c = a b + beta c` on the calling thread with `b` packed beforehand
+/// (`c` row-major `m x n`, `m >= 1`; the extents are checked by the
+/// caller). Each element is the same sum as in [`gemm`] (the `KC` blocks
+/// in increasing `k`, fused multiply-adds in increasing `k` within a
+/// block), so the bits are [`gemm`]'s; the rows are cut into tiles of
+/// `MR` and of [`SHORT`] rows ([`row_split`]) instead of `MR` only.
+///
+/// # Panics
+/// When the CPU lacks AVX-512F, or `c` is shorter than `m x n`.
+pub(super) fn gemm_prepacked(m: usize, a: Mat<f32>, b: &PackedB, beta: f32, c: &mut [f32]) {
+    assert!(available(), "packed_f32: AVX-512F required");
+    let (k, n) = (b.k, b.n);
+    assert!(c.len() >= m * n, "packed_f32: output too small");
+    let width = n.div_ceil(NR) * NR;
+    let (full, short) = row_split(m);
+    let mut k0 = 0;
+    while k0 < k {
+        let kc = KC.min(k - k0);
+        let pb = &b.panels[k0 * width..(k0 + kc) * width];
+        let step = Block {
+            k0,
+            kc,
+            n,
+            beta,
+            first: k0 == 0,
+        };
+        let mut t0 = 0;
+        while t0 < full {
+            let t1 = (t0 + MAX_CHUNK_TILES).min(full);
+            let i0 = t0 * MR;
+            run_rows::<MR>(a, i0, (t1 * MR).min(m) - i0, pb, step, c);
+            t0 = t1;
+        }
+        if short > 0 {
+            let i0 = full * MR;
+            run_rows::<SHORT>(a, i0, m - i0, pb, step, c);
+        }
+        k0 += kc;
+    }
+}
+
+/// One `KC` block of a [`gemm_prepacked`] product.
+#[derive(Clone, Copy)]
+struct Block {
+    k0: usize,
+    kc: usize,
+    n: usize,
+    beta: f32,
+    first: bool,
+}
+
+/// Rows `i0..i0 + rows` of `c` for one `KC` block: those rows of `a`
+/// packed in tiles of `R` rows, then every panel of `pb` against every
+/// tile.
+fn run_rows<const R: usize>(
+    a: Mat<f32>,
+    i0: usize,
+    rows: usize,
+    pb: &[f32],
+    blk: Block,
+    c: &mut [f32],
+) {
+    let Block {
+        k0,
+        kc,
+        n,
+        beta,
+        first,
+    } = blk;
+    let tiles = rows.div_ceil(R);
+    PACKED_A.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        let len = tiles * R * kc;
+        if buf.len() < len {
+            buf.resize(len.max(MAX_CHUNK_TILES * MR * KC), 0.0);
+        }
+        let pa = &mut buf[..len];
+        pack_a::<R>(a, i0, rows, k0, kc, pa);
+        for (j, bp) in pb.chunks_exact(kc * NR).enumerate() {
+            let cols = NR.min(n - j * NR);
+            for (t, ap) in pa.chunks_exact(R * kc).enumerate() {
+                let r = R.min(rows - t * R);
+                let at = (i0 + t * R) * n + j * NR;
+                assert!(at + (r - 1) * n + cols <= c.len());
+                // SAFETY: the `r x cols` tile at row i0 + t R, column j NR
+                // lies inside the `m x n` output (asserted), which this
+                // call holds mutably.
+                unsafe { tile::<R>(kc, ap, bp, c.as_mut_ptr().add(at), n, r, cols, first, beta) };
+            }
+        }
+    });
 }
 
 /// Packs rows `k0..k0 + kc`, columns `j0..j0 + NR` of `b` (zero past `n`)
@@ -239,19 +387,27 @@ fn pack_b_columns(b: Mat<f32>, k0: usize, kc: usize, j0: usize, cols: usize, dst
 }
 
 /// Packs rows `i0..i0 + rows`, columns `k0..k0 + kc` of `a` as tiles of
-/// `MR` rows: tile `t` is `kc` columns of `MR` (zero past `rows`).
-fn pack_a(a: Mat<f32>, i0: usize, rows: usize, k0: usize, kc: usize, dst: &mut [f32]) {
+/// `R` rows (`MR`, or 8 for [`gemm_prepacked`]'s short tiles): tile `t` is
+/// `kc` columns of `R` (zero past `rows`).
+fn pack_a<const R: usize>(
+    a: Mat<f32>,
+    i0: usize,
+    rows: usize,
+    k0: usize,
+    kc: usize,
+    dst: &mut [f32],
+) {
     let whole = kc - kc % 16;
-    for (t, tile) in dst.chunks_exact_mut(MR * kc).enumerate() {
-        let r = MR.min(rows.saturating_sub(t * MR));
+    for (t, tile) in dst.chunks_exact_mut(R * kc).enumerate() {
+        let r = R.min(rows.saturating_sub(t * R));
         if a.cs == 1 {
             // rows of a contiguous: a transpose, 16 columns of `k` at a
             // time through [`transpose16`] (the rows past `r` and the
-            // four lanes past `MR` are zero), the rest element by element
+            // lanes past `R` are not written), the rest element by element
             let zero = [0f32; 16];
             for p0 in (0..whole).step_by(16) {
                 let src: [&[f32]; 16] = std::array::from_fn(|i| {
-                    let at = (i0 + t * MR + i) * a.rs + k0 + p0;
+                    let at = (i0 + t * R + i) * a.rs + k0 + p0;
                     if i < r {
                         &a.data[at..at + 16]
                     } else {
@@ -260,22 +416,29 @@ fn pack_a(a: Mat<f32>, i0: usize, rows: usize, k0: usize, kc: usize, dst: &mut [
                 });
                 // SAFETY: `gemm` runs only where AVX-512F is available;
                 // every source row holds 16 floats; the masked stores
-                // write `MR` floats at rows `p0..p0 + 16` (row stride
-                // `MR`) of the `MR * kc` tile.
-                unsafe { transpose16(&src, tile.as_mut_ptr().add(p0 * MR), MR, (1 << MR) - 1) };
+                // write `R` floats at rows `p0..p0 + 16` (row stride
+                // `R`) of the `R * kc` tile.
+                unsafe {
+                    transpose16(
+                        &src,
+                        tile.as_mut_ptr().add(p0 * R),
+                        R,
+                        ((1u32 << R) - 1) as u16,
+                    )
+                };
             }
             for p in whole..kc {
-                for i in 0..MR {
-                    tile[p * MR + i] = if i < r {
-                        a.data[(i0 + t * MR + i) * a.rs + k0 + p]
+                for i in 0..R {
+                    tile[p * R + i] = if i < r {
+                        a.data[(i0 + t * R + i) * a.rs + k0 + p]
                     } else {
                         0.0
                     };
                 }
             }
         } else {
-            for (p, col) in tile.chunks_exact_mut(MR).enumerate() {
-                let base = (i0 + t * MR) * a.rs + (k0 + p) * a.cs;
+            for (p, col) in tile.chunks_exact_mut(R).enumerate() {
+                let base = (i0 + t * R) * a.rs + (k0 + p) * a.cs;
                 for (i, v) in col[..r].iter_mut().enumerate() {
                     *v = a.data[base + i * a.rs];
                 }
@@ -346,18 +509,19 @@ unsafe fn transpose16(_: &[&[f32]; 16], _: *mut f32, _: usize, _: u16) {
     unreachable!("packed_f32 needs x86-64")
 }
 
-/// One `rows x cols` tile of `c` (row stride `ldc`) from an `MR x kc`
-/// packed tile of `a` and a `kc x NR` packed panel of `b`: on the first
+/// One `rows x cols` tile of `c` (row stride `ldc`) from an `R x kc`
+/// packed tile of `a` (`R` is `MR`, or 8 for [`gemm_prepacked`]'s short
+/// tiles: each element is the same sum either way) and a `kc x NR` packed panel of `b`: on the first
 /// `k` block `c = acc + beta c` (without reading `c` when beta is 0),
 /// afterwards `c = c + acc`.
 ///
 /// # Safety
 /// The CPU has AVX-512F; `c` points to a `rows x cols` tile with row stride
-/// `ldc` that nothing else accesses; `ap` holds `MR * kc`, `bp` `kc * NR`.
+/// `ldc` that nothing else accesses; `ap` holds `R * kc`, `bp` `kc * NR`.
 #[allow(clippy::too_many_arguments)]
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn tile(
+unsafe fn tile<const R: usize>(
     kc: usize,
     ap: &[f32],
     bp: &[f32],
@@ -369,8 +533,8 @@ unsafe fn tile(
     beta: f32,
 ) {
     use std::arch::x86_64::*;
-    assert!(ap.len() >= MR * kc && bp.len() >= NR * kc);
-    let mut acc = [[_mm512_setzero_ps(); 2]; MR];
+    assert!(ap.len() >= R * kc && bp.len() >= NR * kc);
+    let mut acc = [[_mm512_setzero_ps(); 2]; R];
     let (a, b) = (ap.as_ptr(), bp.as_ptr());
     for p in 0..kc {
         // SAFETY: `p < kc`: row `p` of the panel and column `p` of the
@@ -379,14 +543,14 @@ unsafe fn tile(
             let b0 = _mm512_loadu_ps(b.add(p * NR));
             let b1 = _mm512_loadu_ps(b.add(p * NR + 16));
             for (i, row) in acc.iter_mut().enumerate() {
-                let av = _mm512_set1_ps(*a.add(p * MR + i));
+                let av = _mm512_set1_ps(*a.add(p * R + i));
                 row[0] = _mm512_fmadd_ps(av, b0, row[0]);
                 row[1] = _mm512_fmadd_ps(av, b1, row[1]);
             }
         }
     }
     let vbeta = _mm512_set1_ps(beta);
-    if rows == MR && cols == NR {
+    if rows == R && cols == NR {
         for (i, row) in acc.iter().enumerate() {
             for (h, &v) in row.iter().enumerate() {
                 // SAFETY: element (i, 16 h .. 16 h + 16) of the full tile.
@@ -407,18 +571,17 @@ unsafe fn tile(
     }
     // An edge tile: the same sums, stored element by element with the same
     // (fused) arithmetic.
-    let mut vals = [0f32; MR * NR];
+    let mut vals = [[0f32; NR]; R];
     for (i, row) in acc.iter().enumerate() {
         for (h, &v) in row.iter().enumerate() {
-            // SAFETY: 16 floats at (i, 16 h) of the MR x NR array.
-            unsafe { _mm512_storeu_ps(vals.as_mut_ptr().add(i * NR + 16 * h), v) };
+            // SAFETY: 16 floats at (i, 16 h) of the R x NR array.
+            unsafe { _mm512_storeu_ps(vals[i].as_mut_ptr().add(16 * h), v) };
         }
     }
-    for i in 0..rows {
-        for j in 0..cols {
+    for (i, vrow) in vals.iter().enumerate().take(rows) {
+        for (j, &v) in vrow.iter().enumerate().take(cols) {
             // SAFETY: (i, j) is inside the `rows x cols` tile.
             let at = unsafe { &mut *c.add(i * ldc + j) };
-            let v = vals[i * NR + j];
             *at = if !first {
                 *at + v
             } else if beta == 0.0 {
@@ -433,7 +596,7 @@ unsafe fn tile(
 /// Off x86-64 the path is never taken ([`available`] is false).
 #[allow(clippy::too_many_arguments)]
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn tile(
+unsafe fn tile<const R: usize>(
     _: usize,
     _: &[f32],
     _: &[f32],
@@ -482,23 +645,30 @@ mod tests {
                 }
             }
         }
-        for a in [Mat::row_major(&buf, k), Mat::transposed(&buf, m)] {
+        // tiles of MR rows and gemm_prepacked's short tiles
+        check_a::<MR>(&buf, m, k, blocks);
+        check_a::<SHORT>(&buf, m, k, blocks);
+    }
+
+    /// [`packs_equal_the_element_reading`] for `a` in tiles of `R` rows.
+    fn check_a<const R: usize>(buf: &[f32], m: usize, k: usize, blocks: [(usize, usize); 3]) {
+        for a in [Mat::row_major(buf, k), Mat::transposed(buf, m)] {
             for (i0, rows) in [(0, m), (5, 13), (17, 12)] {
                 for (k0, kc) in blocks {
-                    let tiles = rows.div_ceil(MR);
-                    let mut dst = vec![f32::NAN; tiles * MR * kc];
-                    pack_a(a, i0, rows, k0, kc, &mut dst);
+                    let tiles = rows.div_ceil(R);
+                    let mut dst = vec![f32::NAN; tiles * R * kc];
+                    pack_a::<R>(a, i0, rows, k0, kc, &mut dst);
                     for t in 0..tiles {
                         for p in 0..kc {
-                            for i in 0..MR {
-                                let r = t * MR + i;
+                            for i in 0..R {
+                                let r = t * R + i;
                                 let want = if r < rows {
                                     a.data[(i0 + r) * a.rs + (k0 + p) * a.cs]
                                 } else {
                                     0.0
                                 };
                                 assert_eq!(
-                                    dst[(t * kc + p) * MR + i],
+                                    dst[(t * kc + p) * R + i],
                                     want,
                                     "a cs {} ({r}, {p})",
                                     a.cs

@@ -1,5 +1,6 @@
 //! The LSTM cell: the step kernels, the fused sequence op and its rules.
 
+use super::lstm_f32::{lstm_rows_f32, Outs};
 use super::{
     accumulate, backward_steps, check_shapes, forward_steps, grad_tensor, rows_of, sigmoid_back,
     step_rows, weight_grad, Rows, Seq,
@@ -11,18 +12,13 @@ use std::sync::Arc;
 
 /// One LSTM step on a block of rows: `gates = act(xp + hw)` (saved
 /// activated), `c = f c_prev + i g`, `y = o tanh(c)`, and `tanh(c)` into
-/// `tc` when it is saved.
-#[allow(clippy::too_many_arguments)]
-fn lstm_rows<E: Float>(
-    h: usize,
-    xp: &[E],
-    hw: &[E],
-    c_prev: &[E],
-    gates: &mut [E],
-    c: &mut [E],
-    y: &mut [E],
-    mut tc: Option<&mut [E]>,
-) {
+/// `tc` when it is saved. In f32 on AVX-512, [`lstm_rows_f32`]'s one pass
+/// per row (the same bits).
+fn lstm_rows<E: Float>(h: usize, xp: &[E], hw: &[E], c_prev: &[E], out: &mut Outs<'_, E>) {
+    if lstm_rows_f32(h, xp, hw, c_prev, out) {
+        return;
+    }
+    let Outs { c, y, gates, tc } = out;
     let g4 = 4 * h;
     for r in 0..c.len() / h {
         let a = &mut gates[r * g4..(r + 1) * g4];
@@ -178,10 +174,10 @@ pub fn lstm_sequence<E: Float, D: Device>(
                 None => rows_of(c0s, r0, r1, h),
             };
             let gt = if save { t } else { 0 };
-            let (c, g) = unsafe { (cs_r.at(t, n, r0, r1, h), g_r.at(gt, n, r0, r1, g4)) };
+            let (c, gates) = unsafe { (cs_r.at(t, n, r0, r1, h), g_r.at(gt, n, r0, r1, g4)) };
             let tc = save.then(|| unsafe { tc_r.at(t, n, r0, r1, h) });
             let xt = step_rows(xs, t, n, r0, r1, g4);
-            lstm_rows(h, xt, hw, c_prev, g, c, y, tc);
+            lstm_rows(h, xt, hw, c_prev, &mut Outs { c, y, gates, tc });
         },
     );
     let last = seq.last();

@@ -1,0 +1,162 @@
+//! The LSTM step kernel for `f32` on AVX-512: one pass over each row's
+//! hidden units computes the four gates, the cell and the output, 16 units
+//! per instruction, instead of one pass per gate and per update. Each
+//! element is the generic kernel's arithmetic in the same order (the same
+//! scalar `sigmoid_f32` / `tanh_f32` as `vmath`, whose slice loops are
+//! these functions vectorised; no fused multiply-adds), so the same bits.
+//! Under `no_grad` the activated gates are not stored at all.
+
+use crate::cpu::vmath::{sigmoid_f32, tanh_f32};
+use crate::tensor::Float;
+use std::any::TypeId;
+
+/// `x` as `f32` when `E` is `f32`.
+#[cfg(target_arch = "x86_64")]
+fn f32s<E: Float>(x: &[E]) -> Option<&[f32]> {
+    // SAFETY: `E` is `f32` (checked), so this is the same slice under its
+    // own type.
+    (TypeId::of::<E>() == TypeId::of::<f32>())
+        .then(|| unsafe { std::slice::from_raw_parts(x.as_ptr().cast::<f32>(), x.len()) })
+}
+
+/// `x` as `f32` when `E` is `f32`.
+#[cfg(target_arch = "x86_64")]
+fn f32s_mut<E: Float>(x: &mut [E]) -> Option<&mut [f32]> {
+    // SAFETY: as `f32s`; the borrow is moved into the result.
+    (TypeId::of::<E>() == TypeId::of::<f32>())
+        .then(|| unsafe { std::slice::from_raw_parts_mut(x.as_mut_ptr().cast::<f32>(), x.len()) })
+}
+
+/// Where one step's results go: the cell `c` and output `y` (`[rows, H]`),
+/// the activated gates (`[rows, 4H]`; scratch when they are not saved)
+/// and, when it is saved for the backward pass, `tanh(c)` (`[rows, H]`).
+/// The gates are saved exactly when `tc` is.
+pub(super) struct Outs<'a, E> {
+    pub(super) c: &'a mut [E],
+    pub(super) y: &'a mut [E],
+    pub(super) gates: &'a mut [E],
+    pub(super) tc: Option<&'a mut [E]>,
+}
+
+/// The fused step on a block of rows (`xp`, `hw` `[rows, 4H]`, `c_prev`
+/// `[rows, H]`) when `E` is `f32` and the CPU has AVX-512F; `false` (and
+/// nothing written) otherwise.
+pub(super) fn lstm_rows_f32<E: Float>(
+    h: usize,
+    xp: &[E],
+    hw: &[E],
+    c_prev: &[E],
+    out: &mut Outs<'_, E>,
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if !std::arch::is_x86_feature_detected!("avx512f") {
+            return false;
+        }
+        let (Some(xp), Some(hw), Some(cp)) = (f32s(xp), f32s(hw), f32s(c_prev)) else {
+            return false;
+        };
+        let (Some(c), Some(y)) = (f32s_mut(out.c), f32s_mut(out.y)) else {
+            return false;
+        };
+        let saved = match out.tc.as_deref_mut() {
+            Some(tc) => match (f32s_mut(out.gates), f32s_mut(tc)) {
+                (Some(g), Some(tc)) => Some((g, tc)),
+                _ => return false,
+            },
+            None => None,
+        };
+        // SAFETY: the CPU has AVX-512F (checked just above).
+        unsafe {
+            rows_avx512(
+                Block {
+                    h,
+                    xp,
+                    hw,
+                    cp,
+                    c,
+                    y,
+                },
+                saved,
+            )
+        };
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (h, xp, hw, c_prev, out);
+        false
+    }
+}
+
+/// One step's inputs and outputs on a block of rows, as `f32`.
+#[cfg(target_arch = "x86_64")]
+struct Block<'a> {
+    h: usize,
+    xp: &'a [f32],
+    hw: &'a [f32],
+    cp: &'a [f32],
+    c: &'a mut [f32],
+    y: &'a mut [f32],
+}
+
+/// [`lstm_rows_f32`]'s loops, compiled for AVX-512.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn rows_avx512(mut b: Block<'_>, saved: Option<(&mut [f32], &mut [f32])>) {
+    let h = b.h;
+    let g4 = 4 * h;
+    let rows = b.c.len() / h;
+    assert!(b.xp.len() >= rows * g4 && b.hw.len() >= rows * g4);
+    assert!(b.cp.len() >= rows * h && b.y.len() >= rows * h);
+    match saved {
+        Some((gates, tcs)) => {
+            assert!(gates.len() >= rows * g4 && tcs.len() >= rows * h);
+            for r in 0..rows {
+                let (gr, tr) = (
+                    &mut gates[r * g4..(r + 1) * g4],
+                    &mut tcs[r * h..(r + 1) * h],
+                );
+                let (gi, rest) = gr.split_at_mut(h);
+                let (gf, rest) = rest.split_at_mut(h);
+                let (gg, go) = rest.split_at_mut(h);
+                row(&mut b, r, |j, i, f, g, o, tc| {
+                    (gi[j], gf[j], gg[j], go[j], tr[j]) = (i, f, g, o, tc);
+                });
+            }
+        }
+        None => {
+            for r in 0..rows {
+                row(&mut b, r, |_, _, _, _, _, _| {});
+            }
+        }
+    }
+}
+
+/// Row `r` of one step: `a = xp + hw`, `i, f, o = sigmoid`, `g = tanh`,
+/// `c = f c_prev + i g`, `y = o tanh(c)`; `keep(j, i, f, g, o, tanh c)`
+/// for every unit `j`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn row(b: &mut Block<'_>, r: usize, mut keep: impl FnMut(usize, f32, f32, f32, f32, f32)) {
+    let h = b.h;
+    let (x, w) = (
+        &b.xp[r * 4 * h..(r + 1) * 4 * h],
+        &b.hw[r * 4 * h..(r + 1) * 4 * h],
+    );
+    let (xi, xf, xg, xo) = (&x[..h], &x[h..2 * h], &x[2 * h..3 * h], &x[3 * h..]);
+    let (wi, wf, wg, wo) = (&w[..h], &w[h..2 * h], &w[2 * h..3 * h], &w[3 * h..]);
+    let cp = &b.cp[r * h..(r + 1) * h];
+    let (cr, yr) = (&mut b.c[r * h..(r + 1) * h], &mut b.y[r * h..(r + 1) * h]);
+    for j in 0..h {
+        let i = sigmoid_f32(xi[j] + wi[j]);
+        let f = sigmoid_f32(xf[j] + wf[j]);
+        let g = tanh_f32(xg[j] + wg[j]);
+        let o = sigmoid_f32(xo[j] + wo[j]);
+        let cv = f * cp[j] + i * g;
+        let tc = tanh_f32(cv);
+        cr[j] = cv;
+        yr[j] = o * tc;
+        keep(j, i, f, g, o, tc);
+    }
+}
