@@ -337,17 +337,81 @@ fn pack_b_panel(b: Mat<f32>, k0: usize, kc: usize, j0: usize, n: usize, dst: &mu
         pack_b_columns(b, k0, kc, j0, cols, dst);
         return;
     }
+    if b.cs == 1 {
+        // rows of b contiguous: `cols` floats of each row, zero-padded
+        // SAFETY: `gemm` runs only where AVX-512F is available; rows
+        // `k0..k0 + kc` of `b` hold `cols` floats from column `j0` (the
+        // caller checked `b`'s extent), `dst` holds `kc` rows of `NR`.
+        unsafe { copy_rows_padded(b.data, k0 * b.rs + j0, b.rs, cols, dst, NR, kc) };
+        return;
+    }
     for (p, row) in dst.chunks_exact_mut(NR).enumerate() {
         let base = (k0 + p) * b.rs + j0 * b.cs;
-        if b.cs == 1 {
-            row[..cols].copy_from_slice(&b.data[base..base + cols]);
-        } else {
-            for (jj, v) in row[..cols].iter_mut().enumerate() {
-                *v = b.data[base + jj * b.cs];
-            }
+        for (jj, v) in row[..cols].iter_mut().enumerate() {
+            *v = b.data[base + jj * b.cs];
         }
         row[cols..].fill(0.0);
     }
+}
+
+/// Row `p < rows` of `dst` (`width <= 32` floats at `p * width`) = the
+/// `len <= width` floats at `src[base + p * stride..]`, then zeros: one or
+/// two masked 16-lane loads and stores per row.
+///
+/// # Safety
+/// The CPU has AVX-512F.
+///
+/// # Panics
+/// When `src` or `dst` is too short, or `len > width` or `width > 32`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn copy_rows_padded(
+    src: &[f32],
+    base: usize,
+    stride: usize,
+    len: usize,
+    dst: &mut [f32],
+    width: usize,
+    rows: usize,
+) {
+    use std::arch::x86_64::*;
+    assert!(len <= width && width <= 32 && dst.len() >= rows * width);
+    assert!(rows == 0 || len == 0 || base + (rows - 1) * stride + len <= src.len());
+    let mask = |n: usize| if n >= 16 { 0xffff } else { (1u16 << n) - 1 };
+    for p in 0..rows {
+        for h in (0..width).step_by(16) {
+            let n_in = len.saturating_sub(h).min(16);
+            let v = if n_in == 0 {
+                _mm512_setzero_ps()
+            } else {
+                // SAFETY: the first `n_in` floats from `base + p * stride
+                // + h` are inside `src` (asserted); the other lanes are
+                // masked off and not read.
+                unsafe {
+                    _mm512_maskz_loadu_ps(mask(n_in), src.as_ptr().add(base + p * stride + h))
+                }
+            };
+            // SAFETY: `min(16, width - h)` floats at `p * width + h` are
+            // inside row `p` of `dst` (asserted).
+            unsafe {
+                _mm512_mask_storeu_ps(dst.as_mut_ptr().add(p * width + h), mask(width - h), v)
+            };
+        }
+    }
+}
+
+/// Off x86-64 the path is never taken ([`available`] is false).
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn copy_rows_padded(
+    _: &[f32],
+    _: usize,
+    _: usize,
+    _: usize,
+    _: &mut [f32],
+    _: usize,
+    _: usize,
+) {
+    unreachable!("packed_f32 needs x86-64")
 }
 
 /// [`pack_b_panel`] for `b` with contiguous columns (`b.rs == 1`): the
@@ -436,6 +500,13 @@ fn pack_a<const R: usize>(
                     };
                 }
             }
+        } else if a.rs == 1 {
+            // columns of a contiguous (`g^T x`): `r` floats per column
+            // SAFETY: `gemm` runs only where AVX-512F is available;
+            // columns `k0..k0 + kc` of `a` hold `r` floats from row
+            // `i0 + t * MR` (the caller checked `a`'s extent), `tile`
+            // holds `kc` columns of `MR`.
+            unsafe { copy_rows_padded(a.data, i0 + t * MR + k0 * a.cs, a.cs, r, tile, MR, kc) };
         } else {
             for (p, col) in tile.chunks_exact_mut(R).enumerate() {
                 let base = (i0 + t * R) * a.rs + (k0 + p) * a.cs;
