@@ -14,6 +14,18 @@
 //! dw_ch = sum g xhat;  db_ch = sum g
 //! ```
 //!
+//! Cross-entropy, per position `p` (a row of `(N, C)` logits, `(i, d)` of
+//! `(N, C, d1, ...)` ones), weights `w` (`W = sum w`), smoothing `ls`:
+//!
+//! ```text
+//! loss = (1 - ls) w_t (lse - x_t) + ls / C sum_k w_k (lse - x_k)
+//! dx_k = (1 - ls) w_t (p_k - [k = t]) + ls / C (W p_k - w_k)
+//! ```
+//!
+//! reduced by sum, none, or the mean over the summed `w_t` of the targets
+//! not ignored. The composed reference is the same loss with a tracked
+//! weight (all ones for "no weight"), which takes the one-hot tensor ops.
+//!
 //! Tolerances: gradcheck 1e-6 (central differences, step 1e-6, f64). The
 //! fused op and the composed ops compute the same sums in other orders
 //! (eight lanes per row or run, then runs image by image, against the
@@ -23,7 +35,7 @@
 
 mod second_order;
 
-use forge::nn::functional::group_norm;
+use forge::nn::functional::{cross_entropy_with, group_norm, CrossEntropyOptions, Reduction};
 use forge::{gradcheck, Rng, Tensor};
 
 fn randn(shape: &[usize], seed: u64) -> Tensor<f64> {
@@ -230,20 +242,173 @@ fn fused_ops_are_bit_identical_for_1_and_2_threads() {
         Tensor::normal(&[32], 0.0, 0.3, &mut rng),
         Tensor::normal(&shape, 0.0, 1.0, &mut rng),
     ];
+    // K-d cross-entropy over 4 x 32 x 32 positions of 10 classes
+    let logits = Tensor::<f32>::normal(&[4, 10, 32, 32], 0.0, 2.0, &mut rng);
+    let t = kd_targets(&[4, 32, 32], 10, 62);
+    let w = Tensor::<f32>::normal(&[10], 1.0, 0.3, &mut rng);
+    let ce_bits = || {
+        let x = logits.requires_grad();
+        let o = CrossEntropyOptions {
+            weight: Some(w.clone()),
+            ignore_index: -1,
+            label_smoothing: 0.1,
+            reduction: Reduction::Mean,
+        };
+        let l = cross_entropy_with(&x, &t, o);
+        let g = l.backward();
+        let bits =
+            |v: &Tensor<f32>| -> Vec<u32> { v.to_vec().iter().map(|e| e.to_bits()).collect() };
+        vec![bits(&l), bits(g.get(&x).unwrap())]
+    };
     forge::cpu::set_num_threads(1);
-    let one = gn_bits(&gn, 8);
+    let one = (gn_bits(&gn, 8), ce_bits());
     forge::cpu::set_num_threads(2);
     let before = forge::cpu::threads::pool_dispatches();
-    let two = gn_bits(&gn, 8);
-    let dispatched = forge::cpu::threads::pool_dispatches() > before;
+    let gn_two = gn_bits(&gn, 8);
+    let gn_dispatched = forge::cpu::threads::pool_dispatches() > before;
+    let before = forge::cpu::threads::pool_dispatches();
+    let ce_two = ce_bits();
+    let ce_dispatched = forge::cpu::threads::pool_dispatches() > before;
     for (k, what) in ["output", "dx", "dw", "db"].iter().enumerate() {
         assert!(
-            one[k] == two[k],
+            one.0[k] == gn_two[k],
             "group_norm {what} differs between 1 and 2 threads"
         );
     }
+    for (k, what) in ["loss", "gradient"].iter().enumerate() {
+        assert!(
+            one.1[k] == ce_two[k],
+            "cross_entropy {what} differs between 1 and 2 threads"
+        );
+    }
     assert!(
-        dispatched,
+        gn_dispatched,
         "group_norm at 2 threads did not use the worker pool"
     );
+    assert!(
+        ce_dispatched,
+        "cross_entropy at 2 threads did not use the worker pool"
+    );
+}
+
+/// Targets of shape `shape` in `0..c`, every fifth one ignored (`-1`).
+fn kd_targets(shape: &[usize], c: usize, seed: u64) -> Tensor<i64> {
+    let n: usize = shape.iter().product();
+    let mut rng = Rng::new(seed);
+    let u = Tensor::<f64>::uniform(&[n], 0.0, c as f64, &mut rng).to_vec();
+    let t = u
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            if i % 5 == 3 {
+                -1
+            } else {
+                (v as i64).min(c as i64 - 1)
+            }
+        })
+        .collect();
+    Tensor::from_vec(t, shape)
+}
+
+fn ce_opts(w: Option<&Tensor<f64>>, ls: f64, r: Reduction) -> CrossEntropyOptions<f64> {
+    CrossEntropyOptions {
+        weight: w.cloned(),
+        ignore_index: -1,
+        label_smoothing: ls,
+        reduction: r,
+    }
+}
+
+const REDUCTIONS: [Reduction; 3] = [Reduction::Mean, Reduction::Sum, Reduction::None];
+
+/// `(logits shape, targets shape)`: K-d with two and one trailing
+/// dimensions, a trailing dimension of 1 (the row kernel), and `(C,)`.
+const CE_CASES: [(&[usize], &[usize]); 4] = [
+    (&[2, 4, 3, 2], &[2, 3, 2]),
+    (&[3, 5, 4], &[3, 4]),
+    (&[3, 4, 1], &[3, 1]),
+    (&[5], &[]),
+];
+
+#[test]
+fn cross_entropy_kdim_gradcheck_and_second_order() {
+    for (k, &(shape, tshape)) in CE_CASES.iter().enumerate() {
+        let c = shape[if shape.len() == 1 { 0 } else { 1 }];
+        let x = randn(shape, 70 + k as u64);
+        let t = kd_targets(tshape, c, 80 + k as u64);
+        let w = randn(&[c], 90 + k as u64).abs().add_scalar(0.2);
+        for weight in [None, Some(&w)] {
+            for ls in [0.0, 0.2] {
+                for r in REDUCTIONS {
+                    let f = |v: &Tensor<f64>| cross_entropy_with(v, &t, ce_opts(weight, ls, r));
+                    let case = format!("{shape:?} weight {} ls {ls} {r:?}", weight.is_some());
+                    gradcheck(|v| f(&v[0]), std::slice::from_ref(&x), 1e-6, 1e-6, 1e-6)
+                        .unwrap_or_else(|e| panic!("{case}: {e}"));
+                    second_order::check(&case, f, &x, 1e-6);
+                }
+            }
+        }
+    }
+}
+
+/// The fused op against the composed ops (a tracked weight; all ones for
+/// no weight): loss and logit gradient, every reduction, with smoothing and
+/// ignored targets, the small cases and one over several blocks (6000
+/// positions of 7 classes: 3 forward blocks of 2340 positions, tiles
+/// crossing images; 21 class runs of 2000 in 3 backward blocks of 8).
+#[test]
+fn cross_entropy_kdim_fused_matches_composed() {
+    let big: (&[usize], &[usize]) = (&[3, 7, 40, 50], &[3, 40, 50]);
+    for (k, &(shape, tshape)) in CE_CASES.iter().chain([&big]).enumerate() {
+        let c = shape[if shape.len() == 1 { 0 } else { 1 }];
+        let x = randn(shape, 110 + k as u64).requires_grad();
+        let t = kd_targets(tshape, c, 120 + k as u64);
+        let w = randn(&[c], 130 + k as u64).abs().add_scalar(0.2);
+        let u = randn(tshape, 140 + k as u64);
+        for (fused_w, composed_w) in [(None, Tensor::<f64>::ones(&[c])), (Some(&w), w.clone())] {
+            for ls in [0.0, 0.1] {
+                for r in REDUCTIONS {
+                    let case = format!("{shape:?} weight {} ls {ls} {r:?}", fused_w.is_some());
+                    let fused = cross_entropy_with(&x, &t, ce_opts(fused_w, ls, r));
+                    let wt = composed_w.requires_grad();
+                    let composed = cross_entropy_with(&x, &t, ce_opts(Some(&wt), ls, r));
+                    close(&fused, &composed, &format!("{case} loss"));
+                    let weigh = |l: &Tensor<f64>| match r {
+                        Reduction::None => l.mul(&u).sum(),
+                        _ => l.mul_scalar(1.7),
+                    };
+                    let gf = weigh(&fused).backward();
+                    let gc = weigh(&composed).backward();
+                    close(
+                        gf.get(&x).unwrap(),
+                        gc.get(&x).unwrap(),
+                        &format!("{case} grad"),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A `-inf` logit in a class that is not the target leaves the loss (no
+/// smoothing) finite, as in PyTorch; an ignored position's logits, even
+/// NaN, contribute nothing and get a zero gradient.
+#[test]
+fn cross_entropy_kdim_special_values() {
+    let mut v = randn(&[2, 3, 4], 151).to_vec();
+    v[(3 + 2) * 4 + 1] = f64::NEG_INFINITY; // image 1, class 2, d = 1
+    v[4 + 2] = f64::NAN; // image 0, class 1, d = 2 (ignored)
+    let x = Tensor::from_vec(v, &[2, 3, 4]).requires_grad();
+    let t = Tensor::<i64>::from_vec(vec![0, 1, -1, 2, 1, 0, 2, 1], &[2, 4]);
+    for r in REDUCTIONS {
+        let l = cross_entropy_with(&x, &t, ce_opts(None, 0.0, r));
+        assert!(l.to_vec().iter().all(|v| v.is_finite()), "{r:?}: {l:?}");
+        let g = l.sum().backward();
+        let g = g.get(&x).unwrap().to_vec();
+        for k in 0..3 {
+            assert_eq!(g[k * 4 + 2], 0.0, "{r:?}: ignored position, class {k}");
+        }
+        assert_eq!(g[(3 + 2) * 4 + 1], 0.0, "{r:?}: the -inf logit");
+        assert!(g.iter().all(|v| v.is_finite()), "{r:?}: {g:?}");
+    }
 }

@@ -1,11 +1,12 @@
 //! Classification losses on integer class targets: [`cross_entropy_with`] and
 //! [`nll_loss`], with PyTorch's semantics (class dimension 1, K-dimensional
 //! inputs `(N, C, d1, ...)`, per-class weights, `ignore_index`, label
-//! smoothing). The target classes are picked with a one-hot mask built from
-//! the integer targets: a constant, so every gradient (of any order) flows
-//! through ordinary tensor ops.
+//! smoothing). `cross_entropy_with` is one fused op (`cross_entropy.rs`)
+//! unless its class weight is tracked; `nll_loss` and that case pick the
+//! target classes with a one-hot mask built from the integer targets: a
+//! constant, so every gradient (of any order) flows through ordinary tensor
+//! ops.
 
-use super::softmax::{exp_cost, row_blocks_mut};
 use crate::tensor::{Device, Element, Float, Tensor};
 
 /// How a loss reduces its per-element values: PyTorch's `reduction`
@@ -101,6 +102,24 @@ impl<E: Element, D: Device> Default for CrossEntropyOptions<E, D> {
     }
 }
 
+/// The class axis (1, or 0 for `(C,)` input) and the number of classes of
+/// an input of shape `shape`, checking that the targets have the input's
+/// shape without that axis.
+fn class_axis(op: &str, shape: &[usize], target_shape: &[usize]) -> (usize, usize) {
+    assert!(
+        !shape.is_empty(),
+        "{op}: input must have a class dimension, got shape {shape:?}"
+    );
+    let axis = if shape.len() == 1 { 0 } else { 1 };
+    let mut expected = shape.to_vec();
+    expected.remove(axis);
+    assert!(
+        target_shape == expected.as_slice(),
+        "{op}: input shape {shape:?} needs targets of shape {expected:?}, got {target_shape:?}"
+    );
+    (axis, shape[axis])
+}
+
 /// Checks input/target shapes and builds the one-hot mask of the target
 /// classes (zero rows for ignored targets). Returns the class axis, the
 /// number of classes and the mask.
@@ -111,19 +130,7 @@ fn target_mask<E: Float, D: Device>(
     ignore_index: i64,
 ) -> (usize, usize, Tensor<E, D>) {
     let shape = input.shape();
-    assert!(
-        !shape.is_empty(),
-        "{op}: input must have a class dimension, got shape {shape:?}"
-    );
-    let axis = if shape.len() == 1 { 0 } else { 1 };
-    let c = shape[axis];
-    let mut expected = shape.to_vec();
-    expected.remove(axis);
-    assert!(
-        targets.shape() == expected.as_slice(),
-        "{op}: input shape {shape:?} needs targets of shape {expected:?}, got {:?}",
-        targets.shape()
-    );
+    let (axis, c) = class_axis(op, shape, targets.shape());
     let inner: usize = shape[axis + 1..].iter().product();
     let mut mask = crate::cpu::Storage::filled(input.numel(), E::zero());
     for (i, &t) in targets.as_slice().iter().enumerate() {
@@ -211,6 +218,10 @@ pub fn nll_loss<E: Float, D: Device>(
 /// (the smoothing term is reduced like the nll term: its mean divides by
 /// the same summed target weights).
 ///
+/// One fused op for every shape (a pass forward, a pass backward; see
+/// `ops/cross_entropy.rs`) unless the weight is tracked, which takes
+/// composed tensor ops so that the weight gets a gradient.
+///
 /// # Panics
 /// As [`nll_loss`], and when `label_smoothing` is outside `[0, 1]`.
 ///
@@ -232,10 +243,11 @@ pub fn cross_entropy_with<E: Float, D: Device>(
         (0.0..=1.0).contains(&ls),
         "cross_entropy: label_smoothing {ls} is outside [0, 1]"
     );
-    let untracked_weight = options.weight.as_ref().is_none_or(|w| !w.is_tracked());
-    if logits.rank() == 2 && targets.shape() == [logits.dim(0)] && untracked_weight {
-        return cross_entropy_fused(logits, targets, &options);
+    if options.weight.as_ref().is_none_or(|w| !w.is_tracked()) {
+        let ac = class_axis("cross_entropy", logits.shape(), targets.shape());
+        return super::cross_entropy::cross_entropy_fused(logits, targets, ac, &options);
     }
+    // A tracked weight: composed ops, so its gradient flows.
     let (axis, c, mask) = target_mask("cross_entropy", logits, targets, options.ignore_index);
     let lp = logits.log_softmax(axis as isize);
     let weight = options
@@ -267,196 +279,4 @@ pub fn cross_entropy_with<E: Float, D: Device>(
     let smooth = reduce_like_nll(smooth);
     nll.mul_scalar(E::from_f64(1.0 - ls))
         .add(&smooth.mul_scalar(E::from_f64(ls / c as f64)))
-}
-
-/// [`cross_entropy_with`] for `(N, C)` logits and a constant (or no)
-/// weight, fused: one pass per row forward (max, `exp` by the vector
-/// kernel, log-sum-exp, the target and smoothing terms) and one pass
-/// backward, `gx = s_i ((1 - ls) w_t (p - onehot) + ls / C (sum(w) p - w))`
-/// with `p` recomputed from the saved log-sum-exp. Under `create_graph` the
-/// backward is the same formula in tensor ops (with `softmax` on the
-/// tape), so gradients of gradients work.
-fn cross_entropy_fused<E: Float, D: Device>(
-    logits: &Tensor<E, D>,
-    targets: &Tensor<i64, D>,
-    options: &CrossEntropyOptions<E, D>,
-) -> Tensor<E, D> {
-    let (n, c) = (logits.dim(0), logits.dim(1));
-    let ls = options.label_smoothing;
-    let ignore = options.ignore_index;
-    let w: Option<Vec<E>> = options.weight.as_ref().map(|w| {
-        assert!(
-            w.shape() == [c],
-            "cross_entropy: weight of shape {:?} does not match {c} classes (input shape {:?})",
-            w.shape(),
-            logits.shape()
-        );
-        w.to_vec()
-    });
-    let wc = |k: usize| class_w(w.as_deref(), k);
-    let w_sum = w
-        .as_ref()
-        .map_or(E::from_f64(c as f64), |w| super::softmax::lane_sum(w));
-    let tv = targets.as_slice();
-    for &t in tv {
-        assert!(
-            t == ignore || (0..c as i64).contains(&t),
-            "cross_entropy: target {t} is out of range for {c} classes (input shape {:?})",
-            logits.shape()
-        );
-    }
-    let (keep, smooth) = (E::from_f64(1.0 - ls), E::from_f64(ls / c as f64));
-    let x = logits.as_slice();
-    // (log-sum-exp, loss) of every row, in parallel over fixed blocks of
-    // rows (each row is computed by one block, so the thread count does not
-    // matter)
-    let rows = super::softmax::ROW_BLOCK_ELEMS.div_ceil(c.max(1)).max(1);
-    // each block's chunk: its rows' (lse, loss) pairs, then a scratch row
-    // (one buffer taken before the blocks run, so the pool traffic does not
-    // depend on how the blocks are scheduled)
-    let chunk_len = 2 * rows + c;
-    let mut stats = crate::cpu::Storage::<E>::zeroed(n.div_ceil(rows) * chunk_len);
-    row_blocks_mut(&mut stats, chunk_len, exp_cost(x.len()), |b, chunk| {
-        let (pairs, scratch) = chunk.split_at_mut(2 * rows);
-        for (r, st) in pairs.chunks_mut(2).take(rows.min(n - b * rows)).enumerate() {
-            let i = b * rows + r;
-            let t = tv[i];
-            if t == ignore {
-                continue;
-            }
-            let row = &x[i * c..(i + 1) * c];
-            let m = row.iter().fold(E::neg_infinity(), |a, &b| a.max(b));
-            let m = if m.is_finite() { m } else { E::zero() };
-            for (o, &v) in scratch.iter_mut().zip(row) {
-                *o = v - m;
-            }
-            crate::cpu::vmath::exp(scratch);
-            let l = m + super::softmax::lane_sum(scratch).ln();
-            let wt = wc(t as usize);
-            let mut loss = keep * wt * (l - row[t as usize]);
-            if ls > 0.0 {
-                let sm = match &w {
-                    Some(w) => w
-                        .iter()
-                        .zip(row)
-                        .fold(E::zero(), |a, (&wk, &v)| a + wk * (l - v)),
-                    None => row.iter().fold(E::zero(), |a, &v| a + (l - v)),
-                };
-                loss += smooth * sm;
-            }
-            st[0] = l;
-            st[1] = loss;
-        }
-    });
-    let pair = |i: usize| (i / rows) * chunk_len + 2 * (i % rows);
-    let lse: Vec<E> = (0..n).map(|i| stats[pair(i)]).collect();
-    let per: Vec<E> = (0..n).map(|i| stats[pair(i) + 1]).collect();
-    let total_w = tv
-        .iter()
-        .filter(|&&t| t != ignore)
-        .fold(E::zero(), |a, &t| a + wc(t as usize));
-    let reduction = options.reduction;
-    let out = match reduction {
-        Reduction::None => Tensor::from_vec(per, &[n]),
-        Reduction::Sum => Tensor::scalar(per.iter().fold(E::zero(), |a, &v| a + v)),
-        Reduction::Mean => Tensor::scalar(per.iter().fold(E::zero(), |a, &v| a + v) / total_w),
-    };
-    let targets = targets.clone();
-    out.record("cross_entropy", vec![logits.clone()], move |ctx| {
-        let valid = |i: usize| targets.as_slice()[i] != ignore;
-        let scale = |i: usize| match reduction {
-            Reduction::None => ctx.grad.as_slice()[i],
-            Reduction::Sum => ctx.grad.as_slice()[0],
-            Reduction::Mean => ctx.grad.as_slice()[0] / total_w,
-        };
-        if ctx.create_graph {
-            return vec![Some(fused_ce_backward_graph(
-                &ctx.inputs[0],
-                ctx.grad,
-                targets.as_slice(),
-                ignore,
-                w.as_deref(),
-                (keep, smooth, w_sum, total_w),
-                reduction,
-            ))];
-        }
-        let wc = |k: usize| class_w(w.as_deref(), k);
-        let x = ctx.inputs[0].as_slice();
-        let mut gx = crate::cpu::Storage::filled(n * c, E::zero());
-        // in parallel over the forward pass's blocks of rows
-        row_blocks_mut(&mut gx, rows * c, exp_cost(x.len()), |b, chunk| {
-            for (r, g) in chunk.chunks_mut(c).enumerate() {
-                let i = b * rows + r;
-                if !valid(i) {
-                    continue;
-                }
-                let t = targets.as_slice()[i] as usize;
-                let s = scale(i);
-                let row = &x[i * c..(i + 1) * c];
-                for (o, &v) in g.iter_mut().zip(row) {
-                    *o = v - lse[i];
-                }
-                crate::cpu::vmath::exp(g);
-                let a = s * keep * wc(t);
-                let b = s * smooth;
-                for (k, o) in g.iter_mut().enumerate() {
-                    let p = *o;
-                    *o = a * p + b * (w_sum * p - wc(k));
-                }
-                g[t] -= a;
-            }
-        });
-        vec![Some(Tensor::from_parts(
-            gx,
-            ctx.inputs[0].shape.clone(),
-            None,
-        ))]
-    })
-}
-
-/// The weight of class `k` (1 without weights).
-fn class_w<E: Float>(w: Option<&[E]>, k: usize) -> E {
-    w.map_or(E::one(), |w| w[k])
-}
-
-/// The fused cross-entropy's input gradient in tensor ops (differentiable
-/// in the logits and in the incoming gradient), for `create_graph`.
-fn fused_ce_backward_graph<E: Float, D: Device>(
-    x: &Tensor<E, D>,
-    g: &Tensor<E, D>,
-    targets: &[i64],
-    ignore: i64,
-    w: Option<&[E]>,
-    (keep, smooth, w_sum, total_w): (E, E, E, E),
-    reduction: Reduction,
-) -> Tensor<E, D> {
-    let (n, c) = (x.dim(0), x.dim(1));
-    let wc = |k: usize| class_w(w, k);
-    // Constants: w_t one-hot, w_t per row, validity per row, w per class.
-    let mut onehot = vec![E::zero(); n * c];
-    let mut wt = vec![E::zero(); n];
-    let mut valid = vec![E::zero(); n];
-    for (i, &t) in targets.iter().enumerate() {
-        if t != ignore {
-            onehot[i * c + t as usize] = wc(t as usize);
-            wt[i] = wc(t as usize);
-            valid[i] = E::one();
-        }
-    }
-    let onehot = Tensor::<E, D>::from_vec(onehot, &[n, c]);
-    let wt = Tensor::<E, D>::from_vec(wt, &[n, 1]);
-    let valid = Tensor::<E, D>::from_vec(valid, &[n, 1]);
-    let wrow = Tensor::<E, D>::from_vec((0..c).map(wc).collect(), &[1, c]);
-    let p = x.softmax(1);
-    let nll = p.mul(&wt).sub(&onehot).mul_scalar(keep);
-    let sm = p
-        .mul(&valid.mul_scalar(w_sum))
-        .sub(&valid.mul(&wrow))
-        .mul_scalar(smooth);
-    let d = nll.add(&sm);
-    match reduction {
-        Reduction::None => d.mul(&g.view(&[n, 1])),
-        Reduction::Sum => d.mul(g),
-        Reduction::Mean => d.mul(&g.div_scalar(total_w)),
-    }
 }

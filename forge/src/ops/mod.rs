@@ -8,6 +8,7 @@ mod binary;
 mod compare;
 mod concat;
 mod conv;
+pub(crate) mod cross_entropy;
 pub(crate) mod dropout;
 pub(crate) mod embedding;
 pub(crate) mod group_norm;
