@@ -192,6 +192,63 @@ pub fn zip_cols<A: Copy + Sync, B: Copy + Sync, C: Copy + Send>(
     })
 }
 
+/// A copy of `a` transformed in place by the slice kernel `f` (a
+/// [`vmath`](super::vmath) function), one call per fixed chunk of
+/// [`CHUNK`] elements, in parallel when `a` has at least [`PAR_MIN`]
+/// (with one thread, or below that, one call on the whole copy). `f` must
+/// compute each element from the element at the same index only, as the
+/// vector-math kernels do, so the split never changes a bit.
+///
+/// ```
+/// let v = forge::cpu::elementwise::map_slices(&[1.0f32, 4.0], |s| s.iter_mut().for_each(|x| *x = x.sqrt()));
+/// assert_eq!(&v[..], &[1.0, 2.0]);
+/// ```
+#[inline]
+pub fn map_slices<T: Copy + Send + Sync>(a: &[T], f: impl Fn(&mut [T]) + Sync) -> Storage<T> {
+    build(a.len(), |off, out| {
+        f(copy_init(out, &a[off..off + out.len()]))
+    })
+}
+
+/// A copy of `a` transformed in place by the two-slice kernel `f(z, out)`
+/// (a vector-math gradient such as `gelu_grad(x, g)`), with `z` cut at the
+/// same fixed chunks as the copy (see [`map_slices`]); `f` must pair
+/// elements by index only.
+///
+/// # Panics
+/// When the lengths differ.
+///
+/// ```
+/// let v = forge::cpu::elementwise::zip_slices(&[2.0f32, 3.0], &[1.0, 1.0], |z, g| {
+///     g.iter_mut().zip(z).for_each(|(g, z)| *g *= z)
+/// });
+/// assert_eq!(&v[..], &[2.0, 3.0]);
+/// ```
+#[inline]
+pub fn zip_slices<T: Copy + Send + Sync, U: Sync>(
+    z: &[U],
+    a: &[T],
+    f: impl Fn(&[U], &mut [T]) + Sync,
+) -> Storage<T> {
+    assert_eq!(z.len(), a.len(), "zip_slices: length mismatch");
+    build(a.len(), |off, out| {
+        let end = off + out.len();
+        f(&z[off..end], copy_init(out, &a[off..end]))
+    })
+}
+
+/// Writes `src` into `out` (of the same length) and returns it as
+/// initialised.
+fn copy_init<'a, T: Copy>(out: &'a mut [MaybeUninit<T>], src: &[T]) -> &'a mut [T] {
+    for (o, &v) in out.iter_mut().zip(src) {
+        o.write(v);
+    }
+    // SAFETY: every element was written just above (`build` hands out
+    // chunks as long as their `src`), and `MaybeUninit<T>` has the layout
+    // of `T`.
+    unsafe { &mut *(out as *mut [MaybeUninit<T>] as *mut [T]) }
+}
+
 /// `acc[i] = f(acc[i], b[i])` in place, in parallel fixed chunks when long
 /// (the gradient accumulation `acc += g` and optimizer updates).
 ///
@@ -324,6 +381,38 @@ mod tests {
             } else {
                 assert!(got == want[0], "{threads} threads differ");
             }
+        }
+    }
+
+    #[test]
+    fn slice_kernels_give_the_same_bits_for_any_split() {
+        let _threads = crate::cpu::threads::lock_thread_count();
+        // Long enough to split, with a ragged last chunk.
+        let n = PAR_MIN * 2 + 123;
+        let x: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin() * 4.0).collect();
+        let g: Vec<f32> = (0..n).map(|i| (i as f32 * 0.11).cos()).collect();
+        let kernel = |s: &mut [f32]| crate::cpu::vmath::gelu_tanh(s);
+        let grad = |z: &[f32], s: &mut [f32]| crate::cpu::vmath::gelu_tanh_grad(z, s);
+        // Reference: the kernels over whole copies, in one call.
+        let mut want_y = x.clone();
+        kernel(&mut want_y);
+        let mut want_g = g.clone();
+        grad(&x, &mut want_g);
+        for threads in [1, 2, 3] {
+            crate::cpu::set_num_threads(threads);
+            let before = crate::cpu::threads::pool_dispatches();
+            let y = map_slices(&x, kernel);
+            let gx = zip_slices(&x, &g, grad);
+            assert!(
+                y[..] == want_y[..],
+                "{threads} threads: forward bits differ"
+            );
+            assert!(
+                gx[..] == want_g[..],
+                "{threads} threads: gradient bits differ"
+            );
+            let split = crate::cpu::threads::pool_dispatches() - before;
+            assert_eq!(split, if threads > 1 { 2 } else { 0 }, "{threads} threads");
         }
     }
 

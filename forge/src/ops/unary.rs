@@ -6,7 +6,7 @@
 //! gradient must be differentiable again.
 
 use crate::autograd::BackwardCtx;
-use crate::cpu::memory::Storage;
+use crate::cpu::elementwise;
 use crate::cpu::vmath;
 use crate::tensor::{Device, Float, Tensor};
 
@@ -19,10 +19,19 @@ impl<E: Float, D: Device> Tensor<E, D> {
     }
 
     /// Applies a slice kernel (`crate::cpu::vmath`) to a copy of the data,
-    /// with no recording.
-    pub(crate) fn map_slice(&self, f: impl FnOnce(&mut [E])) -> Self {
-        let mut data = Storage::from_slice(self.as_slice());
-        f(&mut data);
+    /// with no recording; in parallel fixed chunks when large
+    /// ([`elementwise::map_slices`]).
+    pub(crate) fn map_slice(&self, f: impl Fn(&mut [E]) + Sync) -> Self {
+        let data = elementwise::map_slices(self.as_slice(), f);
+        Tensor::from_parts(data, self.shape.clone(), None)
+    }
+
+    /// Applies a two-slice kernel `f(z, copy)` (a vector-math gradient) to
+    /// a copy of the data, `z` (same shape) read at the same indices, with
+    /// no recording; in parallel fixed chunks when large
+    /// ([`elementwise::zip_slices`]).
+    pub(crate) fn zip_slice(&self, z: &Self, f: impl Fn(&[E], &mut [E]) + Sync) -> Self {
+        let data = elementwise::zip_slices(z.as_slice(), self.as_slice(), f);
         Tensor::from_parts(data, self.shape.clone(), None)
     }
 
@@ -50,7 +59,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
                     return vec![Some(rule(ctx.grad, x, &fwd(x)))];
                 }
                 let z = saved.as_ref().unwrap_or(x);
-                vec![Some(ctx.grad.map_slice(|g| raw(z.as_slice(), g)))]
+                vec![Some(ctx.grad.zip_slice(z, raw))]
             },
         )
     }
@@ -352,9 +361,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
             .record("gelu", vec![self.clone()], move |ctx| {
                 let x = &ctx.inputs[0];
                 if !ctx.create_graph {
-                    return vec![Some(
-                        ctx.grad.map_slice(|g| vmath::gelu_grad(x.as_slice(), g)),
-                    )];
+                    return vec![Some(ctx.grad.zip_slice(x, vmath::gelu_grad))];
                 }
                 // Phi(x) + x phi(x), phi(x) = e^(-x^2/2) / sqrt(2 pi)
                 let cdf = x.mul_scalar(r2).erf().add_scalar(E::one()).mul_scalar(half);
@@ -379,10 +386,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
             .record("gelu_tanh", vec![self.clone()], move |ctx| {
                 let x = &ctx.inputs[0];
                 if !ctx.create_graph {
-                    return vec![Some(
-                        ctx.grad
-                            .map_slice(|g| vmath::gelu_tanh_grad(x.as_slice(), g)),
-                    )];
+                    return vec![Some(ctx.grad.zip_slice(x, vmath::gelu_tanh_grad))];
                 }
                 let x2 = x.square();
                 let t = x.add(&x2.mul(x).mul_scalar(k)).mul_scalar(c).tanh();
@@ -410,9 +414,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
             .record("silu", vec![self.clone()], |ctx| {
                 let x = &ctx.inputs[0];
                 if !ctx.create_graph {
-                    return vec![Some(
-                        ctx.grad.map_slice(|g| vmath::silu_grad(x.as_slice(), g)),
-                    )];
+                    return vec![Some(ctx.grad.zip_slice(x, vmath::silu_grad))];
                 }
                 let s = x.sigmoid();
                 // s (1 + x (1 - s))
@@ -431,9 +433,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
             .record("mish", vec![self.clone()], |ctx| {
                 let x = &ctx.inputs[0];
                 if !ctx.create_graph {
-                    return vec![Some(
-                        ctx.grad.map_slice(|g| vmath::mish_grad(x.as_slice(), g)),
-                    )];
+                    return vec![Some(ctx.grad.zip_slice(x, vmath::mish_grad))];
                 }
                 let t = x.softplus(1.0, 20.0).tanh();
                 // tanh(sp) + x (1 - tanh(sp)^2) sigmoid(x)
@@ -459,7 +459,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
                 if !ctx.create_graph {
                     return vec![Some(
                         ctx.grad
-                            .map_slice(|g| vmath::softplus_grad(x.as_slice(), g, b, th)),
+                            .zip_slice(x, |x, g| vmath::softplus_grad(x, g, b, th)),
                     )];
                 }
                 let lin = x.map(|v| if v * b > th { E::one() } else { E::zero() });
