@@ -45,21 +45,6 @@ pub(super) fn per_channel<E: Float, D: Device>(
     t.view(&v)
 }
 
-fn affine<E: Float, D: Device>(
-    out: Tensor<E, D>,
-    weight: Option<&Tensor<E, D>>,
-    bias: Option<&Tensor<E, D>>,
-) -> Tensor<E, D> {
-    let out = match weight {
-        Some(w) => out.mul(w),
-        None => out,
-    };
-    match bias {
-        Some(b) => out.add(b),
-        None => out,
-    }
-}
-
 /// Batch normalisation over every dimension but the channel dimension 1 of
 /// `x` (`(N, C)`, `(N, C, L)`, `(N, C, H, W)`, ...), then `* weight + bias`
 /// per channel.
@@ -104,22 +89,20 @@ pub fn batch_norm<E: Float, D: Device>(
         "batch_norm: input of shape {shape:?} needs at least 2 dimensions (N, C, ...)"
     );
     let pc = |what: &str, t: &Tensor<E, D>| per_channel("batch_norm", what, t, shape);
-    let w = weight.map(|w| pc("weight", w));
-    let b = bias.map(|b| pc("bias", b));
+    for (what, t) in [("weight", weight), ("bias", bias)] {
+        if let Some(t) = t {
+            pc(what, t);
+        }
+    }
     let c = shape[1];
     if !training {
         let (rm, rv) = match (running_mean, running_var) {
             (Some(m), Some(v)) => (m, v),
             _ => panic!("batch_norm: evaluation mode needs running_mean and running_var"),
         };
-        let (rm_c, rv_c) = (pc("running_mean", rm), pc("running_var", rv));
-        let out = if rm.is_tracked() || rv.is_tracked() {
-            // Gradients wanted for the statistics themselves: composed ops.
-            let out = x.sub(&rm_c).mul(&rv_c.add_scalar(E::from_f64(eps)).rsqrt());
-            affine(out, w.as_ref(), b.as_ref())
-        } else {
-            batch_norm_eval_fused(x, rm, rv, weight, bias, eps)
-        };
+        pc("running_mean", rm);
+        pc("running_var", rv);
+        let out = batch_norm_eval_fused(x, rm, rv, weight, bias, eps);
         return (out, Some(rm.clone()), Some(rv.clone()));
     }
     let n = x.numel() / c.max(1);
@@ -394,12 +377,14 @@ fn batch_norm_train_fused<E: Float, D: Device>(
     (y, mean_t, var_t)
 }
 
-/// Evaluation-mode batch norm with constant running statistics, fused:
-/// `y = (x - rm) * k + b` with `k = w / sqrt(rv + eps)` per channel, one
-/// pass in parallel over blocks of images. Backward, one pass for `x`
-/// (`dx = g k`) and per-channel sums for `w` (`sum(g (x - rm)) / sqrt(rv +
-/// eps)`) and `b` (`sum(g)`); under `create_graph` the same formulas in
-/// tensor ops (`dx` differentiable in `g` and `w`).
+/// Evaluation-mode batch norm, fused: `y = (x - rm) * k + b` with `k = w
+/// / sqrt(rv + eps)` per channel, one pass in parallel over blocks of
+/// images. Backward, one pass for `x` (`dx = g k`) and per-channel sums for
+/// `w` (`sum(g (x - rm)) / sqrt(rv + eps)`) and `b` (`sum(g)`); when a
+/// running statistic is tracked, its gradients come from the same sums:
+/// `drm = -k sum(g)`, `drv = -k / (2 (rv + eps)) sum(g (x - rm)) / sqrt(rv +
+/// eps)`. Under `create_graph` the same formulas in tensor ops
+/// (differentiable in `x`, `g`, `w` and the statistics).
 fn batch_norm_eval_fused<E: Float, D: Device>(
     x: &Tensor<E, D>,
     rm: &Tensor<E, D>,
@@ -434,27 +419,21 @@ fn batch_norm_eval_fused<E: Float, D: Device>(
     inputs.extend(weight.cloned());
     inputs.extend(bias.cloned());
     let (has_w, has_b) = (weight.is_some(), bias.is_some());
+    // the statistics are inputs (after w and b) only when one is tracked
+    let stats_in = (rm.is_tracked() || rv.is_tracked()).then_some(inputs.len());
+    if stats_in.is_some() {
+        inputs.extend([rm.clone(), rv.clone()]);
+    }
     let (rm_t, rv_t) = (rm.clone(), rv.clone());
     Tensor::from_parts(out, x.shape.clone(), None).record("batch_norm_eval", inputs, move |ctx| {
         let (x, g) = (&ctx.inputs[0], ctx.grad);
         let wt = has_w.then(|| &ctx.inputs[1]);
         if ctx.create_graph {
-            let pc = |t: &Tensor<E, D>| per_channel("batch_norm", "statistics", t, x.shape());
-            let axes: Vec<isize> = (0..x.rank() as isize).filter(|&a| a != 1).collect();
-            let rstd_t = pc(&rv_t).add_scalar(e).rsqrt();
-            let k = match wt {
-                Some(w) => rstd_t.mul(&pc(w)),
-                None => rstd_t.clone(),
+            let (rm_g, rv_g) = match stats_in {
+                Some(i) => (&ctx.inputs[i], &ctx.inputs[i + 1]),
+                None => (&rm_t, &rv_t),
             };
-            let mut out = vec![Some(g.mul(&k))];
-            if has_w {
-                let xhat = x.sub(&pc(&rm_t)).mul(&rstd_t);
-                out.push(Some(g.mul(&xhat).sum_dim(&axes, false)));
-            }
-            if has_b {
-                out.push(Some(g.sum_dim(&axes, false)));
-            }
-            return out;
+            return batch_norm_eval_graph(x, g, wt, has_b, stats_in.is_some(), rm_g, rv_g, e);
         }
         let (xs, gs) = (x.as_slice(), g.as_slice());
         let k: Vec<E> = (0..c)
@@ -462,13 +441,61 @@ fn batch_norm_eval_fused<E: Float, D: Device>(
             .collect();
         let gx = per_element_par(c, sp, xs, Some(gs), |ch| k[ch], |k, _, gv| gv * k);
         let sums = grad_sums([n, c, sp], gs, xs, &rm_v, &rstd);
-        affine_grads(
+        let mut grads = affine_grads(
             Tensor::from_parts(gx, x.shape.clone(), None),
             &sums,
             has_w,
             has_b,
-        )
+        );
+        if stats_in.is_some() {
+            let half = E::from_f64(0.5);
+            let drm = (0..c).map(|ch| -(k[ch] * sums[ch].0)).collect();
+            let drv = (0..c)
+                .map(|ch| -(half * k[ch] * rstd[ch] * sums[ch].1))
+                .collect();
+            grads.push(Some(Tensor::from_vec(drm, &[c])));
+            grads.push(Some(Tensor::from_vec(drv, &[c])));
+        }
+        grads
     })
+}
+
+/// The evaluation-mode batch-norm gradients in tensor ops, for
+/// `create_graph`: `[dx, dw?, db?, drm?, drv?]` (the statistics' when
+/// `stats` is set).
+#[allow(clippy::too_many_arguments)]
+fn batch_norm_eval_graph<E: Float, D: Device>(
+    x: &Tensor<E, D>,
+    g: &Tensor<E, D>,
+    w: Option<&Tensor<E, D>>,
+    has_b: bool,
+    stats: bool,
+    rm: &Tensor<E, D>,
+    rv: &Tensor<E, D>,
+    eps: E,
+) -> Vec<Option<Tensor<E, D>>> {
+    let pc = |t: &Tensor<E, D>| per_channel("batch_norm", "statistics", t, x.shape());
+    let axes: Vec<isize> = (0..x.rank() as isize).filter(|&a| a != 1).collect();
+    let rstd = pc(rv).add_scalar(eps).rsqrt();
+    let k = match w {
+        Some(w) => rstd.mul(&pc(w)),
+        None => rstd.clone(),
+    };
+    let gk = g.mul(&k);
+    let xhat = x.sub(&pc(rm)).mul(&rstd);
+    let mut out = vec![Some(gk.clone())];
+    if w.is_some() {
+        out.push(Some(g.mul(&xhat).sum_dim(&axes, false)));
+    }
+    if has_b {
+        out.push(Some(g.sum_dim(&axes, false)));
+    }
+    if stats {
+        out.push(Some(gk.sum_dim(&axes, false).neg()));
+        let drv = gk.mul(&xhat).mul(&rstd).mul_scalar(E::from_f64(-0.5));
+        out.push(Some(drv.sum_dim(&axes, false)));
+    }
+    out
 }
 
 /// The batch-norm (training) gradients in tensor ops, for `create_graph`.
