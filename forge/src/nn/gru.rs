@@ -1,7 +1,7 @@
 //! [`Gru`]: gated recurrent unit, PyTorch's `nn.GRU`.
 
 use super::forward::Forward;
-use super::rnn::{recurrent_layer, CellWeights, Recurrent, RnnConfig};
+use super::rnn::{recurrent_layer, with_bias, CellWeights, Recurrent, RnnConfig};
 use super::summary::record_output;
 use crate::ops::rnn_cell::gru_sequence;
 use crate::tensor::{Float, Rng, Tensor};
@@ -49,11 +49,13 @@ recurrent_layer!(Gru);
 /// inside `r * (..)`.
 fn gru_seq<E: Float>(
     xp: &Tensor<E>,
+    bias_ih: Option<&Tensor<E>>,
     s: &[Tensor<E>],
     w: &CellWeights<E>,
     reverse: bool,
 ) -> (Tensor<E>, Vec<Tensor<E>>) {
-    let (out, h_n) = gru_sequence(xp, &s[0], &w.weight_hh, w.bias_hh.as_ref(), reverse);
+    let xp = with_bias(xp, bias_ih);
+    let (out, h_n) = gru_sequence(&xp, &s[0], &w.weight_hh, w.bias_hh.as_ref(), reverse);
     (out, vec![h_n])
 }
 

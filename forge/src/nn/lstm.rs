@@ -45,14 +45,16 @@ pub struct Lstm<E: Float = f32> {
 recurrent_layer!(Lstm);
 
 /// One layer and direction: the fused [`lstm_sequence`] (one kernel per
-/// time step for the gates and the state update, one tape node).
+/// time step for the gates and the state update, one tape node), which
+/// adds the summed biases inside that kernel.
 fn lstm_seq<E: Float>(
     xp: &Tensor<E>,
+    bias: Option<&Tensor<E>>,
     s: &[Tensor<E>],
     w: &CellWeights<E>,
     reverse: bool,
 ) -> (Tensor<E>, Vec<Tensor<E>>) {
-    let (out, h_n, c_n) = lstm_sequence(xp, &s[0], &s[1], &w.weight_hh, reverse);
+    let (out, h_n, c_n) = lstm_sequence(xp, &s[0], &s[1], &w.weight_hh, bias, reverse);
     (out, vec![h_n, c_n])
 }
 

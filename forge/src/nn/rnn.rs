@@ -152,11 +152,26 @@ pub(crate) type Step<'a, E> =
     &'a dyn Fn(&Tensor<E>, &[Tensor<E>], &CellWeights<E>) -> Vec<Tensor<E>>;
 
 /// One layer and direction over the whole sequence: the input projection
-/// (`[T, N, G H]`), the initial states (each `[N, H]`), the cell's weights
+/// (`[T, N, G H]`) and the bias still to be added to it (`[G H]`; see
+/// [`with_bias`]), the initial states (each `[N, H]`), the cell's weights
 /// and whether the steps run in reverse give the outputs `[T, N, H]` (in
 /// time order) and the final states.
-pub(crate) type Sequence<'a, E> =
-    &'a dyn Fn(&Tensor<E>, &[Tensor<E>], &CellWeights<E>, bool) -> (Tensor<E>, Vec<Tensor<E>>);
+pub(crate) type Sequence<'a, E> = &'a dyn Fn(
+    &Tensor<E>,
+    Option<&Tensor<E>>,
+    &[Tensor<E>],
+    &CellWeights<E>,
+    bool,
+) -> (Tensor<E>, Vec<Tensor<E>>);
+
+/// `xp + bias` (one pass), or `xp` without a bias: for the cells that take
+/// the projection with its bias (the LSTM adds it inside its step kernel).
+pub(crate) fn with_bias<E: Float>(xp: &Tensor<E>, bias: Option<&Tensor<E>>) -> Tensor<E> {
+    match bias {
+        Some(b) => xp.add(b),
+        None => xp.clone(),
+    }
+}
 
 /// [`Sequence`] from tensor ops, one `step` per time index (the Elman
 /// [`Rnn`]; the LSTM and GRU use their fused ops).
@@ -382,20 +397,18 @@ impl<E: Float> Recurrent<E> {
                 let idx = layer * d + dir;
                 let w = &self.cells[idx];
                 let fan_in = input.dim(2);
-                let mut xp = input.view(&[t_len * n, fan_in]).matmul_t(&w.weight_ih);
-                // both biases summed first (a `[G H]` add), then one pass
-                // over the projection
+                let xp = input.view(&[t_len * n, fan_in]).matmul_t(&w.weight_ih);
+                // both biases summed first (a `[G H]` add); `seq` adds the
+                // sum to the projection (in one pass, or inside its kernel)
                 let b_hh = w.bias_hh.as_ref().filter(|_| fold_bias_hh);
                 let bias = match (&w.bias_ih, b_hh) {
                     (Some(a), Some(b)) => Some(a.add(b)),
                     (a, b) => a.as_ref().or(b).cloned(),
                 };
-                if let Some(b) = &bias {
-                    xp = xp.add(b);
-                }
                 let gh = xp.dim(1);
                 let init: Vec<Tensor<E>> = states.iter().map(|s| s[idx].clone()).collect();
-                let (ys, state) = seq(&xp.view(&[t_len, n, gh]), &init, w, dir == 1);
+                let xp = xp.view(&[t_len, n, gh]);
+                let (ys, state) = seq(&xp, bias.as_ref(), &init, w, dir == 1);
                 outs.push(ys);
                 for (f, s) in finals.iter_mut().zip(state) {
                     f.push(s);
@@ -619,8 +632,12 @@ impl<E: Float> Rnn<E> {
             let a = xp.add(&s[0].matmul_t(&w.weight_hh));
             vec![if relu { a.relu() } else { a.tanh() }]
         };
-        let seq = |xp: &Tensor<E>, s: &[Tensor<E>], w: &CellWeights<E>, reverse: bool| {
-            composed_sequence(xp, s, w, reverse, &step)
+        let seq = |xp: &Tensor<E>,
+                   b: Option<&Tensor<E>>,
+                   s: &[Tensor<E>],
+                   w: &CellWeights<E>,
+                   reverse: bool| {
+            composed_sequence(&with_bias(xp, b), s, w, reverse, &step)
         };
         let init = h0.map(|h| vec![h]);
         let (out, mut finals) = self.inner.run(x, init.as_deref(), &["h0"], true, &seq);

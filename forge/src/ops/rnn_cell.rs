@@ -32,6 +32,7 @@
 //! gradients are differentiable again. Under `no_grad` nothing is saved:
 //! the kernels reuse one step's gate buffer.
 
+use crate::autograd::is_grad_enabled;
 use crate::cpu::gemm::{gemm, Mat, PackedRhs};
 use crate::cpu::{num_threads, parallel_for, Storage};
 use crate::tensor::{Device, Float, Tensor};
@@ -299,28 +300,120 @@ fn weight_grad<E: Float>(seq: Seq, d: &[E], ys: &[E], h0: &[E], g: usize) -> Sto
     dw
 }
 
-/// Checks `xp [T, N, G H]`, `h0 [N, H]`, `w_hh [G H, H]`; returns `(T, N, H)`.
-fn check_shapes<E: Float, D: Device>(
-    op: &str,
-    gates: usize,
-    xp: &Tensor<E, D>,
-    h0: &Tensor<E, D>,
-    w_hh: &Tensor<E, D>,
-) -> (usize, usize, usize) {
-    let ok = xp.rank() == 3
-        && h0.rank() == 2
-        && xp.dim(0) > 0
-        && h0.dim(0) == xp.dim(1)
-        && xp.dim(2) == gates * h0.dim(1)
-        && w_hh.shape() == [gates * h0.dim(1), h0.dim(1)];
-    assert!(
-        ok,
-        "{op}: xp {:?}, h0 {:?}, w_hh {:?}: expected [T >= 1, N, {gates}H], [N, H], [{gates}H, H]",
-        xp.shape(),
-        h0.shape(),
-        w_hh.shape()
-    );
-    (xp.dim(0), xp.dim(1), h0.dim(1))
+/// The set-up every fused sequence op shares: the checked sizes, the op's
+/// inputs in the order its rule reads them (`xp, h0, states.., w_hh,
+/// bias`), whether the backward pass needs saved state, and the output
+/// buffer `ys` (`[T, N, H]`, written whole by the time loop).
+struct Driver<E: Float, D: Device> {
+    seq: Seq,
+    inputs: Vec<Tensor<E, D>>,
+    save: bool,
+    ys: Storage<E>,
+}
+
+impl<E: Float, D: Device> Driver<E, D> {
+    /// Checks `xp [T, N, G H]`, `h0 [N, H]`, each of `states [N, H]`,
+    /// `w_hh [G H, H]` and `bias [G H]` (named `bias_name` in the message).
+    ///
+    /// # Panics
+    /// When a shape does not fit; the message names `op` and the shapes.
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        op: &str,
+        gates: usize,
+        xp: &Tensor<E, D>,
+        h0: &Tensor<E, D>,
+        states: &[(&str, &Tensor<E, D>)],
+        w_hh: &Tensor<E, D>,
+        bias: Option<(&str, &Tensor<E, D>)>,
+        reverse: bool,
+    ) -> Self {
+        let ok = xp.rank() == 3
+            && h0.rank() == 2
+            && xp.dim(0) > 0
+            && h0.dim(0) == xp.dim(1)
+            && xp.dim(2) == gates * h0.dim(1)
+            && w_hh.shape() == [gates * h0.dim(1), h0.dim(1)];
+        assert!(
+            ok,
+            "{op}: xp {:?}, h0 {:?}, w_hh {:?}: expected [T >= 1, N, {gates}H], [N, H], [{gates}H, H]",
+            xp.shape(),
+            h0.shape(),
+            w_hh.shape()
+        );
+        let (t_len, n, h) = (xp.dim(0), xp.dim(1), h0.dim(1));
+        for (name, s) in states {
+            assert!(
+                s.shape() == [n, h],
+                "{op}: {name} has shape {:?}, expected [{n}, {h}]",
+                s.shape()
+            );
+        }
+        if let Some((name, b)) = bias {
+            assert!(
+                b.shape() == [gates * h],
+                "{op}: {name} has shape {:?}, expected [{}]",
+                b.shape(),
+                gates * h
+            );
+        }
+        let mut inputs = vec![xp.clone(), h0.clone()];
+        inputs.extend(states.iter().map(|(_, s)| (*s).clone()));
+        inputs.push(w_hh.clone());
+        inputs.extend(bias.map(|(_, b)| b.clone()));
+        let save = is_grad_enabled() && inputs.iter().any(|t| t.is_tracked());
+        Driver {
+            seq: Seq {
+                t_len,
+                n,
+                h,
+                reverse,
+            },
+            inputs,
+            save,
+            ys: Storage::zeroed(t_len * n * h),
+        }
+    }
+
+    /// `(seq, inputs, save, ys)`.
+    fn into_parts(self) -> (Seq, Vec<Tensor<E, D>>, bool, Storage<E>) {
+        (self.seq, self.inputs, self.save, self.ys)
+    }
+
+    /// Rows of `width` for `save ? T : 1` steps: a per-step buffer the
+    /// backward pass reads, or one step's scratch when nothing is saved.
+    fn per_step(&self, width: usize) -> Storage<E> {
+        let steps = if self.save { self.seq.t_len } else { 1 };
+        Storage::zeroed(steps * self.seq.n * width)
+    }
+
+    /// `out` (`[T, N, H]`, recorded by `record` when the state is saved)
+    /// and `h_n`, from the buffer the time loop wrote.
+    fn finish(
+        seq: Seq,
+        ys: Arc<Storage<E>>,
+        record: Option<impl FnOnce(Tensor<E, D>) -> Tensor<E, D>>,
+    ) -> (Tensor<E, D>, Tensor<E, D>) {
+        let y = Tensor::<E, D>::from_parts(ys, Arc::from(&[seq.t_len, seq.n, seq.h][..]), None);
+        let y = match record {
+            Some(r) => r(y),
+            None => y,
+        };
+        let h_n = y.narrow(0, seq.last(), 1).view(&[seq.n, seq.h]);
+        (y, h_n)
+    }
+}
+
+/// The column sums of the rows of `d` (`width` wide), row after row (the
+/// gradient of a bias added to every row).
+fn column_sum<E: Float>(d: &[E], width: usize) -> Storage<E> {
+    let mut sum = Storage::<E>::zeroed(width);
+    for row in d.chunks_exact(width) {
+        for (a, &v) in sum.iter_mut().zip(row) {
+            *a += v;
+        }
+    }
+    sum
 }
 
 /// `acc += x`, where an empty `acc` takes `x` (for the tensor-op reverse

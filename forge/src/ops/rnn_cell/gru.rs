@@ -1,10 +1,10 @@
 //! The GRU cell: the step kernels, the fused sequence op and its rule.
 
 use super::{
-    accumulate, backward_steps, check_shapes, forward_steps, grad_tensor, sigmoid_back, step_rows,
-    weight_grad, Rows, Seq,
+    accumulate, backward_steps, column_sum, forward_steps, grad_tensor, sigmoid_back, step_rows,
+    weight_grad, Driver, Rows, Seq,
 };
-use crate::autograd::{is_grad_enabled, BackwardCtx};
+use crate::autograd::BackwardCtx;
 use crate::cpu::{vmath, Storage};
 use crate::tensor::{Device, Float, Tensor};
 use std::sync::Arc;
@@ -90,41 +90,37 @@ fn gru_back_rows<E: Float>(
 
 /// What the GRU backward pass needs from the forward pass.
 struct GruSaved<E: Float> {
-    seq: Seq,
-    /// `(r, z, n, hp_n)` of every time index, `[T, N, 4H]`.
-    s: Storage<E>,
     /// The output `h_t` of every time index (the op's own buffer).
     ys: Arc<Storage<E>>,
+    /// `(r, z, n, hp_n)` of every time index, `[T, N, 4H]`.
+    s: Storage<E>,
+    seq: Seq,
 }
 
-/// Runs one GRU layer and direction over a sequence, fused: the input
-/// projection `xp` (`[T, N, 3H]`, with `bias_ih` added but not `bias_hh`,
-/// gate rows `(r, z, n)` as PyTorch), the initial state `h0` (`[N, H]`),
-/// the hidden weights `w_hh` (`[3H, H]`) and bias `b_hh` (`[3H]`) give
-/// `(out, h_n)`: `out` `[T, N, H]` holds `h_t` for every time index, in
-/// time order also when `reverse` runs the steps from `T - 1` down to 0.
+/// The GRU counterpart of [`lstm_sequence`](super::lstm_sequence): one
+/// layer and direction over a whole sequence, fused. `xp` (`[T, N, 3H]`,
+/// gate rows `(r, z, n)` as PyTorch) already holds `bias_ih`; `bias_hh`
+/// (`b_hh`, `[3H]`) is added to the hidden product inside the step kernel,
+/// since its `n` block is scaled by `r`. `h0` is `[N, H]`, `w_hh`
+/// `[3H, H]`; the result is `(out [T, N, H], h_n)`, `out` in time order
+/// whichever way `reverse` runs the steps.
 ///
 /// One tape node for the sequence; gradients of gradients work (see the
 /// module docs). [`Gru`](crate::nn::Gru) is built on it.
 ///
-/// # Panics
-/// When the shapes do not fit together; the message names them.
-///
 /// ```
-/// use forge::nn::functional::gru_sequence;
-/// use forge::Tensor;
-/// let (t, n, h) = (4, 2, 3);
-/// let xp = Tensor::<f64>::ones(&[t, n, 3 * h]).requires_grad();
-/// let h0 = Tensor::zeros(&[n, h]);
-/// let w = Tensor::<f64>::zeros(&[3 * h, h]).requires_grad();
-/// let b = Tensor::<f64>::zeros(&[3 * h]).requires_grad();
-/// let (out, h_n) = gru_sequence(&xp, &h0, &w, Some(&b), true);
-/// assert_eq!(out.shape(), &[t, n, h]);
+/// // 4 steps, batch 2, hidden size 3: 9 gate rows
+/// let b_hh = forge::Tensor::<f64>::zeros(&[9]).requires_grad();
+/// let xp = forge::Tensor::ones(&[4, 2, 9]);
+/// let (h0, w_hh) = (forge::Tensor::zeros(&[2, 3]), forge::Tensor::zeros(&[9, 3]));
+/// let (out, h_n) = forge::nn::functional::gru_sequence(&xp, &h0, &w_hh, Some(&b_hh), true);
 /// // reverse: the last step computed is time index 0
 /// assert_eq!(h_n.to_vec(), out.narrow(0, 0, 1).to_vec());
-/// let g = out.sum().backward();
-/// assert_eq!(g.get(&b).unwrap().shape(), &[3 * h]);
+/// assert_eq!(out.sum().backward().get(&b_hh).unwrap().shape(), &[9]);
 /// ```
+///
+/// # Panics
+/// When the shapes do not fit together; the message names them.
 pub fn gru_sequence<E: Float, D: Device>(
     xp: &Tensor<E, D>,
     h0: &Tensor<E, D>,
@@ -132,27 +128,12 @@ pub fn gru_sequence<E: Float, D: Device>(
     b_hh: Option<&Tensor<E, D>>,
     reverse: bool,
 ) -> (Tensor<E, D>, Tensor<E, D>) {
-    let (t_len, n, h) = check_shapes("gru_sequence", 3, xp, h0, w_hh);
-    if let Some(b) = b_hh {
-        assert!(
-            b.shape() == [3 * h],
-            "gru_sequence: b_hh has shape {:?}, expected [{}]",
-            b.shape(),
-            3 * h
-        );
-    }
-    let seq = Seq {
-        t_len,
-        n,
-        h,
-        reverse,
-    };
-    let mut inputs = vec![xp.clone(), h0.clone(), w_hh.clone()];
-    inputs.extend(b_hh.cloned());
-    let save = is_grad_enabled() && inputs.iter().any(|t| t.is_tracked());
+    let bias = b_hh.map(|b| ("b_hh", b));
+    let d = Driver::new("gru_sequence", 3, xp, h0, &[], w_hh, bias, reverse);
+    let (n, h) = (d.seq.n, d.seq.h);
     let (g3, g4) = (3 * h, 4 * h);
-    let mut ys = Storage::<E>::zeroed(t_len * n * h);
-    let mut sv = Storage::<E>::zeroed((if save { t_len } else { 1 }) * n * g4);
+    let mut sv = d.per_step(g4);
+    let (seq, inputs, save, mut ys) = d.into_parts();
     let (xs, b) = (xp.as_slice(), b_hh.map(|b| b.as_slice()));
     let s_r = Rows::new(&mut sv);
     forward_steps(
@@ -170,15 +151,15 @@ pub fn gru_sequence<E: Float, D: Device>(
         },
     );
     let ys = Arc::new(ys);
-    let y = Tensor::<E, D>::from_parts(ys.clone(), Arc::from(&[t_len, n, h][..]), None);
-    let y = if save {
-        let saved = GruSaved { seq, s: sv, ys };
-        y.record("gru_sequence", inputs, move |ctx| gru_rule(ctx, &saved))
-    } else {
-        y
-    };
-    let h_n = y.narrow(0, seq.last(), 1).view(&[n, h]);
-    (y, h_n)
+    let record = save.then(|| {
+        let saved = GruSaved {
+            seq,
+            s: sv,
+            ys: ys.clone(),
+        };
+        move |y: Tensor<E, D>| y.record("gru_sequence", inputs, move |ctx| gru_rule(ctx, &saved))
+    });
+    Driver::finish(seq, ys, record)
 }
 
 fn gru_rule<E: Float, D: Device>(
@@ -220,15 +201,7 @@ fn gru_rule<E: Float, D: Device>(
         },
     );
     let dw = ctx.needs(2).then(|| weight_grad(seq, &dhp, ys, h0, g3));
-    let db = (i.len() > 3 && ctx.needs(3)).then(|| {
-        let mut db = Storage::<E>::zeroed(g3);
-        for row in dhp.chunks_exact(g3) {
-            for (a, &v) in db.iter_mut().zip(row) {
-                *a += v;
-            }
-        }
-        db
-    });
+    let db = (i.len() > 3 && ctx.needs(3)).then(|| column_sum(&dhp, g3));
     let mut out = vec![
         ctx.needs(0).then(|| grad_tensor(dxp, &[t_len, n, g3])),
         ctx.needs(1).then(|| grad_tensor(carry, &[n, h])),

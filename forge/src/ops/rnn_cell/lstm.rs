@@ -1,29 +1,45 @@
 //! The LSTM cell: the step kernels, the fused sequence op and its rules.
 
-use super::lstm_f32::{lstm_rows_f32, Outs};
+use super::lstm_f32::{lstm_rows_f32, Outs, StepIns};
 use super::{
-    accumulate, backward_steps, check_shapes, forward_steps, grad_tensor, rows_of, sigmoid_back,
-    step_rows, weight_grad, Rows, Seq,
+    accumulate, backward_steps, column_sum, forward_steps, grad_tensor, rows_of, sigmoid_back,
+    step_rows, weight_grad, Driver, Rows, Seq,
 };
-use crate::autograd::{is_grad_enabled, BackwardCtx};
+use crate::autograd::BackwardCtx;
 use crate::cpu::{vmath, Storage};
 use crate::tensor::{Device, Float, Tensor};
 use std::sync::Arc;
 
-/// One LSTM step on a block of rows: `gates = act(xp + hw)` (saved
-/// activated), `c = f c_prev + i g`, `y = o tanh(c)`, and `tanh(c)` into
-/// `tc` when it is saved. In f32 on AVX-512, [`lstm_rows_f32`]'s one pass
-/// per row (the same bits).
-fn lstm_rows<E: Float>(h: usize, xp: &[E], hw: &[E], c_prev: &[E], out: &mut Outs<'_, E>) {
-    if lstm_rows_f32(h, xp, hw, c_prev, out) {
+/// One LSTM step on a block of rows: `gates = act((xp + bias) + hw)`
+/// (saved activated), `c = f c_prev + i g`, `y = o tanh(c)`, and `tanh(c)`
+/// into `tc` when it is saved. In f32 on AVX-512, [`lstm_rows_f32`]'s one
+/// pass per row (the same bits).
+fn lstm_rows<E: Float>(h: usize, ins: &StepIns<'_, E>, out: &mut Outs<'_, E>) {
+    if lstm_rows_f32(h, ins, out) {
         return;
     }
+    let StepIns {
+        xp,
+        bias,
+        hw,
+        c_prev,
+    } = *ins;
     let Outs { c, y, gates, tc } = out;
     let g4 = 4 * h;
     for r in 0..c.len() / h {
         let a = &mut gates[r * g4..(r + 1) * g4];
-        for ((a, &x), &w) in a.iter_mut().zip(&xp[r * g4..]).zip(&hw[r * g4..]) {
-            *a = x + w;
+        let (x, w) = (&xp[r * g4..(r + 1) * g4], &hw[r * g4..(r + 1) * g4]);
+        match bias {
+            Some(b) => {
+                for (((a, &x), &w), &b) in a.iter_mut().zip(x).zip(w).zip(b) {
+                    *a = (x + b) + w;
+                }
+            }
+            None => {
+                for ((a, &x), &w) in a.iter_mut().zip(x).zip(w) {
+                    *a = x + w;
+                }
+            }
         }
         vmath::sigmoid(&mut a[..2 * h]);
         vmath::tanh(&mut a[2 * h..3 * h]);
@@ -99,11 +115,14 @@ struct LstmSaved<E: Float> {
 }
 
 /// Runs one LSTM layer and direction over a sequence, fused: the input
-/// projection `xp` (`[T, N, 4H]`, both biases added, gate rows
-/// `(i, f, g, o)` as PyTorch), the initial states `h0`, `c0` (`[N, H]`) and
-/// the hidden weights `w_hh` (`[4H, H]`) give `(out, h_n, c_n)`: `out`
-/// `[T, N, H]` holds `h_t` for every time index, in time order also when
-/// `reverse` runs the steps from `T - 1` down to 0.
+/// projection `xp` (`[T, N, 4H]`, gate rows `(i, f, g, o)` as PyTorch),
+/// the initial states `h0`, `c0` (`[N, H]`), the hidden weights `w_hh`
+/// (`[4H, H]`) and an optional `bias` (`[4H]`, PyTorch's
+/// `bias_ih + bias_hh`) give `(out, h_n, c_n)`: `out` `[T, N, H]` holds
+/// `h_t` for every time index, in time order also when `reverse` runs the
+/// steps from `T - 1` down to 0. Each step's gate pre-activations are
+/// `(xp_t + bias) + h_{t-1} W_hh^T`, in that order: the bias costs no pass
+/// of its own, and the values are those of adding it to `xp` first.
 ///
 /// One tape node for the sequence (and one more for `c_n`); gradients of
 /// gradients work (see the module docs). [`Lstm`](crate::nn::Lstm) is built
@@ -119,40 +138,43 @@ struct LstmSaved<E: Float> {
 /// let xp = Tensor::<f64>::ones(&[t, n, 4 * h]).requires_grad();
 /// let (h0, c0) = (Tensor::zeros(&[n, h]), Tensor::zeros(&[n, h]));
 /// let w = Tensor::<f64>::zeros(&[4 * h, h]).requires_grad();
-/// let (out, h_n, c_n) = lstm_sequence(&xp, &h0, &c0, &w, false);
+/// let b = Tensor::<f64>::zeros(&[4 * h]).requires_grad();
+/// let (out, h_n, c_n) = lstm_sequence(&xp, &h0, &c0, &w, Some(&b), false);
 /// assert_eq!(out.shape(), &[t, n, h]);
 /// assert_eq!(h_n.to_vec(), out.narrow(0, t - 1, 1).to_vec());
 /// assert!(c_n.to_vec().iter().all(|&c| c > 0.0));
 /// let g = out.sum().backward();
 /// assert_eq!(g.get(&w).unwrap().shape(), &[4 * h, h]);
+/// // the bias enters every row of xp: its gradient is xp's summed over T, N
+/// let (gb, gx) = (g.get(&b).unwrap(), g.get(&xp).unwrap());
+/// assert_eq!(gb.to_vec(), gx.sum_dim(&[0, 1], false).to_vec());
 /// ```
 pub fn lstm_sequence<E: Float, D: Device>(
     xp: &Tensor<E, D>,
     h0: &Tensor<E, D>,
     c0: &Tensor<E, D>,
     w_hh: &Tensor<E, D>,
+    bias: Option<&Tensor<E, D>>,
     reverse: bool,
 ) -> (Tensor<E, D>, Tensor<E, D>, Tensor<E, D>) {
-    let (t_len, n, h) = check_shapes("lstm_sequence", 4, xp, h0, w_hh);
-    assert!(
-        c0.shape() == [n, h],
-        "lstm_sequence: c0 has shape {:?}, expected [{n}, {h}]",
-        c0.shape()
-    );
-    let seq = Seq {
-        t_len,
-        n,
-        h,
+    let bias_in = bias.map(|b| ("bias", b));
+    let d = Driver::new(
+        "lstm_sequence",
+        4,
+        xp,
+        h0,
+        &[("c0", c0)],
+        w_hh,
+        bias_in,
         reverse,
-    };
-    let inputs = vec![xp.clone(), h0.clone(), c0.clone(), w_hh.clone()];
-    let save = is_grad_enabled() && inputs.iter().any(|t| t.is_tracked());
+    );
+    let (t_len, n, h) = (d.seq.t_len, d.seq.n, d.seq.h);
     let (nh, g4) = (n * h, 4 * h);
-    let mut ys = Storage::<E>::zeroed(t_len * nh);
+    let mut gates = d.per_step(g4);
+    let (seq, inputs, save, mut ys) = d.into_parts();
     let mut cs = Storage::<E>::zeroed(t_len * nh);
     let mut tcs = Storage::<E>::zeroed(if save { t_len * nh } else { 0 });
-    let mut gates = Storage::<E>::zeroed((if save { t_len } else { 1 }) * n * g4);
-    let (xs, c0s) = (xp.as_slice(), c0.as_slice());
+    let (xs, c0s, bs) = (xp.as_slice(), c0.as_slice(), bias.map(|b| b.as_slice()));
     let (cs_r, tc_r, g_r) = (
         Rows::new(&mut cs),
         Rows::new(&mut tcs),
@@ -177,36 +199,42 @@ pub fn lstm_sequence<E: Float, D: Device>(
             let (c, gates) = unsafe { (cs_r.at(t, n, r0, r1, h), g_r.at(gt, n, r0, r1, g4)) };
             let tc = save.then(|| unsafe { tc_r.at(t, n, r0, r1, h) });
             let xt = step_rows(xs, t, n, r0, r1, g4);
-            lstm_rows(h, xt, hw, c_prev, &mut Outs { c, y, gates, tc });
+            let ins = StepIns {
+                xp: xt,
+                bias: bs,
+                hw,
+                c_prev,
+            };
+            lstm_rows(h, &ins, &mut Outs { c, y, gates, tc });
         },
     );
     let last = seq.last();
     let c_n = Storage::from_slice(&cs[last * nh..(last + 1) * nh]);
-    let ys = Arc::new(ys);
-    let shape_y: Arc<[usize]> = Arc::from(&[t_len, n, h][..]);
-    let y = Tensor::<E, D>::from_parts(ys.clone(), shape_y, None);
     let c_n = grad_tensor::<E, D>(c_n, &[n, h]);
-    let (y, c_n) = if save {
+    let ys = Arc::new(ys);
+    let mut c_n = Some(c_n);
+    let record = save.then(|| {
         let saved = Arc::new(LstmSaved {
             seq,
             gates,
             cs,
             tcs,
-            ys,
+            ys: ys.clone(),
         });
         let s2 = saved.clone();
-        let y = y.record("lstm_sequence", inputs.clone(), move |ctx| {
-            lstm_rule(ctx, &saved, false)
-        });
-        let c_n = c_n.record("lstm_sequence_c_n", inputs, move |ctx| {
+        let c = c_n.take().expect("c_n");
+        let i2 = inputs.clone();
+        c_n = Some(c.record("lstm_sequence_c_n", i2, move |ctx| {
             lstm_rule(ctx, &s2, true)
-        });
-        (y, c_n)
-    } else {
-        (y, c_n)
-    };
-    let h_n = y.narrow(0, last, 1).view(&[n, h]);
-    (y, h_n, c_n)
+        }));
+        move |y: Tensor<E, D>| {
+            y.record("lstm_sequence", inputs, move |ctx| {
+                lstm_rule(ctx, &saved, false)
+            })
+        }
+    });
+    let (y, h_n) = Driver::finish(seq, ys, record);
+    (y, h_n, c_n.expect("c_n"))
 }
 
 /// The LSTM rule: `ctx.grad` is the gradient of `out` (`cell == false`) or
@@ -225,7 +253,7 @@ fn lstm_rule<E: Float, D: Device>(
         } else {
             (Some(g), None)
         };
-        return lstm_graph_backward(&i[0], &i[1], &i[2], &i[3], dy, dc, seq.reverse);
+        return lstm_graph_backward(&i[0], &i[1], &i[2], &i[3], i.get(4), dy, dc, seq.reverse);
     }
     let Seq { t_len, n, h, .. } = seq;
     let (nh, g4) = (n * h, 4 * h);
@@ -271,23 +299,31 @@ fn lstm_rule<E: Float, D: Device>(
     let dw = ctx
         .needs(3)
         .then(|| weight_grad(seq, &da, &saved.ys, i[1].as_slice(), g4));
-    vec![
+    // the bias is added to every row of xp: its gradient is da's column sum
+    let db = (i.len() > 4 && ctx.needs(4)).then(|| column_sum(&da, g4));
+    let mut out = vec![
         ctx.needs(0).then(|| grad_tensor(da, &[t_len, n, g4])),
         ctx.needs(1).then(|| grad_tensor(carry, &[n, h])),
         ctx.needs(2).then(|| grad_tensor(dc, &[n, h])),
         dw.map(|dw| grad_tensor(dw, &[g4, h])),
-    ]
+    ];
+    if i.len() > 4 {
+        out.push(db.map(|db| grad_tensor(db, &[g4])));
+    }
+    out
 }
 
 /// The LSTM's reverse pass in tensor ops (for `backward_with_graph`): the
 /// steps are recomputed from the inputs with tensor ops, so every gradient
 /// is itself on the tape. `dy` is the gradient of `out`, `dc_n` that of
 /// `c_n`.
+#[allow(clippy::too_many_arguments)]
 fn lstm_graph_backward<E: Float, D: Device>(
     xp: &Tensor<E, D>,
     h0: &Tensor<E, D>,
     c0: &Tensor<E, D>,
     w: &Tensor<E, D>,
+    bias: Option<&Tensor<E, D>>,
     dy: Option<&Tensor<E, D>>,
     dc_n: Option<&Tensor<E, D>>,
     reverse: bool,
@@ -305,7 +341,12 @@ fn lstm_graph_backward<E: Float, D: Device>(
     let (mut hc, mut cc) = (h0.clone(), c0.clone());
     for s in 0..t_len {
         let t = seq.time(s);
-        let a = xp.narrow(0, t, 1).view(&[n, 4 * h]).add(&hc.matmul_t(w));
+        let x = xp.narrow(0, t, 1).view(&[n, 4 * h]);
+        let x = match bias {
+            Some(b) => x.add(b),
+            None => x,
+        };
+        let a = x.add(&hc.matmul_t(w));
         let i = a.narrow(1, 0, h).sigmoid();
         let f = a.narrow(1, h, h).sigmoid();
         let g = a.narrow(1, 2 * h, h).tanh();
@@ -351,5 +392,11 @@ fn lstm_graph_backward<E: Float, D: Device>(
     }
     let das: Vec<Tensor<E, D>> = das.into_iter().flatten().collect();
     let refs: Vec<&Tensor<E, D>> = das.iter().collect();
-    vec![Some(Tensor::stack(&refs, 0)), dh, dc, dw]
+    let dxp = Tensor::stack(&refs, 0);
+    let db = bias.map(|_| dxp.sum_dim(&[0, 1], false));
+    let mut out = vec![Some(dxp), dh, dc, dw];
+    if bias.is_some() {
+        out.push(db);
+    }
+    out
 }

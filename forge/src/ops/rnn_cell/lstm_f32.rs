@@ -27,6 +27,17 @@ fn f32s_mut<E: Float>(x: &mut [E]) -> Option<&mut [f32]> {
         .then(|| unsafe { std::slice::from_raw_parts_mut(x.as_mut_ptr().cast::<f32>(), x.len()) })
 }
 
+/// One step's inputs on a block of rows: the input projection `xp`
+/// (`[rows, 4H]`), the bias added to it first (`[4H]`), the hidden product
+/// `hw` (`[rows, 4H]`) and the previous cell `c_prev` (`[rows, H]`).
+#[derive(Clone, Copy)]
+pub(super) struct StepIns<'a, E> {
+    pub(super) xp: &'a [E],
+    pub(super) bias: Option<&'a [E]>,
+    pub(super) hw: &'a [E],
+    pub(super) c_prev: &'a [E],
+}
+
 /// Where one step's results go: the cell `c` and output `y` (`[rows, H]`),
 /// the activated gates (`[rows, 4H]`; scratch when they are not saved)
 /// and, when it is saved for the backward pass, `tanh(c)` (`[rows, H]`).
@@ -38,14 +49,11 @@ pub(super) struct Outs<'a, E> {
     pub(super) tc: Option<&'a mut [E]>,
 }
 
-/// The fused step on a block of rows (`xp`, `hw` `[rows, 4H]`, `c_prev`
-/// `[rows, H]`) when `E` is `f32` and the CPU has AVX-512F; `false` (and
-/// nothing written) otherwise.
+/// The fused step on a block of rows when `E` is `f32` and the CPU has
+/// AVX-512F; `false` (and nothing written) otherwise.
 pub(super) fn lstm_rows_f32<E: Float>(
     h: usize,
-    xp: &[E],
-    hw: &[E],
-    c_prev: &[E],
+    ins: &StepIns<'_, E>,
     out: &mut Outs<'_, E>,
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -53,8 +61,14 @@ pub(super) fn lstm_rows_f32<E: Float>(
         if !std::arch::is_x86_feature_detected!("avx512f") {
             return false;
         }
-        let (Some(xp), Some(hw), Some(cp)) = (f32s(xp), f32s(hw), f32s(c_prev)) else {
+        let (Some(xp), Some(hw), Some(cp)) = (f32s(ins.xp), f32s(ins.hw), f32s(ins.c_prev)) else {
             return false;
+        };
+        // an empty bias when there is none (never read then)
+        let (has_bias, bias) = match ins.bias.map(f32s) {
+            Some(Some(b)) => (true, b),
+            Some(None) => return false,
+            None => (false, &[][..]),
         };
         let (Some(c), Some(y)) = (f32s_mut(out.c), f32s_mut(out.y)) else {
             return false;
@@ -72,11 +86,13 @@ pub(super) fn lstm_rows_f32<E: Float>(
                 Block {
                     h,
                     xp,
+                    bias,
                     hw,
                     cp,
                     c,
                     y,
                 },
+                has_bias,
                 saved,
             )
         };
@@ -84,7 +100,7 @@ pub(super) fn lstm_rows_f32<E: Float>(
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (h, xp, hw, c_prev, out);
+        let _ = (h, ins, out);
         false
     }
 }
@@ -94,6 +110,7 @@ pub(super) fn lstm_rows_f32<E: Float>(
 struct Block<'a> {
     h: usize,
     xp: &'a [f32],
+    bias: &'a [f32],
     hw: &'a [f32],
     cp: &'a [f32],
     c: &'a mut [f32],
@@ -103,7 +120,19 @@ struct Block<'a> {
 /// [`lstm_rows_f32`]'s loops, compiled for AVX-512.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-fn rows_avx512(mut b: Block<'_>, saved: Option<(&mut [f32], &mut [f32])>) {
+fn rows_avx512(b: Block<'_>, has_bias: bool, saved: Option<(&mut [f32], &mut [f32])>) {
+    if has_bias {
+        assert_eq!(b.bias.len(), 4 * b.h, "lstm: bias length");
+        rows_with::<true>(b, saved)
+    } else {
+        rows_with::<false>(b, saved)
+    }
+}
+
+/// [`rows_avx512`] with or without the bias.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn rows_with<const BIAS: bool>(mut b: Block<'_>, saved: Option<(&mut [f32], &mut [f32])>) {
     let h = b.h;
     let g4 = 4 * h;
     let rows = b.c.len() / h;
@@ -120,25 +149,30 @@ fn rows_avx512(mut b: Block<'_>, saved: Option<(&mut [f32], &mut [f32])>) {
                 let (gi, rest) = gr.split_at_mut(h);
                 let (gf, rest) = rest.split_at_mut(h);
                 let (gg, go) = rest.split_at_mut(h);
-                row(&mut b, r, |j, i, f, g, o, tc| {
+                row::<BIAS>(&mut b, r, |j, i, f, g, o, tc| {
                     (gi[j], gf[j], gg[j], go[j], tr[j]) = (i, f, g, o, tc);
                 });
             }
         }
         None => {
             for r in 0..rows {
-                row(&mut b, r, |_, _, _, _, _, _| {});
+                row::<BIAS>(&mut b, r, |_, _, _, _, _, _| {});
             }
         }
     }
 }
 
-/// Row `r` of one step: `a = xp + hw`, `i, f, o = sigmoid`, `g = tanh`,
+/// Row `r` of one step: `a = (xp + bias) + hw` (`xp + hw` without
+/// `BIAS`), `i, f, o = sigmoid`, `g = tanh`,
 /// `c = f c_prev + i g`, `y = o tanh(c)`; `keep(j, i, f, g, o, tanh c)`
 /// for every unit `j`.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn row(b: &mut Block<'_>, r: usize, mut keep: impl FnMut(usize, f32, f32, f32, f32, f32)) {
+fn row<const BIAS: bool>(
+    b: &mut Block<'_>,
+    r: usize,
+    mut keep: impl FnMut(usize, f32, f32, f32, f32, f32),
+) {
     let h = b.h;
     let (x, w) = (
         &b.xp[r * 4 * h..(r + 1) * 4 * h],
@@ -146,13 +180,23 @@ fn row(b: &mut Block<'_>, r: usize, mut keep: impl FnMut(usize, f32, f32, f32, f
     );
     let (xi, xf, xg, xo) = (&x[..h], &x[h..2 * h], &x[2 * h..3 * h], &x[3 * h..]);
     let (wi, wf, wg, wo) = (&w[..h], &w[h..2 * h], &w[2 * h..3 * h], &w[3 * h..]);
+    // with BIAS, xp + bias first (the layer's order); the bias has 4H
+    // entries then (asserted). Without, `bq` is never read.
+    let bq = if BIAS { b.bias } else { x };
+    let (bi, bf, bg, bo) = (
+        &bq[..h],
+        &bq[h..2 * h],
+        &bq[2 * h..3 * h],
+        &bq[3 * h..4 * h],
+    );
+    let x = |q: &[f32], bq: &[f32], j: usize| if BIAS { q[j] + bq[j] } else { q[j] };
     let cp = &b.cp[r * h..(r + 1) * h];
     let (cr, yr) = (&mut b.c[r * h..(r + 1) * h], &mut b.y[r * h..(r + 1) * h]);
     for j in 0..h {
-        let i = sigmoid_f32(xi[j] + wi[j]);
-        let f = sigmoid_f32(xf[j] + wf[j]);
-        let g = tanh_f32(xg[j] + wg[j]);
-        let o = sigmoid_f32(xo[j] + wo[j]);
+        let i = sigmoid_f32(x(xi, bi, j) + wi[j]);
+        let f = sigmoid_f32(x(xf, bf, j) + wf[j]);
+        let g = tanh_f32(x(xg, bg, j) + wg[j]);
+        let o = sigmoid_f32(x(xo, bo, j) + wo[j]);
         let cv = f * cp[j] + i * g;
         let tc = tanh_f32(cv);
         cr[j] = cv;
