@@ -388,5 +388,6 @@ use thin::{gemv_dots, gemv_dots_simd, gemv_rows, gemv_rows_simd, narrow_rows};
 mod packed_f32;
 mod prepacked;
 pub(crate) use prepacked::PackedRhs;
+pub(crate) mod prepared;
 #[cfg(test)]
 mod tests;

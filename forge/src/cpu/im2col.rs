@@ -6,6 +6,7 @@
 //! one single-threaded call, and the weight gradient sums per-chunk partial
 //! results in chunk order, so results do not depend on the thread count.
 
+use super::gemm::prepared::{as_f32, gemm_into, GemmOut, PreparedA};
 use super::gemm::{gemm, Mat};
 use super::memory::Storage;
 use super::threads::parallel_for;
@@ -617,10 +618,13 @@ fn chunks(n: usize, per: usize) -> impl Iterator<Item = (usize, usize)> {
         .map(move |b0| (b0, per.min(n - b0)))
 }
 
-/// [`conv2d_forward`] for one group: per chunk of images, one im2col into
-/// `cols [k, nb l]` and one gemm `weight [o, k] x cols [k, nb l]` into
+/// [`conv2d_forward`] for one group: per chunk of images, one product
+/// `weight [o, k] x cols [k, nb l]`, the weight packed once per call
+/// ([`PreparedA`]) and one im2col into `cols [k, nb l]` per chunk. For
+/// `f32` on AVX-512 with whole 16-lane vectors of positions per image the
+/// product goes straight into `y` ([`forward_direct`]); otherwise into
 /// `[o, nb l]`, whose rows are then copied image by image into `y` with the
-/// bias added. A chunk of one image is computed in place in `y`.
+/// bias added (a chunk of one image is computed in place in `y`).
 fn forward_batched<E: Float>(
     g: &ConvGeom,
     x: &[E],
@@ -630,8 +634,11 @@ fn forward_batched<E: Float>(
 ) -> Storage<E> {
     let (k, l, o) = (g.k_len(), g.l(), g.o);
     let per = g.batch_chunk(budget);
+    let w = PreparedA::new(o, k, Mat::row_major(weight, k), per.min(g.n) * l);
+    if let Some(y) = forward_direct(g, x, &w, bias, per) {
+        return y;
+    }
     let mut cols = Storage::with_capacity(k * per * l);
-    let w = Mat::row_major(weight, k);
     if per == 1 {
         let mut y = Storage::with_capacity(g.n * o * l);
         for i in 0..o * g.n {
@@ -641,11 +648,8 @@ fn forward_batched<E: Float>(
         let beta = if bias.is_some() { E::one() } else { E::zero() };
         for b in 0..g.n {
             refill(&mut cols, k * l, |c| g.im2col_batch(x, b, 1, c));
-            gemm(
-                o,
-                k,
+            w.gemm(
                 l,
-                w,
                 Mat::row_major(&cols, l),
                 beta,
                 &mut y[b * o * l..(b + 1) * o * l],
@@ -658,11 +662,8 @@ fn forward_batched<E: Float>(
         for (b0, nb) in chunks(g.n, per) {
             let ld = nb * l;
             refill(&mut cols, k * ld, |c| g.im2col_batch(x, b0, nb, c));
-            gemm(
-                o,
-                k,
+            w.gemm(
                 ld,
-                w,
                 Mat::row_major(&cols, ld),
                 E::zero(),
                 &mut prod[..o * ld],
@@ -678,6 +679,52 @@ fn forward_batched<E: Float>(
             });
         }
     })
+}
+
+/// The forward with the product stored straight into `y` (`f32` on
+/// AVX-512, `oh * ow` a multiple of 16, products on the packed path): per
+/// chunk of `per` images (the same chunks as the copying path), one im2col
+/// into `cols [k, nb l]` and one product with the packed weight whose
+/// `[o, nb l]` result goes straight into `y [n, o, l]` (one output segment
+/// per image), no `[o, nb l]` buffer and no copy; the bias is added
+/// afterwards, `y = product + bias` as on the copying path, whose bits it
+/// has. `None` when it does not apply.
+fn forward_direct<E: Float>(
+    g: &ConvGeom,
+    x: &[E],
+    w: &PreparedA<'_, E>,
+    bias: Option<&[E]>,
+    per: usize,
+) -> Option<Storage<E>> {
+    let (k, l, o) = (g.k_len(), g.l(), g.o);
+    as_f32(x)?;
+    if l % 16 != 0 || chunks(g.n, per).any(|(_, nb)| w.packed(nb * l).is_none()) {
+        return None;
+    }
+    let mut cols = Storage::<E>::with_capacity(k * per * l);
+    let mut y = Storage::<E>::with_capacity(g.n * o * l);
+    let yp = y.spare_capacity_mut().as_mut_ptr().cast::<f32>();
+    for (b0, nb) in chunks(g.n, per) {
+        let ld = nb * l;
+        refill(&mut cols, k * ld, |c| g.im2col_batch(x, b0, nb, c));
+        let (pa, cf) = (w.packed(ld)?, as_f32(&cols[..k * ld])?);
+        let out = GemmOut::segmented(yp.wrapping_add(b0 * o * l), l, l, o * l);
+        // SAFETY: the output addresses images `b0..b0 + nb` of `y`
+        // (capacity `n o l`): element `(oc, bi l + p)` at
+        // `(b0 + bi) o l + oc l + p`, distinct for distinct `(oc, bi, p)`;
+        // `y` is not otherwise accessed until the product returns.
+        unsafe { gemm_into(pa, ld, Mat::row_major(cf, ld), out) };
+    }
+    // SAFETY: the products wrote every element of every image (beta 0).
+    unsafe { y.set_len(g.n * o * l) };
+    if let Some(bias) = bias {
+        for_each_chunk_mut(&mut y, o * l, |_, y_img| {
+            for (row, &b) in y_img.chunks_mut(l).zip(bias) {
+                row.iter_mut().for_each(|v| *v += b);
+            }
+        });
+    }
+    Some(y)
 }
 
 /// [`conv2d_backward_input`] for one group: per chunk of images, the output

@@ -18,8 +18,10 @@
 //! zero-padded panels). So the partition never changes a bit.
 
 use super::super::memory::Storage;
-use super::super::threads::{parallel_for, parallel_for_cost, PARALLEL_MIN_NS};
 use super::Mat;
+
+mod direct;
+pub(crate) use direct::{gemm_core, ASrc, Out, PackedA};
 
 /// Rows of a register tile.
 const MR: usize = 12;
@@ -83,101 +85,13 @@ pub(super) fn gemm(
     c: &mut [f32],
     threads: usize,
 ) {
-    assert!(available(), "packed_f32: AVX-512F required");
     assert!(c.len() >= m * n);
-    let panels = n.div_ceil(NR);
-    let cost = m * n * k / MACS_PER_NS;
-    let parallel = threads > 1 && cost >= PARALLEL_MIN_NS;
-    // Row chunks of whole tiles; with several threads about four chunks
-    // per thread (chunks are claimed one at a time, so the threads even
-    // out: with two per thread, a 1024-row product cut into 16, 16, 16, 16,
-    // 16 and 6 tiles left one thread 48 tiles and the other 38).
-    let row_tiles = m.div_ceil(MR);
-    let chunk_tiles = if parallel {
-        row_tiles.div_ceil(4 * threads).clamp(1, MAX_CHUNK_TILES)
-    } else {
-        row_tiles.min(MAX_CHUNK_TILES)
-    };
-    let row_chunks = row_tiles.div_ceil(chunk_tiles);
-    // Too few row chunks (a short, wide product): cut the columns too.
-    let col_chunks = if parallel && row_chunks < 2 * threads {
-        (2 * threads).div_ceil(row_chunks).min(panels)
-    } else {
-        1
-    };
-    let chunk_panels = panels.div_ceil(col_chunks);
-    let col_chunks = panels.div_ceil(chunk_panels);
-    // From the pool, sized for a whole `KC` block whatever `k`, so that
-    // products of one width reuse one size class.
-    let mut packed_b = Storage::<f32>::with_capacity(panels * NR * KC);
-    let pb = Shared(packed_b.spare_capacity_mut().as_mut_ptr().cast());
-    let cp = Shared(c.as_mut_ptr());
-    let mut k0 = 0;
-    while k0 < k {
-        let kc = KC.min(k - k0);
-        // Pack rows k0..k0 + kc of b: panel j is `kc x NR` at j * kc * NR.
-        // Packed by the threads that multiply next whenever the product is
-        // parallel: the pool is woken for the chunks anyway, and a packing
-        // left to the caller alone is serial time (a 256^3 product's).
-        let pack_cost = if parallel { PARALLEL_MIN_NS } else { 0 };
-        parallel_for_cost(panels, pack_cost, |j| {
-            let p = pb;
-            // SAFETY: panel `j` owns `kc * NR` elements at `j * kc * NR`,
-            // inside the `panels * NR * KC` capacity.
-            let dst = unsafe { std::slice::from_raw_parts_mut(p.0.add(j * kc * NR), kc * NR) };
-            pack_b_panel(b, k0, kc, j * NR, n, dst);
-        });
-        let first = k0 == 0;
-        let run = |chunk: usize| {
-            let (rc, cc) = (chunk / col_chunks, chunk % col_chunks);
-            let t0 = rc * chunk_tiles;
-            let t1 = (t0 + chunk_tiles).min(row_tiles);
-            let j0 = cc * chunk_panels;
-            let j1 = (j0 + chunk_panels).min(panels);
-            PACKED_A.with(|buf| {
-                let mut buf = buf.borrow_mut();
-                let len = (t1 - t0) * MR * kc;
-                if buf.len() < len {
-                    buf.resize(MAX_CHUNK_TILES * MR * KC, 0.0);
-                }
-                let pa = &mut buf[..len];
-                pack_a::<MR>(a, t0 * MR, ((t1 * MR).min(m)) - t0 * MR, k0, kc, pa);
-                let (p, q) = (pb, cp);
-                for j in j0..j1 {
-                    // SAFETY: panel `j` was fully written by the packing loop,
-                    // which returned before this one started.
-                    let bp = unsafe { std::slice::from_raw_parts(p.0.add(j * kc * NR), kc * NR) };
-                    let cols = NR.min(n - j * NR);
-                    for t in t0..t1 {
-                        let rows = MR.min(m - t * MR);
-                        let ap = &pa[(t - t0) * MR * kc..(t - t0 + 1) * MR * kc];
-                        // SAFETY: the tile `rows x cols` at (t * MR, j * NR)
-                        // lies inside the `m x n` output (row stride `n`), and
-                        // belongs to this chunk alone.
-                        unsafe {
-                            tile::<MR>(
-                                kc,
-                                ap,
-                                bp,
-                                q.0.add(t * MR * n + j * NR),
-                                n,
-                                rows,
-                                cols,
-                                first,
-                                beta,
-                            )
-                        };
-                    }
-                }
-            });
-        };
-        if parallel {
-            parallel_for(row_chunks * col_chunks, run);
-        } else {
-            (0..row_chunks * col_chunks).for_each(run);
-        }
-        k0 += kc;
-    }
+    let out = Out::row_major(c.as_mut_ptr(), n);
+    let pack =
+        |k0: usize, kc: usize, j0: usize, dst: &mut [f32]| pack_b_panel(b, k0, kc, j0, n, dst);
+    // SAFETY: `c` holds the `m x n` row-major output (asserted), borrowed
+    // mutably for the whole call.
+    unsafe { gemm_core(m, k, n, ASrc::Mat(a), &pack, beta, out, threads) };
 }
 
 /// `b` (`k x n`) packed once into the panels [`gemm`] would pack on every
@@ -322,7 +236,20 @@ fn run_rows<const R: usize>(
                 // SAFETY: the `r x cols` tile at row i0 + t R, column j NR
                 // lies inside the `m x n` output (asserted), which this
                 // call holds mutably.
-                unsafe { tile::<R>(kc, ap, bp, c.as_mut_ptr().add(at), n, r, cols, first, beta) };
+                unsafe {
+                    let c0 = c.as_mut_ptr().add(at);
+                    tile::<R>(
+                        kc,
+                        ap,
+                        bp,
+                        [c0, c0.wrapping_add(16)],
+                        n,
+                        r,
+                        cols,
+                        first,
+                        beta,
+                    )
+                };
             }
         }
     });
@@ -330,7 +257,14 @@ fn run_rows<const R: usize>(
 
 /// Packs rows `k0..k0 + kc`, columns `j0..j0 + NR` of `b` (zero past `n`)
 /// as `kc` rows of `NR`.
-fn pack_b_panel(b: Mat<f32>, k0: usize, kc: usize, j0: usize, n: usize, dst: &mut [f32]) {
+pub(super) fn pack_b_panel(
+    b: Mat<f32>,
+    k0: usize,
+    kc: usize,
+    j0: usize,
+    n: usize,
+    dst: &mut [f32],
+) {
     let cols = NR.min(n - j0);
     if b.rs == 1 && b.cs != 1 {
         // columns of b contiguous (`x W^T`): a transpose
@@ -586,9 +520,13 @@ unsafe fn transpose16(_: &[&[f32]; 16], _: *mut f32, _: usize, _: u16) {
 /// `k` block `c = acc + beta c` (without reading `c` when beta is 0),
 /// afterwards `c = c + acc`.
 ///
+/// Columns `16 h..16 h + 16` of the tile start at `c[h]` (one pointer per
+/// half, which need not be adjacent).
+///
 /// # Safety
-/// The CPU has AVX-512F; `c` points to a `rows x cols` tile with row stride
-/// `ldc` that nothing else accesses; `ap` holds `R * kc`, `bp` `kc * NR`.
+/// The CPU has AVX-512F; each `c[h]` points to the `rows x` (its share of
+/// `cols`) half tile with row stride `ldc` that nothing else accesses (`c[1]`
+/// is not used when `cols <= 16`); `ap` holds `R * kc`, `bp` `kc * NR`.
 #[allow(clippy::too_many_arguments)]
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
@@ -596,7 +534,7 @@ unsafe fn tile<const R: usize>(
     kc: usize,
     ap: &[f32],
     bp: &[f32],
-    c: *mut f32,
+    c: [*mut f32; 2],
     ldc: usize,
     rows: usize,
     cols: usize,
@@ -626,7 +564,7 @@ unsafe fn tile<const R: usize>(
             for (h, &v) in row.iter().enumerate() {
                 // SAFETY: element (i, 16 h .. 16 h + 16) of the full tile.
                 unsafe {
-                    let at = c.add(i * ldc + 16 * h);
+                    let at = c[h].add(i * ldc);
                     let out = if !first {
                         _mm512_add_ps(_mm512_loadu_ps(at), v)
                     } else if beta == 0.0 {
@@ -651,8 +589,9 @@ unsafe fn tile<const R: usize>(
     }
     for (i, vrow) in vals.iter().enumerate().take(rows) {
         for (j, &v) in vrow.iter().enumerate().take(cols) {
-            // SAFETY: (i, j) is inside the `rows x cols` tile.
-            let at = unsafe { &mut *c.add(i * ldc + j) };
+            // SAFETY: (i, j) is inside the `rows x cols` tile, in half
+            // `j / 16`.
+            let at = unsafe { &mut *c[j / 16].add(i * ldc + j % 16) };
             *at = if !first {
                 *at + v
             } else if beta == 0.0 {
@@ -671,7 +610,7 @@ unsafe fn tile<const R: usize>(
     _: usize,
     _: &[f32],
     _: &[f32],
-    _: *mut f32,
+    _: [*mut f32; 2],
     _: usize,
     _: usize,
     _: usize,

@@ -15,7 +15,7 @@ pub(crate) struct PackedRhs<E> {
 }
 
 /// `x` as `f32` when `E` is `f32`.
-fn as_f32<E: Float>(x: &[E]) -> Option<&[f32]> {
+pub(crate) fn as_f32<E: Float>(x: &[E]) -> Option<&[f32]> {
     // SAFETY: `E` is `f32` (checked), so this is the same slice under its
     // own type.
     (TypeId::of::<E>() == TypeId::of::<f32>())

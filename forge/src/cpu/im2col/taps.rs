@@ -23,6 +23,7 @@
 
 use super::{build, build_chunks, chunks, for_each_chunk_mut, refill, ConvGeom};
 use crate::base::Float;
+use crate::cpu::gemm::prepared::PreparedA;
 use crate::cpu::gemm::{gemm, Mat};
 use crate::cpu::memory::Storage;
 use crate::cpu::threads::parallel_for_cost;
@@ -298,6 +299,50 @@ impl<E: Float> TapWeights<E> {
     }
 }
 
+/// Each used tap's weight `[o, c]` read in place from `weight [o, c, kh,
+/// kw]` (rows `c kh kw` apart, columns `kh kw` apart) and prepared once per
+/// call for the forward products ([`PreparedA`]: packed for `f32` on
+/// AVX-512, so neither a copy of the used taps nor a packing per class and
+/// chunk).
+struct TapsPrepared<'a, E> {
+    /// The taps used by some class, increasing.
+    taps: Vec<usize>,
+    /// Their prepared weights, in the same order.
+    prep: Vec<PreparedA<'a, E>>,
+}
+
+impl<'a, E: Float> TapsPrepared<'a, E> {
+    fn new(g: &ConvGeom, classes: &[TapClass], weight: &'a [E], budget: usize) -> Self {
+        let mut taps: Vec<usize> = classes.iter().flat_map(|c| c.taps.clone()).collect();
+        taps.sort_unstable();
+        taps.dedup();
+        let (c, kk) = (g.c, g.kh * g.kw);
+        // The widest product: a class's chunk of images times its positions.
+        let n_max = classes
+            .iter()
+            .map(|cls| g.class_chunk(cls, budget) * cls.pos.len())
+            .max()
+            .unwrap_or(0);
+        let prep = taps
+            .iter()
+            .map(|&t| {
+                let m = Mat {
+                    data: &weight[t..],
+                    rs: c * kk,
+                    cs: kk,
+                };
+                PreparedA::new(g.o, c, m, n_max)
+            })
+            .collect();
+        TapsPrepared { taps, prep }
+    }
+
+    /// Tap `t`'s prepared weight.
+    fn get(&self, t: usize) -> &PreparedA<'a, E> {
+        &self.prep[self.taps.binary_search(&t).expect("tap used by the plan")]
+    }
+}
+
 /// The same matrix read transposed.
 fn transpose<E>(m: Mat<'_, E>) -> Mat<'_, E> {
     Mat {
@@ -351,7 +396,7 @@ fn class_forward<E: Float>(
     g: &ConvGeom,
     cls: &TapClass,
     x: &[E],
-    weight: &TapWeights<E>,
+    weight: &TapsPrepared<'_, E>,
     budget: usize,
 ) -> Storage<E> {
     let (o, c, lg) = (g.o, g.c, cls.pos.len());
@@ -369,7 +414,7 @@ fn class_forward<E: Float>(
         for (ti, &t) in cls.taps.iter().enumerate() {
             let ct = Mat::row_major(&cols[ti * c * ld..(ti + 1) * c * ld], ld);
             let beta = if ti == 0 { E::zero() } else { E::one() };
-            gemm(o, c, ld, weight.get(t), ct, beta, prod);
+            weight.get(t).gemm(ld, ct, beta, prod);
         }
         put_cols(&mut out, ldn, b0 * lg, prod, ld);
     }
@@ -390,7 +435,7 @@ pub(super) fn forward_classes<E: Float>(
     budget: usize,
 ) -> Storage<E> {
     let (o, l) = (g.o, g.l());
-    let weight = TapWeights::new(g, classes, weight);
+    let weight = TapsPrepared::new(g, classes, weight, budget);
     let prods = par_map(classes.len(), plan_cost(g, classes), |i| {
         class_forward(g, &classes[i], x, &weight, budget)
     });

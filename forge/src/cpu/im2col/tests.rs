@@ -119,3 +119,96 @@ fn backward_kernels_are_adjoints() {
     assert_eq!(dot(&y, &gy), dot(&x, &gx));
     assert_eq!(dot(&y, &gy), dot(&w, &gw));
 }
+
+/// The `f32` forward against the copying route it replaces: the whole
+/// batch's columns, one plain [`gemm`], the product rearranged per image.
+fn copied_route(g: &ConvGeom, x: &[f32], w: &[f32]) -> Vec<f32> {
+    let (k, l, o, n) = (g.k_len(), g.l(), g.o, g.n);
+    let mut cols = Storage::with_capacity(k * n * l);
+    refill(&mut cols, k * n * l, |c| g.im2col_batch(x, 0, n, c));
+    let mut prod = vec![0.0f32; o * n * l];
+    gemm(
+        o,
+        k,
+        n * l,
+        Mat::row_major(w, k),
+        Mat::row_major(&cols, n * l),
+        0.0,
+        &mut prod,
+    );
+    let mut y = vec![0.0f32; n * o * l];
+    for (i, v) in y.iter_mut().enumerate() {
+        let (b, oc, p) = (i / (o * l), (i / l) % o, i % l);
+        *v = prod[oc * n * l + b * l + p];
+    }
+    y
+}
+
+/// The `f32` products with the weight packed once per call and stored
+/// straight into the output (AVX-512; elsewhere the plain route runs)
+/// have the bits of the copying route, for chunks of 2, 2, 1 images and
+/// the whole batch (2, 2 for `l` 16), one and two `k` blocks, edge row
+/// tiles, a second row chunk (200 rows) and a partial last panel (`l` 16, 48, 64), with and without bias,
+/// on 1 and 2 threads;
+/// the tap-class paths (weights packed straight from `[o, c, kh, kw]`)
+/// equal the window sums on small integers.
+#[test]
+fn f32_packed_weight_paths_match_the_copying_route() {
+    use crate::cpu::threads::{num_threads, set_num_threads};
+    let prev = num_threads();
+    let frac = |n: usize, a: usize| -> Vec<f32> {
+        (0..n).map(|i| ((i * a) % 23) as f32 * 0.13 - 1.4).collect()
+    };
+    for (n, c, hw, o) in [(5, 5, [8, 8], 20), (4, 30, [4, 4], 13), (5, 3, [6, 8], 200)] {
+        let g = ConvGeom::new(
+            [n, c, hw[0], hw[1]],
+            [o, c, 3, 3],
+            [1, 1],
+            [1, 1],
+            [1, 1],
+            1,
+        )
+        .unwrap();
+        let (x, w) = (frac(n * c * hw[0] * hw[1], 37), frac(o * c * 9, 13));
+        let want = copied_route(&g, &x, &w);
+        let bias: Vec<f32> = (0..o).map(|i| i as f32 * 0.37 - 2.0).collect();
+        for threads in [1, 2] {
+            set_num_threads(threads);
+            for budget in [2 * g.k_len() * g.l(), usize::MAX] {
+                let y = forward_batched(&g, &x, &w, None, budget);
+                assert!(
+                    y.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{g:?}"
+                );
+                let yb = forward_batched(&g, &x, &w, Some(&bias), budget);
+                for (i, (&v, &u)) in yb.iter().zip(&want).enumerate() {
+                    assert_eq!(v.to_bits(), (u + bias[(i / g.l()) % o]).to_bits());
+                }
+            }
+        }
+    }
+    // Tap classes: 2x2 planes (one class per position) and 1x1 planes.
+    for hw in [[2, 2], [1, 1]] {
+        let n = 20;
+        let g = ConvGeom::new(
+            [n, 20, hw[0], hw[1]],
+            [30, 20, 3, 3],
+            [1, 1],
+            [1, 1],
+            [1, 1],
+            1,
+        )
+        .unwrap();
+        assert!(g.tap_plan().is_some());
+        let x = ramp(n * 20 * hw[0] * hw[1], 37, 7);
+        let w = ramp(30 * 20 * 9, 13, 5);
+        let want = naive(&g, &x, &w);
+        let (x32, w32): (Vec<f32>, Vec<f32>) = (
+            x.iter().map(|&v| v as f32).collect(),
+            w.iter().map(|&v| v as f32).collect(),
+        );
+        let y = conv2d_forward(&g, &x32, &w32, None);
+        assert!(y.iter().zip(&want).all(|(&a, &b)| a as f64 == b), "{hw:?}");
+    }
+    set_num_threads(prev);
+}

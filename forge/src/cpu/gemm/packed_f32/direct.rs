@@ -1,0 +1,253 @@
+//! The general entry of the packed kernel: a left operand packed per
+//! chunk or once beforehand ([`PackedA`]), a right operand given by a
+//! panel packer, and an output laid out in segments ([`Out`]), so that a
+//! convolution can multiply its weight, packed once per call, by every
+//! chunk of images and store each product straight into `[images, o,
+//! positions]`. [`gemm`](super::gemm) is this with a plain matrix on each
+//! side; the thread splits and the per-element arithmetic are the same.
+
+use super::super::super::memory::Storage;
+use super::super::super::threads::{parallel_for, parallel_for_cost, PARALLEL_MIN_NS};
+use super::super::Mat;
+use super::{available, pack_a, tile, Shared, KC, MACS_PER_NS, MAX_CHUNK_TILES, MR, NR, PACKED_A};
+
+/// Packs the `kc x NR` panel of a right operand at rows `k0..k0 + kc`,
+/// columns `j0..j0 + NR`: `(k0, kc, j0, panel)`.
+pub(crate) type PackB<'a> = &'a (dyn Fn(usize, usize, usize, &mut [f32]) + Sync);
+
+/// Where a product's left operand comes from: a matrix packed by each row
+/// chunk as it goes, or packed once beforehand ([`PackedA`]).
+#[derive(Clone, Copy)]
+pub(crate) enum ASrc<'a> {
+    /// Packed chunk by chunk into each thread's buffer.
+    Mat(Mat<'a, f32>),
+    /// Already packed.
+    Packed(&'a PackedA),
+}
+
+/// An `m x k` left operand packed once, for several products with it (a
+/// convolution's weight is multiplied by every chunk of images): per `k`
+/// block of [`KC`], its row tiles of `MR x kc` one after another, exactly
+/// what each chunk of [`gemm`] packs for itself, so a product from it has
+/// the same bits.
+pub(crate) struct PackedA {
+    m: usize,
+    k: usize,
+    data: Storage<f32>,
+}
+
+impl PackedA {
+    /// Packs `a` (`m x k`, both non-zero), in parallel over row tiles when
+    /// worth it (each tile is packed the same way whoever packs it).
+    ///
+    /// # Panics
+    /// When `a`'s buffer is too small for `m x k` (an index out of range).
+    pub(crate) fn new(m: usize, k: usize, a: Mat<f32>) -> Self {
+        let tiles = m.div_ceil(MR);
+        let mut data = Storage::filled(tiles * MR * k, 0.0f32);
+        let ptr = Shared(data.as_mut_ptr());
+        // About one ns per packed element.
+        parallel_for_cost(tiles, m * k, |t| {
+            let rows = MR.min(m - t * MR);
+            let mut k0 = 0;
+            while k0 < k {
+                let kc = KC.min(k - k0);
+                let p = ptr;
+                // SAFETY: tile `t` of block `k0` is `MR * kc` elements at
+                // `k0 * tiles * MR + t * MR * kc`, inside the buffer and
+                // written by this iteration only.
+                let dst = unsafe {
+                    std::slice::from_raw_parts_mut(p.0.add(k0 * tiles * MR + t * MR * kc), MR * kc)
+                };
+                pack_a::<MR>(a, t * MR, rows, k0, kc, dst);
+                k0 += kc;
+            }
+        });
+        PackedA { m, k, data }
+    }
+
+    /// Rows of the packed operand.
+    pub(crate) fn rows(&self) -> usize {
+        self.m
+    }
+
+    /// Columns of the packed operand.
+    pub(crate) fn cols(&self) -> usize {
+        self.k
+    }
+
+    /// Tiles `t0..t1` of the `k` block starting at `k0` (`kc` long).
+    fn tiles(&self, k0: usize, kc: usize, t0: usize, t1: usize) -> &[f32] {
+        let at = k0 * self.m.div_ceil(MR) * MR + t0 * MR * kc;
+        &self.data[at..at + (t1 - t0) * MR * kc]
+    }
+}
+
+/// Where a product's `m x n` output goes: element `(i, j)` at
+/// `ptr + (j / seg) * seg_stride + j % seg + i * ldc`. A plain row-major
+/// matrix is one segment; a convolution's `[o, images x positions]`
+/// product written straight into `[images, o, positions]` has one segment
+/// per image.
+#[derive(Clone, Copy)]
+pub(crate) struct Out {
+    ptr: Shared,
+    ldc: usize,
+    seg: usize,
+    seg_stride: usize,
+}
+
+impl Out {
+    /// A row-major output with rows `ldc` apart.
+    pub(crate) fn row_major(ptr: *mut f32, ldc: usize) -> Self {
+        Out {
+            ptr: Shared(ptr),
+            ldc,
+            seg: usize::MAX,
+            seg_stride: 0,
+        }
+    }
+
+    /// Columns cut into segments of `seg` (a multiple of 16), segment `s`
+    /// at `ptr + s * seg_stride`, rows `ldc` apart within a segment.
+    ///
+    /// # Panics
+    /// When `seg` is not a positive multiple of 16.
+    pub(crate) fn segmented(ptr: *mut f32, ldc: usize, seg: usize, seg_stride: usize) -> Self {
+        assert!(
+            seg > 0 && seg.is_multiple_of(16),
+            "Out: segments of whole vectors"
+        );
+        Out {
+            ptr: Shared(ptr),
+            ldc,
+            seg,
+            seg_stride,
+        }
+    }
+
+    /// The address of element `(i, j)`, computed without dereferencing.
+    fn at(&self, i: usize, j: usize) -> *mut f32 {
+        self.ptr
+            .0
+            .wrapping_add((j / self.seg) * self.seg_stride + j % self.seg + i * self.ldc)
+    }
+}
+
+/// `out = a b + beta out` for an `m x k` left operand from `a` and a `k x n`
+/// right operand whose `kc x NR` panels `pack_b(k0, kc, j0, panel)` writes
+/// (rows `k0..k0 + kc`, columns `j0..j0 + NR`, zero past `n`: every element
+/// of the panel), with up to `threads` threads; `m`, `n`, `k` are non-zero.
+/// Same arithmetic per element whatever the partition (see the module
+/// docs), and the same as [`gemm`]'s for the same operands.
+///
+/// # Safety
+/// `out` addresses `m x n` distinct elements of one live buffer that
+/// nothing else accesses during the call; a [`PackedA`] has `m` rows and
+/// `k` columns.
+///
+/// # Panics
+/// When the CPU lacks AVX-512F (check [`available`] first).
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn gemm_core(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: ASrc<'_>,
+    pack_b: PackB<'_>,
+    beta: f32,
+    out: Out,
+    threads: usize,
+) {
+    assert!(available(), "packed_f32: AVX-512F required");
+    if let ASrc::Packed(p) = a {
+        assert!(p.m == m && p.k == k, "packed_f32: packed operand shape");
+    }
+    let panels = n.div_ceil(NR);
+    let cost = m * n * k / MACS_PER_NS;
+    let parallel = threads > 1 && cost >= PARALLEL_MIN_NS;
+    // Row chunks of whole tiles; with several threads about four chunks
+    // per thread (chunks are claimed one at a time, so the threads even
+    // out: with two per thread, a 1024-row product cut into 16, 16, 16, 16,
+    // 16 and 6 tiles left one thread 48 tiles and the other 38).
+    let row_tiles = m.div_ceil(MR);
+    let chunk_tiles = if parallel {
+        row_tiles.div_ceil(4 * threads).clamp(1, MAX_CHUNK_TILES)
+    } else {
+        row_tiles.min(MAX_CHUNK_TILES)
+    };
+    let row_chunks = row_tiles.div_ceil(chunk_tiles);
+    // Too few row chunks (a short, wide product): cut the columns too.
+    let col_chunks = if parallel && row_chunks < 2 * threads {
+        (2 * threads).div_ceil(row_chunks).min(panels)
+    } else {
+        1
+    };
+    let chunk_panels = panels.div_ceil(col_chunks);
+    let col_chunks = panels.div_ceil(chunk_panels);
+    // From the pool, sized for a whole `KC` block whatever `k`, so that
+    // products of one width reuse one size class.
+    let mut packed_b = Storage::<f32>::with_capacity(panels * NR * KC);
+    let pb = Shared(packed_b.spare_capacity_mut().as_mut_ptr().cast());
+    let mut k0 = 0;
+    while k0 < k {
+        let kc = KC.min(k - k0);
+        // Pack rows k0..k0 + kc of b: panel j is `kc x NR` at j * kc * NR.
+        // Packed by the threads that multiply next whenever the product is
+        // parallel: the pool is woken for the chunks anyway, and a packing
+        // left to the caller alone is serial time (a 256^3 product's).
+        let pack_cost = if parallel { PARALLEL_MIN_NS } else { 0 };
+        parallel_for_cost(panels, pack_cost, |j| {
+            let p = pb;
+            // SAFETY: panel `j` owns `kc * NR` elements at `j * kc * NR`,
+            // inside the `panels * NR * KC` capacity.
+            let dst = unsafe { std::slice::from_raw_parts_mut(p.0.add(j * kc * NR), kc * NR) };
+            pack_b(k0, kc, j * NR, dst);
+        });
+        let first = k0 == 0;
+        let run = |chunk: usize| {
+            let (rc, cc) = (chunk / col_chunks, chunk % col_chunks);
+            let t0 = rc * chunk_tiles;
+            let t1 = (t0 + chunk_tiles).min(row_tiles);
+            let j0 = cc * chunk_panels;
+            let j1 = (j0 + chunk_panels).min(panels);
+            let multiply = |pa: &[f32]| {
+                let p = pb;
+                for j in j0..j1 {
+                    // SAFETY: panel `j` was fully written by the packing loop,
+                    // which returned before this one started.
+                    let bp = unsafe { std::slice::from_raw_parts(p.0.add(j * kc * NR), kc * NR) };
+                    let cols = NR.min(n - j * NR);
+                    for t in t0..t1 {
+                        let rows = MR.min(m - t * MR);
+                        let ap = &pa[(t - t0) * MR * kc..(t - t0 + 1) * MR * kc];
+                        let halves = [out.at(t * MR, j * NR), out.at(t * MR, j * NR + 16)];
+                        // SAFETY: the tile `rows x cols` at (t * MR, j * NR)
+                        // lies inside the output (the caller's contract),
+                        // each half's columns contiguous (segments of whole
+                        // vectors), and belongs to this chunk alone.
+                        unsafe { tile::<MR>(kc, ap, bp, halves, out.ldc, rows, cols, first, beta) };
+                    }
+                }
+            };
+            match a {
+                ASrc::Packed(p) => multiply(p.tiles(k0, kc, t0, t1)),
+                ASrc::Mat(a) => PACKED_A.with(|buf| {
+                    let mut buf = buf.borrow_mut();
+                    let len = (t1 - t0) * MR * kc;
+                    if buf.len() < len {
+                        buf.resize(MAX_CHUNK_TILES * MR * KC, 0.0);
+                    }
+                    let pa = &mut buf[..len];
+                    pack_a::<MR>(a, t0 * MR, ((t1 * MR).min(m)) - t0 * MR, k0, kc, pa);
+                    multiply(pa);
+                }),
+            }
+        };
+        if parallel {
+            parallel_for(row_chunks * col_chunks, run);
+        } else {
+            (0..row_chunks * col_chunks).for_each(run);
+        }
+        k0 += kc;
+    }
+}
