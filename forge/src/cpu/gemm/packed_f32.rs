@@ -438,9 +438,9 @@ fn pack_a<const R: usize>(
             // columns of a contiguous (`g^T x`): `r` floats per column
             // SAFETY: `gemm` runs only where AVX-512F is available;
             // columns `k0..k0 + kc` of `a` hold `r` floats from row
-            // `i0 + t * MR` (the caller checked `a`'s extent), `tile`
-            // holds `kc` columns of `MR`.
-            unsafe { copy_rows_padded(a.data, i0 + t * MR + k0 * a.cs, a.cs, r, tile, MR, kc) };
+            // `i0 + t * R` (the caller checked `a`'s extent), `tile`
+            // holds `kc` columns of `R`.
+            unsafe { copy_rows_padded(a.data, i0 + t * R + k0 * a.cs, a.cs, r, tile, R, kc) };
         } else {
             for (p, col) in tile.chunks_exact_mut(R).enumerate() {
                 let base = (i0 + t * R) * a.rs + (k0 + p) * a.cs;
