@@ -328,18 +328,20 @@ fn fully_masked_queries_are_nan() {
     assert!(out[8..].iter().chain(&w[4..]).all(|v| v.is_nan()));
 }
 
-/// Scores `[2, 4, 64, 64]` (32K elements: the softmax runs in parallel at
-/// 2 threads): the outputs and gradients are the same bits at 1 and 2
-/// threads.
+/// Scores `[4, 4, 128, 128]` (256K elements: the softmax and the zeroing
+/// of its output run in parallel at 2 threads): the outputs and gradients
+/// are the same bits at 1 and 2 threads, and the composed formula's.
 #[test]
 fn masked_attention_is_bit_identical_for_1_and_2_threads() {
     let inputs = [
-        randn::<f32>(&[2, 4, 64, 16], 31),
-        randn::<f32>(&[2, 4, 64, 16], 32),
-        randn::<f32>(&[2, 4, 64, 16], 33),
+        randn::<f32>(&[4, 4, 128, 16], 31),
+        randn::<f32>(&[4, 4, 128, 16], 32),
+        randn::<f32>(&[4, 4, 128, 16], 33),
     ];
-    let pad: Vec<bool> = (0..2 * 64).map(|k| k % 64 < 64 - 9 * (k / 64)).collect();
-    let pad = Tensor::<bool>::from_vec(pad, &[2, 1, 1, 64]);
+    let pad: Vec<bool> = (0..4 * 128)
+        .map(|k| k % 128 < 128 - 9 * (k / 128))
+        .collect();
+    let pad = Tensor::<bool>::from_vec(pad, &[4, 1, 1, 128]);
     let run = || value_and_grads(|t| sdpa(&t[0], &t[1], &t[2], Some(&pad), true), &inputs, 34);
     forge::cpu::set_num_threads(1);
     let one = run();
@@ -351,4 +353,7 @@ fn masked_attention_is_bit_identical_for_1_and_2_threads() {
         "no parallel dispatch at 2 threads"
     );
     assert!(one == two, "1 and 2 threads differ");
+    let full = expand(&pad, &[4, 1, 128, 128]);
+    let reference = value_and_grads(|t| composed(&t[0], &t[1], &t[2], &full, true), &inputs, 34);
+    assert!(two == reference, "fused != composed at 2 threads");
 }

@@ -9,7 +9,7 @@
 //! the same for any number of threads.
 
 use super::norm::normalize;
-use super::softmax::{lane_dot, lane_sum, row_blocks_mut, ROW_BLOCK_ELEMS};
+use super::softmax::{lane_dot, lane_sum, row_blocks_mut, zeroed_output, ROW_BLOCK_ELEMS};
 use crate::cpu::Storage;
 use crate::tensor::{Device, Float, Tensor};
 
@@ -117,7 +117,7 @@ fn layer_norm_fused<E: Float, D: Device>(
         }
     });
     let (w, b) = (weight.map(|t| t.as_slice()), bias.map(|t| t.as_slice()));
-    let mut out = Storage::<E>::zeroed(xs.len());
+    let mut out = zeroed_output::<E>(xs.len());
     row_blocks_mut(&mut out, rb * m, pass_cost(xs.len()), |blk, ob| {
         let (src, st) = (&xs[blk * rb * m..], &stats[blk * rb * 2..]);
         for ((o, row), s) in ob.chunks_mut(m).zip(src.chunks(m)).zip(st.chunks(2)) {
@@ -139,7 +139,7 @@ fn layer_norm_fused<E: Float, D: Device>(
         }
         let (xs, g) = (x.as_slice(), ctx.grad.as_slice());
         let wv = w.map(|w| w.as_slice());
-        let mut gx = Storage::<E>::zeroed(xs.len());
+        let mut gx = zeroed_output::<E>(xs.len());
         // per block: the block's sums of g xhat (w) and g (b), 2m each
         let blocks = rows.div_ceil(rb);
         let mut part = Storage::<E>::zeroed(blocks * 2 * m);

@@ -33,7 +33,7 @@ fn per_line<E: Float>(
     if inner == 1 {
         // Lines are contiguous rows: run `f` on them in place, in parallel
         // over fixed blocks of rows (each row is computed by one call).
-        let mut out = Storage::filled(x.len(), E::zero());
+        let mut out = zeroed_output(x.len());
         let rows = ROW_BLOCK_ELEMS.div_ceil(n.max(1)).max(1);
         row_blocks_mut(&mut out, rows * n.max(1), exp_cost(x.len()), |b, chunk| {
             let src = &x[b * rows * n..][..chunk.len()];
@@ -106,6 +106,29 @@ pub(crate) fn row_blocks_mut<E: Send>(
     }
 }
 
+/// A pooled buffer of `n` zeros, written over fixed chunks of
+/// `ROW_BLOCK_ELEMS` elements in parallel when the pass costs at least
+/// `PARALLEL_MIN_NS` at about 0.25 ns per element: a large op output (a
+/// matmul's, a softmax's) zeroed by the caller alone was serial time at
+/// 2 threads.
+pub(crate) fn zeroed_output<E: Float>(n: usize) -> Storage<E> {
+    let mut s = Storage::<E>::with_capacity(n);
+    row_blocks_mut(
+        &mut s.spare_capacity_mut()[..n],
+        ROW_BLOCK_ELEMS,
+        n / 4,
+        |_, chunk| {
+            for v in chunk {
+                v.write(E::zero());
+            }
+        },
+    );
+    // SAFETY: the capacity is at least `n`, and the loop above wrote each
+    // of the first `n` elements (every chunk of them, once).
+    unsafe { s.set_len(n) };
+    s
+}
+
 /// `sum(v)` in eight interleaved partial sums (so the loop vectorises),
 /// combined in a fixed order.
 pub(crate) fn lane_sum<E: Float>(v: &[E]) -> E {
@@ -167,7 +190,7 @@ fn log_softmax_line<E: Float>(line: &[E], out: &mut [E]) {
 /// The softmax input gradient of rows of length `n` (the last axis), one
 /// pass per row: `gx = y (g - sum(g y))`.
 pub(crate) fn softmax_backward_rows<E: Float>(y: &[E], g: &[E], n: usize) -> Storage<E> {
-    let mut gx = Storage::filled(y.len(), E::zero());
+    let mut gx = zeroed_output(y.len());
     let rows = ROW_BLOCK_ELEMS.div_ceil(n.max(1)).max(1);
     row_blocks_mut(&mut gx, rows * n.max(1), exp_cost(y.len()), |b, chunk| {
         let at = b * rows * n;
@@ -189,7 +212,7 @@ pub(crate) fn softmax_backward_rows<E: Float>(y: &[E], g: &[E], n: usize) -> Sto
 /// The log-softmax input gradient of rows of length `n` from the saved
 /// output `lp`: `gx = g - exp(lp) sum(g)`.
 fn log_softmax_backward_rows<E: Float>(lp: &[E], g: &[E], n: usize) -> Storage<E> {
-    let mut gx = Storage::filled(lp.len(), E::zero());
+    let mut gx = zeroed_output(lp.len());
     let rows = ROW_BLOCK_ELEMS.div_ceil(n.max(1)).max(1);
     row_blocks_mut(&mut gx, rows * n.max(1), exp_cost(lp.len()), |b, chunk| {
         let at = b * rows * n;

@@ -13,10 +13,10 @@
 //! per row; masked entries have `y = 0` and get 0.
 
 use super::softmax::{
-    exp_cost, lane_sum, line_max_raw, row_blocks_mut, softmax_backward_rows, ROW_BLOCK_ELEMS,
+    exp_cost, lane_sum, line_max_raw, row_blocks_mut, softmax_backward_rows, zeroed_output,
+    ROW_BLOCK_ELEMS,
 };
 use crate::cpu::vmath;
-use crate::cpu::Storage;
 use crate::tensor::{Device, Float, Tensor};
 
 /// One boolean mask read in place over scores of a given shape: score
@@ -136,7 +136,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let (l, s) = (self.dim(-2), self.dim(-1));
         let lead = &self.shape()[..self.rank() - 1];
         let x = self.as_slice();
-        let mut out = Storage::<E>::zeroed(x.len());
+        let mut out = zeroed_output(x.len());
         if s > 0 {
             let rows = ROW_BLOCK_ELEMS.div_ceil(s).max(1);
             row_blocks_mut(&mut out, rows * s, exp_cost(x.len()), |b, chunk| {
