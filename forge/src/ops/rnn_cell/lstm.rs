@@ -172,7 +172,16 @@ pub fn lstm_sequence<E: Float, D: Device>(
     let (nh, g4) = (n * h, 4 * h);
     let mut gates = d.per_step(g4);
     let (seq, inputs, save, mut ys) = d.into_parts();
-    let mut cs = Storage::<E>::zeroed(t_len * nh);
+    // c_t of every time index when saved; otherwise only two slots, the
+    // step's and the previous step's (step s in slot s % 2)
+    let mut cs = Storage::<E>::zeroed(if save { t_len * nh } else { 2 * nh });
+    let slot = |t: usize| {
+        if save {
+            t
+        } else {
+            (if seq.reverse { t_len - 1 - t } else { t }) % 2
+        }
+    };
     let mut tcs = Storage::<E>::zeroed(if save { t_len * nh } else { 0 });
     let (xs, c0s, bs) = (xp.as_slice(), c0.as_slice(), bias.map(|b| b.as_slice()));
     let (cs_r, tc_r, g_r) = (
@@ -190,13 +199,14 @@ pub fn lstm_sequence<E: Float, D: Device>(
             let (t, r0, r1) = (st.t, st.r0, st.r1);
             // SAFETY (every `at`): this block reads and writes only rows r0..r1
             // of each buffer, and reads time index `prev` while it writes time
-            // index `t != prev`.
+            // index `t != prev` (`slot(prev) != slot(t)`: consecutive steps
+            // take the two slots in turn when they are not saved).
             let c_prev: &[E] = match st.prev {
-                Some(p) => unsafe { cs_r.at(p, n, r0, r1, h) },
+                Some(p) => unsafe { cs_r.at(slot(p), n, r0, r1, h) },
                 None => rows_of(c0s, r0, r1, h),
             };
             let gt = if save { t } else { 0 };
-            let (c, gates) = unsafe { (cs_r.at(t, n, r0, r1, h), g_r.at(gt, n, r0, r1, g4)) };
+            let (c, gates) = unsafe { (cs_r.at(slot(t), n, r0, r1, h), g_r.at(gt, n, r0, r1, g4)) };
             let tc = save.then(|| unsafe { tc_r.at(t, n, r0, r1, h) });
             let xt = step_rows(xs, t, n, r0, r1, g4);
             let ins = StepIns {
@@ -208,7 +218,7 @@ pub fn lstm_sequence<E: Float, D: Device>(
             lstm_rows(h, &ins, &mut Outs { c, y, gates, tc });
         },
     );
-    let last = seq.last();
+    let last = slot(seq.last());
     let c_n = Storage::from_slice(&cs[last * nh..(last + 1) * nh]);
     let c_n = grad_tensor::<E, D>(c_n, &[n, h]);
     let ys = Arc::new(ys);

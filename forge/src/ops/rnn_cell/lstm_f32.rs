@@ -131,7 +131,7 @@ fn rows_avx512(b: Block<'_>, has_bias: bool, saved: Option<(&mut [f32], &mut [f3
 
 /// [`rows_avx512`] with or without the bias.
 #[cfg(target_arch = "x86_64")]
-#[inline(always)]
+#[target_feature(enable = "avx512f")]
 fn rows_with<const BIAS: bool>(mut b: Block<'_>, saved: Option<(&mut [f32], &mut [f32])>) {
     let h = b.h;
     let g4 = 4 * h;
@@ -142,65 +142,97 @@ fn rows_with<const BIAS: bool>(mut b: Block<'_>, saved: Option<(&mut [f32], &mut
         Some((gates, tcs)) => {
             assert!(gates.len() >= rows * g4 && tcs.len() >= rows * h);
             for r in 0..rows {
-                let (gr, tr) = (
+                let keep = (
                     &mut gates[r * g4..(r + 1) * g4],
                     &mut tcs[r * h..(r + 1) * h],
                 );
-                let (gi, rest) = gr.split_at_mut(h);
-                let (gf, rest) = rest.split_at_mut(h);
-                let (gg, go) = rest.split_at_mut(h);
-                row::<BIAS>(&mut b, r, |j, i, f, g, o, tc| {
-                    (gi[j], gf[j], gg[j], go[j], tr[j]) = (i, f, g, o, tc);
-                });
+                row::<BIAS>(&mut b, r, Some(keep));
             }
         }
         None => {
             for r in 0..rows {
-                row::<BIAS>(&mut b, r, |_, _, _, _, _, _| {});
+                row::<BIAS>(&mut b, r, None);
             }
         }
     }
 }
 
 /// Row `r` of one step: `a = (xp + bias) + hw` (`xp + hw` without
-/// `BIAS`), `i, f, o = sigmoid`, `g = tanh`,
-/// `c = f c_prev + i g`, `y = o tanh(c)`; `keep(j, i, f, g, o, tanh c)`
-/// for every unit `j`.
+/// `BIAS`), `i, f, o = sigmoid`, `g = tanh`, `c = f c_prev + i g`,
+/// `y = o tanh(c)`; into `keep` (`[4H]`, `[H]`) the activated gates and
+/// `tanh(c)` when they are saved.
 #[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn row<const BIAS: bool>(
-    b: &mut Block<'_>,
-    r: usize,
-    mut keep: impl FnMut(usize, f32, f32, f32, f32, f32),
-) {
+#[target_feature(enable = "avx512f")]
+fn row<const BIAS: bool>(b: &mut Block<'_>, r: usize, keep: Option<(&mut [f32], &mut [f32])>) {
     let h = b.h;
-    let (x, w) = (
-        &b.xp[r * 4 * h..(r + 1) * 4 * h],
-        &b.hw[r * 4 * h..(r + 1) * 4 * h],
-    );
-    let (xi, xf, xg, xo) = (&x[..h], &x[h..2 * h], &x[2 * h..3 * h], &x[3 * h..]);
-    let (wi, wf, wg, wo) = (&w[..h], &w[h..2 * h], &w[2 * h..3 * h], &w[3 * h..]);
-    // with BIAS, xp + bias first (the layer's order); the bias has 4H
-    // entries then (asserted). Without, `bq` is never read.
-    let bq = if BIAS { b.bias } else { x };
-    let (bi, bf, bg, bo) = (
-        &bq[..h],
-        &bq[h..2 * h],
-        &bq[2 * h..3 * h],
-        &bq[3 * h..4 * h],
-    );
-    let x = |q: &[f32], bq: &[f32], j: usize| if BIAS { q[j] + bq[j] } else { q[j] };
+    let x = &b.xp[r * 4 * h..(r + 1) * 4 * h];
+    let w = &b.hw[r * 4 * h..(r + 1) * 4 * h];
+    // without BIAS, `bq` is never read
+    let bq = if BIAS { &b.bias[..4 * h] } else { x };
     let cp = &b.cp[r * h..(r + 1) * h];
     let (cr, yr) = (&mut b.c[r * h..(r + 1) * h], &mut b.y[r * h..(r + 1) * h]);
-    for j in 0..h {
-        let i = sigmoid_f32(x(xi, bi, j) + wi[j]);
-        let f = sigmoid_f32(x(xf, bf, j) + wf[j]);
-        let g = tanh_f32(x(xg, bg, j) + wg[j]);
-        let o = sigmoid_f32(x(xo, bo, j) + wo[j]);
-        let cv = f * cp[j] + i * g;
-        let tc = tanh_f32(cv);
-        cr[j] = cv;
-        yr[j] = o * tc;
-        keep(j, i, f, g, o, tc);
+    match keep {
+        Some((gates, tr)) => units::<BIAS, true>(x, bq, w, cp, cr, yr, gates, tr),
+        None => units::<BIAS, false>(x, bq, w, cp, cr, yr, &mut [], &mut []),
     }
+}
+
+/// The loop over one row's units (`x`, `bq`, `w`, `g`: `4H`, gate blocks
+/// `H` apart; the rest `H`), a function of its own so that every operand
+/// is a separate argument (the compiler then knows that the outputs
+/// overlap nothing, and vectorises); with `SAVE`, the gates and `tanh(c)`
+/// go to `g` and `tc` too (empty slices otherwise).
+#[allow(clippy::too_many_arguments)]
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline(never)]
+fn units<const BIAS: bool, const SAVE: bool>(
+    x: &[f32],
+    bq: &[f32],
+    w: &[f32],
+    cp: &[f32],
+    c: &mut [f32],
+    y: &mut [f32],
+    g: &mut [f32],
+    tc: &mut [f32],
+) {
+    let h = c.len();
+    let [xi, xf, xg, xo] = quarters(x, h);
+    let [bi, bf, bg, bo] = quarters(bq, h);
+    let [wi, wf, wg, wo] = quarters(w, h);
+    let (cp, y) = (&cp[..h], &mut y[..h]);
+    let pre = |x: f32, b: f32, w: f32| if BIAS { (x + b) + w } else { x + w };
+    // unit j's activated gates and new cell
+    let unit = |j: usize| {
+        let i = sigmoid_f32(pre(xi[j], bi[j], wi[j]));
+        let f = sigmoid_f32(pre(xf[j], bf[j], wf[j]));
+        let gv = tanh_f32(pre(xg[j], bg[j], wg[j]));
+        let o = sigmoid_f32(pre(xo[j], bo[j], wo[j]));
+        (i, f, gv, o, f * cp[j] + i * gv)
+    };
+    if SAVE {
+        let (gi, rest) = g.split_at_mut(h);
+        let (gf, rest) = rest.split_at_mut(h);
+        let (gg, go) = rest.split_at_mut(h);
+        let (go, tc) = (&mut go[..h], &mut tc[..h]);
+        for j in 0..h {
+            let (i, f, gv, o, cv) = unit(j);
+            let t = tanh_f32(cv);
+            (gi[j], gf[j], gg[j], go[j], tc[j]) = (i, f, gv, o, t);
+            c[j] = cv;
+            y[j] = o * t;
+        }
+    } else {
+        for j in 0..h {
+            let (_, _, _, o, cv) = unit(j);
+            c[j] = cv;
+            y[j] = o * tanh_f32(cv);
+        }
+    }
+}
+
+/// The four gate blocks of `H` of a `4H` row.
+#[cfg(target_arch = "x86_64")]
+fn quarters(v: &[f32], h: usize) -> [&[f32]; 4] {
+    [&v[..h], &v[h..2 * h], &v[2 * h..3 * h], &v[3 * h..4 * h]]
 }
