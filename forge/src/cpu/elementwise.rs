@@ -37,8 +37,18 @@ impl<T> Out<T> {
     /// this chunk.
     #[allow(clippy::mut_from_ref)]
     unsafe fn chunk(&self, i: usize, n: usize) -> &mut [MaybeUninit<T>] {
-        let start = i * CHUNK;
-        let len = CHUNK.min(n - start);
+        // SAFETY: the caller's contract.
+        unsafe { self.chunk_of(i, n, CHUNK) }
+    }
+
+    /// The `i`-th chunk of `chunk_len` elements of an `n`-element output.
+    ///
+    /// # Safety
+    /// As [`Out::chunk`].
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn chunk_of(&self, i: usize, n: usize, chunk_len: usize) -> &mut [MaybeUninit<T>] {
+        let start = i * chunk_len;
+        let len = chunk_len.min(n - start);
         // SAFETY: `start + len <= n` and the chunk is exclusively ours
         // (caller's contract).
         unsafe { std::slice::from_raw_parts_mut(self.0.add(start), len) }
@@ -52,16 +62,27 @@ fn build<T: Copy + Send>(
     n: usize,
     fill: impl Fn(usize, &mut [MaybeUninit<T>]) + Sync,
 ) -> Storage<T> {
+    build_in(n, CHUNK, fill)
+}
+
+/// [`build`] with chunks of `chunk_len` elements (a kernel that needs
+/// whole rows picks a multiple of its row length; the single inline call
+/// gets the whole output).
+pub(crate) fn build_in<T: Copy + Send>(
+    n: usize,
+    chunk_len: usize,
+    fill: impl Fn(usize, &mut [MaybeUninit<T>]) + Sync,
+) -> Storage<T> {
     let mut s = Storage::with_capacity(n);
     let spare = &mut s.spare_capacity_mut()[..n];
-    if n < PAR_MIN || num_threads() == 1 {
+    if n < PAR_MIN || num_threads() == 1 || chunk_len == 0 || chunk_len >= n {
         fill(0, spare);
     } else {
         let out = Out(spare.as_mut_ptr());
-        parallel_for(n.div_ceil(CHUNK), |i| {
+        parallel_for(n.div_ceil(chunk_len), |i| {
             // SAFETY: chunk `i` is written by this call alone, and `spare`
             // spans `n` elements for the whole loop.
-            fill(i * CHUNK, unsafe { out.chunk(i, n) })
+            fill(i * chunk_len, unsafe { out.chunk_of(i, n, chunk_len) })
         });
     }
     // SAFETY: every caller's `fill` writes each element of its chunk, and

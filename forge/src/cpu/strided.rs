@@ -5,6 +5,7 @@
 //! A view is an `offset` plus one signed stride per dimension of a shape:
 //! element `i` of the view lives at `offset + sum_k i_k * strides[k]`.
 
+use super::elementwise::{build_in, CHUNK};
 use super::memory::Storage;
 use crate::base::numel;
 
@@ -22,10 +23,21 @@ pub fn for_each_row<const N: usize>(
     shape: &[usize],
     strides: [&[isize]; N],
     start: [isize; N],
+    f: impl FnMut([isize; N]),
+) {
+    let rows = numel(shape) / shape.last().copied().unwrap_or(1).max(1);
+    rows_in(shape, strides, start, 0..rows, f);
+}
+
+/// [`for_each_row`] over rows `range` only (row-major row numbers).
+fn rows_in<const N: usize>(
+    shape: &[usize],
+    strides: [&[isize]; N],
+    start: [isize; N],
+    range: std::ops::Range<usize>,
     mut f: impl FnMut([isize; N]),
 ) {
-    let n = numel(shape);
-    if n == 0 {
+    if numel(shape) == 0 || range.is_empty() {
         return;
     }
     let rank = shape.len();
@@ -33,10 +45,18 @@ pub fn for_each_row<const N: usize>(
         f(start);
         return;
     }
-    let inner = shape[rank - 1];
+    // The index and offsets of row `range.start`.
     let mut idx = vec![0usize; rank - 1];
     let mut off = start;
-    for _ in 0..n / inner {
+    let mut rem = range.start;
+    for d in (0..rank - 1).rev() {
+        idx[d] = rem % shape[d];
+        rem /= shape[d];
+        for k in 0..N {
+            off[k] += idx[d] as isize * strides[k][d];
+        }
+    }
+    for _ in range {
         f(off);
         let mut d = rank - 1;
         while d > 0 {
@@ -65,7 +85,9 @@ fn inner(shape: &[usize], strides: &[isize]) -> (usize, isize) {
 }
 
 /// Copies the strided view `(offset, shape, strides)` of `src` into a new
-/// contiguous buffer of `shape`.
+/// contiguous buffer of `shape`, in parallel chunks of whole rows (about
+/// 16K elements, from the shape only) when the view has at least 65,536
+/// elements.
 ///
 /// # Panics
 /// When the view reaches outside `src`.
@@ -75,23 +97,38 @@ fn inner(shape: &[usize], strides: &[isize]) -> (usize, isize) {
 /// // Every second element of [0..6), reversed.
 /// assert_eq!(&strided_read(&[0, 1, 2, 3, 4, 5], 5, &[3], &[-2])[..], &[5, 3, 1]);
 /// ```
-pub fn strided_read<E: Copy>(
+pub fn strided_read<E: Copy + Send + Sync>(
     src: &[E],
     offset: usize,
     shape: &[usize],
     strides: &[isize],
 ) -> Storage<E> {
-    let mut out = Storage::with_capacity(numel(shape));
+    let n = numel(shape);
     let (len, step) = inner(shape, strides);
-    for_each_row(shape, [strides], [offset as isize], |[o]| {
-        if step == 1 {
-            let o = o as usize;
-            out.extend_from_slice(&src[o..o + len]);
-        } else {
-            out.extend((0..len).map(|j| src[(o + j as isize * step) as usize]));
-        }
-    });
-    out
+    // Whole rows per chunk, about `CHUNK` elements (from the shape only);
+    // in parallel over chunks when large (`build_in`). A copy: any split
+    // gives the same values.
+    let rows_per_chunk = (CHUNK / len.max(1)).max(1);
+    build_in(n, rows_per_chunk * len, |first, out| {
+        let r0 = first / len.max(1);
+        let rows = r0..r0 + out.len() / len.max(1);
+        let mut pos = 0;
+        rows_in(shape, [strides], [offset as isize], rows, |[o]| {
+            let dst = &mut out[pos..pos + len];
+            if step == 1 {
+                let o = o as usize;
+                for (d, &v) in dst.iter_mut().zip(&src[o..o + len]) {
+                    d.write(v);
+                }
+            } else {
+                for (j, d) in dst.iter_mut().enumerate() {
+                    d.write(src[(o + j as isize * step) as usize]);
+                }
+            }
+            pos += len;
+        });
+        assert_eq!(pos, out.len(), "strided_read: every row written");
+    })
 }
 
 /// Writes the contiguous `src` (of `shape`) into the strided view
@@ -146,4 +183,45 @@ pub fn signed_strides(shape: &[usize]) -> Vec<isize> {
         .into_iter()
         .map(|s| s as isize)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The view's element `i` by index arithmetic alone.
+    fn naive(src: &[f32], offset: usize, shape: &[usize], strides: &[isize]) -> Vec<f32> {
+        (0..numel(shape))
+            .map(|mut i| {
+                let mut at = offset as isize;
+                for d in (0..shape.len()).rev() {
+                    at += (i % shape[d]) as isize * strides[d];
+                    i /= shape[d];
+                }
+                src[at as usize]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn parallel_reads_match_index_arithmetic_for_any_thread_count() {
+        let _threads = crate::cpu::threads::lock_thread_count();
+        let src: Vec<f32> = (0..2 * 3 * 97 * 131).map(|i| i as f32).collect();
+        // [2, 3, 97, 131] permuted to [97, 2, 131, 3] (rows of 3, strided),
+        // the same with the last two axes kept (rows of 131, contiguous),
+        // and a flip of the outer axis with rows longer than a chunk.
+        let views: [(usize, Vec<usize>, Vec<isize>); 3] = [
+            (0, vec![97, 2, 131, 3], vec![131, 3 * 97 * 131, 1, 97 * 131]),
+            (0, vec![97, 2, 3, 131], vec![131, 3 * 97 * 131, 97 * 131, 1]),
+            (src.len() - 38_109, vec![2, 38_109], vec![-38_109, 1]),
+        ];
+        for (offset, shape, strides) in &views {
+            let want = naive(&src, *offset, shape, strides);
+            for threads in [1, 2, 3] {
+                crate::cpu::set_num_threads(threads);
+                let got = strided_read(&src, *offset, shape, strides);
+                assert!(got[..] == want[..], "{shape:?} at {threads} threads");
+            }
+        }
+    }
 }

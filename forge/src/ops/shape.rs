@@ -177,43 +177,13 @@ impl<E: Float, D: Device> Tensor<E, D> {
 }
 
 /// Copies elements read with `src_strides` into a contiguous buffer of
-/// `out_shape`.
-pub(crate) fn gather_strided<E: Copy>(
+/// `out_shape` (in parallel chunks of whole rows when large: see
+/// [`strided_read`](crate::cpu::strided::strided_read)).
+pub(crate) fn gather_strided<E: Copy + Send + Sync>(
     src: &[E],
     out_shape: &[usize],
     src_strides: &[usize],
 ) -> Storage<E> {
-    let n = numel(out_shape);
-    let mut out = Storage::with_capacity(n);
-    if n == 0 {
-        return out;
-    }
-    let rank = out_shape.len();
-    if rank == 0 {
-        out.push(src[0]);
-        return out;
-    }
-    let inner = out_shape[rank - 1];
-    let is = src_strides[rank - 1];
-    let mut idx = vec![0usize; rank];
-    let mut off = 0usize;
-    for _ in 0..n / inner {
-        if is == 1 {
-            out.extend_from_slice(&src[off..off + inner]);
-        } else {
-            out.extend((0..inner).map(|j| src[off + j * is]));
-        }
-        let mut d = rank - 1;
-        while d > 0 {
-            d -= 1;
-            idx[d] += 1;
-            off += src_strides[d];
-            if idx[d] < out_shape[d] {
-                break;
-            }
-            off -= src_strides[d] * out_shape[d];
-            idx[d] = 0;
-        }
-    }
-    out
+    let strides: Vec<isize> = src_strides.iter().map(|&s| s as isize).collect();
+    crate::cpu::strided::strided_read(src, 0, out_shape, &strides)
 }
