@@ -9,7 +9,7 @@
 use super::gemm::prepared::{as_f32, gemm_into, GemmOut, PreparedA};
 use super::gemm::{gemm, Mat};
 use super::memory::Storage;
-use super::threads::parallel_for;
+use super::threads::{parallel_for, PARALLEL_MIN_NS};
 use crate::base::Float;
 use std::mem::MaybeUninit;
 
@@ -276,7 +276,7 @@ impl ConvGeom {
         let (plane, taps, l) = (self.h * self.w, self.kh * self.kw, self.l());
         let ld = nb * l;
         let inside = self.inside_table();
-        for_each_chunk_mut(&mut cols[..self.c * taps * ld], ld, |r, row| {
+        for_each_row_mut(&mut cols[..self.c * taps * ld], ld, |r, row| {
             let (ci, t) = (r / taps, r % taps);
             let range = inside[t % self.kw];
             for bi in 0..nb {
@@ -297,7 +297,7 @@ impl ConvGeom {
     ) {
         let (o, l) = (self.o, self.l());
         let ld = nb * l;
-        for_each_chunk_mut(&mut out[..o * ld], ld, |oc, row| {
+        for_each_row_mut(&mut out[..o * ld], ld, |oc, row| {
             for bi in 0..nb {
                 let at = ((b0 + bi) * o + oc) * l;
                 for (d, &v) in row[bi * l..(bi + 1) * l].iter_mut().zip(&gy[at..at + l]) {
@@ -429,6 +429,44 @@ pub(crate) fn for_each_chunk_mut<E: Send>(
             unsafe { std::slice::from_raw_parts_mut(p.0.add(start), chunk_len.min(n - start)) };
         f(i, chunk);
     });
+}
+
+/// Elements per task of [`for_each_row_mut`]: rows of a copy pass are
+/// grouped into tasks of at least this many elements (a size from the
+/// shape only, never the thread count).
+const ROW_TASK_ELEMS: usize = 1 << 12;
+
+/// Runs `f(row_index, row)` over consecutive rows of `row_len` elements of
+/// `out` (the last may be shorter), for cheap per-element work such as
+/// the copies of im2col: rows are grouped into tasks of at least
+/// [`ROW_TASK_ELEMS`] elements, and the whole pass runs on the calling
+/// thread when it costs less than [`PARALLEL_MIN_NS`] (at about half a
+/// nanosecond per element). One task per row made a `[4608, 1]` im2col (a
+/// 3x3 convolution of 512 channels on a 1x1 plane at batch 1) 4608 tasks
+/// of one element, whose claims on the shared task counters took longer
+/// than the copies. Each row is written by the same call either way, so the
+/// result does not depend on the grouping or the thread count.
+pub(crate) fn for_each_row_mut<E: Send>(
+    out: &mut [E],
+    row_len: usize,
+    f: impl Fn(usize, &mut [E]) + Sync,
+) {
+    if out.is_empty() || row_len == 0 {
+        return;
+    }
+    let rows = (ROW_TASK_ELEMS / row_len).max(1);
+    let run = |task: usize, part: &mut [E]| {
+        for (r, row) in part.chunks_mut(row_len).enumerate() {
+            f(task * rows + r, row);
+        }
+    };
+    if out.len() / 2 < PARALLEL_MIN_NS {
+        for (task, part) in out.chunks_mut(rows * row_len).enumerate() {
+            run(task, part);
+        }
+    } else {
+        for_each_chunk_mut(out, rows * row_len, run);
+    }
 }
 
 /// The forward convolution: `y [n, o, oh, ow]` from `x [n, c, h, w]`,

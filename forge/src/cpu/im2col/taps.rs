@@ -21,7 +21,7 @@
 //! ([`ConvGeom::tap_plan`]), and every kernel here sums in a fixed order,
 //! so results do not depend on the thread count.
 
-use super::{build, build_chunks, chunks, for_each_chunk_mut, refill, ConvGeom};
+use super::{build, build_chunks, chunks, for_each_chunk_mut, for_each_row_mut, refill, ConvGeom};
 use crate::base::Float;
 use crate::cpu::gemm::prepared::PreparedA;
 use crate::cpu::gemm::{gemm, Mat};
@@ -230,7 +230,7 @@ impl ConvGeom {
     ) {
         let (o, l, lg) = (self.o, self.l(), cls.pos.len());
         let ld = nb * lg;
-        for_each_chunk_mut(&mut out[..o * ld], ld, |oc, row| {
+        for_each_row_mut(&mut out[..o * ld], ld, |oc, row| {
             for (bi, dst) in row.chunks_mut(lg).enumerate() {
                 let src = &gy[((b0 + bi) * o + oc) * l..][..l];
                 for (d, &p) in dst.iter_mut().zip(&cls.pos) {

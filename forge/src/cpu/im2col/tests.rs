@@ -212,3 +212,43 @@ fn f32_packed_weight_paths_match_the_copying_route() {
     }
     set_num_threads(prev);
 }
+
+/// `for_each_row_mut` hands every row to `f` exactly once with its own
+/// index and length (one-element rows, rows that do not divide a task,
+/// a short last row), on 1 and 2 threads, inline and in parallel; a pass
+/// of one-element rows too small to pay for a worker stays on the caller.
+#[test]
+fn row_groups_visit_every_row_once() {
+    use crate::cpu::threads::{num_threads, pool_dispatches, set_num_threads};
+    let prev = num_threads();
+    for threads in [1, 2] {
+        set_num_threads(threads);
+        for (n, row_len) in [(4608, 1), (300_000, 7), (300_001, 5000), (10, 3), (0, 4)] {
+            let mut out = vec![(usize::MAX, 0); n];
+            for_each_row_mut(&mut out, row_len, |r, row| {
+                let len = row.len();
+                for (j, slot) in row.iter_mut().enumerate() {
+                    assert_eq!(slot.0, usize::MAX, "row {r} visited twice");
+                    *slot = (r, j + 1000 * len);
+                }
+            });
+            for (i, &(r, tag)) in out.iter().enumerate() {
+                let len = row_len.min(n - i / row_len * row_len);
+                assert_eq!(
+                    (r, tag),
+                    (i / row_len, i % row_len + 1000 * len),
+                    "{n} {row_len}"
+                );
+            }
+        }
+        let before = pool_dispatches();
+        let mut tiny = vec![0u8; 4608];
+        for_each_row_mut(&mut tiny, 1, |r, row| row[0] = r as u8);
+        assert_eq!(
+            pool_dispatches(),
+            before,
+            "a 4608-element copy woke the pool"
+        );
+    }
+    set_num_threads(prev);
+}
