@@ -90,7 +90,8 @@ done
 load "after the last run"
 
 echo
-echo "forge vs PyTorch, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) hardware threads, $(python3 -c 'import torch; print("torch", torch.__version__)'), PyTorch run with $omp_note"
+cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -1)
+echo "forge vs PyTorch, $(date -u '+%Y-%m-%d %H:%M UTC'), ${cpu_model:-unknown CPU}, $(nproc) hardware threads, $(python3 -c 'import torch; print("torch", torch.__version__)'), PyTorch run with $omp_note"
 echo
 if [ "$gemm" = 1 ]; then
     python3 bench/compare_table.py "$out"/gemm_*.jsonl
