@@ -1,8 +1,9 @@
-//! The fused cross-entropy behind [`cross_entropy_with`] (any logits
-//! `(N, C)`, `(N, C, d1, ..., dk)` or `(C,)`, a constant or no class
-//! weight): log-softmax and the negative log-likelihood with
-//! `ignore_index` and label smoothing in one forward pass, and one
-//! backward pass from the saved log-sum-exp.
+//! The log-softmax kernels of the fused cross-entropy (`loss_class.rs`
+//! has the op, the weight's gradient and the `create_graph` rule): the
+//! log-softmax and the negative log-likelihood with `ignore_index` and
+//! label smoothing in one forward pass over any logits `(N, C)`, `(N, C,
+//! d1, ..., dk)` or `(C,)`, and the logits' gradient in one backward pass
+//! from the saved log-sum-exp.
 //!
 //! Per position `p` (a row of `(N, C)` logits, or `(i, d)` of K-d ones,
 //! the classes `C` apart in memory), with `w` the class weights (all 1
@@ -13,145 +14,54 @@
 //! d loss / d x_k = (1 - ls) w_t (p_k - [k = t]) + ls / C (W p_k - w_k),  p_k = exp(x_k - lse)
 //! ```
 //!
-//! An ignored position has loss 0 and gradient 0; the mean divides by the
-//! summed `w_t` of the positions not ignored.
+//! An ignored position has loss 0 and gradient 0.
 //!
 //! **Threads.** `(N, C)` logits run over blocks of rows, K-d ones over
 //! blocks of positions (about 16K logits each) forward and blocks of whole
 //! class runs of `d1 ... dk` values backward; each position's values come
 //! from its own logits, in a fixed order, so every result is the same for
 //! any number of threads.
-//!
-//! [`cross_entropy_with`]: super::loss::cross_entropy_with
 
-use super::loss::{CrossEntropyOptions, Reduction};
+use super::loss_class::Spec;
 use super::softmax::{exp_cost, lane_sum, row_blocks_mut, ROW_BLOCK_ELEMS};
 use crate::cpu::{vmath, Storage};
-use crate::tensor::{Device, Float, Tensor};
+use crate::tensor::Float;
 
-/// The loss's constants, shared by the passes.
-struct Spec<E> {
-    /// Images (1 for `(C,)` logits), classes, positions per image.
-    n: usize,
-    c: usize,
-    inner: usize,
-    ignore: i64,
-    w: Option<Vec<E>>,
-    /// `sum(w)` (`C` without weights).
-    w_sum: E,
-    /// `1 - ls` and `ls / C`.
-    keep: E,
-    smooth: E,
-    smoothing: bool,
-}
-
-impl<E: Float> Spec<E> {
-    /// The weight of class `k` (1 without weights).
-    fn wc(&self, k: usize) -> E {
-        self.w.as_ref().map_or(E::one(), |w| w[k])
-    }
-}
-
-/// [`cross_entropy_with`](super::loss::cross_entropy_with) with a constant
-/// (or no) weight, fused (see the module docs); `axis` and `c` are the
-/// class axis and count of the checked `targets`. Under `create_graph` the
-/// backward is the same formula in tensor ops (with `softmax` on the
-/// tape), so gradients of gradients work.
-pub(super) fn cross_entropy_fused<E: Float, D: Device>(
-    logits: &Tensor<E, D>,
-    targets: &Tensor<i64, D>,
-    (axis, c): (usize, usize),
-    options: &CrossEntropyOptions<E, D>,
-) -> Tensor<E, D> {
-    let shape = logits.shape();
-    let ls = options.label_smoothing;
-    let w: Option<Vec<E>> = options.weight.as_ref().map(|w| {
-        assert!(
-            w.shape() == [c],
-            "cross_entropy: weight of shape {:?} does not match {c} classes (input shape {shape:?})",
-            w.shape()
-        );
-        w.to_vec()
-    });
-    let w_sum = w.as_ref().map_or(E::from_f64(c as f64), |w| lane_sum(w));
-    let spec = Spec {
-        n: if axis == 0 { 1 } else { shape[0] },
-        c,
-        inner: shape[axis + 1..].iter().product(),
-        ignore: options.ignore_index,
-        w,
-        w_sum,
-        keep: E::from_f64(1.0 - ls),
-        smooth: E::from_f64(ls / c as f64),
-        smoothing: ls > 0.0,
-    };
-    let tv = targets.as_slice();
-    for &t in tv {
-        assert!(
-            t == spec.ignore || (0..c as i64).contains(&t),
-            "cross_entropy: target {t} is out of range for {c} classes (input shape {shape:?})"
-        );
-    }
-    let x = logits.as_slice();
-    let (lse, per) = if spec.inner == 1 {
-        forward_rows(&spec, x, tv)
+/// `(lse, loss)` per position of the logits `x` (ignored positions: 0, 0).
+pub(super) fn forward<E: Float>(s: &Spec<E>, x: &[E], tv: &[i64]) -> (Vec<E>, Vec<E>) {
+    if s.inner == 1 {
+        forward_rows(s, x, tv)
     } else {
-        forward_tiles(&spec, x, tv)
-    };
-    let total_w = tv
+        forward_tiles(s, x, tv)
+    }
+}
+
+/// The logits' gradient from the saved `lse` and each position's upstream
+/// factor `scale` (0 when ignored): the formula of the module docs times
+/// `scale`.
+pub(super) fn backward<E: Float>(
+    s: &Spec<E>,
+    x: &[E],
+    tv: &[i64],
+    lse: &[E],
+    scale: &[E],
+) -> Storage<E> {
+    // per position: (a, b) = (scale (1 - ls) w_t, scale ls / C)
+    let coef: Vec<(E, E)> = tv
         .iter()
-        .filter(|&&t| t != spec.ignore)
-        .fold(E::zero(), |a, &t| a + spec.wc(t as usize));
-    let reduction = options.reduction;
-    let out = match reduction {
-        Reduction::None => Tensor::from_vec(per, targets.shape()),
-        Reduction::Sum => Tensor::scalar(per.iter().fold(E::zero(), |a, &v| a + v)),
-        Reduction::Mean => Tensor::scalar(per.iter().fold(E::zero(), |a, &v| a + v) / total_w),
-    };
-    let targets = targets.clone();
-    out.record("cross_entropy", vec![logits.clone()], move |ctx| {
-        let tv = targets.as_slice();
-        if ctx.create_graph {
-            return vec![Some(backward_graph(
-                &ctx.inputs[0],
-                ctx.grad,
-                tv,
-                &spec,
-                total_w,
-                reduction,
-            ))];
-        }
-        let gs = ctx.grad.as_slice();
-        let scale = |p: usize| match reduction {
-            Reduction::None => gs[p],
-            Reduction::Sum => gs[0],
-            Reduction::Mean => gs[0] / total_w,
-        };
-        // per position: (a, b) = (s (1 - ls) w_t, s ls / C), s the scale
-        let coef: Vec<(E, E)> = tv
-            .iter()
-            .enumerate()
-            .map(|(p, &t)| match t == spec.ignore {
-                true => (E::zero(), E::zero()),
-                false => {
-                    let s = scale(p);
-                    (s * spec.keep * spec.wc(t as usize), s * spec.smooth)
-                }
-            })
-            .collect();
-        let x = ctx.inputs[0].as_slice();
-        let mut gx = Storage::filled(x.len(), E::zero());
-        if spec.inner == 1 {
-            backward_rows(&spec, x, tv, &lse, &coef, &mut gx);
-        } else {
-            backward_tiles(&spec, x, tv, &lse, &coef, &mut gx);
-        }
-        vec![Some(Tensor::from_parts(
-            gx,
-            ctx.inputs[0].shape.clone(),
-            None,
-        ))]
-    })
+        .zip(scale)
+        .map(|(&t, &sc)| match t == s.ignore {
+            true => (E::zero(), E::zero()),
+            false => (sc * s.keep * s.wc(t as usize), sc * s.smooth),
+        })
+        .collect();
+    let mut gx = Storage::filled(x.len(), E::zero());
+    if s.inner == 1 {
+        backward_rows(s, x, tv, lse, &coef, &mut gx);
+    } else {
+        backward_tiles(s, x, tv, lse, &coef, &mut gx);
+    }
+    gx
 }
 
 /// `(lse, loss)` of every row of `(N, C)` logits, in parallel over fixed
@@ -372,55 +282,4 @@ fn backward_tiles<E: Float>(
             }
         }
     });
-}
-
-/// The input gradient in tensor ops (differentiable in the logits and in
-/// the incoming gradient), for `create_graph`: the logits viewed as `[N,
-/// C]` or `[N, C, d1 ... dk]` (flattened), the constants (`w_t` at the
-/// target, `w_t` and validity per position, `w` per class) as tensors.
-fn backward_graph<E: Float, D: Device>(
-    x: &Tensor<E, D>,
-    g: &Tensor<E, D>,
-    targets: &[i64],
-    s: &Spec<E>,
-    total_w: E,
-    reduction: Reduction,
-) -> Tensor<E, D> {
-    let (n, c, inner) = (s.n, s.c, s.inner);
-    let dims: Vec<usize> = if inner == 1 {
-        vec![n, c]
-    } else {
-        vec![n, c, inner]
-    };
-    let (mut per_pos, mut per_class) = (dims.clone(), vec![1; dims.len()]);
-    per_pos[1] = 1;
-    per_class[1] = c;
-    let mut onehot = vec![E::zero(); n * c * inner];
-    let mut wt = vec![E::zero(); n * inner];
-    let mut valid = vec![E::zero(); n * inner];
-    for (p, &t) in targets.iter().enumerate() {
-        if t != s.ignore {
-            let (i, d) = (p / inner, p % inner);
-            onehot[(i * c + t as usize) * inner + d] = s.wc(t as usize);
-            wt[p] = s.wc(t as usize);
-            valid[p] = E::one();
-        }
-    }
-    let onehot = Tensor::<E, D>::from_vec(onehot, &dims);
-    let wt = Tensor::<E, D>::from_vec(wt, &per_pos);
-    let valid = Tensor::<E, D>::from_vec(valid, &per_pos);
-    let wrow = Tensor::<E, D>::from_vec((0..c).map(|k| s.wc(k)).collect(), &per_class);
-    let p = x.view(&dims).softmax(1);
-    let nll = p.mul(&wt).sub(&onehot).mul_scalar(s.keep);
-    let sm = p
-        .mul(&valid.mul_scalar(s.w_sum))
-        .sub(&valid.mul(&wrow))
-        .mul_scalar(s.smooth);
-    let d = nll.add(&sm);
-    let d = match reduction {
-        Reduction::None => d.mul(&g.view(&per_pos)),
-        Reduction::Sum => d.mul(g),
-        Reduction::Mean => d.mul(&g.div_scalar(total_w)),
-    };
-    d.view(x.shape())
 }

@@ -1,12 +1,11 @@
 //! Classification losses on integer class targets: [`cross_entropy_with`] and
 //! [`nll_loss`], with PyTorch's semantics (class dimension 1, K-dimensional
 //! inputs `(N, C, d1, ...)`, per-class weights, `ignore_index`, label
-//! smoothing). `cross_entropy_with` is one fused op (`cross_entropy.rs`)
-//! unless its class weight is tracked; `nll_loss` and that case pick the
-//! target classes with a one-hot mask built from the integer targets: a
-//! constant, so every gradient (of any order) flows through ordinary tensor
-//! ops.
+//! smoothing). Both are one fused op (`loss_class.rs`, with the log-softmax
+//! kernels in `cross_entropy.rs`): a pass forward, a pass backward, the
+//! weight's gradient too when it is tracked.
 
+use super::loss_class::{class_loss_fused, Kind, Options};
 use crate::tensor::{Device, Element, Float, Tensor};
 
 /// How a loss reduces its per-element values: PyTorch's `reduction`
@@ -120,61 +119,6 @@ fn class_axis(op: &str, shape: &[usize], target_shape: &[usize]) -> (usize, usiz
     (axis, shape[axis])
 }
 
-/// Checks input/target shapes and builds the one-hot mask of the target
-/// classes (zero rows for ignored targets). Returns the class axis, the
-/// number of classes and the mask.
-fn target_mask<E: Float, D: Device>(
-    op: &str,
-    input: &Tensor<E, D>,
-    targets: &Tensor<i64, D>,
-    ignore_index: i64,
-) -> (usize, usize, Tensor<E, D>) {
-    let shape = input.shape();
-    let (axis, c) = class_axis(op, shape, targets.shape());
-    let inner: usize = shape[axis + 1..].iter().product();
-    let mut mask = crate::cpu::Storage::filled(input.numel(), E::zero());
-    for (i, &t) in targets.as_slice().iter().enumerate() {
-        if t == ignore_index {
-            continue;
-        }
-        assert!(
-            (0..c as i64).contains(&t),
-            "{op}: target {t} is out of range for {c} classes (input shape {shape:?})"
-        );
-        let (n, d) = (i / inner, i % inner);
-        mask[(n * c + t as usize) * inner + d] = E::one();
-    }
-    (axis, c, Tensor::from_storage(mask, shape))
-}
-
-/// `x * mask` with the entries where `mask` is 0 set to 0 first, so that a
-/// `-inf` (log-)probability of a class other than the target contributes 0
-/// (as PyTorch's gather does) instead of `-inf * 0 = NaN`. The gradient is
-/// `mask` at the picked entries and 0 elsewhere, as for `x * mask`.
-fn pick<E: Float, D: Device>(x: &Tensor<E, D>, mask: &Tensor<E, D>) -> Tensor<E, D> {
-    let off: Vec<bool> = mask.as_slice().iter().map(|&m| m == E::zero()).collect();
-    let off = Tensor::<bool, D>::from_vec(off, mask.shape());
-    x.masked_fill(&off, 0.0).mul(mask)
-}
-
-/// A `(C,)` weight viewed to broadcast along the class axis of `shape`.
-fn class_weight<E: Float, D: Device>(
-    op: &str,
-    w: &Tensor<E, D>,
-    shape: &[usize],
-    axis: usize,
-) -> Tensor<E, D> {
-    assert!(
-        w.shape() == [shape[axis]],
-        "{op}: weight of shape {:?} does not match {} classes (input shape {shape:?})",
-        w.shape(),
-        shape[axis]
-    );
-    let mut view = vec![1usize; shape.len()];
-    view[axis] = shape[axis];
-    w.view(&view)
-}
-
 /// The negative log-likelihood loss on log-probabilities `input` of shape
 /// `(N, C)`, `(N, C, d1, ...)` or `(C,)`, with integer class `targets` of
 /// shape `(N,)`, `(N, d1, ...)` or `()`: `-w[t_i] * input[i, t_i]`, reduced.
@@ -199,17 +143,14 @@ pub fn nll_loss<E: Float, D: Device>(
     targets: &Tensor<i64, D>,
     options: NllLossOptions<E, D>,
 ) -> Tensor<E, D> {
-    let (axis, _, mask) = target_mask("nll_loss", input, targets, options.ignore_index);
-    let mask = match &options.weight {
-        Some(w) => mask.mul(&class_weight("nll_loss", w, input.shape(), axis)),
-        None => mask,
+    let ac = class_axis("nll_loss", input.shape(), targets.shape());
+    let options = Options {
+        weight: options.weight.as_ref(),
+        ignore_index: options.ignore_index,
+        label_smoothing: 0.0,
+        reduction: options.reduction,
     };
-    let per = pick(input, &mask).sum_dim(&[axis as isize], false).neg();
-    match options.reduction {
-        Reduction::Mean => per.sum().div(&mask.sum()),
-        Reduction::Sum => per.sum(),
-        Reduction::None => per,
-    }
+    class_loss_fused(Kind::Nll, input, targets, ac, options)
 }
 
 /// Cross-entropy between `logits` (classes on dimension 1; shapes as in
@@ -218,9 +159,10 @@ pub fn nll_loss<E: Float, D: Device>(
 /// (the smoothing term is reduced like the nll term: its mean divides by
 /// the same summed target weights).
 ///
-/// One fused op for every shape (a pass forward, a pass backward; see
-/// `ops/cross_entropy.rs`) unless the weight is tracked, which takes
-/// composed tensor ops so that the weight gets a gradient.
+/// One fused op for every shape and weight (a pass forward, a pass
+/// backward; see `ops/loss_class.rs`). A tracked weight gets the gradient
+/// of this loss (the mean's divisor `sum_i w[t_i]` included), which
+/// PyTorch refuses to compute.
 ///
 /// # Panics
 /// As [`nll_loss`], and when `label_smoothing` is outside `[0, 1]`.
@@ -243,40 +185,12 @@ pub fn cross_entropy_with<E: Float, D: Device>(
         (0.0..=1.0).contains(&ls),
         "cross_entropy: label_smoothing {ls} is outside [0, 1]"
     );
-    if options.weight.as_ref().is_none_or(|w| !w.is_tracked()) {
-        let ac = class_axis("cross_entropy", logits.shape(), targets.shape());
-        return super::cross_entropy::cross_entropy_fused(logits, targets, ac, &options);
-    }
-    // A tracked weight: composed ops, so its gradient flows.
-    let (axis, c, mask) = target_mask("cross_entropy", logits, targets, options.ignore_index);
-    let lp = logits.log_softmax(axis as isize);
-    let weight = options
-        .weight
-        .as_ref()
-        .map(|w| class_weight("cross_entropy", w, logits.shape(), axis));
-    let wmask = match &weight {
-        Some(w) => mask.mul(w),
-        None => mask.clone(),
+    let ac = class_axis("cross_entropy", logits.shape(), targets.shape());
+    let options = Options {
+        weight: options.weight.as_ref(),
+        ignore_index: options.ignore_index,
+        label_smoothing: ls,
+        reduction: options.reduction,
     };
-    let ax = [axis as isize];
-    let nll = pick(&lp, &wmask).sum_dim(&ax, false).neg();
-    let reduce_like_nll = |per: Tensor<E, D>| match options.reduction {
-        Reduction::Mean => per.sum().div(&wmask.sum()),
-        Reduction::Sum => per.sum(),
-        Reduction::None => per,
-    };
-    if ls == 0.0 {
-        return reduce_like_nll(nll);
-    }
-    // Not ignored: the mask summed over classes is 1 for those targets.
-    let valid = mask.sum_dim(&ax, false);
-    let weighted = match &weight {
-        Some(w) => lp.mul(w),
-        None => lp,
-    };
-    let smooth = weighted.sum_dim(&ax, false).neg().mul(&valid);
-    let nll = reduce_like_nll(nll);
-    let smooth = reduce_like_nll(smooth);
-    nll.mul_scalar(E::from_f64(1.0 - ls))
-        .add(&smooth.mul_scalar(E::from_f64(ls / c as f64)))
+    class_loss_fused(Kind::CrossEntropy, logits, targets, ac, options)
 }

@@ -17,6 +17,7 @@ pub(crate) mod layer_norm;
 mod layout;
 mod layout_int;
 pub(crate) mod loss;
+mod loss_class;
 pub(crate) mod loss_pointwise;
 mod matmul;
 pub(crate) mod norm;
