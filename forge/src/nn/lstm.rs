@@ -3,7 +3,7 @@
 use super::forward::Forward;
 use super::rnn::{recurrent_layer, CellWeights, Recurrent, RnnConfig};
 use super::summary::record_output;
-use crate::ops::rnn_cell::lstm_sequence;
+use crate::ops::rnn_cell::{lstm_projected, lstm_sequence};
 use crate::tensor::{Float, Rng, Tensor};
 
 /// A long short-term memory layer (`nn.LSTM`), stacked `num_layers` deep
@@ -58,6 +58,22 @@ fn lstm_seq<E: Float>(
     (out, vec![h_n, c_n])
 }
 
+/// One layer and direction from the layer's input, without a tape:
+/// [`lstm_projected`] (the input projection inside the time loop, in the
+/// input's layout), or `None` where it does not apply.
+fn lstm_proj<E: Float>(
+    x: &Tensor<E>,
+    batch_first: bool,
+    bias: Option<&Tensor<E>>,
+    s: &[Tensor<E>],
+    w: &CellWeights<E>,
+    reverse: bool,
+) -> Option<(Tensor<E>, Vec<Tensor<E>>)> {
+    let (w_ih, w_hh) = (&w.weight_ih, &w.weight_hh);
+    let (out, h_n, c_n) = lstm_projected(x, batch_first, w_ih, w_hh, bias, &s[0], &s[1], reverse)?;
+    Some((out, vec![h_n, c_n]))
+}
+
 impl<E: Float> Lstm<E> {
     /// A layer with every weight and bias drawn from
     /// `U(-1/sqrt(H), 1/sqrt(H))`, as PyTorch.
@@ -91,6 +107,7 @@ impl<E: Float> Lstm<E> {
             &["h0", "c0"],
             true,
             &lstm_seq,
+            Some(&lstm_proj),
         );
         let c_n = finals.pop().expect("c_n");
         let h_n = finals.pop().expect("h_n");

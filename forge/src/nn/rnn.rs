@@ -13,6 +13,7 @@ use super::forward::Forward;
 use super::init;
 use super::summary::record_output;
 use super::visit::{TensorKind, TensorVisitor, TensorVisitorMut};
+use crate::autograd::is_grad_enabled;
 use crate::tensor::{Float, Rng, Tensor};
 
 /// The hyperparameters every recurrent layer shares, with PyTorch's names
@@ -144,6 +145,20 @@ pub struct CellWeights<E: Float = f32> {
     pub bias_hh: Option<Tensor<E>>,
 }
 
+impl<E: Float> CellWeights<E> {
+    /// Whether any of the weights or biases is tracked (records a tape).
+    pub(crate) fn is_tracked(&self) -> bool {
+        [&self.weight_ih, &self.weight_hh]
+            .into_iter()
+            .any(Tensor::is_tracked)
+            || self
+                .bias_ih
+                .iter()
+                .chain(&self.bias_hh)
+                .any(Tensor::is_tracked)
+    }
+}
+
 /// One time step of a cell: the input projection of this step (`[N, G H]`,
 /// biases included as the layer asked), the state before the step (`h`, and
 /// `c` for the LSTM, each `[N, H]`) and the cell's weights give the state
@@ -163,6 +178,23 @@ pub(crate) type Sequence<'a, E> = &'a dyn Fn(
     &CellWeights<E>,
     bool,
 ) -> (Tensor<E>, Vec<Tensor<E>>);
+
+/// One layer and direction over the sequence from the layer's input
+/// itself, without recording: the input (`[N, T, I]` when the flag is
+/// set, else `[T, N, I]`), the summed bias, the initial states, the
+/// cell's weights and the direction give the outputs in the input's layout
+/// and the final states, exactly what projecting the input and running
+/// [`Sequence`] gives; or `None` (nothing computed) where the cell's path
+/// does not apply, and the layer falls back to the projection and
+/// [`Sequence`].
+pub(crate) type Projected<'a, E> = &'a dyn Fn(
+    &Tensor<E>,
+    bool,
+    Option<&Tensor<E>>,
+    &[Tensor<E>],
+    &CellWeights<E>,
+    bool,
+) -> Option<(Tensor<E>, Vec<Tensor<E>>)>;
 
 /// `xp + bias` (one pass), or `xp` without a bias: for the cells that take
 /// the projection with its bias (the LSTM adds it inside its step kernel).
@@ -326,7 +358,9 @@ impl<E: Float> Recurrent<E> {
     /// each `[L * D, N, H]` (`[L * D, H]` for an unbatched `x`), or `None`
     /// for zeros. `fold_bias_hh` adds `bias_hh` to the input projection
     /// (valid when the cell adds it unchanged to the hidden projection).
-    /// `seq` runs one layer and direction over the sequence.
+    /// `seq` runs one layer and direction over the sequence; `projected`,
+    /// if the cell has one, does so from the layer's input in its own
+    /// layout when nothing is recorded (see [`Projected`]).
     /// Returns the output sequence and the final states stacked like `init`.
     pub(crate) fn run(
         &self,
@@ -335,6 +369,7 @@ impl<E: Float> Recurrent<E> {
         state_names: &[&str],
         fold_bias_hh: bool,
         seq: Sequence<'_, E>,
+        projected: Option<Projected<'_, E>>,
     ) -> (Tensor<E>, Vec<Tensor<E>>) {
         let cfg = &self.config;
         let (h, d) = (cfg.hidden_size, cfg.num_directions());
@@ -354,15 +389,11 @@ impl<E: Float> Recurrent<E> {
             cfg.input_size,
             x.shape()
         );
-        // time-major [T, N, I]
-        let x = if unbatched {
-            x.unsqueeze(1)
-        } else if cfg.batch_first {
-            x.transpose(0, 1)
+        let n = if unbatched {
+            1
         } else {
-            x
+            x.dim(usize::from(!cfg.batch_first) as isize)
         };
-        let (t_len, n) = (x.dim(0), x.dim(1));
         let rows = cfg.num_layers * d;
         let states: Vec<Vec<Tensor<E>>> = match init {
             None => {
@@ -389,6 +420,21 @@ impl<E: Float> Recurrent<E> {
                     .collect()
             }
         };
+        // Without a tape (and with a projected path) the layers run in the
+        // input's own layout; otherwise time-major, [T, N, I].
+        let recorded = is_grad_enabled()
+            && (x.is_tracked()
+                || states.iter().flatten().any(|s| s.is_tracked())
+                || self.cells.iter().any(|c| c.is_tracked()));
+        let projected = projected.filter(|_| !unbatched && !recorded);
+        let bf = cfg.batch_first && projected.is_some();
+        let x = if unbatched {
+            x.unsqueeze(1)
+        } else if cfg.batch_first && !bf {
+            x.transpose(0, 1)
+        } else {
+            x
+        };
         let mut finals: Vec<Vec<Tensor<E>>> = vec![Vec::with_capacity(rows); state_names.len()];
         let mut input = x;
         for layer in 0..cfg.num_layers {
@@ -396,8 +442,6 @@ impl<E: Float> Recurrent<E> {
             for dir in 0..d {
                 let idx = layer * d + dir;
                 let w = &self.cells[idx];
-                let fan_in = input.dim(2);
-                let xp = input.view(&[t_len * n, fan_in]).matmul_t(&w.weight_ih);
                 // both biases summed first (a `[G H]` add); `seq` adds the
                 // sum to the projection (in one pass, or inside its kernel)
                 let b_hh = w.bias_hh.as_ref().filter(|_| fold_bias_hh);
@@ -405,10 +449,25 @@ impl<E: Float> Recurrent<E> {
                     (Some(a), Some(b)) => Some(a.add(b)),
                     (a, b) => a.as_ref().or(b).cloned(),
                 };
-                let gh = xp.dim(1);
                 let init: Vec<Tensor<E>> = states.iter().map(|s| s[idx].clone()).collect();
-                let xp = xp.view(&[t_len, n, gh]);
-                let (ys, state) = seq(&xp, bias.as_ref(), &init, w, dir == 1);
+                let reverse = dir == 1;
+                let fused = projected.and_then(|p| p(&input, bf, bias.as_ref(), &init, w, reverse));
+                let (ys, state) = match fused {
+                    Some(r) => r,
+                    None => {
+                        // time-major for the projection and `seq`
+                        let tm = if bf {
+                            input.transpose(0, 1)
+                        } else {
+                            input.clone()
+                        };
+                        let (t_len, fan_in) = (tm.dim(0), tm.dim(2));
+                        let xp = tm.view(&[t_len * n, fan_in]).matmul_t(&w.weight_ih);
+                        let xp = xp.view(&[t_len, n, xp.dim(1)]);
+                        let (ys, state) = seq(&xp, bias.as_ref(), &init, w, reverse);
+                        (if bf { ys.transpose(0, 1) } else { ys }, state)
+                    }
+                };
                 outs.push(ys);
                 for (f, s) in finals.iter_mut().zip(state) {
                     f.push(s);
@@ -422,7 +481,7 @@ impl<E: Float> Recurrent<E> {
         }
         let out = if unbatched {
             input.squeeze(1)
-        } else if cfg.batch_first {
+        } else if cfg.batch_first && !bf {
             input.transpose(0, 1)
         } else {
             input
@@ -640,7 +699,9 @@ impl<E: Float> Rnn<E> {
             composed_sequence(&with_bias(xp, b), s, w, reverse, &step)
         };
         let init = h0.map(|h| vec![h]);
-        let (out, mut finals) = self.inner.run(x, init.as_deref(), &["h0"], true, &seq);
+        let (out, mut finals) = self
+            .inner
+            .run(x, init.as_deref(), &["h0"], true, &seq, None);
         (out, finals.remove(0))
     }
 }

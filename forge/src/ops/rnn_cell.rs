@@ -41,9 +41,11 @@ use std::sync::Arc;
 mod gru;
 mod lstm;
 mod lstm_f32;
+mod lstm_infer;
 
 pub use gru::gru_sequence;
 pub use lstm::lstm_sequence;
+pub(crate) use lstm_infer::lstm_projected;
 
 /// Fewest batch rows per block of the time loop.
 const MIN_BLOCK_ROWS: usize = 8;
@@ -85,6 +87,17 @@ impl<E> Rows<E> {
         assert!(a <= b && b <= self.len, "rnn cell: rows out of range");
         // SAFETY: in bounds (asserted); disjointness is the caller's promise.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.add(a), b - a) }
+    }
+
+    /// The `len` elements from `at`.
+    ///
+    /// # Safety
+    /// No two live slices from the same `Rows` may overlap.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn span(&self, at: usize, len: usize) -> &mut [E] {
+        assert!(at + len <= self.len, "rnn cell: span out of range");
+        // SAFETY: in bounds (asserted); disjointness is the caller's promise.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(at), len) }
     }
 }
 

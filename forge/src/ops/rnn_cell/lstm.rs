@@ -11,10 +11,10 @@ use crate::tensor::{Device, Float, Tensor};
 use std::sync::Arc;
 
 /// One LSTM step on a block of rows: `gates = act((xp + bias) + hw)`
-/// (saved activated), `c = f c_prev + i g`, `y = o tanh(c)`, and `tanh(c)`
-/// into `tc` when it is saved. In f32 on AVX-512, [`lstm_rows_f32`]'s one
-/// pass per row (the same bits).
-fn lstm_rows<E: Float>(h: usize, ins: &StepIns<'_, E>, out: &mut Outs<'_, E>) {
+/// (saved activated), `c = f c_prev + i g`, `y = o tanh(c)` (row `r` at
+/// `r * y_stride` of `y`), and `tanh(c)` into `tc` when it is saved. In
+/// f32 on AVX-512, [`lstm_rows_f32`]'s one pass per row (the same bits).
+pub(super) fn lstm_rows<E: Float>(h: usize, ins: &StepIns<'_, E>, out: &mut Outs<'_, E>) {
     if lstm_rows_f32(h, ins, out) {
         return;
     }
@@ -24,7 +24,14 @@ fn lstm_rows<E: Float>(h: usize, ins: &StepIns<'_, E>, out: &mut Outs<'_, E>) {
         hw,
         c_prev,
     } = *ins;
-    let Outs { c, y, gates, tc } = out;
+    let Outs {
+        c,
+        y,
+        y_stride,
+        gates,
+        tc,
+    } = out;
+    let ys = *y_stride;
     let g4 = 4 * h;
     for r in 0..c.len() / h {
         let a = &mut gates[r * g4..(r + 1) * g4];
@@ -46,7 +53,7 @@ fn lstm_rows<E: Float>(h: usize, ins: &StepIns<'_, E>, out: &mut Outs<'_, E>) {
         vmath::sigmoid(&mut a[3 * h..]);
         let (cr, yr, cp) = (
             &mut c[r * h..(r + 1) * h],
-            &mut y[r * h..(r + 1) * h],
+            &mut y[r * ys..r * ys + h],
             &c_prev[r * h..(r + 1) * h],
         );
         for j in 0..h {
@@ -215,7 +222,15 @@ pub fn lstm_sequence<E: Float, D: Device>(
                 hw,
                 c_prev,
             };
-            lstm_rows(h, &ins, &mut Outs { c, y, gates, tc });
+            let y_stride = h;
+            let mut outs = Outs {
+                c,
+                y,
+                y_stride,
+                gates,
+                tc,
+            };
+            lstm_rows(h, &ins, &mut outs);
         },
     );
     let last = slot(seq.last());

@@ -38,13 +38,16 @@ pub(super) struct StepIns<'a, E> {
     pub(super) c_prev: &'a [E],
 }
 
-/// Where one step's results go: the cell `c` and output `y` (`[rows, H]`),
-/// the activated gates (`[rows, 4H]`; scratch when they are not saved)
-/// and, when it is saved for the backward pass, `tanh(c)` (`[rows, H]`).
-/// The gates are saved exactly when `tc` is.
+/// Where one step's results go: the cell `c` (`[rows, H]`), the output
+/// `y` (`rows` rows of `H` at `y_stride` apart: `H` for a `[rows, H]`
+/// block, more when the rows lie in a batch-first sequence), the
+/// activated gates (`[rows, 4H]`; scratch when they are not saved) and,
+/// when it is saved for the backward pass, `tanh(c)` (`[rows, H]`). The
+/// gates are saved exactly when `tc` is.
 pub(super) struct Outs<'a, E> {
     pub(super) c: &'a mut [E],
     pub(super) y: &'a mut [E],
+    pub(super) y_stride: usize,
     pub(super) gates: &'a mut [E],
     pub(super) tc: Option<&'a mut [E]>,
 }
@@ -91,6 +94,7 @@ pub(super) fn lstm_rows_f32<E: Float>(
                     cp,
                     c,
                     y,
+                    y_stride: out.y_stride,
                 },
                 has_bias,
                 saved,
@@ -115,6 +119,8 @@ struct Block<'a> {
     cp: &'a [f32],
     c: &'a mut [f32],
     y: &'a mut [f32],
+    /// Row `r` of `y` starts at `r * y_stride`.
+    y_stride: usize,
 }
 
 /// [`lstm_rows_f32`]'s loops, compiled for AVX-512.
@@ -137,7 +143,8 @@ fn rows_with<const BIAS: bool>(mut b: Block<'_>, saved: Option<(&mut [f32], &mut
     let g4 = 4 * h;
     let rows = b.c.len() / h;
     assert!(b.xp.len() >= rows * g4 && b.hw.len() >= rows * g4);
-    assert!(b.cp.len() >= rows * h && b.y.len() >= rows * h);
+    assert!(b.y_stride >= h, "lstm: output rows overlap");
+    assert!(b.cp.len() >= rows * h && (rows == 0 || b.y.len() >= (rows - 1) * b.y_stride + h));
     match saved {
         Some((gates, tcs)) => {
             assert!(gates.len() >= rows * g4 && tcs.len() >= rows * h);
@@ -170,7 +177,8 @@ fn row<const BIAS: bool>(b: &mut Block<'_>, r: usize, keep: Option<(&mut [f32], 
     // without BIAS, `bq` is never read
     let bq = if BIAS { &b.bias[..4 * h] } else { x };
     let cp = &b.cp[r * h..(r + 1) * h];
-    let (cr, yr) = (&mut b.c[r * h..(r + 1) * h], &mut b.y[r * h..(r + 1) * h]);
+    let y0 = r * b.y_stride;
+    let (cr, yr) = (&mut b.c[r * h..(r + 1) * h], &mut b.y[y0..y0 + h]);
     match keep {
         Some((gates, tr)) => units::<BIAS, true>(x, bq, w, cp, cr, yr, gates, tr),
         None => units::<BIAS, false>(x, bq, w, cp, cr, yr, &mut [], &mut []),
