@@ -18,14 +18,20 @@
 //! chunks of [`WGRAD_CHUNK`], lanes then the scalar tail, then the chunks
 //! in order, for the weight gradient), with `mul_add` (one rounding, the
 //! same bits in a vector lane or alone), so results do not depend on the
-//! thread count or the vector width (`f32` on AVX-512F runs the same lane
-//! operations with intrinsics: `avx512.rs`). Used for stride 1, undilated, ungrouped
-//! convolutions with at most [`MAX_CHANNELS`] input channels (see
-//! [`applies`]).
+//! thread count or the vector width. The kernel is chosen once per process
+//! (`Kernel::best`): `f32` runs the same lane operations with AVX-512F
+//! intrinsics (`avx512.rs`, one register per block) or, without AVX-512,
+//! AVX2 + FMA intrinsics (`avx2.rs`, two 8-lane halves per block, output
+//! channels in passes that fit the 16 registers); other element types, and
+//! `f32` on x86-64 CPUs with FMA but neither, run the portable loops
+//! compiled with FMA, so `mul_add` is never a libm call where the CPU has
+//! the instruction. Used for stride 1, undilated, ungrouped convolutions
+//! with at most [`MAX_CHANNELS`] input channels (see [`applies`]).
 
 use super::im2col::{build_chunks, ConvGeom};
 use super::memory::Storage;
 use crate::base::Float;
+use std::any::TypeId;
 use std::mem::MaybeUninit;
 
 /// Outputs per block: one vector of 16 `f32`.
@@ -103,33 +109,129 @@ fn tap_at(g: &ConvGeom, tap: usize) -> usize {
     (c * g.kw + j) * plane + i * g.ow
 }
 
+/// The inner loops the CPU runs, chosen once per process
+/// ([`Kernel::best`]): every kernel gives the same bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kernel {
+    /// The portable loops as compiled for the baseline CPU (where the CPU
+    /// has no FMA, `mul_add` is a libm call: correct and slow).
+    Portable,
+    /// The portable loops compiled with FMA (x86-64), so each `mul_add` is
+    /// one instruction.
+    #[cfg(target_arch = "x86_64")]
+    Fma,
+    /// `f32` with AVX2 and FMA intrinsics (`avx2.rs`); other element types
+    /// take [`Kernel::Fma`].
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    /// `f32` with AVX-512F and FMA intrinsics (`avx512.rs`); other element
+    /// types take [`Kernel::Fma`].
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+}
+
+impl Kernel {
+    /// The fastest kernel the CPU has: AVX-512F, else AVX2 + FMA, else FMA,
+    /// else the portable loops (detected once, then cached).
+    fn best() -> Kernel {
+        static BEST: std::sync::OnceLock<Kernel> = std::sync::OnceLock::new();
+        *BEST.get_or_init(|| {
+            Kernel::all()
+                .into_iter()
+                .rfind(|k| k.available())
+                .unwrap_or(Kernel::Portable)
+        })
+    }
+
+    /// Every kernel of this target, slowest first.
+    fn all() -> Vec<Kernel> {
+        #[cfg(target_arch = "x86_64")]
+        return vec![Kernel::Portable, Kernel::Fma, Kernel::Avx2, Kernel::Avx512];
+        #[cfg(not(target_arch = "x86_64"))]
+        return vec![Kernel::Portable];
+    }
+
+    /// Whether this CPU runs the kernel.
+    fn available(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            match self {
+                Kernel::Portable => true,
+                Kernel::Fma => has!("fma"),
+                Kernel::Avx2 => has!("avx2") && has!("fma"),
+                Kernel::Avx512 => has!("avx512f") && has!("fma"),
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = self;
+            true
+        }
+    }
+}
+
+/// `x` seen as `f32` when `E` is `f32`.
+fn f32s<E: 'static>(x: &[E]) -> Option<&[f32]> {
+    (TypeId::of::<E>() == TypeId::of::<f32>()).then(|| {
+        // SAFETY: `E` is `f32`: the slice is reinterpreted as itself.
+        unsafe { &*(x as *const [E] as *const [f32]) }
+    })
+}
+
+/// `x` seen as mutable `f32` when `E` is `f32`.
+fn f32s_mut<E: 'static>(x: &mut [E]) -> Option<&mut [f32]> {
+    if TypeId::of::<E>() != TypeId::of::<f32>() {
+        return None;
+    }
+    // SAFETY: `E` is `f32` (checked): the slice is reinterpreted as itself.
+    Some(unsafe { &mut *(x as *mut [E] as *mut [f32]) })
+}
+
 /// The forward's sums for outputs `t0..t0 + 16` and output channels
 /// `0..OB` of `wp` (tap-major, `op` per tap): `acc[q][l] = sum_tap
-/// wp[tap * op + q] s[starts[tap] + t0 + l]`, taps in order.
+/// wp[tap * op + q] s[starts[tap] + t0 + l]`, taps in order, by kernel `k`
+/// (which the CPU must have). Only the channels `q < nq` are needed: a
+/// kernel may leave the others as they are.
+#[allow(clippy::too_many_arguments)]
 fn forward_block<E: Float>(
+    k: Kernel,
     s: &[E],
     starts: &[usize],
     wp: &[E],
     op: usize,
     t0: usize,
+    nq: usize,
     acc: &mut [[E; LANES]; OB],
 ) {
-    #[cfg(target_arch = "x86_64")]
-    if let (Some(s), Some(w), Some(out)) = (
-        avx512::f32s(s),
-        avx512::f32s(wp),
-        avx512::f32s_mut(acc.as_flattened_mut()),
-    ) {
-        if avx512::available() {
-            // SAFETY: the CPU has AVX-512F and FMA (checked just above).
-            unsafe { avx512::forward_block(s, starts, w, op, t0, out) };
-            return;
+    debug_assert!(k.available());
+    match k {
+        Kernel::Portable => forward_block_portable(s, starts, wp, op, t0, acc),
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Fma | Kernel::Avx2 | Kernel::Avx512 => {
+            if let (Some(s), Some(w), Some(out)) =
+                (f32s(s), f32s(wp), f32s_mut(acc.as_flattened_mut()))
+            {
+                if k == Kernel::Avx512 {
+                    // SAFETY: the CPU has AVX-512F and FMA (`k` is available).
+                    unsafe { avx512::forward_block(s, starts, w, op, t0, out) };
+                    return;
+                }
+                if k == Kernel::Avx2 {
+                    // SAFETY: the CPU has AVX2 and FMA (`k` is available).
+                    unsafe { avx2::forward_block(s, starts, w, op, t0, nq, out) };
+                    return;
+                }
+            }
+            // SAFETY: every kernel but the portable one implies FMA.
+            unsafe { fma::forward_block(s, starts, wp, op, t0, acc) }
         }
     }
-    forward_block_portable(s, starts, wp, op, t0, acc);
 }
 
-/// [`forward_block`] in plain loops (any element type and CPU).
+/// [`forward_block`] in plain loops (any element type and CPU), inlined
+/// into its callers so that it takes their target features.
+#[inline(always)]
 fn forward_block_portable<E: Float>(
     s: &[E],
     starts: &[usize],
@@ -153,6 +255,7 @@ fn forward_block_portable<E: Float>(
 /// (`wp`: the weights tap-major, output channels padded to whole blocks of
 /// `OB` with zeros).
 fn forward_image<E: Float>(
+    k: Kernel,
     g: &ConvGeom,
     s: &[E],
     wp: &[E],
@@ -165,9 +268,10 @@ fn forward_image<E: Float>(
     for ob in 0..g.o.div_ceil(OB) {
         for t0 in (0..l).step_by(LANES) {
             let mut acc = [[E::zero(); LANES]; OB];
-            forward_block(s, &starts, &wp[ob * OB..], op, t0, &mut acc);
+            let nq = OB.min(g.o - ob * OB);
+            forward_block(k, s, &starts, &wp[ob * OB..], op, t0, nq, &mut acc);
             let n = LANES.min(l - t0);
-            for (q, a) in acc.iter().enumerate().take(g.o - ob * OB) {
+            for (q, a) in acc.iter().enumerate().take(nq) {
                 let oc = ob * OB + q;
                 let b = bias.map_or(E::zero(), |b| b[oc]);
                 for (d, &v) in y[oc * l + t0..][..n].iter_mut().zip(a) {
@@ -194,6 +298,17 @@ fn forward_image<E: Float>(
 /// assert_eq!((y[0], y[11]), (4.5, 9.5));
 /// ```
 pub fn forward<E: Float>(g: &ConvGeom, x: &[E], weight: &[E], bias: Option<&[E]>) -> Storage<E> {
+    forward_by(Kernel::best(), g, x, weight, bias)
+}
+
+/// [`forward`] by kernel `k` (which the CPU must have).
+fn forward_by<E: Float>(
+    k: Kernel,
+    g: &ConvGeom,
+    x: &[E],
+    weight: &[E],
+    bias: Option<&[E]>,
+) -> Storage<E> {
     let (l, plane, taps) = sizes(g);
     let img = g.c * g.h * g.w;
     assert_eq!(x.len(), g.n * img, "conv_small::forward: input");
@@ -211,37 +326,55 @@ pub fn forward<E: Float>(g: &ConvGeom, x: &[E], weight: &[E], bias: Option<&[E]>
         shift(g, &x[b * img..(b + 1) * img], &mut s);
         // Writes every element of the image's output (every block of
         // every output channel).
-        forward_image(g, &s, &wp, bias, y);
+        forward_image(k, g, &s, &wp, bias, y);
     })
 }
 
 /// `sum_t gy[t] s[t]` over one image's blocks for one tap and up to `OB`
 /// output channels, added lane-wise into `acc`; the scalar tail past the
-/// last whole block into `tail`.
+/// last whole block into `tail`; by kernel `k` (which the CPU must have).
+/// Only the channels `q < nq` are needed: a kernel may leave the others as
+/// they are.
 fn wgrad_tap<E: Float>(
+    k: Kernel,
     l: usize,
     src: &[E],
     gy: &[&[E]; OB],
+    nq: usize,
     acc: &mut [[E; LANES]; OB],
     tail: &mut [E; OB],
 ) {
-    #[cfg(target_arch = "x86_64")]
-    if let (Some(src), Some(acc), Some(tail)) = (
-        avx512::f32s(src),
-        avx512::f32s_mut(acc.as_flattened_mut()),
-        avx512::f32s_mut(&mut tail[..]),
-    ) {
-        if avx512::available() {
-            let gy = gy.map(|r| avx512::f32s(r).expect("E is f32"));
-            // SAFETY: the CPU has AVX-512F and FMA (checked just above).
-            unsafe { avx512::wgrad_tap(l, src, gy, acc, tail) };
-            return;
+    debug_assert!(k.available());
+    match k {
+        Kernel::Portable => wgrad_tap_portable(l, src, gy, acc, tail),
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Fma | Kernel::Avx2 | Kernel::Avx512 => {
+            if let (Some(src), Some(a), Some(t)) = (
+                f32s(src),
+                f32s_mut(acc.as_flattened_mut()),
+                f32s_mut(&mut tail[..]),
+            ) {
+                let gy = gy.map(|r| f32s(r).expect("E is f32"));
+                if k == Kernel::Avx512 {
+                    // SAFETY: the CPU has AVX-512F and FMA (`k` is available).
+                    unsafe { avx512::wgrad_tap(l, src, gy, a, t) };
+                    return;
+                }
+                if k == Kernel::Avx2 {
+                    // SAFETY: the CPU has AVX2 and FMA (`k` is available).
+                    unsafe { avx2::wgrad_tap(l, src, &gy, nq, a, t) };
+                    return;
+                }
+            }
+            // SAFETY: every kernel but the portable one implies FMA.
+            unsafe { fma::wgrad_tap(l, src, gy, acc, tail) }
         }
     }
-    wgrad_tap_portable(l, src, gy, acc, tail);
 }
 
-/// [`wgrad_tap`] in plain loops (any element type and CPU).
+/// [`wgrad_tap`] in plain loops (any element type and CPU), inlined into
+/// its callers so that it takes their target features.
+#[inline(always)]
 fn wgrad_tap_portable<E: Float>(
     l: usize,
     src: &[E],
@@ -282,6 +415,11 @@ fn wgrad_tap_portable<E: Float>(
 /// assert_eq!(gw[0], 64.0);
 /// ```
 pub fn backward_weight<E: Float>(g: &ConvGeom, x: &[E], gy: &[E]) -> Storage<E> {
+    backward_weight_by(Kernel::best(), g, x, gy)
+}
+
+/// [`backward_weight`] by kernel `k` (which the CPU must have).
+fn backward_weight_by<E: Float>(kernel: Kernel, g: &ConvGeom, x: &[E], gy: &[E]) -> Storage<E> {
     let (l, plane, taps) = sizes(g);
     let img = g.c * g.h * g.w;
     assert_eq!(x.len(), g.n * img, "conv_small::backward_weight: input");
@@ -303,6 +441,7 @@ pub fn backward_weight<E: Float>(g: &ConvGeom, x: &[E], gy: &[E]) -> Storage<E> 
             shift(g, &x[b * img..(b + 1) * img], &mut s);
             let gyb = &gy[b * g.o * l..(b + 1) * g.o * l];
             for ob in 0..g.o.div_ceil(OB) {
+                let nq = OB.min(g.o - ob * OB);
                 let rows: [&[E]; OB] = std::array::from_fn(|q| {
                     let oc = ob * OB + q;
                     if oc < g.o {
@@ -312,9 +451,9 @@ pub fn backward_weight<E: Float>(g: &ConvGeom, x: &[E], gy: &[E]) -> Storage<E> 
                     }
                 });
                 for tap in 0..taps {
-                    let k = ob * taps + tap;
+                    let i = ob * taps + tap;
                     let src = &s[tap_at(g, tap)..];
-                    wgrad_tap(l, src, &rows, &mut acc[k], &mut tail[k]);
+                    wgrad_tap(kernel, l, src, &rows, nq, &mut acc[i], &mut tail[i]);
                 }
             }
         }
@@ -336,6 +475,45 @@ pub fn backward_weight<E: Float>(g: &ConvGeom, x: &[E], gy: &[E]) -> Storage<E> 
     gw
 }
 
+/// The portable loops compiled with FMA (x86-64).
+#[cfg(target_arch = "x86_64")]
+mod fma {
+    use super::{Float, LANES, OB};
+
+    /// [`super::forward_block_portable`] compiled with FMA.
+    ///
+    /// # Safety
+    /// The CPU has FMA.
+    #[target_feature(enable = "fma")]
+    pub(super) unsafe fn forward_block<E: Float>(
+        s: &[E],
+        starts: &[usize],
+        wp: &[E],
+        op: usize,
+        t0: usize,
+        acc: &mut [[E; LANES]; OB],
+    ) {
+        super::forward_block_portable(s, starts, wp, op, t0, acc)
+    }
+
+    /// [`super::wgrad_tap_portable`] compiled with FMA.
+    ///
+    /// # Safety
+    /// The CPU has FMA.
+    #[target_feature(enable = "fma")]
+    pub(super) unsafe fn wgrad_tap<E: Float>(
+        l: usize,
+        src: &[E],
+        gy: &[&[E]; OB],
+        acc: &mut [[E; LANES]; OB],
+        tail: &mut [E; OB],
+    ) {
+        super::wgrad_tap_portable(l, src, gy, acc, tail)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 

@@ -5,40 +5,19 @@
 //! channels with gathers instead, about 3x slower than the im2col path).
 
 use super::{LANES, OB};
-use std::any::TypeId;
 use std::arch::x86_64::{
     __m512, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_set1_ps, _mm512_setzero_ps, _mm512_storeu_ps,
 };
 
-/// `x` seen as `f32` when `E` is `f32`.
-pub(super) fn f32s<E: 'static>(x: &[E]) -> Option<&[f32]> {
-    (TypeId::of::<E>() == TypeId::of::<f32>()).then(|| {
-        // SAFETY: `E` is `f32`: the slice is reinterpreted as itself.
-        unsafe { &*(x as *const [E] as *const [f32]) }
-    })
-}
-
-/// `x` seen as mutable `f32` when `E` is `f32`.
-pub(super) fn f32s_mut<E: 'static>(x: &mut [E]) -> Option<&mut [f32]> {
-    if TypeId::of::<E>() != TypeId::of::<f32>() {
-        return None;
-    }
-    // SAFETY: `E` is `f32` (checked): the slice is reinterpreted as itself.
-    Some(unsafe { &mut *(x as *mut [E] as *mut [f32]) })
-}
-
-/// Whether the CPU runs these loops (checked once per call site; cached by
-/// the standard library).
-pub(super) fn available() -> bool {
-    std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("fma")
-}
-
 /// 16 `f32` from `s[at..at + 16]`.
+///
+/// # Safety
+/// The CPU has AVX-512F.
 ///
 /// # Panics
 /// When `s` is shorter than `at + 16`.
 #[target_feature(enable = "avx512f")]
-fn load(s: &[f32], at: usize) -> __m512 {
+unsafe fn load(s: &[f32], at: usize) -> __m512 {
     let s = &s[at..at + LANES];
     // SAFETY: `s` holds exactly 16 `f32` (sliced just above); unaligned
     // loads are allowed.
@@ -47,8 +26,11 @@ fn load(s: &[f32], at: usize) -> __m512 {
 
 /// The forward's block sums (see `super::forward_block`): `out[q * 16 + l]
 /// = sum_tap w[tap * op + q] * s[starts[tap] + t0 + l]`, taps in order.
+///
+/// # Safety
+/// The CPU has AVX-512F and FMA.
 #[target_feature(enable = "avx512f,fma")]
-pub(super) fn forward_block(
+pub(super) unsafe fn forward_block(
     s: &[f32],
     starts: &[usize],
     w: &[f32],
@@ -58,7 +40,8 @@ pub(super) fn forward_block(
 ) {
     let mut acc = [_mm512_setzero_ps(); OB];
     for (tap, &at) in starts.iter().enumerate() {
-        let sv = load(s, at + t0);
+        // SAFETY: the caller checked the CPU's features.
+        let sv = unsafe { load(s, at + t0) };
         let wq = &w[tap * op..tap * op + OB];
         for (a, &wv) in acc.iter_mut().zip(wq) {
             *a = _mm512_fmadd_ps(_mm512_set1_ps(wv), sv, *a);
@@ -76,8 +59,11 @@ pub(super) fn forward_block(
 /// `super::wgrad_tap`): `acc[q * 16 + l] += gy[q][t] * src[t]` over the
 /// whole blocks `t = t0 + l < l_len / 16 * 16`, then `tail[q]` over the
 /// rest, in increasing `t`.
+///
+/// # Safety
+/// The CPU has AVX-512F and FMA.
 #[target_feature(enable = "avx512f,fma")]
-pub(super) fn wgrad_tap(
+pub(super) unsafe fn wgrad_tap(
     l_len: usize,
     src: &[f32],
     gy: [&[f32]; OB],
@@ -88,12 +74,16 @@ pub(super) fn wgrad_tap(
     let acc = &mut acc[..OB * LANES];
     let mut a = [_mm512_setzero_ps(); OB];
     for (q, v) in a.iter_mut().enumerate() {
-        *v = load(acc, q * LANES);
+        // SAFETY: the caller checked the CPU's features.
+        *v = unsafe { load(acc, q * LANES) };
     }
     for t0 in (0..full).step_by(LANES) {
-        let sv = load(src, t0);
+        // SAFETY: the caller checked the CPU's features.
+        let sv = unsafe { load(src, t0) };
         for (v, g) in a.iter_mut().zip(gy) {
-            *v = _mm512_fmadd_ps(load(g, t0), sv, *v);
+            // SAFETY: as above.
+            let gv = unsafe { load(g, t0) };
+            *v = _mm512_fmadd_ps(gv, sv, *v);
         }
     }
     for (q, v) in a.iter().enumerate() {

@@ -1,5 +1,6 @@
 //! Tests of the direct small-channel convolution against the definition.
 use super::*;
+use crate::base::Element;
 use crate::cpu::threads::set_num_threads;
 
 /// Deterministic values in [-1, 1) (xorshift).
@@ -197,6 +198,25 @@ fn applies_only_to_small_unit_stride_convolutions() {
     )));
 }
 
+/// Every kernel this CPU has, the portable one first.
+fn kernels() -> Vec<Kernel> {
+    Kernel::all()
+        .into_iter()
+        .filter(|k| k.available())
+        .collect()
+}
+
+#[test]
+fn the_best_kernel_is_the_widest_available() {
+    let best = Kernel::best();
+    assert!(best.available());
+    assert_eq!(Some(&best), kernels().last());
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        assert!(matches!(best, Kernel::Avx2 | Kernel::Avx512), "{best:?}");
+    }
+}
+
 #[test]
 fn intrinsic_loops_give_the_portable_bits() {
     let f = |n, seed| {
@@ -207,16 +227,106 @@ fn intrinsic_loops_give_the_portable_bits() {
     };
     let (s, wp) = (f(600, 8), f(40 * OB, 9));
     let starts: Vec<usize> = (0..40).map(|t| t * 13 % 500).collect();
-    let (mut a, mut b) = ([[0.0f32; LANES]; OB], [[0.0f32; LANES]; OB]);
-    forward_block(&s, &starts, &wp, OB, 48, &mut a);
-    forward_block_portable(&s, &starts, &wp, OB, 48, &mut b);
-    assert_eq!(a.as_flattened(), b.as_flattened());
     let rows: Vec<Vec<f32>> = (0..OB).map(|q| f(101, 10 + q as u64)).collect();
     let gy: [&[f32]; OB] = std::array::from_fn(|q| &rows[q][..]);
-    let (mut ta, mut tb) = ([0.5f32; OB], [0.5f32; OB]);
-    let (mut a, mut b) = ([[0.25f32; LANES]; OB], [[0.25f32; LANES]; OB]);
-    wgrad_tap(101, &s, &gy, &mut a, &mut ta);
-    wgrad_tap_portable(101, &s, &gy, &mut b, &mut tb);
-    assert_eq!(a.as_flattened(), b.as_flattened());
-    assert_eq!(ta, tb);
+    let mut want = [[0.0f32; LANES]; OB];
+    forward_block_portable(&s, &starts, &wp, OB, 48, &mut want);
+    let (mut want_acc, mut want_tail) = ([[0.25f32; LANES]; OB], [0.5f32; OB]);
+    wgrad_tap_portable(101, &s, &gy, &mut want_acc, &mut want_tail);
+    for k in kernels() {
+        for nq in 1..=OB {
+            let mut got = [[0.0f32; LANES]; OB];
+            forward_block(k, &s, &starts, &wp, OB, 48, nq, &mut got);
+            assert_eq!(got[..nq], want[..nq], "{k:?} nq {nq}");
+            let (mut acc, mut tail) = ([[0.25f32; LANES]; OB], [0.5f32; OB]);
+            wgrad_tap(k, 101, &s, &gy, nq, &mut acc, &mut tail);
+            assert_eq!(acc[..nq], want_acc[..nq], "{k:?} nq {nq}");
+            assert_eq!(tail[..nq], want_tail[..nq], "{k:?} nq {nq}");
+        }
+    }
+}
+
+/// Shapes for the kernels' bit identity: output channel counts 1 to 16
+/// (not only multiples of 8: every pass width of the AVX2 kernel), and
+/// `oh * ow` with tails past the last 16 and the last 8 lanes.
+fn kernel_geometries() -> Vec<ConvGeom> {
+    let geo = |x, w, p| ConvGeom::new(x, w, [1, 1], p, [1, 1], 1).unwrap();
+    vec![
+        // LeNet's first convolution: 6 channels, l = 784 (no tail).
+        geo([5, 1, 28, 28], [6, 1, 5, 5], [2, 2]),
+        // l = 81: one lane past the last block (and the last 8).
+        geo([3, 1, 9, 9], [5, 1, 3, 3], [1, 1]),
+        // l = 77: 13 past the last 16, 5 past the last 8.
+        geo([2, 2, 12, 9], [7, 2, 2, 3], [0, 0]),
+        // l = 100: 4 past the last 16.
+        geo([5, 3, 10, 10], [11, 3, 3, 3], [1, 1]),
+        // l = 72: 8 past the last 16, none past the last 8.
+        geo([2, 1, 8, 9], [3, 1, 1, 1], [0, 0]),
+        geo([2, 1, 10, 10], [4, 1, 3, 3], [0, 1]),
+        geo([1, 1, 8, 8], [1, 1, 1, 1], [0, 0]),
+        geo([2, 2, 11, 11], [2, 2, 3, 3], [0, 0]),
+        geo([3, 3, 9, 13], [16, 3, 3, 3], [1, 1]),
+        geo([6, 1, 10, 9], [8, 1, 5, 1], [2, 0]),
+        geo([4, 2, 9, 9], [9, 2, 2, 2], [0, 0]),
+        geo([2, 3, 9, 8], [14, 3, 3, 7], [1, 3]),
+        geo([9, 1, 12, 12], [13, 1, 4, 2], [0, 1]),
+    ]
+}
+
+/// Every kernel of this CPU gives the portable loops' bits for the whole
+/// forward and weight gradient, `f32` and `f64`, at 1 and 2 threads.
+#[test]
+fn every_kernel_gives_the_portable_bits() {
+    fn check<E: Float>(g: &ConvGeom, seed: u64) {
+        let (l, taps) = (g.oh * g.ow, g.c * g.kh * g.kw);
+        let v = |n, s| {
+            values(n, s)
+                .into_iter()
+                .map(<E as Element>::from_f64)
+                .collect::<Vec<E>>()
+        };
+        let x = v(g.n * g.c * g.h * g.w, seed);
+        let w = v(g.o * taps, seed + 1);
+        let bias = v(g.o, seed + 2);
+        let gy = v(g.n * g.o * l, seed + 3);
+        let bits = |v: &[E]| {
+            v.iter()
+                .map(|&a| Element::to_f64(a).to_bits())
+                .collect::<Vec<_>>()
+        };
+        // The first element whose bits differ, if any.
+        let differ = |a: &[u64], b: &[u64]| {
+            (a.len() != b.len())
+                .then_some(a.len())
+                .or_else(|| (0..a.len()).find(|&i| a[i] != b[i]))
+        };
+        let y0 = bits(&forward_by(Kernel::Portable, g, &x, &w, Some(&bias)));
+        let gw0 = bits(&backward_weight_by(Kernel::Portable, g, &x, &gy));
+        for threads in [1, 2] {
+            set_num_threads(threads);
+            for k in kernels() {
+                let y = bits(&forward_by(k, g, &x, &w, Some(&bias)));
+                let at = differ(&y, &y0);
+                assert_eq!(at, None, "{k:?} {threads} threads y {g:?}");
+                let gw = bits(&backward_weight_by(k, g, &x, &gy));
+                let at = differ(&gw, &gw0);
+                assert_eq!(at, None, "{k:?} {threads} threads gw {g:?}");
+            }
+            let at = differ(&bits(&forward(g, &x, &w, Some(&bias))), &y0);
+            assert_eq!(at, None, "best kernel y {g:?}");
+            let at = differ(&bits(&backward_weight(g, &x, &gy)), &gw0);
+            assert_eq!(at, None, "best kernel gw {g:?}");
+        }
+    }
+    let mut seen = [false; 2 * OB + 1];
+    for (i, g) in kernel_geometries().iter().enumerate() {
+        assert!(applies(g), "{g:?}");
+        seen[g.o] = true;
+        check::<f32>(g, 20 + 4 * i as u64);
+        check::<f64>(g, 80 + 4 * i as u64);
+    }
+    assert!(
+        seen[1..=9].iter().all(|&s| s),
+        "output channel counts 1..=9"
+    );
 }
