@@ -329,6 +329,43 @@ fn fused_gradients_are_bit_identical_for_1_and_2_threads() {
     assert!(two == again, "run to run");
 }
 
+/// The f32 LSTM forward gives the composed ops' bits on whichever step
+/// kernel this CPU runs (the fused one-pass kernel on AVX-512 or AVX2 +
+/// FMA, the generic loops otherwise): hidden sizes on and off multiples of
+/// 8 and 16 lanes, with and without the bias, recorded (the kernel saves
+/// the gates and `tanh(c)`) and under `no_grad` (it saves nothing), batches
+/// of one block and of two, at 1 and 2 threads. Compared as bit patterns,
+/// so a zero of the wrong sign fails too.
+#[test]
+fn f32_lstm_step_kernel_gives_the_composed_bits() {
+    let bits = |t: &Tensor<f32>| -> Vec<u32> { t.to_vec().iter().map(|v| v.to_bits()).collect() };
+    for threads in [1, 2] {
+        forge::cpu::set_num_threads(threads);
+        for h in [1, 5, 8, 13, 16, 24, 37] {
+            for (n, reverse) in [(1, false), (2, true), (19, false), (40, true)] {
+                let xs = inputs::<f32>(4, n, h, 4, 11 + h as u64);
+                let tr: Vec<Tensor<f32>> = xs.iter().map(|t| t.requires_grad()).collect();
+                for with_bias in [true, false] {
+                    let what = format!("threads {threads} h {h} n {n} bias {with_bias}");
+                    let (b, bt) = (with_bias.then_some(&xs[4]), with_bias.then_some(&tr[4]));
+                    let want = lstm_composed(&xs[0], &xs[1], &xs[2], &xs[3], b, reverse);
+                    let rec = lstm_sequence(&tr[0], &tr[1], &tr[2], &tr[3], bt, reverse);
+                    assert!(rec.0.is_tracked(), "{what}: recorded");
+                    let free = forge::no_grad(|| {
+                        lstm_sequence(&tr[0], &tr[1], &tr[2], &tr[3], bt, reverse)
+                    });
+                    for (got, mode) in [(&rec, "recorded"), (&free, "no_grad")] {
+                        assert!(bits(&got.0) == bits(&want.0), "out, {mode}, {what}");
+                        assert!(bits(&got.1) == bits(&want.1), "h_n, {mode}, {what}");
+                        assert!(bits(&got.2) == bits(&want.2), "c_n, {mode}, {what}");
+                    }
+                }
+            }
+        }
+    }
+    forge::cpu::set_num_threads(1);
+}
+
 /// Under `no_grad` the ops record nothing.
 #[test]
 fn no_grad_records_nothing() {

@@ -1,5 +1,7 @@
 //! The LSTM cell: the step kernels, the fused sequence op and its rules.
 
+#[cfg(target_arch = "x86_64")]
+use super::lstm_f32::{isa, Isa};
 use super::lstm_f32::{lstm_rows_f32, Outs, StepIns};
 use super::{
     accumulate, backward_steps, column_sum, forward_steps, grad_tensor, rows_of, sigmoid_back,
@@ -10,14 +12,23 @@ use crate::cpu::{vmath, Storage};
 use crate::tensor::{Device, Float, Tensor};
 use std::sync::Arc;
 
+#[cfg(test)]
+mod tests;
+
 /// One LSTM step on a block of rows: `gates = act((xp + bias) + hw)`
 /// (saved activated), `c = f c_prev + i g`, `y = o tanh(c)` (row `r` at
 /// `r * y_stride` of `y`), and `tanh(c)` into `tc` when it is saved. In
-/// f32 on AVX-512, [`lstm_rows_f32`]'s one pass per row (the same bits).
+/// f32 on AVX-512 or AVX2 + FMA, [`lstm_rows_f32`]'s one pass per row (the
+/// same bits as [`lstm_rows_generic`]).
 pub(super) fn lstm_rows<E: Float>(h: usize, ins: &StepIns<'_, E>, out: &mut Outs<'_, E>) {
-    if lstm_rows_f32(h, ins, out) {
-        return;
+    if !lstm_rows_f32(h, ins, out) {
+        lstm_rows_generic(h, ins, out)
     }
+}
+
+/// [`lstm_rows`] for any float type and CPU: one pass per gate block and
+/// per update, the activations through [`vmath`]'s slice functions.
+pub(super) fn lstm_rows_generic<E: Float>(h: usize, ins: &StepIns<'_, E>, out: &mut Outs<'_, E>) {
     let StepIns {
         xp,
         bias,
@@ -73,7 +84,9 @@ pub(super) fn lstm_rows<E: Float>(h: usize, ins: &StepIns<'_, E>, out: &mut Outs
 /// One reverse LSTM step on a block of rows. `carry` holds `dh` from the
 /// later step's product on entry; `dc` holds the later step's cell
 /// gradient and is replaced by this step's `dc_prev`. Writes the gate
-/// pre-activation gradients to `da`.
+/// pre-activation gradients to `da`. Where the CPU has AVX2 and FMA, the
+/// same loop compiled for it (8 lanes instead of the baseline's 4; the
+/// same operations per element, none fused, so the same bits).
 #[allow(clippy::too_many_arguments)]
 fn lstm_back_rows<E: Float>(
     h: usize,
@@ -85,26 +98,96 @@ fn lstm_back_rows<E: Float>(
     dc: &mut [E],
     da: &mut [E],
 ) {
+    let rows = tcs.len() / h;
+    assert!(gates.len() >= rows * 4 * h && da.len() >= rows * 4 * h);
+    assert!(c_prev.len() >= rows * h && carry.len() >= rows * h && dc.len() >= rows * h);
+    assert!(dy.is_none_or(|d| d.len() >= rows * h));
+    #[cfg(target_arch = "x86_64")]
+    if isa() != Isa::Generic {
+        // SAFETY: the CPU has AVX2 and FMA (`isa` is at least `Avx2`).
+        unsafe { back_rows_avx2(h, gates, tcs, c_prev, dy, carry, dc, da) };
+        return;
+    }
+    back_rows(h, gates, tcs, c_prev, dy, carry, dc, da)
+}
+
+/// [`back_rows`] compiled for AVX2 + FMA.
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA.
+#[allow(clippy::too_many_arguments)]
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn back_rows_avx2<E: Float>(
+    h: usize,
+    gates: &[E],
+    tcs: &[E],
+    c_prev: &[E],
+    dy: Option<&[E]>,
+    carry: &[E],
+    dc: &mut [E],
+    da: &mut [E],
+) {
+    back_rows(h, gates, tcs, c_prev, dy, carry, dc, da)
+}
+
+/// [`lstm_back_rows`]' loop over the rows, with or without `dy`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn back_rows<E: Float>(
+    h: usize,
+    gates: &[E],
+    tcs: &[E],
+    c_prev: &[E],
+    dy: Option<&[E]>,
+    carry: &[E],
+    dc: &mut [E],
+    da: &mut [E],
+) {
     let g4 = 4 * h;
-    let one = E::one();
     for r in 0..tcs.len() / h {
-        let a = &gates[r * g4..(r + 1) * g4];
-        let d = &mut da[r * g4..(r + 1) * g4];
-        for j in 0..h {
-            let k = r * h + j;
-            let dh = match dy {
-                Some(dy) => dy[k] + carry[k],
-                None => carry[k],
-            };
-            let (i, f, g, o) = (a[j], a[h + j], a[2 * h + j], a[3 * h + j]);
-            let tc = tcs[k];
-            let dct = dc[k] + dh * o * (one - tc * tc);
-            d[j] = dct * g * (i * (one - i));
-            d[h + j] = dct * c_prev[k] * (f * (one - f));
-            d[2 * h + j] = dct * i * (one - g * g);
-            d[3 * h + j] = dh * tc * (o * (one - o));
-            dc[k] = dct * f;
+        let (a, d) = (&gates[r * g4..(r + 1) * g4], &mut da[r * g4..(r + 1) * g4]);
+        let k = r * h..(r + 1) * h;
+        let (tc, cp, cy) = (&tcs[k.clone()], &c_prev[k.clone()], &carry[k.clone()]);
+        let dcr = &mut dc[k.clone()];
+        match dy {
+            Some(dy) => back_row::<E, true>(h, a, tc, cp, &dy[k], cy, dcr, d),
+            None => back_row::<E, false>(h, a, tc, cp, cy, cy, dcr, d),
         }
+    }
+}
+
+/// One row of [`back_rows`]: `a`, `d` are `4H` (gate blocks `H` apart),
+/// the rest `H`; `dy` is read only with `DY`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn back_row<E: Float, const DY: bool>(
+    h: usize,
+    a: &[E],
+    tc: &[E],
+    c_prev: &[E],
+    dy: &[E],
+    carry: &[E],
+    dc: &mut [E],
+    d: &mut [E],
+) {
+    let one = E::one();
+    let (ai, af, ag, ao) = (&a[..h], &a[h..2 * h], &a[2 * h..3 * h], &a[3 * h..4 * h]);
+    let (tc, c_prev, dy, carry, dc) = (&tc[..h], &c_prev[..h], &dy[..h], &carry[..h], &mut dc[..h]);
+    let (di, rest) = d.split_at_mut(h);
+    let (df, rest) = rest.split_at_mut(h);
+    let (dg, do_) = rest.split_at_mut(h);
+    let do_ = &mut do_[..h];
+    for j in 0..h {
+        let dh = if DY { dy[j] + carry[j] } else { carry[j] };
+        let (i, f, g, o) = (ai[j], af[j], ag[j], ao[j]);
+        let t = tc[j];
+        let dct = dc[j] + dh * o * (one - t * t);
+        di[j] = dct * g * (i * (one - i));
+        df[j] = dct * c_prev[j] * (f * (one - f));
+        dg[j] = dct * i * (one - g * g);
+        do_[j] = dh * t * (o * (one - o));
+        dc[j] = dct * f;
     }
 }
 

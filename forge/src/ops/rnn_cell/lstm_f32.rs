@@ -1,14 +1,65 @@
-//! The LSTM step kernel for `f32` on AVX-512: one pass over each row's
-//! hidden units computes the four gates, the cell and the output, 16 units
-//! per instruction, instead of one pass per gate and per update. Each
-//! element is the generic kernel's arithmetic in the same order (the same
-//! scalar `sigmoid_f32` / `tanh_f32` as `vmath`, whose slice loops are
-//! these functions vectorised; no fused multiply-adds), so the same bits.
-//! Under `no_grad` the activated gates are not stored at all.
+//! The LSTM step kernel for `f32` on AVX-512 and on AVX2 + FMA, without
+//! the generic kernel's pass per gate block through `vmath`'s dispatch,
+//! copy of the cell and separate output product. On AVX-512 one pass over
+//! each row's hidden units computes the four gates, the cell and the
+//! output, 16 units per instruction ([`units_body`]); on AVX2 (16 vector
+//! registers, too few for five activations in flight) one loop per gate
+//! block, then one for the cell and the output, 8 units per instruction
+//! ([`units_blocks`]). Each element is the generic kernel's arithmetic in
+//! the same order (the same scalar `sigmoid_f32` / `tanh_f32` as `vmath`,
+//! whose slice loops are these functions vectorised; no fused
+//! multiply-adds, none contracted), so all three give the same bits. Under
+//! `no_grad` the AVX-512 build stores no gates at all (the AVX2 one uses
+//! the caller's scratch row).
 
 use crate::cpu::vmath::{sigmoid_f32, tanh_f32};
 use crate::tensor::Float;
 use std::any::TypeId;
+use std::sync::OnceLock;
+
+/// The widest build of the fused cell kernels this CPU runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Isa {
+    /// AVX-512F: 16 lanes.
+    Avx512,
+    /// AVX2 with FMA: 8 lanes.
+    Avx2,
+    /// Neither (or not x86-64): the generic loops run.
+    Generic,
+}
+
+/// The CPU's [`Isa`], detected once.
+pub(super) fn isa() -> Isa {
+    static ISA: OnceLock<Isa> = OnceLock::new();
+    *ISA.get_or_init(|| {
+        if supports(Isa::Avx512) {
+            Isa::Avx512
+        } else if supports(Isa::Avx2) {
+            Isa::Avx2
+        } else {
+            Isa::Generic
+        }
+    })
+}
+
+/// Whether the CPU can run the `isa` build.
+pub(super) fn supports(isa: Isa) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        match isa {
+            Isa::Avx512 => std::arch::is_x86_feature_detected!("avx512f"),
+            Isa::Avx2 => {
+                std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")
+            }
+            Isa::Generic => true,
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        isa == Isa::Generic
+    }
+}
 
 /// `x` as `f32` when `E` is `f32`.
 #[cfg(target_arch = "x86_64")]
@@ -53,15 +104,49 @@ pub(super) struct Outs<'a, E> {
 }
 
 /// The fused step on a block of rows when `E` is `f32` and the CPU has
-/// AVX-512F; `false` (and nothing written) otherwise.
+/// AVX-512F or AVX2 + FMA ([`isa`]); `false` (and nothing written)
+/// otherwise.
 pub(super) fn lstm_rows_f32<E: Float>(
+    h: usize,
+    ins: &StepIns<'_, E>,
+    out: &mut Outs<'_, E>,
+) -> bool {
+    // SAFETY: `isa()` is what the CPU supports.
+    unsafe { rows_on(isa(), h, ins, out) }
+}
+
+/// [`lstm_rows_f32`] with the `isa` build, which must be one the CPU
+/// runs ([`supports`]); `false` (nothing written) for [`Isa::Generic`] or
+/// when `E` is not `f32`. For the tests that compare the builds.
+///
+/// # Panics
+/// When the CPU cannot run `isa`.
+#[cfg(test)]
+pub(super) fn lstm_rows_f32_on<E: Float>(
+    isa: Isa,
+    h: usize,
+    ins: &StepIns<'_, E>,
+    out: &mut Outs<'_, E>,
+) -> bool {
+    assert!(supports(isa), "lstm: this CPU cannot run {isa:?}");
+    // SAFETY: the CPU runs `isa` (asserted).
+    unsafe { rows_on(isa, h, ins, out) }
+}
+
+/// [`lstm_rows_f32`] on the `isa` build.
+///
+/// # Safety
+/// The CPU must support `isa` ([`supports`]).
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+unsafe fn rows_on<E: Float>(
+    isa: Isa,
     h: usize,
     ins: &StepIns<'_, E>,
     out: &mut Outs<'_, E>,
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        if !std::arch::is_x86_feature_detected!("avx512f") {
+        if isa == Isa::Generic {
             return false;
         }
         let (Some(xp), Some(hw), Some(cp)) = (f32s(ins.xp), f32s(ins.hw), f32s(ins.c_prev)) else {
@@ -76,35 +161,40 @@ pub(super) fn lstm_rows_f32<E: Float>(
         let (Some(c), Some(y)) = (f32s_mut(out.c), f32s_mut(out.y)) else {
             return false;
         };
-        let saved = match out.tc.as_deref_mut() {
-            Some(tc) => match (f32s_mut(out.gates), f32s_mut(tc)) {
-                (Some(g), Some(tc)) => Some((g, tc)),
-                _ => return false,
-            },
+        let Some(gates) = f32s_mut(out.gates) else {
+            return false;
+        };
+        let tc = match out.tc.as_deref_mut().map(f32s_mut) {
+            Some(Some(tc)) => Some(tc),
+            Some(None) => return false,
             None => None,
         };
-        // SAFETY: the CPU has AVX-512F (checked just above).
-        unsafe {
-            rows_avx512(
-                Block {
-                    h,
-                    xp,
-                    bias,
-                    hw,
-                    cp,
-                    c,
-                    y,
-                    y_stride: out.y_stride,
-                },
-                has_bias,
-                saved,
-            )
+        let b = Block {
+            h,
+            xp,
+            bias,
+            hw,
+            cp,
+            c,
+            y,
+            y_stride: out.y_stride,
+            gates,
+            tc,
         };
+        if has_bias {
+            assert_eq!(b.bias.len(), 4 * h, "lstm: bias length");
+        }
+        match isa {
+            // SAFETY: the CPU has AVX-512F (the caller's promise).
+            Isa::Avx512 => unsafe { rows_avx512(b, has_bias) },
+            // SAFETY: the CPU has AVX2 and FMA (the caller's promise).
+            Isa::Avx2 => unsafe { rows_avx2(b, has_bias) },
+            Isa::Generic => unreachable!(),
+        }
         true
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (h, ins, out);
         false
     }
 }
@@ -121,80 +211,168 @@ struct Block<'a> {
     y: &'a mut [f32],
     /// Row `r` of `y` starts at `r * y_stride`.
     y_stride: usize,
+    /// The activated gates, `[rows, 4H]`: saved when `tc` is, scratch for
+    /// the AVX2 build otherwise (the AVX-512 build then leaves it alone).
+    gates: &'a mut [f32],
+    /// `tanh(c)`, `[rows, H]`, when it is saved.
+    tc: Option<&'a mut [f32]>,
 }
 
-/// [`lstm_rows_f32`]'s loops, compiled for AVX-512.
+/// [`rows_on`]'s loops, compiled for AVX-512.
+///
+/// # Safety
+/// The CPU must have AVX-512F.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-fn rows_avx512(b: Block<'_>, has_bias: bool, saved: Option<(&mut [f32], &mut [f32])>) {
-    if has_bias {
-        assert_eq!(b.bias.len(), 4 * b.h, "lstm: bias length");
-        rows_with::<true>(b, saved)
-    } else {
-        rows_with::<false>(b, saved)
+unsafe fn rows_avx512(b: Block<'_>, has_bias: bool) {
+    // SAFETY: the CPU has AVX-512F (this function's contract).
+    unsafe {
+        if has_bias {
+            rows_with::<true, true>(b)
+        } else {
+            rows_with::<true, false>(b)
+        }
     }
 }
 
-/// [`rows_avx512`] with or without the bias.
+/// [`rows_on`]'s loops, compiled for AVX2 + FMA.
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-fn rows_with<const BIAS: bool>(mut b: Block<'_>, saved: Option<(&mut [f32], &mut [f32])>) {
+#[target_feature(enable = "avx2,fma")]
+unsafe fn rows_avx2(b: Block<'_>, has_bias: bool) {
+    // SAFETY: the CPU has AVX2 and FMA (this function's contract).
+    unsafe {
+        if has_bias {
+            rows_with::<false, true>(b)
+        } else {
+            rows_with::<false, false>(b)
+        }
+    }
+}
+
+/// The rows of one step, on the AVX-512 build (`AVX512`) or the AVX2 one,
+/// with or without the bias.
+///
+/// # Safety
+/// The CPU must have AVX-512F (`AVX512`) or AVX2 and FMA (otherwise).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn rows_with<const AVX512: bool, const BIAS: bool>(mut b: Block<'_>) {
     let h = b.h;
     let g4 = 4 * h;
     let rows = b.c.len() / h;
     assert!(b.xp.len() >= rows * g4 && b.hw.len() >= rows * g4);
     assert!(b.y_stride >= h, "lstm: output rows overlap");
     assert!(b.cp.len() >= rows * h && (rows == 0 || b.y.len() >= (rows - 1) * b.y_stride + h));
-    match saved {
-        Some((gates, tcs)) => {
-            assert!(gates.len() >= rows * g4 && tcs.len() >= rows * h);
-            for r in 0..rows {
-                let keep = (
-                    &mut gates[r * g4..(r + 1) * g4],
-                    &mut tcs[r * h..(r + 1) * h],
-                );
-                row::<BIAS>(&mut b, r, Some(keep));
-            }
-        }
-        None => {
-            for r in 0..rows {
-                row::<BIAS>(&mut b, r, None);
-            }
-        }
+    if b.tc.is_some() || !AVX512 {
+        assert!(b.gates.len() >= rows * g4, "lstm: gate buffer length");
+    }
+    if let Some(tc) = &b.tc {
+        assert!(tc.len() >= rows * h, "lstm: tanh(c) buffer length");
+    }
+    for r in 0..rows {
+        // SAFETY: the CPU has the build's features (our contract).
+        unsafe { row::<AVX512, BIAS>(&mut b, r) };
     }
 }
 
 /// Row `r` of one step: `a = (xp + bias) + hw` (`xp + hw` without
 /// `BIAS`), `i, f, o = sigmoid`, `g = tanh`, `c = f c_prev + i g`,
-/// `y = o tanh(c)`; into `keep` (`[4H]`, `[H]`) the activated gates and
-/// `tanh(c)` when they are saved.
+/// `y = o tanh(c)`; the activated gates and `tanh(c)` into their rows of
+/// `b.gates` and `b.tc` when they are saved.
+///
+/// # Safety
+/// As [`rows_with`].
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-fn row<const BIAS: bool>(b: &mut Block<'_>, r: usize, keep: Option<(&mut [f32], &mut [f32])>) {
+#[inline(always)]
+unsafe fn row<const AVX512: bool, const BIAS: bool>(b: &mut Block<'_>, r: usize) {
     let h = b.h;
-    let x = &b.xp[r * 4 * h..(r + 1) * 4 * h];
-    let w = &b.hw[r * 4 * h..(r + 1) * 4 * h];
+    let g4 = 4 * h;
+    let x = &b.xp[r * g4..(r + 1) * g4];
+    let w = &b.hw[r * g4..(r + 1) * g4];
     // without BIAS, `bq` is never read
-    let bq = if BIAS { &b.bias[..4 * h] } else { x };
+    let bq = if BIAS { &b.bias[..g4] } else { x };
     let cp = &b.cp[r * h..(r + 1) * h];
     let y0 = r * b.y_stride;
     let (cr, yr) = (&mut b.c[r * h..(r + 1) * h], &mut b.y[y0..y0 + h]);
-    match keep {
-        Some((gates, tr)) => units::<BIAS, true>(x, bq, w, cp, cr, yr, gates, tr),
-        None => units::<BIAS, false>(x, bq, w, cp, cr, yr, &mut [], &mut []),
+    let tc = b.tc.as_deref_mut().map(|t| &mut t[r * h..(r + 1) * h]);
+    // SAFETY (all four): the CPU has the build's features (our contract).
+    match (tc, AVX512) {
+        (Some(tr), true) => unsafe {
+            let g = &mut b.gates[r * g4..(r + 1) * g4];
+            units_avx512::<BIAS, true>(x, bq, w, cp, cr, yr, g, tr)
+        },
+        (None, true) => unsafe {
+            units_avx512::<BIAS, false>(x, bq, w, cp, cr, yr, &mut [], &mut [])
+        },
+        (Some(tr), false) => unsafe {
+            let g = &mut b.gates[r * g4..(r + 1) * g4];
+            units_avx2::<BIAS, true>(x, bq, w, cp, cr, yr, g, tr)
+        },
+        (None, false) => unsafe {
+            let g = &mut b.gates[r * g4..(r + 1) * g4];
+            units_avx2::<BIAS, false>(x, bq, w, cp, cr, yr, g, &mut [])
+        },
     }
 }
 
-/// The loop over one row's units (`x`, `bq`, `w`, `g`: `4H`, gate blocks
-/// `H` apart; the rest `H`), a function of its own so that every operand
-/// is a separate argument (the compiler then knows that the outputs
-/// overlap nothing, and vectorises); with `SAVE`, the gates and `tanh(c)`
-/// go to `g` and `tc` too (empty slices otherwise).
+/// [`units_body`] compiled for AVX-512, a function of its own so that
+/// every operand is a separate argument (the compiler then knows that the
+/// outputs overlap nothing, and vectorises).
+///
+/// # Safety
+/// The CPU must have AVX-512F.
 #[allow(clippy::too_many_arguments)]
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[inline(never)]
-fn units<const BIAS: bool, const SAVE: bool>(
+unsafe fn units_avx512<const BIAS: bool, const SAVE: bool>(
+    x: &[f32],
+    bq: &[f32],
+    w: &[f32],
+    cp: &[f32],
+    c: &mut [f32],
+    y: &mut [f32],
+    g: &mut [f32],
+    tc: &mut [f32],
+) {
+    units_body::<BIAS, SAVE>(x, bq, w, cp, c, y, g, tc)
+}
+
+/// [`units_blocks`] compiled for AVX2 + FMA, as [`units_avx512`]; `g`
+/// is the row's gates, saved or scratch.
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA.
+#[allow(clippy::too_many_arguments)]
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline(never)]
+unsafe fn units_avx2<const BIAS: bool, const SAVE: bool>(
+    x: &[f32],
+    bq: &[f32],
+    w: &[f32],
+    cp: &[f32],
+    c: &mut [f32],
+    y: &mut [f32],
+    g: &mut [f32],
+    tc: &mut [f32],
+) {
+    units_blocks::<BIAS, SAVE>(x, bq, w, cp, c, y, g, tc)
+}
+
+/// The AVX-512 build's loop over one row's units (`x`, `bq`, `w`, `g`:
+/// `4H`, gate blocks `H` apart; the rest `H`), one pass for the four
+/// gates, the cell and the output; with `SAVE`, the gates and `tanh(c)` go
+/// to `g` and `tc` too (empty slices otherwise). Inlined into the build; its
+/// helpers are `inline(always)` functions, not closures, so that nothing
+/// in the loop is compiled apart from the build's target features.
+#[allow(clippy::too_many_arguments)]
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn units_body<const BIAS: bool, const SAVE: bool>(
     x: &[f32],
     bq: &[f32],
     w: &[f32],
@@ -209,22 +387,17 @@ fn units<const BIAS: bool, const SAVE: bool>(
     let [bi, bf, bg, bo] = quarters(bq, h);
     let [wi, wf, wg, wo] = quarters(w, h);
     let (cp, y) = (&cp[..h], &mut y[..h]);
-    let pre = |x: f32, b: f32, w: f32| if BIAS { (x + b) + w } else { x + w };
-    // unit j's activated gates and new cell
-    let unit = |j: usize| {
-        let i = sigmoid_f32(pre(xi[j], bi[j], wi[j]));
-        let f = sigmoid_f32(pre(xf[j], bf[j], wf[j]));
-        let gv = tanh_f32(pre(xg[j], bg[j], wg[j]));
-        let o = sigmoid_f32(pre(xo[j], bo[j], wo[j]));
-        (i, f, gv, o, f * cp[j] + i * gv)
-    };
     if SAVE {
         let (gi, rest) = g.split_at_mut(h);
         let (gf, rest) = rest.split_at_mut(h);
         let (gg, go) = rest.split_at_mut(h);
         let (go, tc) = (&mut go[..h], &mut tc[..h]);
         for j in 0..h {
-            let (i, f, gv, o, cv) = unit(j);
+            let i = sigmoid_f32(pre::<BIAS>(xi[j], bi[j], wi[j]));
+            let f = sigmoid_f32(pre::<BIAS>(xf[j], bf[j], wf[j]));
+            let gv = tanh_f32(pre::<BIAS>(xg[j], bg[j], wg[j]));
+            let o = sigmoid_f32(pre::<BIAS>(xo[j], bo[j], wo[j]));
+            let cv = cell(i, f, gv, cp[j]);
             let t = tanh_f32(cv);
             (gi[j], gf[j], gg[j], go[j], tc[j]) = (i, f, gv, o, t);
             c[j] = cv;
@@ -232,15 +405,91 @@ fn units<const BIAS: bool, const SAVE: bool>(
         }
     } else {
         for j in 0..h {
-            let (_, _, _, o, cv) = unit(j);
+            let i = sigmoid_f32(pre::<BIAS>(xi[j], bi[j], wi[j]));
+            let f = sigmoid_f32(pre::<BIAS>(xf[j], bf[j], wf[j]));
+            let gv = tanh_f32(pre::<BIAS>(xg[j], bg[j], wg[j]));
+            let o = sigmoid_f32(pre::<BIAS>(xo[j], bo[j], wo[j]));
+            let cv = cell(i, f, gv, cp[j]);
             c[j] = cv;
             y[j] = o * tanh_f32(cv);
         }
     }
 }
 
+/// The AVX2 build's loops over one row's units: one loop per gate block
+/// writes the activated gates into `g` (`4H`: saved with `SAVE`, scratch
+/// otherwise), then one loop makes the cell, `tanh(c)` (into `tc` with
+/// `SAVE`) and the output. With 16 vector registers, the one-pass loop of
+/// [`units_body`] (five activations in flight) spills and reloads its
+/// polynomial constants; a loop per activation keeps them in registers
+/// (about 10% faster per step on AVX2 than the generic loops, 14% than the
+/// one-pass loop; the same operations per element, so the same bits).
+#[allow(clippy::too_many_arguments)]
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn units_blocks<const BIAS: bool, const SAVE: bool>(
+    x: &[f32],
+    bq: &[f32],
+    w: &[f32],
+    cp: &[f32],
+    c: &mut [f32],
+    y: &mut [f32],
+    g: &mut [f32],
+    tc: &mut [f32],
+) {
+    let h = c.len();
+    let (x, bq, w, a) = (&x[..4 * h], &bq[..4 * h], &w[..4 * h], &mut g[..4 * h]);
+    for j in 0..2 * h {
+        a[j] = sigmoid_f32(pre::<BIAS>(x[j], bq[j], w[j]));
+    }
+    for j in 2 * h..3 * h {
+        a[j] = tanh_f32(pre::<BIAS>(x[j], bq[j], w[j]));
+    }
+    for j in 3 * h..4 * h {
+        a[j] = sigmoid_f32(pre::<BIAS>(x[j], bq[j], w[j]));
+    }
+    let [ai, af, ag, ao] = quarters(a, h);
+    let (cp, y) = (&cp[..h], &mut y[..h]);
+    if SAVE {
+        let tc = &mut tc[..h];
+        for j in 0..h {
+            let cv = cell(ai[j], af[j], ag[j], cp[j]);
+            let t = tanh_f32(cv);
+            c[j] = cv;
+            tc[j] = t;
+            y[j] = ao[j] * t;
+        }
+    } else {
+        for j in 0..h {
+            let cv = cell(ai[j], af[j], ag[j], cp[j]);
+            c[j] = cv;
+            y[j] = ao[j] * tanh_f32(cv);
+        }
+    }
+}
+
+/// A gate's pre-activation: `(x + b) + w`, or `x + w` without `BIAS`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn pre<const BIAS: bool>(x: f32, b: f32, w: f32) -> f32 {
+    if BIAS {
+        (x + b) + w
+    } else {
+        x + w
+    }
+}
+
+/// The new cell `f c_prev + i g`: two products and a sum, unfused, as the
+/// generic kernel.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn cell(i: f32, f: f32, g: f32, c_prev: f32) -> f32 {
+    f * c_prev + i * g
+}
+
 /// The four gate blocks of `H` of a `4H` row.
 #[cfg(target_arch = "x86_64")]
+#[inline(always)]
 fn quarters(v: &[f32], h: usize) -> [&[f32]; 4] {
     [&v[..h], &v[h..2 * h], &v[2 * h..3 * h], &v[3 * h..4 * h]]
 }
