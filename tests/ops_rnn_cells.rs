@@ -366,6 +366,37 @@ fn f32_lstm_step_kernel_gives_the_composed_bits() {
     forge::cpu::set_num_threads(1);
 }
 
+/// The f32 GRU forward gives the composed ops' bits on whichever step
+/// kernel this CPU runs (the fused kernel on AVX-512 or AVX2 + FMA, the
+/// generic loops otherwise), as
+/// [`f32_lstm_step_kernel_gives_the_composed_bits`].
+#[test]
+fn f32_gru_step_kernel_gives_the_composed_bits() {
+    let bits = |t: &Tensor<f32>| -> Vec<u32> { t.to_vec().iter().map(|v| v.to_bits()).collect() };
+    for threads in [1, 2] {
+        forge::cpu::set_num_threads(threads);
+        for h in [1, 5, 8, 13, 16, 24, 37] {
+            for (n, reverse) in [(1, true), (2, false), (19, true), (40, false)] {
+                let xs = inputs::<f32>(4, n, h, 3, 17 + h as u64);
+                let tr: Vec<Tensor<f32>> = xs.iter().map(|t| t.requires_grad()).collect();
+                for with_bias in [true, false] {
+                    let what = format!("threads {threads} h {h} n {n} bias {with_bias}");
+                    let (b, bt) = (with_bias.then_some(&xs[4]), with_bias.then_some(&tr[4]));
+                    let want = gru_composed(&xs[0], &xs[1], &xs[3], b, reverse);
+                    let rec = gru_sequence(&tr[0], &tr[1], &tr[3], bt, reverse);
+                    assert!(rec.0.is_tracked(), "{what}: recorded");
+                    let free = forge::no_grad(|| gru_sequence(&tr[0], &tr[1], &tr[3], bt, reverse));
+                    for (got, mode) in [(&rec, "recorded"), (&free, "no_grad")] {
+                        assert!(bits(&got.0) == bits(&want.0), "out, {mode}, {what}");
+                        assert!(bits(&got.1) == bits(&want.1), "h_n, {mode}, {what}");
+                    }
+                }
+            }
+        }
+    }
+    forge::cpu::set_num_threads(1);
+}
+
 /// Under `no_grad` the ops record nothing.
 #[test]
 fn no_grad_records_nothing() {

@@ -39,6 +39,7 @@ use crate::tensor::{Device, Float, Tensor};
 use std::sync::Arc;
 
 mod gru;
+mod gru_f32;
 mod lstm;
 mod lstm_f32;
 mod lstm_infer;

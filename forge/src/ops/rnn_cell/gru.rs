@@ -1,5 +1,8 @@
 //! The GRU cell: the step kernels, the fused sequence op and its rule.
 
+use super::gru_f32::{gru_rows_f32, GruStep};
+#[cfg(target_arch = "x86_64")]
+use super::lstm_f32::{isa, Isa};
 use super::{
     accumulate, backward_steps, column_sum, forward_steps, grad_tensor, sigmoid_back, step_rows,
     weight_grad, Driver, Rows, Seq,
@@ -9,9 +12,38 @@ use crate::cpu::{vmath, Storage};
 use crate::tensor::{Device, Float, Tensor};
 use std::sync::Arc;
 
+#[cfg(test)]
+mod tests;
+
 /// One GRU step on a block of rows: `hp = hw + b`, then `(r, z, n, hp_n)`
-/// saved in `s` (`[rows, 4H]`) and `y = n + z (h_prev - n)`.
+/// saved in `s` (`[rows, 4H]`) and `y = n + z (h_prev - n)`. In f32 on
+/// AVX-512 or AVX2 + FMA, [`gru_rows_f32`]'s two loops per row (the same
+/// bits as [`gru_rows_generic`]).
 fn gru_rows<E: Float>(
+    h: usize,
+    xp: &[E],
+    hw: &[E],
+    b: Option<&[E]>,
+    h_prev: &[E],
+    s: &mut [E],
+    y: &mut [E],
+) {
+    let mut st = GruStep {
+        xp,
+        hw,
+        b,
+        h_prev,
+        s,
+        y,
+    };
+    if !gru_rows_f32(h, &mut st) {
+        gru_rows_generic(h, xp, hw, b, h_prev, st.s, st.y)
+    }
+}
+
+/// [`gru_rows`] for any float type and CPU: a pass for the biases, the
+/// activations through [`vmath`]'s slice functions.
+fn gru_rows_generic<E: Float>(
     h: usize,
     xp: &[E],
     hw: &[E],
@@ -52,6 +84,8 @@ fn gru_rows<E: Float>(
 /// One reverse GRU step on a block of rows. `carry` holds `dh` from the
 /// later step on entry and this step's direct term `dh z` on exit (the
 /// product `dhp W_hh` is added to it afterwards). Writes `dxp` and `dhp`.
+/// Where the CPU has AVX2 and FMA, the same loop compiled for it (the same
+/// operations per element, none fused, so the same bits).
 #[allow(clippy::too_many_arguments)]
 fn gru_back_rows<E: Float>(
     h: usize,
@@ -62,29 +96,96 @@ fn gru_back_rows<E: Float>(
     dxp: &mut [E],
     dhp: &mut [E],
 ) {
+    let rows = carry.len() / h;
+    assert!(s.len() >= rows * 4 * h && h_prev.len() >= rows * h && dy.len() >= rows * h);
+    assert!(dxp.len() >= rows * 3 * h && dhp.len() >= rows * 3 * h);
+    #[cfg(target_arch = "x86_64")]
+    if isa() != Isa::Generic {
+        // SAFETY: the CPU has AVX2 and FMA (`isa` is at least `Avx2`).
+        unsafe { back_rows_avx2(h, s, h_prev, dy, carry, dxp, dhp) };
+        return;
+    }
+    back_rows(h, s, h_prev, dy, carry, dxp, dhp)
+}
+
+/// [`back_rows`] compiled for AVX2 + FMA.
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA.
+#[allow(clippy::too_many_arguments)]
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn back_rows_avx2<E: Float>(
+    h: usize,
+    s: &[E],
+    h_prev: &[E],
+    dy: &[E],
+    carry: &mut [E],
+    dxp: &mut [E],
+    dhp: &mut [E],
+) {
+    back_rows(h, s, h_prev, dy, carry, dxp, dhp)
+}
+
+/// [`gru_back_rows`]' loop over the rows.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn back_rows<E: Float>(
+    h: usize,
+    s: &[E],
+    h_prev: &[E],
+    dy: &[E],
+    carry: &mut [E],
+    dxp: &mut [E],
+    dhp: &mut [E],
+) {
     let (g3, g4) = (3 * h, 4 * h);
-    let one = E::one();
     for r in 0..carry.len() / h {
-        let sr = &s[r * g4..(r + 1) * g4];
-        let (dx, dp) = (
+        let k = r * h..(r + 1) * h;
+        back_row(
+            h,
+            &s[r * g4..(r + 1) * g4],
+            &h_prev[k.clone()],
+            &dy[k.clone()],
+            &mut carry[k],
             &mut dxp[r * g3..(r + 1) * g3],
             &mut dhp[r * g3..(r + 1) * g3],
         );
-        for j in 0..h {
-            let k = r * h + j;
-            let dh = dy[k] + carry[k];
-            let (rr, z, nn, hpn) = (sr[j], sr[h + j], sr[2 * h + j], sr[3 * h + j]);
-            let dn = dh * (one - z) * (one - nn * nn);
-            let dz = dh * (h_prev[k] - nn) * (z * (one - z));
-            let dr = dn * hpn * (rr * (one - rr));
-            dx[j] = dr;
-            dx[h + j] = dz;
-            dx[2 * h + j] = dn;
-            dp[j] = dr;
-            dp[h + j] = dz;
-            dp[2 * h + j] = dn * rr;
-            carry[k] = dh * z;
-        }
+    }
+}
+
+/// One row of [`back_rows`]: `s` is `4H`, `dx`, `dp` `3H` (gate blocks
+/// `H` apart), the rest `H`.
+#[inline(always)]
+fn back_row<E: Float>(
+    h: usize,
+    s: &[E],
+    h_prev: &[E],
+    dy: &[E],
+    carry: &mut [E],
+    dx: &mut [E],
+    dp: &mut [E],
+) {
+    let one = E::one();
+    let (sr, sz, sn, shp) = (&s[..h], &s[h..2 * h], &s[2 * h..3 * h], &s[3 * h..4 * h]);
+    let (h_prev, dy, carry) = (&h_prev[..h], &dy[..h], &mut carry[..h]);
+    let (dxr, rest) = dx[..3 * h].split_at_mut(h);
+    let (dxz, dxn) = rest.split_at_mut(h);
+    let (dpr, rest) = dp[..3 * h].split_at_mut(h);
+    let (dpz, dpn) = rest.split_at_mut(h);
+    for j in 0..h {
+        let dh = dy[j] + carry[j];
+        let (rr, z, nn, hpn) = (sr[j], sz[j], sn[j], shp[j]);
+        let dn = dh * (one - z) * (one - nn * nn);
+        let dz = dh * (h_prev[j] - nn) * (z * (one - z));
+        let dr = dn * hpn * (rr * (one - rr));
+        dxr[j] = dr;
+        dxz[j] = dz;
+        dxn[j] = dn;
+        dpr[j] = dr;
+        dpz[j] = dz;
+        dpn[j] = dn * rr;
+        carry[j] = dh * z;
     }
 }
 

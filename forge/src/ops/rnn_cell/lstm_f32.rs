@@ -63,7 +63,7 @@ pub(super) fn supports(isa: Isa) -> bool {
 
 /// `x` as `f32` when `E` is `f32`.
 #[cfg(target_arch = "x86_64")]
-fn f32s<E: Float>(x: &[E]) -> Option<&[f32]> {
+pub(super) fn f32s<E: Float>(x: &[E]) -> Option<&[f32]> {
     // SAFETY: `E` is `f32` (checked), so this is the same slice under its
     // own type.
     (TypeId::of::<E>() == TypeId::of::<f32>())
@@ -72,7 +72,7 @@ fn f32s<E: Float>(x: &[E]) -> Option<&[f32]> {
 
 /// `x` as `f32` when `E` is `f32`.
 #[cfg(target_arch = "x86_64")]
-fn f32s_mut<E: Float>(x: &mut [E]) -> Option<&mut [f32]> {
+pub(super) fn f32s_mut<E: Float>(x: &mut [E]) -> Option<&mut [f32]> {
     // SAFETY: as `f32s`; the borrow is moved into the result.
     (TypeId::of::<E>() == TypeId::of::<f32>())
         .then(|| unsafe { std::slice::from_raw_parts_mut(x.as_mut_ptr().cast::<f32>(), x.len()) })
