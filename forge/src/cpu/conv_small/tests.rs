@@ -128,6 +128,7 @@ fn direct_convolution_matches_the_definition() {
 
 #[test]
 fn direct_convolution_is_the_same_for_any_thread_count() {
+    let _threads = crate::cpu::threads::lock_thread_count();
     let g = ConvGeom::new([13, 1, 28, 28], [6, 1, 5, 5], [1, 1], [2, 2], [1, 1], 1).unwrap();
     let x: Vec<f32> = values(g.n * 784, 5).iter().map(|&v| v as f32).collect();
     let w: Vec<f32> = values(150, 6).iter().map(|&v| v as f32).collect();
@@ -318,6 +319,7 @@ fn every_kernel_gives_the_portable_bits() {
             assert_eq!(at, None, "best kernel gw {g:?}");
         }
     }
+    let _threads = crate::cpu::threads::lock_thread_count();
     let mut seen = [false; 2 * OB + 1];
     for (i, g) in kernel_geometries().iter().enumerate() {
         assert!(applies(g), "{g:?}");

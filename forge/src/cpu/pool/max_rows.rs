@@ -12,11 +12,16 @@
 //! bit. The tap loops are comparisons and selects over contiguous slices,
 //! which the compiler vectorises; on x86-64 they are also compiled for
 //! AVX2 and AVX-512F and the widest the CPU has runs (selects give the same
-//! bits at any width). The clipped columns at the edges, and windows that
-//! are not evenly spaced (adaptive bins), take the scalar scan.
+//! bits at any width). Without AVX-512, `f32` runs whose windows are 1 or 2
+//! apart take AVX2 intrinsics instead (`max_rows/avx2.rs`: 8 outputs per
+//! register, `i32` positions, even/odd loads for stride 2), since the
+//! compiler's AVX2 code for them was mostly scalar. The clipped columns at
+//! the edges, and windows that are not evenly spaced (adaptive bins), take
+//! the scalar scan.
 
 use super::PoolWindows;
 use crate::base::Float;
+use std::any::TypeId;
 use std::mem::MaybeUninit;
 
 /// The output columns `lo..hi` whose windows have the full width and start
@@ -166,8 +171,11 @@ fn row_pass<E: Float, const L: usize, const TAPS: usize>(
 /// Values and positions of the run of one output row whose window rows are
 /// `rows` (non-empty), written to `vals` and `idx` (the run's outputs).
 /// `plane` starts at the plane and runs to the end of the input.
+///
+/// With `AVX2` (set only inside code compiled for AVX2), `f32` runs of
+/// step 1 or 2 take the intrinsics of `avx2.rs` instead, with the same bits.
 #[inline(always)]
-fn run_row<E: Float, const L: usize>(
+fn run_row<E: Float, const L: usize, const AVX2: bool>(
     win: &PoolWindows,
     run: &Run,
     plane: &[E],
@@ -176,6 +184,25 @@ fn run_row<E: Float, const L: usize>(
     vals: &mut [MaybeUninit<E>],
     idx: &mut [MaybeUninit<usize>],
 ) {
+    #[cfg(target_arch = "x86_64")]
+    if AVX2 && (run.step == 1 || run.step == 2) && win.h * win.w <= i32::MAX as usize {
+        if let (Some(p), Some(s), Some(v)) =
+            (cast(plane), cast_mut(&mut sc.row[..]), cast_mut(vals))
+        {
+            let g = avx2::RunGeom {
+                w: win.w,
+                dilation: win.dilation,
+                c0: run.c0,
+                step: run.step,
+                taps: run.taps,
+            };
+            // SAFETY: `AVX2` is set only in code compiled for AVX2, which
+            // runs only on CPUs that have it; a plane's positions fit
+            // `i32` (checked just above).
+            unsafe { avx2::run_row(&g, p, rows, s, v, idx) };
+            return;
+        }
+    }
     let (w, [dr, d]) = (win.w, win.dilation);
     let contiguous = d == 1 && run.step == run.taps;
     let (len, n) = (sc.row.len(), vals.len());
@@ -229,7 +256,7 @@ fn run_row<E: Float, const L: usize>(
 /// of `x` from plane `first` on (`vals`, `idx`: their output planes, every
 /// element written).
 #[inline(always)]
-fn planes_base<E: Float>(
+fn planes_base<E: Float, const AVX2: bool>(
     win: &PoolWindows,
     run: &Run,
     sc: &mut Scratch<E>,
@@ -258,7 +285,15 @@ fn planes_base<E: Float>(
                 ir[ox].write(i);
             }
             if lo < hi {
-                run_row::<E, LANES>(win, run, plane, rows, sc, &mut vr[lo..hi], &mut ir[lo..hi]);
+                run_row::<E, LANES, AVX2>(
+                    win,
+                    run,
+                    plane,
+                    rows,
+                    sc,
+                    &mut vr[lo..hi],
+                    &mut ir[lo..hi],
+                );
             }
         }
     }
@@ -287,8 +322,31 @@ pub(super) fn max_planes<E: Float>(
             return;
         }
     }
-    planes_base(win, run, sc, x, first, vals, idx)
+    planes_base::<E, false>(win, run, sc, x, first, vals, idx)
 }
+
+/// `x` seen as `T` when `E` is `T` (`f32` slices and their uninitialised
+/// slots).
+#[cfg(target_arch = "x86_64")]
+fn cast<E: 'static, T: 'static>(x: &[E]) -> Option<&[T]> {
+    (TypeId::of::<E>() == TypeId::of::<T>()).then(|| {
+        // SAFETY: `E` is `T`: the slice is reinterpreted as itself.
+        unsafe { &*(x as *const [E] as *const [T]) }
+    })
+}
+
+/// `x` seen as mutable `T` when `E` is `T`.
+#[cfg(target_arch = "x86_64")]
+fn cast_mut<E: 'static, T: 'static>(x: &mut [E]) -> Option<&mut [T]> {
+    if TypeId::of::<E>() != TypeId::of::<T>() {
+        return None;
+    }
+    // SAFETY: `E` is `T` (checked): the slice is reinterpreted as itself.
+    Some(unsafe { &mut *(x as *mut [E] as *mut [T]) })
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
 
 /// [`planes_base`] compiled for wider vectors (x86-64): comparisons and
 /// selects only, so every width computes the same bits.
@@ -298,8 +356,12 @@ mod wide {
     use crate::base::Float;
     use std::mem::MaybeUninit;
 
+    /// [`planes_base`] compiled for AVX2, with the `f32` run intrinsics.
+    ///
+    /// # Safety
+    /// The CPU has AVX2.
     #[target_feature(enable = "avx2")]
-    pub(super) fn planes_avx2<E: Float>(
+    pub(super) unsafe fn planes_avx2<E: Float>(
         win: &PoolWindows,
         run: &Run,
         sc: &mut Scratch<E>,
@@ -308,11 +370,15 @@ mod wide {
         vals: &mut [MaybeUninit<E>],
         idx: &mut [MaybeUninit<usize>],
     ) {
-        planes_base(win, run, sc, x, first, vals, idx)
+        planes_base::<E, true>(win, run, sc, x, first, vals, idx)
     }
 
+    /// [`planes_base`] compiled for AVX-512F.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F.
     #[target_feature(enable = "avx512f")]
-    pub(super) fn planes_avx512<E: Float>(
+    pub(super) unsafe fn planes_avx512<E: Float>(
         win: &PoolWindows,
         run: &Run,
         sc: &mut Scratch<E>,
@@ -321,6 +387,6 @@ mod wide {
         vals: &mut [MaybeUninit<E>],
         idx: &mut [MaybeUninit<usize>],
     ) {
-        planes_base(win, run, sc, x, first, vals, idx)
+        planes_base::<E, false>(win, run, sc, x, first, vals, idx)
     }
 }

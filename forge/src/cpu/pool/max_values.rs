@@ -30,8 +30,41 @@ fn take<E: Float>(v: E, x: E) -> E {
 /// The maxima of consecutive `h x w` planes of `x` over `win`, into `out`
 /// (`oh * ow` slots per plane, every one written); `scratch` holds at least
 /// `(h + 1) * ow` elements. An empty window yields its plane's first
-/// element, as the scan does.
+/// element, as the scan does. Compiled for AVX2 as well, which runs where
+/// the CPU has it (comparisons and selects: the same bits at any width).
 pub(super) fn max_planes<E: Float>(
+    win: &PoolWindows,
+    x: &[E],
+    scratch: &mut [E],
+    out: &mut [MaybeUninit<E>],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (checked just above).
+        unsafe { max_planes_avx2(win, x, scratch, out) };
+        return;
+    }
+    max_planes_base(win, x, scratch, out)
+}
+
+/// [`max_planes`] compiled for AVX2.
+///
+/// # Safety
+/// The CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn max_planes_avx2<E: Float>(
+    win: &PoolWindows,
+    x: &[E],
+    scratch: &mut [E],
+    out: &mut [MaybeUninit<E>],
+) {
+    max_planes_base(win, x, scratch, out)
+}
+
+/// [`max_planes`]' loops, inlined into each compiled version.
+#[inline(always)]
+fn max_planes_base<E: Float>(
     win: &PoolWindows,
     x: &[E],
     scratch: &mut [E],

@@ -182,12 +182,16 @@ fn vectorised_max_keeps_first_maxima_and_first_nans() {
 
 #[test]
 fn vectorised_max_is_the_same_for_any_thread_count() {
+    let _threads = crate::cpu::threads::lock_thread_count();
     let mut g = Gen(11);
     // LeNet's two poolings and ResNet's stem pooling, several chunks each.
     for (planes, hw, k, s, p) in [
         (40, [28, 28], 2, 2, 0),
         (70, [10, 10], 2, 2, 0),
         (12, [56, 56], 3, 2, 1),
+        // Stride 1 (windows 1 apart), rows of 37: four 8-output blocks
+        // and a tail.
+        (5, [9, 39], 3, 1, 0),
     ] {
         let win = PoolWindows::sliding(hw, [k, k], [s, s], [p, p]).unwrap();
         let x: Vec<f32> = g
@@ -198,6 +202,13 @@ fn vectorised_max_is_the_same_for_any_thread_count() {
         set_num_threads(1);
         let (v1, i1) = max_forward(&win, &x);
         let m1 = max_values(&win, &x);
+        // The scalar scan's positions and values (the AVX2 run kernel on
+        // CPUs without AVX-512: stride 2, several 8-output blocks per row).
+        let i_ref = max_argmax(&win, &x);
+        assert_eq!(&i1[..], &i_ref[..], "{hw:?} k {k}: positions");
+        let v_ref = gather(&x, &i_ref, win.in_plane(), win.out_plane());
+        assert!(same_bits(&v1, &v_ref), "{hw:?} k {k}: values");
+        assert!(same_bits(&m1, &v_ref), "{hw:?} k {k}: values only");
         set_num_threads(2);
         let (v2, i2) = max_forward(&win, &x);
         assert!(same_bits(&v1, &v2) && i1 == i2, "{hw:?} k {k}");
