@@ -9,7 +9,10 @@
 
 #[cfg(test)]
 use super::lstm_f32::supports;
-use super::lstm_f32::{f32s, f32s_mut, isa, Isa};
+#[cfg(target_arch = "x86_64")]
+use super::lstm_f32::{f32s, f32s_mut};
+use super::lstm_f32::{isa, Isa};
+#[cfg(target_arch = "x86_64")]
 use crate::cpu::vmath::{sigmoid_f32, tanh_f32};
 use crate::tensor::Float;
 

@@ -12,8 +12,10 @@
 //! `no_grad` the AVX-512 build stores no gates at all (the AVX2 one uses
 //! the caller's scratch row).
 
+#[cfg(target_arch = "x86_64")]
 use crate::cpu::vmath::{sigmoid_f32, tanh_f32};
 use crate::tensor::Float;
+#[cfg(target_arch = "x86_64")]
 use std::any::TypeId;
 use std::sync::OnceLock;
 
