@@ -1,7 +1,8 @@
-//! Matrix multiplication: `matrixmultiply` for the general case, split across
-//! threads so that each operand is packed once per part, and forge's own
-//! loops for thin shapes, where a packed general kernel wastes most of its
-//! work.
+//! Matrix multiplication: forge's own packed kernel for the general f32
+//! case (on CPUs with AVX-512F or with AVX2 + FMA), `matrixmultiply` for the
+//! rest, split across threads so that each operand is packed once, and
+//! forge's own loops for thin shapes, where a packed general kernel wastes
+//! most of its work.
 //!
 //! Paths, chosen from the shapes and layouts only (never the thread count):
 //! - `m == 1` or `n == 1` (a row vector times a matrix, batch-1 inference, a
@@ -10,24 +11,40 @@
 //! - `n <= 16` (an output layer with 10 classes): the `k x n` operand is
 //!   packed once into one zero-padded 16-wide panel, and blocks of rows of
 //!   `a` are broadcast against it.
-//! - everything else: `matrixmultiply` (packing, cache blocking, AVX-512 /
-//!   AVX2 micro-kernels). With several threads the product is cut into as
-//!   many parts as threads, along whichever of `m` or `n` partitions the
-//!   larger operand, so the large operand is packed exactly once in total.
+//! - everything else in f32 on a CPU with AVX-512F, or with AVX2 and FMA:
+//!   forge's packed kernel (`packed_f32`: a 12 x 32 register tile, `k` in
+//!   blocks of 256, `b` packed once per block into pooled panels that the
+//!   threads share, each thread packing its own rows of `a`). The AVX-512
+//!   micro-kernel holds the tile in 24 registers of 16 lanes; the AVX2 one
+//!   runs it as four passes of 6 x 16 (12 registers of 8 lanes) over the
+//!   same packed panels, with the same bits. The set is detected once.
+//! - everything else (f64, or a CPU with neither): `matrixmultiply`
+//!   (packing, cache blocking, AVX-512 / AVX2 micro-kernels). With several
+//!   threads the product is cut into as many parts as threads, along
+//!   whichever of `m` or `n` partitions the larger operand, so the large
+//!   operand is packed exactly once in total.
 //!
 //! # Bit-identical for every thread count
 //! In every path each output element is the sum of its `k` products in
-//! increasing `k` order (`matrixmultiply` in fixed blocks of its own `kc`,
-//! independent of `m` and `n`; the dot products in fixed 16-lane partial
-//! sums), computed the same way whichever part, block or edge tile it falls
-//! in. So where the work is cut (and so how many threads share it) does not
-//! change a single bit; `tests::partition_does_not_change_bits` pins this.
+//! increasing `k` order (the packed kernel and `matrixmultiply` in fixed
+//! blocks of their own `kc`, independent of `m` and `n`; the dot products
+//! in fixed 16-lane partial sums), computed the same way whichever part,
+//! block or edge tile it falls in. So where the work is cut (and so how
+//! many threads share it) does not change a single bit;
+//! `tests::partition_does_not_change_bits` pins this. Nor does the vector
+//! width: the AVX2 versions of the packed kernel and of the f32 column dots
+//! do each element's operations in the AVX-512 versions' order
+//! (`packed_f32::tests::kernels_equal_the_scalar_order`,
+//! `tests::dots_kernels_equal_the_portable_loop`). Which path a shape takes
+//! does depend on the CPU (the packed kernel or `matrixmultiply`), and the
+//! two sum in different blocks.
 
 use super::threads::{num_threads, parallel_for, PARALLEL_MIN_NS};
 use crate::base::Float;
 
 /// Multiply-adds per nanosecond one thread does on the packed path (about
-/// 200 GFLOP/s, measured for 256-1024 on the benchmark machine), for the
+/// 200 GFLOP/s, measured for 256-1024 on an AVX-512 benchmark machine; an
+/// AVX2 core does about a third of that), for the
 /// cost estimate that decides whether a product is worth splitting (see
 /// [`PARALLEL_MIN_NS`]).
 const MACS_PER_NS: usize = 100;
@@ -381,6 +398,8 @@ unsafe fn packed<E: Float>(
 }
 
 mod thin;
+#[cfg(all(test, target_arch = "x86_64"))]
+use thin::{dots_f32_avx2, dots_f32_avx512, DotsF32};
 use thin::{gemv, narrow};
 #[cfg(test)]
 use thin::{gemv_dots, gemv_dots_simd, gemv_rows, gemv_rows_simd, narrow_rows};

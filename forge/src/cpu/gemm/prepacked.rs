@@ -25,7 +25,8 @@ pub(crate) fn as_f32<E: Float>(x: &[E]) -> Option<&[f32]> {
 impl<E: Float> PackedRhs<E> {
     /// `b` (`k x n`) packed, where [`gemm`](super::gemm) multiplies it with forge's
     /// packed f32 kernel whenever the left operand has at least two rows:
-    /// `E` is `f32`, the CPU has AVX-512F, `k >= 1` and `n > 16`.
+    /// `E` is `f32`, the CPU has AVX-512F or AVX2 + FMA, `k >= 1` and
+    /// `n > 16`.
     /// Otherwise `None` (multiply with `gemm`).
     ///
     /// # Panics
@@ -103,7 +104,7 @@ mod tests {
             } else {
                 Mat::row_major(&b, n)
             };
-            let p = PackedRhs::new(k, n, bm).expect("f32 on AVX-512");
+            let p = PackedRhs::new(k, n, bm).expect("f32 where the packed kernel runs");
             for m in [2, 9, 12, 16, 23, 32, 64, 200] {
                 let a: Vec<f32> = (0..m * k).map(|_| rng.normal() as f32).collect();
                 let c0: Vec<f32> = (0..m * n).map(|_| rng.normal() as f32).collect();

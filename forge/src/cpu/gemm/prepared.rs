@@ -1,12 +1,13 @@
 //! A left operand prepared once for several products with it: a
 //! convolution multiplies its weight by every chunk of images (and, over
 //! tiny planes, each tap's weight by every class of positions), and each of
-//! those products used to pack the weight again. For `f32` on AVX-512 the
-//! operand is packed once ([`PackedA`]) and every product takes the packed
-//! path with it, which has the same bits as [`gemm`] on the same operands
-//! (the packing is a copy; each tile's arithmetic is unchanged). Elsewhere
-//! (`f64`, other CPUs, and the thin shapes [`gemm`] does not pack) the
-//! products are plain [`gemm`] calls.
+//! those products used to pack the weight again. For `f32` where the packed
+//! kernel runs (AVX-512F, or AVX2 + FMA) the operand is packed once
+//! ([`PackedA`]) and every product takes the packed path with it, which has
+//! the same bits as [`gemm`] on the same operands (the packing is a copy;
+//! each tile's arithmetic is unchanged). Elsewhere (`f64`, other CPUs, and
+//! the thin shapes [`gemm`] does not pack) the products are plain [`gemm`]
+//! calls.
 
 use super::packed_f32::{self, ASrc, Out, PackedA};
 use super::{gemm, Mat, LANES};
@@ -26,8 +27,9 @@ pub(crate) struct PreparedA<'a, E> {
 
 impl<'a, E: Float> PreparedA<'a, E> {
     /// Prepares `a` (`m x k`) for products of at most `n_max` columns;
-    /// packs it when they can take the packed `f32` path (`E` is `f32` on
-    /// AVX-512, `m > 1`, `k > 0`, `n_max > 16`): a weight only ever
+    /// packs it when they can take the packed `f32` path (`E` is `f32` on a
+    /// CPU with AVX-512F or AVX2 + FMA, `m > 1`, `k > 0`, `n_max > 16`): a
+    /// weight only ever
     /// multiplied by thin operands (batch-1 inference) is read in place.
     pub(crate) fn new(m: usize, k: usize, a: Mat<'a, E>, n_max: usize) -> Self {
         let packed = match as_f32(a.data) {

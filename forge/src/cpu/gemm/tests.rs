@@ -206,8 +206,8 @@ fn assert_paths_agree<E: Float + std::fmt::Debug>(
 }
 
 /// The gemv and narrow kernels are instantiated for AVX-512, AVX2 + FMA or
-/// the baseline at run time (and f32 column dots have an AVX-512 intrinsic
-/// version); the module promises the path never changes a result, because
+/// the baseline at run time (and f32 column dots have AVX-512 and AVX2
+/// intrinsic versions); the module promises the path never changes a result, because
 /// every path sums the same products in the same order with fused
 /// multiply-adds. Pin that promise, for f32 and f64, both beta values.
 fn simd_paths_agree<E: Float + std::fmt::Debug>() {
@@ -247,7 +247,7 @@ fn simd_paths_agree<E: Float + std::fmt::Debug>() {
             );
             assert_paths_agree(
                 &format!("gemv_dots k={k} len={len}"),
-                // `gemv` takes the f32 AVX-512 intrinsics when it can
+                // `gemv` takes the f32 AVX-512 / AVX2 intrinsics when it can
                 &run(&|o| gemv(k, len, xm, wc, beta, o)),
                 &run(&|o| gemv_dots::<E, 4>(k, len, xm, wc, beta, o)),
                 &run(&|o| gemv_dots::<E, 8>(k, len, xm, wc, beta, o)),
@@ -294,6 +294,70 @@ fn simd_paths_agree_bit_for_bit_f32() {
 #[test]
 fn simd_paths_agree_bit_for_bit_f64() {
     simd_paths_agree::<f64>();
+}
+
+/// The f32 column-dot kernels with intrinsics (AVX-512F and AVX2 + FMA,
+/// each where the CPU has it) equal the portable `gemv_dots` loop (run
+/// through its dispatch, so compiled with FMA) bit for bit: `k` under, at
+/// and over the 16 lanes with remainders, column counts with a remainder
+/// of the 4-column blocks, columns further apart than `k`, beta 0 (a NaN
+/// overwritten), 1 and 0.5.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn dots_kernels_equal_the_portable_loop() {
+    let mut kernels: Vec<(&str, DotsF32)> = Vec::new();
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        kernels.push(("avx512", dots_f32_avx512));
+    }
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        kernels.push(("avx2", dots_f32_avx2));
+    }
+    let mut rng = Rng::new(8);
+    let cast = |v: Vec<f64>| v.into_iter().map(|x| x as f32).collect::<Vec<f32>>();
+    for (k, len) in [
+        (1, 1),
+        (15, 3),
+        (16, 4),
+        (17, 5),
+        (31, 7),
+        (33, 9),
+        (100, 33),
+        (512, 6),
+        (784, 10),
+    ] {
+        for ldw in [k, k + 5] {
+            let x = cast(random(k, &mut rng));
+            let w = cast(random(len * ldw, &mut rng));
+            let c0 = cast(random(len, &mut rng));
+            for beta in [0.0f32, 1.0, 0.5] {
+                let start = if beta == 0.0 {
+                    vec![f32::NAN; len]
+                } else {
+                    c0.clone()
+                };
+                let wm = Mat {
+                    data: &w[..],
+                    rs: 1,
+                    cs: ldw,
+                };
+                let mut want = start.clone();
+                gemv_dots_simd(k, len, Mat::row_major(&x, k), wm, beta, &mut want);
+                for &(name, dots) in &kernels {
+                    let mut got = start.clone();
+                    // SAFETY: the CPU has the kernel's features (checked
+                    // above); `x` has `k` elements, column `j` of `w` is
+                    // `w[j * ldw..j * ldw + k]`, `got` has `len`.
+                    unsafe { dots(k, len, &x, &w, ldw, beta, &mut got) };
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(
+                        bits(&got),
+                        bits(&want),
+                        "{name} k={k} len={len} ldw={ldw} beta={beta}: {got:?} vs {want:?}"
+                    );
+                }
+            }
+        }
+    }
 }
 
 /// Products too small to pay for a worker's wake-up run on the calling
@@ -347,8 +411,8 @@ fn small_products_do_not_wake_the_pool() {
     );
 }
 
-/// The f32 general path (forge's packed kernel where the CPU has AVX-512,
-/// else `matrixmultiply`) against a naive f64 product: edge tiles in `m`
+/// The f32 general path (forge's packed kernel where the CPU has AVX-512F
+/// or AVX2 + FMA, else `matrixmultiply`) against a naive f64 product: edge tiles in `m`
 /// and `n`, several `k` blocks with a remainder, every layout, beta 0 (a
 /// NaN in `c` is overwritten) and beta 0.5.
 #[test]

@@ -1,6 +1,9 @@
 //! The thin gemm kernels: a matrix-vector product (row axpys or column
 //! dot products) and the narrow `n <= 16` product against one packed
-//! 16-wide panel (see the parent module for when each runs).
+//! 16-wide panel (see the parent module for when each runs). The f32
+//! column dots also have intrinsic versions for AVX-512F and for AVX2 +
+//! FMA, with the generic loop's partial sums, reduction and tail (so its
+//! bits).
 
 use super::{Mat, LANES};
 use crate::base::Float;
@@ -68,25 +71,25 @@ pub(super) fn gemv<E: Float>(k: usize, len: usize, x: Mat<E>, w: Mat<E>, beta: E
         gemv_rows_simd(k, len, x, w, beta, out)
     } else if w.rs == 1 {
         #[cfg(target_arch = "x86_64")]
-        if std::any::TypeId::of::<E>() == std::any::TypeId::of::<f32>()
-            && x.cs == 1
-            && std::arch::is_x86_feature_detected!("avx512f")
-        {
-            assert!(x.data.len() >= k && out.len() >= len);
-            assert!(len == 0 || w.data.len() >= (len - 1) * w.cs + k);
-            // SAFETY: `E` is `f32` (checked above), so these are the same
-            // slices and value under their own type.
-            let (xf, wf, of, bf) = unsafe {
-                (
-                    std::slice::from_raw_parts(x.data.as_ptr() as *const f32, k),
-                    std::slice::from_raw_parts(w.data.as_ptr() as *const f32, w.data.len()),
-                    std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut f32, len),
-                    *(&beta as *const E as *const f32),
-                )
-            };
-            // SAFETY: the CPU has AVX-512F; the extents are asserted above.
-            unsafe { dots_f32_avx512(k, len, xf, wf, w.cs, bf, of) };
-            return;
+        if std::any::TypeId::of::<E>() == std::any::TypeId::of::<f32>() && x.cs == 1 {
+            if let Some(dots) = dots_f32() {
+                assert!(x.data.len() >= k && out.len() >= len);
+                assert!(len == 0 || w.data.len() >= (len - 1) * w.cs + k);
+                // SAFETY: `E` is `f32` (checked above), so these are the
+                // same slices and value under their own type.
+                let (xf, wf, of, bf) = unsafe {
+                    (
+                        std::slice::from_raw_parts(x.data.as_ptr() as *const f32, k),
+                        std::slice::from_raw_parts(w.data.as_ptr() as *const f32, w.data.len()),
+                        std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut f32, len),
+                        *(&beta as *const E as *const f32),
+                    )
+                };
+                // SAFETY: `dots_f32` chose a kernel this CPU has the
+                // features of; the extents are asserted above.
+                unsafe { dots(k, len, xf, wf, w.cs, bf, of) };
+                return;
+            }
         }
         gemv_dots_simd(k, len, x, w, beta, out)
     } else {
@@ -159,6 +162,25 @@ fn finish_dot<E: Float>(acc: &[E; LANES], x: &[E], col: &[E], kk: usize) -> E {
     s
 }
 
+/// A column-dots kernel for f32: `(k, len, x, w, ldw, beta, out)`.
+#[cfg(target_arch = "x86_64")]
+pub(super) type DotsF32 = unsafe fn(usize, usize, &[f32], &[f32], usize, f32, &mut [f32]);
+
+/// The f32 column-dots kernel for this CPU: AVX-512F, else AVX2 + FMA;
+/// `None` without either (then the generic [`gemv_dots`] runs).
+#[cfg(target_arch = "x86_64")]
+fn dots_f32() -> Option<DotsF32> {
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        Some(dots_f32_avx512)
+    } else if std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("fma")
+    {
+        Some(dots_f32_avx2)
+    } else {
+        None
+    }
+}
+
 /// `gemv_dots` for f32 with AVX-512 intrinsics (the generic loop does not
 /// vectorise well): the same partial sums, reduction and tail, so the same
 /// bits.
@@ -168,7 +190,7 @@ fn finish_dot<E: Float>(acc: &[E; LANES], x: &[E], col: &[E], kk: usize) -> E {
 /// `w` is `w[j * ldw..j * ldw + k]`, `out` has `len` elements.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn dots_f32_avx512(
+pub(super) unsafe fn dots_f32_avx512(
     k: usize,
     len: usize,
     x: &[f32],
@@ -201,6 +223,67 @@ unsafe fn dots_f32_avx512(
             let mut lanes = [0f32; LANES];
             // SAFETY: `lanes` holds 16 floats.
             unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), *a) };
+            let col = &w[(j + b) * ldw..(j + b) * ldw + k];
+            store(&mut out[j + b], finish_dot(&lanes, x, col, kk), beta);
+        }
+        j += nb;
+    }
+}
+
+/// [`dots_f32_avx512`] with AVX2 + FMA, for CPUs without AVX-512: each
+/// column's 16 partial sums (lane `l` takes `p = l mod 16`) are two 8-lane
+/// halves, accumulated in the same order with fused multiply-adds, then
+/// the same reduction and tail, so the bits are `gemv_dots`' (and the
+/// AVX-512 kernel's).
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA; `x` has `k` elements, column
+/// `j < len` of `w` is `w[j * ldw..j * ldw + k]`, `out` has `len`
+/// elements.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn dots_f32_avx2(
+    k: usize,
+    len: usize,
+    x: &[f32],
+    w: &[f32],
+    ldw: usize,
+    beta: f32,
+    out: &mut [f32],
+) {
+    use std::arch::x86_64::{
+        _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_setzero_ps, _mm256_storeu_ps,
+    };
+    assert!(x.len() >= k && out.len() >= len);
+    assert!(len == 0 || w.len() >= (len - 1) * ldw + k);
+    let kk = k / LANES * LANES;
+    let (xp, wp) = (x.as_ptr(), w.as_ptr());
+    let mut j = 0;
+    while j < len {
+        let nb = 4.min(len - j);
+        let mut acc = [[_mm256_setzero_ps(); 2]; 4];
+        let mut p = 0;
+        while p < kk {
+            // SAFETY: `p + 16 <= kk <= k`: inside `x` and every column
+            // (asserted).
+            unsafe {
+                let x0 = _mm256_loadu_ps(xp.add(p));
+                let x1 = _mm256_loadu_ps(xp.add(p + 8));
+                for (b, a) in acc.iter_mut().enumerate().take(nb) {
+                    let col = wp.add((j + b) * ldw + p);
+                    a[0] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(col), a[0]);
+                    a[1] = _mm256_fmadd_ps(x1, _mm256_loadu_ps(col.add(8)), a[1]);
+                }
+            }
+            p += LANES;
+        }
+        for (b, a) in acc.iter().enumerate().take(nb) {
+            let mut lanes = [0f32; LANES];
+            // SAFETY: `lanes` holds 16 floats.
+            unsafe {
+                _mm256_storeu_ps(lanes.as_mut_ptr(), a[0]);
+                _mm256_storeu_ps(lanes.as_mut_ptr().add(8), a[1]);
+            }
             let col = &w[(j + b) * ldw..(j + b) * ldw + k];
             store(&mut out[j + b], finish_dot(&lanes, x, col, kk), beta);
         }
@@ -241,9 +324,6 @@ pub(super) fn gemv_dots<E: Float, const R: usize>(
     // SAFETY (every block below): column `j < len` of `w` is
     // `wp[j * w.cs..j * w.cs + k]` and `x` has `k` elements, both checked
     // above; loads are at `p + l < kk <= k`.
-    let finish = |acc: &[E; LANES], j: usize| -> E {
-        finish_dot(acc, x, &w.data[j * w.cs..j * w.cs + k], kk)
-    };
     const B: usize = 4;
     let mut j = 0;
     while j + B <= len {
@@ -269,7 +349,11 @@ pub(super) fn gemv_dots<E: Float, const R: usize>(
             p += LANES;
         }
         for (b, ab) in acc.iter().enumerate() {
-            store(&mut out[j + b], finish(ab, j + b), beta);
+            // (`finish_dot` called directly, not from a closure: a closure
+            // is compiled without the caller's FMA, and its tail's
+            // `mul_add` would be a call to `fmaf`)
+            let col = &w.data[(j + b) * w.cs..(j + b) * w.cs + k];
+            store(&mut out[j + b], finish_dot(ab, x, col, kk), beta);
         }
         j += B;
     }
@@ -287,7 +371,8 @@ pub(super) fn gemv_dots<E: Float, const R: usize>(
             fma_lanes(&mut acc, xv, cv);
             p += LANES;
         }
-        store(&mut out[j], finish(&acc, j), beta);
+        let col = &w.data[j * w.cs..j * w.cs + k];
+        store(&mut out[j], finish_dot(&acc, x, col, kk), beta);
         j += 1;
     }
 }

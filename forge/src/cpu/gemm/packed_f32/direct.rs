@@ -9,7 +9,7 @@
 use super::super::super::memory::Storage;
 use super::super::super::threads::{parallel_for, parallel_for_cost, PARALLEL_MIN_NS};
 use super::super::Mat;
-use super::{available, pack_a, tile, Shared, KC, MACS_PER_NS, MAX_CHUNK_TILES, MR, NR, PACKED_A};
+use super::{isa, pack_a, tile, Isa, Shared, KC, MACS_PER_NS, MAX_CHUNK_TILES, MR, NR, PACKED_A};
 
 /// Packs the `kc x NR` panel of a right operand at rows `k0..k0 + kc`,
 /// columns `j0..j0 + NR`: `(k0, kc, j0, panel)`.
@@ -41,8 +41,10 @@ impl PackedA {
     /// worth it (each tile is packed the same way whoever packs it).
     ///
     /// # Panics
-    /// When `a`'s buffer is too small for `m x k` (an index out of range).
+    /// When `a`'s buffer is too small for `m x k` (an index out of range),
+    /// or the CPU lacks both AVX-512F and AVX2 + FMA.
     pub(crate) fn new(m: usize, k: usize, a: Mat<f32>) -> Self {
+        let isa = isa();
         let tiles = m.div_ceil(MR);
         let mut data = Storage::filled(tiles * MR * k, 0.0f32);
         let ptr = Shared(data.as_mut_ptr());
@@ -59,7 +61,7 @@ impl PackedA {
                 let dst = unsafe {
                     std::slice::from_raw_parts_mut(p.0.add(k0 * tiles * MR + t * MR * kc), MR * kc)
                 };
-                pack_a::<MR>(a, t * MR, rows, k0, kc, dst);
+                pack_a::<MR>(isa, a, t * MR, rows, k0, kc, dst);
                 k0 += kc;
             }
         });
@@ -146,7 +148,8 @@ impl Out {
 /// `k` columns.
 ///
 /// # Panics
-/// When the CPU lacks AVX-512F (check [`available`] first).
+/// When the CPU lacks both AVX-512F and AVX2 + FMA (check
+/// [`available`](super::available) first).
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn gemm_core(
     m: usize,
@@ -158,7 +161,26 @@ pub(crate) unsafe fn gemm_core(
     out: Out,
     threads: usize,
 ) {
-    assert!(available(), "packed_f32: AVX-512F required");
+    // SAFETY: the caller's contract.
+    unsafe { gemm_core_isa(isa(), m, k, n, a, pack_b, beta, out, threads) }
+}
+
+/// [`gemm_core`] with the micro-kernel and packing of `isa`.
+///
+/// # Safety
+/// As [`gemm_core`].
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn gemm_core_isa(
+    isa: Isa,
+    m: usize,
+    k: usize,
+    n: usize,
+    a: ASrc<'_>,
+    pack_b: PackB<'_>,
+    beta: f32,
+    out: Out,
+    threads: usize,
+) {
     if let ASrc::Packed(p) = a {
         assert!(p.m == m && p.k == k, "packed_f32: packed operand shape");
     }
@@ -217,15 +239,22 @@ pub(crate) unsafe fn gemm_core(
                     // which returned before this one started.
                     let bp = unsafe { std::slice::from_raw_parts(p.0.add(j * kc * NR), kc * NR) };
                     let cols = NR.min(n - j * NR);
-                    for t in t0..t1 {
-                        let rows = MR.min(m - t * MR);
-                        let ap = &pa[(t - t0) * MR * kc..(t - t0 + 1) * MR * kc];
-                        let halves = [out.at(t * MR, j * NR), out.at(t * MR, j * NR + 16)];
-                        // SAFETY: the tile `rows x cols` at (t * MR, j * NR)
-                        // lies inside the output (the caller's contract),
-                        // each half's columns contiguous (segments of whole
-                        // vectors), and belongs to this chunk alone.
-                        unsafe { tile::<MR>(kc, ap, bp, halves, out.ldc, rows, cols, first, beta) };
+                    for part in 0..isa.parts() {
+                        for t in t0..t1 {
+                            let rows = MR.min(m - t * MR);
+                            let ap = &pa[(t - t0) * MR * kc..(t - t0 + 1) * MR * kc];
+                            let halves = [out.at(t * MR, j * NR), out.at(t * MR, j * NR + 16)];
+                            // SAFETY: the tile `rows x cols` at (t * MR,
+                            // j * NR) lies inside the output (the caller's
+                            // contract), each half's columns contiguous
+                            // (segments of whole vectors), and belongs to
+                            // this chunk alone.
+                            unsafe {
+                                tile::<MR>(
+                                    isa, part, kc, ap, bp, halves, out.ldc, rows, cols, first, beta,
+                                )
+                            };
+                        }
                     }
                 }
             };
@@ -238,7 +267,7 @@ pub(crate) unsafe fn gemm_core(
                         buf.resize(MAX_CHUNK_TILES * MR * KC, 0.0);
                     }
                     let pa = &mut buf[..len];
-                    pack_a::<MR>(a, t0 * MR, ((t1 * MR).min(m)) - t0 * MR, k0, kc, pa);
+                    pack_a::<MR>(isa, a, t0 * MR, ((t1 * MR).min(m)) - t0 * MR, k0, kc, pa);
                     multiply(pa);
                 }),
             }

@@ -1,0 +1,299 @@
+//! Tests of the packed kernel: the packing, and every instruction set's
+//! kernel against the scalar order it promises.
+
+use super::*;
+
+/// The CPU's instruction sets, failing loudly where it has none (the
+/// session's CPUs all have AVX2 + FMA at least; an empty list would make
+/// every test here pass without running anything).
+fn isas() -> Vec<Isa> {
+    let all = Isa::all();
+    #[cfg(target_arch = "x86_64")]
+    assert!(
+        !all.is_empty() || !std::arch::is_x86_feature_detected!("avx2"),
+        "an AVX2 CPU without FMA?"
+    );
+    all
+}
+
+/// A strided view (neither rows nor columns contiguous) of an `r x c`
+/// matrix stored every other element of rows `2 c + 3` apart.
+fn strided(data: &[f32], c: usize) -> Mat<'_, f32> {
+    Mat {
+        data,
+        rs: 2 * c + 3,
+        cs: 2,
+    }
+}
+
+/// The packed panels of `b` and tiles of `a` equal an element-by-element
+/// reading of the operand, zero padding included, for every instruction
+/// set, every layout (rows contiguous, columns contiguous, neither), edge
+/// panels and tiles, and `k` blocks whose length is not a multiple of 16
+/// (the transposing paths go 16 x 16 blocks at a time).
+#[test]
+fn packs_equal_the_element_reading() {
+    let (m, k, n) = (29, 300, 45);
+    let buf: Vec<f32> = (0..(2 * k + 3) * 2 * m.max(n))
+        .map(|v| v as f32 + 0.5)
+        .collect();
+    let blocks = [(0, KC), (KC, k - KC), (3, 37)];
+    for isa in isas() {
+        for b in [
+            Mat::row_major(&buf, n),
+            Mat::transposed(&buf, k),
+            strided(&buf, n),
+        ] {
+            for j0 in (0..n).step_by(NR) {
+                for (k0, kc) in blocks {
+                    let mut dst = vec![f32::NAN; kc * NR];
+                    pack_b_with(isa, b, k0, kc, j0, n, &mut dst);
+                    for p in 0..kc {
+                        for jj in 0..NR {
+                            let j = j0 + jj;
+                            let want = if j < n {
+                                b.data[(k0 + p) * b.rs + j * b.cs]
+                            } else {
+                                0.0
+                            };
+                            assert_eq!(
+                                dst[p * NR + jj],
+                                want,
+                                "{isa:?} b rs {} cs {} ({p}, {j})",
+                                b.rs,
+                                b.cs
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        // tiles of MR rows and gemm_prepacked's short tiles
+        check_a::<MR>(isa, &buf, m, k, blocks);
+        check_a::<SHORT>(isa, &buf, m, k, blocks);
+    }
+}
+
+/// [`packs_equal_the_element_reading`] for `a` in tiles of `R` rows.
+fn check_a<const R: usize>(isa: Isa, buf: &[f32], m: usize, k: usize, blocks: [(usize, usize); 3]) {
+    for a in [
+        Mat::row_major(buf, k),
+        Mat::transposed(buf, m),
+        strided(buf, k),
+    ] {
+        for (i0, rows) in [(0, m), (5, 13), (17, 12)] {
+            for (k0, kc) in blocks {
+                let tiles = rows.div_ceil(R);
+                let mut dst = vec![f32::NAN; tiles * R * kc];
+                pack_a::<R>(isa, a, i0, rows, k0, kc, &mut dst);
+                for t in 0..tiles {
+                    for p in 0..kc {
+                        for i in 0..R {
+                            let r = t * R + i;
+                            let want = if r < rows {
+                                a.data[(i0 + r) * a.rs + (k0 + p) * a.cs]
+                            } else {
+                                0.0
+                            };
+                            assert_eq!(
+                                dst[(t * kc + p) * R + i],
+                                want,
+                                "{isa:?} a rs {} cs {} ({r}, {p})",
+                                a.rs,
+                                a.cs
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The order of operations every kernel promises, one element at a time:
+/// per `KC` block of `k` (in increasing `k`) the products accumulated from
+/// zero in increasing `k` with fused multiply-adds, the first block
+/// combined with `c` as `acc` (beta 0, `c` not read) or a fused
+/// `beta c + acc`, the later blocks added to `c`. Output rows `ldc` apart.
+///
+/// # Safety
+/// The CPU has FMA (so that `mul_add` is an instruction here, not a call).
+#[allow(clippy::too_many_arguments)]
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma")]
+unsafe fn scalar_order(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: Mat<f32>,
+    b: Mat<f32>,
+    beta: f32,
+    c: &mut [f32],
+    ldc: usize,
+) {
+    for i in 0..m {
+        for j in 0..n {
+            let at = i * ldc + j;
+            let mut k0 = 0;
+            while k0 < k {
+                let kc = KC.min(k - k0);
+                let mut acc = 0f32;
+                for p in k0..k0 + kc {
+                    acc = a.data[i * a.rs + p * a.cs].mul_add(b.data[p * b.rs + j * b.cs], acc);
+                }
+                c[at] = if k0 > 0 {
+                    c[at] + acc
+                } else if beta == 0.0 {
+                    acc
+                } else {
+                    beta.mul_add(c[at], acc)
+                };
+                k0 += kc;
+            }
+        }
+    }
+}
+
+/// Uniform values in [-1, 1) from a small deterministic generator.
+fn values(len: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// `r x c` views of `buf` in three layouts: row-major, transposed
+/// storage (columns contiguous), and strided (neither).
+fn layouts(buf: &[f32], r: usize, c: usize) -> [(&'static str, Mat<'_, f32>); 3] {
+    [
+        ("rows", Mat::row_major(buf, c)),
+        ("cols", Mat::transposed(buf, r)),
+        ("strided", strided(buf, c)),
+    ]
+}
+
+/// Bit-equal, or the first difference.
+fn same_bits(got: &[f32], want: &[f32]) -> Result<(), String> {
+    match got
+        .iter()
+        .zip(want)
+        .position(|(x, y)| x.to_bits() != y.to_bits())
+    {
+        None => Ok(()),
+        Some(i) => Err(format!("[{i}] {} vs {}", got[i], want[i])),
+    }
+}
+
+/// Every instruction set's kernel (AVX-512F and AVX2 + FMA where the CPU
+/// has them: on an AVX-512 CPU both run, so their bits are pinned to each
+/// other too) equals [`scalar_order`] bit for bit: edge tiles in `m` (12
+/// and 6 row passes) and `n` (32, 16 and 8 lanes), `k` of one step, under
+/// and over a `KC` block and with remainders, `a` and `b` in every layout,
+/// a left operand packed beforehand, an output with a row stride wider
+/// than `n`, beta 0 (a NaN in `c` overwritten), 1 and -0.75, 1 and 2
+/// threads (the 200-row product is large enough to be split).
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn kernels_equal_the_scalar_order() {
+    let shapes = [
+        (1, 1, 1),
+        (5, 7, 3),
+        (6, 16, 16),
+        (7, 9, 17),
+        (12, 256, 32),
+        (13, 257, 33),
+        (48, 1, 32),
+        (25, 300, 70),
+        (37, 513, 95),
+        (200, 300, 100),
+    ];
+    for isa in isas() {
+        for (s, &(m, k, n)) in shapes.iter().enumerate() {
+            let abuf = values((2 * k + 3) * 2 * m.max(k), 10 + s as u64);
+            let bbuf = values((2 * n + 3) * 2 * k.max(n), 20 + s as u64);
+            let ldc = if s % 2 == 0 { n } else { n + 3 };
+            let c0 = values(m * ldc, 30 + s as u64);
+            for (an, a) in layouts(&abuf, m, k) {
+                let packed_a = PackedA::new(m, k, a);
+                for (bn, b) in layouts(&bbuf, k, n) {
+                    for beta in [0.0f32, 1.0, -0.75] {
+                        let start = if beta == 0.0 {
+                            vec![f32::NAN; m * ldc]
+                        } else {
+                            c0.clone()
+                        };
+                        let mut want = start.clone();
+                        // SAFETY: the CPU has FMA (every `Isa` implies it).
+                        unsafe { scalar_order(m, k, n, a, b, beta, &mut want, ldc) };
+                        let pack = |k0: usize, kc: usize, j0: usize, dst: &mut [f32]| {
+                            pack_b_with(isa, b, k0, kc, j0, n, dst)
+                        };
+                        for threads in [1, 2] {
+                            for src in [ASrc::Mat(a), ASrc::Packed(&packed_a)] {
+                                let mut c = start.clone();
+                                let out = Out::row_major(c.as_mut_ptr(), ldc);
+                                // SAFETY: `c` holds `m` rows of `ldc >= n`
+                                // and is borrowed for the call.
+                                unsafe {
+                                    gemm_core_isa(isa, m, k, n, src, &pack, beta, out, threads)
+                                };
+                                let packed = matches!(src, ASrc::Packed(_));
+                                if let Err(e) = same_bits(&c, &want) {
+                                    panic!(
+                                        "{isa:?} {m}x{k}x{n} a {an} b {bn} beta {beta} \
+                                         {threads} threads packed a {packed}: {e}"
+                                    );
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// [`gemm_prepacked`] with every instruction set equals [`scalar_order`]
+/// bit for bit, for row counts that take every cut of [`row_split`] (the
+/// 8-row short tiles, with their 4-row AVX2 passes, and padded full
+/// tiles), `k` under and over a block, partial last panels, `a` and `b`
+/// in every layout, beta 0, 1 and -0.75.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn prepacked_kernels_equal_the_scalar_order() {
+    for isa in isas() {
+        for (s, &(k, n)) in [(5, 17), (300, 40), (64, 64)].iter().enumerate() {
+            let bbuf = values((2 * n + 3) * 2 * k.max(n), 40 + s as u64);
+            for (bn, b) in layouts(&bbuf, k, n) {
+                let pb = PackedB::new(k, n, b);
+                for m in [1, 2, 7, 8, 9, 12, 16, 20, 23, 64] {
+                    let abuf = values((2 * k + 3) * 2 * m.max(k), 50 + m as u64);
+                    let c0 = values(m * n, 60 + m as u64);
+                    for (an, a) in layouts(&abuf, m, k) {
+                        for beta in [0.0f32, 1.0, -0.75] {
+                            let start = if beta == 0.0 {
+                                vec![f32::NAN; m * n]
+                            } else {
+                                c0.clone()
+                            };
+                            let mut want = start.clone();
+                            // SAFETY: the CPU has FMA (every `Isa` implies
+                            // it).
+                            unsafe { scalar_order(m, k, n, a, b, beta, &mut want, n) };
+                            let mut c = start;
+                            gemm_prepacked_isa(isa, m, a, &pb, beta, &mut c);
+                            if let Err(e) = same_bits(&c, &want) {
+                                panic!("{isa:?} {m}x{k}x{n} a {an} b {bn} beta {beta}: {e}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
