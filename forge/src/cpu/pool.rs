@@ -350,6 +350,25 @@ pub fn max_values<E: Float>(win: &PoolWindows, x: &[E]) -> Storage<E> {
     let (ip, op) = (win.in_plane(), win.out_plane());
     let planes = x.len() / ip.max(1);
     let per = (MAX_CHUNK_ELEMS / ip.max(1)).max(1);
+    let run = max_rows::Run::of(win);
+    if planes * op > 0 && max_rows::avx2_runs::<E>(win, &run) {
+        // The position-tracking kernel, positions into a scratch buffer
+        // and dropped: with its AVX2 intrinsics it is about twice as fast
+        // as the separable kernel here, and its values are the same bits.
+        return build_chunks(planes * op, per * op, |ch, out| {
+            let mut sc = max_rows::Scratch::new(win, &run);
+            let mut idx = vec![std::mem::MaybeUninit::<usize>::uninit(); out.len()];
+            max_rows::max_planes(
+                win,
+                &run,
+                &mut sc,
+                &x[..planes * ip],
+                ch * per,
+                out,
+                &mut idx,
+            );
+        });
+    }
     build_chunks(planes * op, per * op, |ch, out| {
         let mut scratch = vec![E::zero(); (win.h + 1) * win.ow()];
         let x = &x[ch * per * ip..][..out.len() / op.max(1) * ip];

@@ -325,6 +325,28 @@ pub(super) fn max_planes<E: Float>(
     planes_base::<E, false>(win, run, sc, x, first, vals, idx)
 }
 
+/// Whether [`max_planes`] runs the AVX2 `f32` run intrinsics for `win`
+/// (`E` is `f32`, the CPU has AVX2 but not AVX-512F, the run's windows are
+/// 1 or 2 apart and a plane's positions fit `i32`): there they beat the
+/// separable values-only kernel, which `max_values` then leaves aside.
+pub(super) fn avx2_runs<E: Float>(win: &PoolWindows, run: &Run) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        TypeId::of::<E>() == TypeId::of::<f32>()
+            && run.lo < run.hi
+            && (run.step == 1 || run.step == 2)
+            && win.h * win.w <= i32::MAX as usize
+            && has!("avx2")
+            && !has!("avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (win, run);
+        false
+    }
+}
+
 /// `x` seen as `T` when `E` is `T` (`f32` slices and their uninitialised
 /// slots).
 #[cfg(target_arch = "x86_64")]
