@@ -195,9 +195,10 @@ fn forward_steps<E: Float>(
     cell: impl Fn(Step, &[E], &[E], &mut [E]) + Sync,
 ) {
     let (n, h) = (seq.n, seq.h);
-    // Every step multiplies by W_hh^T. In f32 on AVX-512 it is packed once
-    // here into the panels gemm packs on every call (`PackedRhs`: the same
-    // bits). Otherwise, stored transposed (`[g, h]`), it would be packed
+    // Every step multiplies by W_hh^T. In f32 with the packed gemm
+    // (AVX-512, AVX2 + FMA) it is packed once here into the panels gemm
+    // packs on every call (`PackedRhs`: the same bits). Otherwise, stored
+    // transposed (`[g, h]`), it would be packed
     // element by element at each step; a row-major `[h, g]` copy, made once
     // here, packs with contiguous row copies into the same panels (so the
     // same bits). Either only where the product takes the packed path for
@@ -255,7 +256,8 @@ fn backward_steps<E: Float>(
 ) {
     let (n, h) = (seq.n, seq.h);
     let w_m = Mat::row_major(w, h);
-    // packed once for every step (f32 on AVX-512; the same bits as gemm)
+    // packed once for every step (f32 where the packed gemm runs; the
+    // same bits as gemm)
     let packed = (n >= 2).then(|| PackedRhs::new(g, h, w_m)).flatten();
     let (carry_r, ds_r) = (Rows::new(carry), Rows::new(ds));
     for_batch_blocks(n, |r0, r1| {

@@ -12,8 +12,9 @@
 //! increasing `k`, fused multiply-adds in increasing `k`, any row tiling;
 //! `W_ih` and `W_hh` pre-packed into the panels gemm packs). So the path
 //! runs only where both the sequence-wide projection and the per-step
-//! products take that kernel (f32 on AVX-512, `4H > 16`, blocks of at
-//! least two rows, see [`PackedRhs`]); elsewhere [`lstm_projected`]
+//! products take that kernel (f32 on AVX-512 or AVX2 + FMA, `4H > 16`,
+//! blocks of at least two rows, see [`PackedRhs`]); elsewhere
+//! [`lstm_projected`]
 //! declines and the caller projects and runs
 //! [`lstm_sequence`](super::lstm_sequence). The step kernel is the one
 //! `lstm_sequence` runs under `no_grad`, which gives the recorded path's
