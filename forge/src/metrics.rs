@@ -38,7 +38,7 @@ pub fn correct<E: Float, D: Device>(scores: &Tensor<E, D>, targets: &Tensor<i64,
         .as_slice()
         .chunks(c)
         .zip(targets.as_slice())
-        .filter(|(row, &t)| {
+        .filter(|&(row, &t)| {
             let mut best = 0;
             for (i, v) in row.iter().enumerate() {
                 if *v > row[best] {

@@ -243,10 +243,10 @@ impl<E: Float, D: Device> Tensor<E, D> {
         seen.insert(root.id);
         while let Some(n) = stack.pop() {
             for t in &n.inputs {
-                if let Some(p) = &t.node {
-                    if seen.insert(p.id) {
-                        stack.push(p.clone());
-                    }
+                if let Some(p) = &t.node
+                    && seen.insert(p.id)
+                {
+                    stack.push(p.clone());
                 }
             }
             order.push(n);
@@ -299,11 +299,12 @@ impl<E: Float, D: Device> Tensor<E, D> {
 /// that buffer in place; otherwise a new tensor is made. Both compute
 /// `acc[i] + g[i]` for every `i`, so the result is bit-identical either way.
 fn accumulate<E: Float, D: Device>(mut acc: Tensor<E, D>, g: &Tensor<E, D>) -> Tensor<E, D> {
-    if acc.node.is_none() && g.node.is_none() {
-        if let Some(buf) = Arc::get_mut(&mut acc.data) {
-            D::zip_assign(buf, g.as_slice(), |a, b| a + b);
-            return acc;
-        }
+    if acc.node.is_none()
+        && g.node.is_none()
+        && let Some(buf) = Arc::get_mut(&mut acc.data)
+    {
+        D::zip_assign(buf, g.as_slice(), |a, b| a + b);
+        return acc;
     }
     &acc + g
 }

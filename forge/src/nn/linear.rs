@@ -102,14 +102,14 @@ impl<E: Float> Linear<E> {
                 found: weight.shape().to_vec(),
             });
         }
-        if let Some(b) = &bias {
-            if b.shape() != [weight.shape()[0]] {
-                return Err(ForgeError::Shape {
-                    name: "Linear.bias".into(),
-                    expected: vec![weight.shape()[0]],
-                    found: b.shape().to_vec(),
-                });
-            }
+        if let Some(b) = &bias
+            && b.shape() != [weight.shape()[0]]
+        {
+            return Err(ForgeError::Shape {
+                name: "Linear.bias".into(),
+                expected: vec![weight.shape()[0]],
+                found: b.shape().to_vec(),
+            });
         }
         Ok(Linear { weight, bias })
     }

@@ -37,22 +37,21 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
         self.validate_settings()?;
         let mut err = None;
         model.for_each_parameter_mut(&mut |path, p| {
-            if err.is_none() {
-                if let Err(e) = self.check_param(path, p, grads.grad_of(path, p)) {
-                    err = Some(e);
-                }
+            if err.is_none()
+                && let Err(e) = self.check_param(path, p, grads.grad_of(path, p))
+            {
+                err = Some(e);
             }
         });
         if let Some(e) = err {
             return Err(e);
         }
         model.for_each_parameter_mut(&mut |path, p| {
-            if err.is_none() {
-                if let Some(g) = grads.grad_of(path, p).cloned() {
-                    if let Err(e) = self.update_param(path, p, &g) {
-                        err = Some(e);
-                    }
-                }
+            if err.is_none()
+                && let Some(g) = grads.grad_of(path, p).cloned()
+                && let Err(e) = self.update_param(path, p, &g)
+            {
+                err = Some(e);
             }
         });
         err.map_or(Ok(()), Err)
