@@ -154,6 +154,8 @@ fn copied_route(g: &ConvGeom, x: &[f32], w: &[f32]) -> Vec<f32> {
 /// equal the window sums on small integers.
 #[test]
 fn f32_packed_weight_paths_match_the_copying_route() {
+    // Holds the thread count against the other unit tests that set it.
+    let _threads = crate::cpu::threads::lock_thread_count();
     use crate::cpu::threads::{num_threads, set_num_threads};
     let prev = num_threads();
     let frac = |n: usize, a: usize| -> Vec<f32> {
@@ -219,6 +221,8 @@ fn f32_packed_weight_paths_match_the_copying_route() {
 /// of one-element rows too small to pay for a worker stays on the caller.
 #[test]
 fn row_groups_visit_every_row_once() {
+    // Holds the thread count against the other unit tests that set it.
+    let _threads = crate::cpu::threads::lock_thread_count();
     use crate::cpu::threads::{num_threads, pool_dispatches, set_num_threads};
     let prev = num_threads();
     for threads in [1, 2] {
