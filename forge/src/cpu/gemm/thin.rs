@@ -71,25 +71,26 @@ pub(super) fn gemv<E: Float>(k: usize, len: usize, x: Mat<E>, w: Mat<E>, beta: E
         gemv_rows_simd(k, len, x, w, beta, out)
     } else if w.rs == 1 {
         #[cfg(target_arch = "x86_64")]
-        if std::any::TypeId::of::<E>() == std::any::TypeId::of::<f32>() && x.cs == 1 {
-            if let Some(dots) = dots_f32() {
-                assert!(x.data.len() >= k && out.len() >= len);
-                assert!(len == 0 || w.data.len() >= (len - 1) * w.cs + k);
-                // SAFETY: `E` is `f32` (checked above), so these are the
-                // same slices and value under their own type.
-                let (xf, wf, of, bf) = unsafe {
-                    (
-                        std::slice::from_raw_parts(x.data.as_ptr() as *const f32, k),
-                        std::slice::from_raw_parts(w.data.as_ptr() as *const f32, w.data.len()),
-                        std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut f32, len),
-                        *(&beta as *const E as *const f32),
-                    )
-                };
-                // SAFETY: `dots_f32` chose a kernel this CPU has the
-                // features of; the extents are asserted above.
-                unsafe { dots(k, len, xf, wf, w.cs, bf, of) };
-                return;
-            }
+        if std::any::TypeId::of::<E>() == std::any::TypeId::of::<f32>()
+            && x.cs == 1
+            && let Some(dots) = dots_f32()
+        {
+            assert!(x.data.len() >= k && out.len() >= len);
+            assert!(len == 0 || w.data.len() >= (len - 1) * w.cs + k);
+            // SAFETY: `E` is `f32` (checked above), so these are the
+            // same slices and value under their own type.
+            let (xf, wf, of, bf) = unsafe {
+                (
+                    std::slice::from_raw_parts(x.data.as_ptr() as *const f32, k),
+                    std::slice::from_raw_parts(w.data.as_ptr() as *const f32, w.data.len()),
+                    std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut f32, len),
+                    *(&beta as *const E as *const f32),
+                )
+            };
+            // SAFETY: `dots_f32` chose a kernel this CPU has the
+            // features of; the extents are asserted above.
+            unsafe { dots(k, len, xf, wf, w.cs, bf, of) };
+            return;
         }
         gemv_dots_simd(k, len, x, w, beta, out)
     } else {

@@ -185,23 +185,24 @@ fn run_row<E: Float, const L: usize, const AVX2: bool>(
     idx: &mut [MaybeUninit<usize>],
 ) {
     #[cfg(target_arch = "x86_64")]
-    if AVX2 && (run.step == 1 || run.step == 2) && win.h * win.w <= i32::MAX as usize {
-        if let (Some(p), Some(s), Some(v)) =
+    if AVX2
+        && (run.step == 1 || run.step == 2)
+        && win.h * win.w <= i32::MAX as usize
+        && let (Some(p), Some(s), Some(v)) =
             (cast(plane), cast_mut(&mut sc.row[..]), cast_mut(vals))
-        {
-            let g = avx2::RunGeom {
-                w: win.w,
-                dilation: win.dilation,
-                c0: run.c0,
-                step: run.step,
-                taps: run.taps,
-            };
-            // SAFETY: `AVX2` is set only in code compiled for AVX2, which
-            // runs only on CPUs that have it; a plane's positions fit
-            // `i32` (checked just above).
-            unsafe { avx2::run_row(&g, p, rows, s, v, idx) };
-            return;
-        }
+    {
+        let g = avx2::RunGeom {
+            w: win.w,
+            dilation: win.dilation,
+            c0: run.c0,
+            step: run.step,
+            taps: run.taps,
+        };
+        // SAFETY: `AVX2` is set only in code compiled for AVX2, which
+        // runs only on CPUs that have it; a plane's positions fit
+        // `i32` (checked just above).
+        unsafe { avx2::run_row(&g, p, rows, s, v, idx) };
+        return;
     }
     let (w, [dr, d]) = (win.w, win.dilation);
     let contiguous = d == 1 && run.step == run.taps;

@@ -120,7 +120,9 @@ pub(super) unsafe fn run_row(
                 let v_num = _mm256_cmp_ps::<_CMP_ORD_Q>(v, v);
                 let t = _mm256_or_ps(gt, _mm256_and_ps(x_nan, v_num));
                 v = _mm256_blendv_ps(v, x, t);
-                i = blend_i32(i, pos, t);
+                // SAFETY: this function runs only where the CPU has AVX2
+                // (the caller's contract), which includes AVX.
+                i = unsafe { blend_i32(i, pos, t) };
             }
         }
         let (mut vo, mut io) = ([0.0f32; L], [0i32; L]);
