@@ -72,10 +72,9 @@ impl MpiCommunicator {
             if let Some(n) = std::env::var(var)
                 .ok()
                 .and_then(|v| v.parse::<usize>().ok())
+                && n != size
             {
-                if n != size {
-                    return Err(mismatch(var, n, size));
-                }
+                return Err(mismatch(var, n, size));
             }
         }
         Ok(MpiCommunicator {
