@@ -9,9 +9,13 @@
 //! every call (which the C allocator maps and faults in again; see
 //! `cpu::memory`), and with several threads each part packs the shared
 //! operand again. Here the packed panels come from forge's buffer pool
-//! (reused from one call to the next: no page faults after warm-up), `b`
-//! is packed once per `KC` block in parallel panels, and the threads then
-//! share it, each packing only its own rows of `a`.
+//! (reused from one call to the next: no page faults after warm-up), and
+//! the threads share one packed `b`, each packing only its own rows of `a`.
+//! A parallel call makes two hand-offs whatever `k`: every `KC` block of
+//! `b` packed in parallel panels, then every chunk running all the blocks
+//! in increasing `k` (a 128 x 784 x 512 product used to make eight, two per
+//! block). A serial call packs and multiplies one block at a time, the
+//! block staying in cache while every chunk passes.
 //!
 //! # Bit-identical for every thread count
 //! Each output element is `beta c + (sum over k-block 0) + (block 1) + ...`

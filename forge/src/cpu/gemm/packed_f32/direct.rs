@@ -206,77 +206,106 @@ pub(super) unsafe fn gemm_core_isa(
     };
     let chunk_panels = panels.div_ceil(col_chunks);
     let col_chunks = panels.div_ceil(chunk_panels);
-    // From the pool, sized for a whole `KC` block whatever `k`, so that
-    // products of one width reuse one size class.
-    let mut packed_b = Storage::<f32>::with_capacity(panels * NR * KC);
-    let pb = Shared(packed_b.spare_capacity_mut().as_mut_ptr().cast());
-    let mut k0 = 0;
-    while k0 < k {
-        let kc = KC.min(k - k0);
-        // Pack rows k0..k0 + kc of b: panel j is `kc x NR` at j * kc * NR.
-        // Packed by the threads that multiply next whenever the product is
-        // parallel: the pool is woken for the chunks anyway, and a packing
-        // left to the caller alone is serial time (a 256^3 product's).
-        let pack_cost = if parallel { PARALLEL_MIN_NS } else { 0 };
-        parallel_for_cost(panels, pack_cost, |j| {
-            let p = pb;
-            // SAFETY: panel `j` owns `kc * NR` elements at `j * kc * NR`,
-            // inside the `panels * NR * KC` capacity.
-            let dst = unsafe { std::slice::from_raw_parts_mut(p.0.add(j * kc * NR), kc * NR) };
-            pack_b(k0, kc, j * NR, dst);
-        });
+    // One chunk's product for the `k` block at `k0` (`kc` long) of `b`
+    // packed at `pb` (panel `j` is `kc x NR` at `j * kc * NR`).
+    let run_block = |chunk: usize, k0: usize, kc: usize, pb: Shared| {
         let first = k0 == 0;
-        let run = |chunk: usize| {
-            let (rc, cc) = (chunk / col_chunks, chunk % col_chunks);
-            let t0 = rc * chunk_tiles;
-            let t1 = (t0 + chunk_tiles).min(row_tiles);
-            let j0 = cc * chunk_panels;
-            let j1 = (j0 + chunk_panels).min(panels);
-            let multiply = |pa: &[f32]| {
-                let p = pb;
-                for j in j0..j1 {
-                    // SAFETY: panel `j` was fully written by the packing loop,
-                    // which returned before this one started.
-                    let bp = unsafe { std::slice::from_raw_parts(p.0.add(j * kc * NR), kc * NR) };
-                    let cols = NR.min(n - j * NR);
-                    for part in 0..isa.parts() {
-                        for t in t0..t1 {
-                            let rows = MR.min(m - t * MR);
-                            let ap = &pa[(t - t0) * MR * kc..(t - t0 + 1) * MR * kc];
-                            let halves = [out.at(t * MR, j * NR), out.at(t * MR, j * NR + 16)];
-                            // SAFETY: the tile `rows x cols` at (t * MR,
-                            // j * NR) lies inside the output (the caller's
-                            // contract), each half's columns contiguous
-                            // (segments of whole vectors), and belongs to
-                            // this chunk alone.
-                            unsafe {
-                                tile::<MR>(
-                                    isa, part, kc, ap, bp, halves, out.ldc, rows, cols, first, beta,
-                                )
-                            };
-                        }
+        let (rc, cc) = (chunk / col_chunks, chunk % col_chunks);
+        let t0 = rc * chunk_tiles;
+        let t1 = (t0 + chunk_tiles).min(row_tiles);
+        let j0 = cc * chunk_panels;
+        let j1 = (j0 + chunk_panels).min(panels);
+        let multiply = |pa: &[f32]| {
+            let p = pb;
+            for j in j0..j1 {
+                // SAFETY: panel `j` of this block was fully written by the
+                // packing, which returned before any multiplying started.
+                let bp = unsafe { std::slice::from_raw_parts(p.0.add(j * kc * NR), kc * NR) };
+                let cols = NR.min(n - j * NR);
+                for part in 0..isa.parts() {
+                    for t in t0..t1 {
+                        let rows = MR.min(m - t * MR);
+                        let ap = &pa[(t - t0) * MR * kc..(t - t0 + 1) * MR * kc];
+                        let halves = [out.at(t * MR, j * NR), out.at(t * MR, j * NR + 16)];
+                        // SAFETY: the tile `rows x cols` at (t * MR,
+                        // j * NR) lies inside the output (the caller's
+                        // contract), each half's columns contiguous
+                        // (segments of whole vectors), and belongs to
+                        // this chunk alone.
+                        unsafe {
+                            tile::<MR>(
+                                isa, part, kc, ap, bp, halves, out.ldc, rows, cols, first, beta,
+                            )
+                        };
                     }
                 }
-            };
-            match a {
-                ASrc::Packed(p) => multiply(p.tiles(k0, kc, t0, t1)),
-                ASrc::Mat(a) => PACKED_A.with(|buf| {
-                    let mut buf = buf.borrow_mut();
-                    let len = (t1 - t0) * MR * kc;
-                    if buf.len() < len {
-                        buf.resize(MAX_CHUNK_TILES * MR * KC, 0.0);
-                    }
-                    let pa = &mut buf[..len];
-                    pack_a::<MR>(isa, a, t0 * MR, ((t1 * MR).min(m)) - t0 * MR, k0, kc, pa);
-                    multiply(pa);
-                }),
             }
         };
-        if parallel {
-            parallel_for(row_chunks * col_chunks, run);
-        } else {
-            (0..row_chunks * col_chunks).for_each(run);
+        match a {
+            ASrc::Packed(p) => multiply(p.tiles(k0, kc, t0, t1)),
+            ASrc::Mat(a) => PACKED_A.with(|buf| {
+                let mut buf = buf.borrow_mut();
+                let len = (t1 - t0) * MR * kc;
+                if buf.len() < len {
+                    buf.resize(MAX_CHUNK_TILES * MR * KC, 0.0);
+                }
+                let pa = &mut buf[..len];
+                pack_a::<MR>(isa, a, t0 * MR, ((t1 * MR).min(m)) - t0 * MR, k0, kc, pa);
+                multiply(pa);
+            }),
         }
-        k0 += kc;
+    };
+    let chunks = row_chunks * col_chunks;
+    let blocks = k.div_ceil(KC);
+    if !parallel {
+        // Serial: one `KC` block of `b` packed at a time (it stays in
+        // cache while every chunk multiplies it), in a buffer from the pool
+        // sized for a whole block whatever `k`, so that products of one
+        // width reuse one size class.
+        let mut packed_b = Storage::<f32>::with_capacity(panels * NR * KC);
+        let pb = Shared(packed_b.spare_capacity_mut().as_mut_ptr().cast());
+        for kb in 0..blocks {
+            let (k0, kc) = (kb * KC, KC.min(k - kb * KC));
+            for j in 0..panels {
+                // SAFETY: panel `j` owns `kc * NR` elements at
+                // `j * kc * NR`, inside the `panels * NR * KC` capacity.
+                let dst = unsafe { std::slice::from_raw_parts_mut(pb.0.add(j * kc * NR), kc * NR) };
+                pack_b(k0, kc, j * NR, dst);
+            }
+            (0..chunks).for_each(|chunk| run_block(chunk, k0, kc, pb));
+        }
+        return;
     }
+    // Parallel: two hand-offs per call whatever `k`. First every `k`
+    // block of `b` in parallel panels (block `kb` at `kb * panels * NR *
+    // KC`, its panel `j` `kc x NR` at `j * kc * NR` within), in a pooled
+    // buffer of whole blocks, so that calls of one shape reuse one size
+    // class; packed by the threads that multiply next: the pool is woken
+    // for the chunks anyway, and a packing left to the caller alone is
+    // serial time (a 256^3 product's).
+    let block = panels * NR * KC;
+    let mut packed_b = Storage::<f32>::with_capacity(blocks * block);
+    let pb = Shared(packed_b.spare_capacity_mut().as_mut_ptr().cast());
+    parallel_for_cost(blocks * panels, PARALLEL_MIN_NS, |i| {
+        let (kb, j) = (i / panels, i % panels);
+        let (k0, kc) = (kb * KC, KC.min(k - kb * KC));
+        let p = pb;
+        // SAFETY: panel `j` of block `kb` owns `kc * NR` elements at
+        // `kb * block + j * kc * NR`, inside the `blocks * block` capacity,
+        // written by this iteration only.
+        let dst =
+            unsafe { std::slice::from_raw_parts_mut(p.0.add(kb * block + j * kc * NR), kc * NR) };
+        pack_b(k0, kc, j * NR, dst);
+    });
+    // Then each chunk runs every block in increasing `k` (the same
+    // operations per element in the same order as the serial loop).
+    parallel_for(chunks, |chunk| {
+        let base = pb;
+        for kb in 0..blocks {
+            let (k0, kc) = (kb * KC, KC.min(k - kb * KC));
+            // SAFETY: block `kb` starts inside the `blocks * block` buffer.
+            let p = Shared(unsafe { base.0.add(kb * block) });
+            run_block(chunk, k0, kc, p);
+        }
+    });
 }
