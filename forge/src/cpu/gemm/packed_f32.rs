@@ -407,9 +407,10 @@ fn copy_rows_padded(
     }
 }
 
-/// [`pack_b_panel`] for `b` with contiguous columns (`b.rs == 1`): the
-/// 16 x 16 blocks of whole column groups go through [`transpose16`], the
-/// rest element by element.
+/// [`pack_b_panel`] for `b` with contiguous columns (`b.rs == 1`): a
+/// transpose, with AVX2 in 8 x 8 blocks straight from `b`'s columns, with
+/// AVX-512 the 16 x 16 blocks of whole column groups through
+/// [`transpose16`]; the rest element by element.
 fn pack_b_columns(
     isa: Isa,
     b: Mat<f32>,
@@ -420,6 +421,14 @@ fn pack_b_columns(
     dst: &mut [f32],
 ) {
     assert!(dst.len() >= kc * NR);
+    #[cfg(target_arch = "x86_64")]
+    if isa.0 == Kind::Avx2 {
+        // column `j0 + jj` of `b` as row `jj` of a transpose
+        // SAFETY: an `Isa` of kind AVX2 exists only for a CPU that has it;
+        // the function checks the extents itself.
+        unsafe { avx2::pack_a_rows::<NR>(b.data, k0 + j0 * b.cs, b.cs, cols, kc, dst) };
+        return;
+    }
     let whole = kc - kc % 16;
     for g in (0..NR).step_by(16) {
         let group = cols.saturating_sub(g).min(16);
@@ -462,45 +471,10 @@ fn pack_a<const R: usize>(
     kc: usize,
     dst: &mut [f32],
 ) {
-    let whole = kc - kc % 16;
     for (t, tile) in dst.chunks_exact_mut(R * kc).enumerate() {
         let r = R.min(rows.saturating_sub(t * R));
         if a.cs == 1 {
-            // rows of a contiguous: a transpose, 16 columns of `k` at a
-            // time through [`transpose16`] (the rows past `r` and the
-            // lanes past `R` are not written), the rest element by element
-            let zero = [0f32; 16];
-            for p0 in (0..whole).step_by(16) {
-                let src: [&[f32]; 16] = std::array::from_fn(|i| {
-                    let at = (i0 + t * R + i) * a.rs + k0 + p0;
-                    if i < r {
-                        &a.data[at..at + 16]
-                    } else {
-                        &zero[..]
-                    }
-                });
-                // SAFETY: every source row holds 16 floats; the masked
-                // stores write `R` floats at rows `p0..p0 + 16` (row
-                // stride `R`) of the `R * kc` tile.
-                unsafe {
-                    transpose16(
-                        isa,
-                        &src,
-                        tile.as_mut_ptr().add(p0 * R),
-                        R,
-                        ((1u32 << R) - 1) as u16,
-                    )
-                };
-            }
-            for p in whole..kc {
-                for i in 0..R {
-                    tile[p * R + i] = if i < r {
-                        a.data[(i0 + t * R + i) * a.rs + k0 + p]
-                    } else {
-                        0.0
-                    };
-                }
-            }
+            pack_a_rows::<R>(isa, a, i0 + t * R, r, k0, kc, tile);
         } else if a.rs == 1 {
             // columns of a contiguous (`g^T x`): `r` floats per column
             // (columns `k0..k0 + kc` of `a` hold `r` floats from row
@@ -519,9 +493,67 @@ fn pack_a<const R: usize>(
     }
 }
 
+/// Tile rows `i0..i0 + r` of `a` with contiguous rows (`a.cs == 1`),
+/// columns `k0..k0 + kc`, packed as `kc` columns of `R` (zero past `r`):
+/// a transpose, with AVX2 in 8 x 8 blocks straight from `a`'s rows, with
+/// AVX-512 16 columns of `k` at a time through [`transpose16`]; the rest
+/// element by element.
+#[allow(clippy::too_many_arguments)]
+fn pack_a_rows<const R: usize>(
+    isa: Isa,
+    a: Mat<f32>,
+    i0: usize,
+    r: usize,
+    k0: usize,
+    kc: usize,
+    tile: &mut [f32],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if isa.0 == Kind::Avx2 {
+        // SAFETY: an `Isa` of kind AVX2 exists only for a CPU that has it;
+        // the function checks the extents itself.
+        unsafe { avx2::pack_a_rows::<R>(a.data, i0 * a.rs + k0, a.rs, r, kc, tile) };
+        return;
+    }
+    let whole = kc - kc % 16;
+    let zero = [0f32; 16];
+    for p0 in (0..whole).step_by(16) {
+        let src: [&[f32]; 16] = std::array::from_fn(|i| {
+            let at = (i0 + i) * a.rs + k0 + p0;
+            if i < r {
+                &a.data[at..at + 16]
+            } else {
+                &zero[..]
+            }
+        });
+        // SAFETY: every source row holds 16 floats; the masked stores
+        // write `R` floats at rows `p0..p0 + 16` (row stride `R`) of the
+        // `R * kc` tile.
+        unsafe {
+            transpose16(
+                isa,
+                &src,
+                tile.as_mut_ptr().add(p0 * R),
+                R,
+                ((1u32 << R) - 1) as u16,
+            )
+        };
+    }
+    for p in whole..kc {
+        for i in 0..R {
+            tile[p * R + i] = if i < r {
+                a.data[(i0 + i) * a.rs + k0 + p]
+            } else {
+                0.0
+            };
+        }
+    }
+}
+
 /// Writes the transpose of the 16 x 16 block whose row `r` is `src[r]`:
 /// row `q` of the output (`src[0][q], ..., src[15][q]`, the lanes chosen by
-/// `mask`) at `dst + q * ld`. Pure data movement.
+/// `mask`) at `dst + q * ld`, with AVX-512 (the AVX2 packing transposes
+/// 8 x 8 blocks in `avx2::pack_a_rows`). Pure data movement.
 ///
 /// # Safety
 /// Every `src[r]` holds 16 floats; for `q < 16`, the masked lanes of
@@ -532,11 +564,8 @@ unsafe fn transpose16(isa: Isa, src: &[&[f32]; 16], dst: *mut f32, ld: usize, ma
         // only where it does); the rest is the caller's contract.
         #[cfg(target_arch = "x86_64")]
         Kind::Avx512 => unsafe { avx512::transpose16(src, dst, ld, mask) },
-        // SAFETY: as above.
-        #[cfg(target_arch = "x86_64")]
-        Kind::Avx2 => unsafe { avx2::transpose16(src, dst, ld, mask) },
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => unreachable!("packed_f32 needs x86-64"),
+        // AVX2 packs through `avx2::pack_a_rows` instead (8 x 8 blocks)
+        _ => unreachable!("transpose16: AVX-512 only"),
     }
 }
 

@@ -2,7 +2,7 @@
 //! without AVX-512: the same 12 x 32 tile from the same packed panels, in
 //! passes of 6 x 16 (12 accumulators of 8 lanes, two loads of `b` and six
 //! broadcasts of `a` per `k` step; 4 x 16 for the 8-row short tiles), and
-//! the packing's masked row copies and transposes in 8-lane vectors.
+//! the packing's row copies and transposes in 8-lane vectors.
 //!
 //! Each output element is accumulated from zero over its `k` block in
 //! increasing `k` with fused multiply-adds, then combined with `c` exactly
@@ -11,36 +11,64 @@
 use super::NR;
 use std::arch::x86_64::*;
 
-/// The first `n` lanes of an 8-lane mask (all bits set), the others clear,
-/// for `maskload` / `maskstore`.
+/// The first `n <= 8` floats at `from` in the low lanes of a vector, zeros
+/// above, with plain loads: no `vmaskmovps`, which AMD's Zen cores run as
+/// microcode (the masked loads and stores were 18% of a GPT training step's
+/// samples there, 2026-12-02; Intel runs them at full speed, but these are
+/// as fast there).
 ///
 /// # Safety
-/// The CPU has AVX2.
+/// The CPU has AVX2; the first `n` floats at `from` are readable.
 #[inline]
 #[target_feature(enable = "avx2")]
-unsafe fn first_lanes(n: usize) -> __m256i {
-    _mm256_cmpgt_epi32(
-        _mm256_set1_epi32(n.min(8) as i32),
-        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-    )
+unsafe fn load_first(from: *const f32, n: usize) -> __m256 {
+    match n {
+        // SAFETY: 8 floats readable (the caller's contract).
+        8.. => unsafe { _mm256_loadu_ps(from) },
+        0 => _mm256_setzero_ps(),
+        // SAFETY: 4 floats readable.
+        4 => unsafe { _mm256_set_m128(_mm_setzero_ps(), _mm_loadu_ps(from)) },
+        _ => {
+            let mut lanes = [0f32; 8];
+            // SAFETY: `n < 8` floats readable into an 8-float array.
+            unsafe {
+                std::ptr::copy_nonoverlapping(from, lanes.as_mut_ptr(), n);
+                _mm256_loadu_ps(lanes.as_ptr())
+            }
+        }
+    }
 }
 
-/// The lanes of an 8-lane mask whose bits are set in `bits` (lane `l` for
-/// bit `l`).
+/// Writes the low `n <= 8` lanes of `v` at `to` with plain stores (see
+/// [`load_first`]).
 ///
 /// # Safety
-/// The CPU has AVX2.
+/// The CPU has AVX2; the first `n` floats at `to` are writable.
 #[inline]
 #[target_feature(enable = "avx2")]
-unsafe fn lanes_of(bits: u8) -> __m256i {
-    let lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
-    let set = _mm256_and_si256(_mm256_set1_epi32(i32::from(bits)), lane_bit);
-    _mm256_cmpeq_epi32(set, lane_bit)
+unsafe fn store_first(to: *mut f32, v: __m256, n: usize) {
+    match n {
+        // SAFETY: 8 floats writable (the caller's contract).
+        8.. => unsafe { _mm256_storeu_ps(to, v) },
+        0 => {}
+        // SAFETY: 4 floats writable.
+        4 => unsafe { _mm_storeu_ps(to, _mm256_castps256_ps128(v)) },
+        _ => {
+            let mut lanes = [0f32; 8];
+            // SAFETY: an 8-float array written whole, then `n < 8` floats
+            // of it copied to the writable floats at `to`.
+            unsafe {
+                _mm256_storeu_ps(lanes.as_mut_ptr(), v);
+                std::ptr::copy_nonoverlapping(lanes.as_ptr(), to, n);
+            }
+        }
+    }
 }
 
 /// Row `p < rows` of `dst` (`width <= 32` floats at `p * width`) = the
 /// `len <= width` floats at `src[base + p * stride..]`, then zeros: up to
-/// four 8-lane (masked where partial) loads and stores per row.
+/// four 8-lane loads and stores per row ([`load_first`], [`store_first`]
+/// where partial).
 ///
 /// # Safety
 /// The CPU has AVX2.
@@ -59,36 +87,182 @@ pub(super) unsafe fn copy_rows_padded(
 ) {
     assert!(len <= width && width <= 32 && dst.len() >= rows * width);
     assert!(rows == 0 || len == 0 || base + (rows - 1) * stride + len <= src.len());
+    // SAFETY: the extents are asserted above; the CPU has AVX2.
+    unsafe {
+        match (width, len == width) {
+            // the packing's widths, whole rows: straight-line copies
+            (12, true) => copy_whole_rows::<12>(src, base, stride, dst, rows),
+            (8, true) => copy_whole_rows::<8>(src, base, stride, dst, rows),
+            (32, true) => copy_whole_rows::<32>(src, base, stride, dst, rows),
+            _ => copy_part_rows(src, base, stride, len, dst, width, rows),
+        }
+    }
+}
+
+/// [`copy_rows_padded`] for rows of `W` floats (a multiple of 4), all of
+/// them copied: `W / 8` vectors and a 4-float half per row.
+///
+/// # Safety
+/// The CPU has AVX2; `base + (rows - 1) * stride + W <= src.len()` and
+/// `rows * W <= dst.len()` when `rows > 0`.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn copy_whole_rows<const W: usize>(
+    src: &[f32],
+    base: usize,
+    stride: usize,
+    dst: &mut [f32],
+    rows: usize,
+) {
+    const { assert!(W.is_multiple_of(4) && W <= 32) };
+    let (s, d) = (src.as_ptr().wrapping_add(base), dst.as_mut_ptr());
+    for p in 0..rows {
+        let (from, to) = (s.wrapping_add(p * stride), d.wrapping_add(p * W));
+        // SAFETY: row `p` of the source holds `W` floats and row `p` of
+        // `dst` has room for them (the caller's contract).
+        unsafe {
+            for h in 0..W / 8 {
+                _mm256_storeu_ps(to.add(8 * h), _mm256_loadu_ps(from.add(8 * h)));
+            }
+            if W % 8 == 4 {
+                _mm_storeu_ps(to.add(W - 4), _mm_loadu_ps(from.add(W - 4)));
+            }
+        }
+    }
+}
+
+/// [`copy_rows_padded`] for any `len <= width <= 32`, 8 lanes at a time
+/// ([`load_first`] and [`store_first`] for the partial ones).
+///
+/// # Safety
+/// As [`copy_whole_rows`] with `len` floats read per row and `width`
+/// written.
+#[target_feature(enable = "avx2")]
+unsafe fn copy_part_rows(
+    src: &[f32],
+    base: usize,
+    stride: usize,
+    len: usize,
+    dst: &mut [f32],
+    width: usize,
+    rows: usize,
+) {
     for p in 0..rows {
         for h in (0..width).step_by(8) {
             let n_in = len.saturating_sub(h).min(8);
             let n_out = (width - h).min(8);
             let from = src.as_ptr().wrapping_add(base + p * stride + h);
-            let v = if n_in == 8 {
-                // SAFETY: the 8 floats from `base + p * stride + h` are
-                // inside `src` (asserted).
-                unsafe { _mm256_loadu_ps(from) }
-            } else if n_in == 0 {
-                _mm256_setzero_ps()
-            } else {
-                // SAFETY: the first `n_in` floats from `base + p * stride
-                // + h` are inside `src` (asserted); the other lanes are
-                // masked off and not read.
-                unsafe { _mm256_maskload_ps(from, first_lanes(n_in)) }
-            };
-            // SAFETY: `n_out = min(8, width - h)` floats at `p * width +
-            // h` are inside row `p` of `dst` (asserted); the masked-off
-            // lanes are not written.
+            // SAFETY: the `n_in` floats from `base + p * stride + h` are
+            // inside `src`, and the `n_out = min(8, width - h)` floats at
+            // `p * width + h` inside row `p` of `dst` (the caller's
+            // contract).
             unsafe {
-                let to = dst.as_mut_ptr().add(p * width + h);
-                if n_out == 8 {
-                    _mm256_storeu_ps(to, v);
-                } else {
-                    _mm256_maskstore_ps(to, first_lanes(n_out), v);
-                }
+                let v = load_first(from, n_in);
+                store_first(dst.as_mut_ptr().add(p * width + h), v, n_out);
             }
         }
     }
+}
+
+/// Packs rows `0..rows` of the row-major block at `src[base..]` (rows
+/// `rs` apart, `kc` floats each) as `kc` columns of `R` (`dst[p R + i]` =
+/// row `i`, float `p`; zero for `i >= rows`): the left operand's tile for
+/// `a` with contiguous rows, and the right operand's panel for `b` with
+/// contiguous columns (`R = NR`, a column of `b` as a "row"), in 8 x 8
+/// transposes (a 4 x 8 one for the last four rows of a 12-row tile) loaded
+/// and stored straight from the operands. Pure data movement.
+///
+/// # Safety
+/// The CPU has AVX2.
+///
+/// # Panics
+/// When `R` is not a multiple of 4 in `4..=32`, `rows > R`, `dst` holds
+/// fewer than `R * kc` floats, or `src` fewer than `base + (rows - 1) * rs
+/// + kc`.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn pack_a_rows<const R: usize>(
+    src: &[f32],
+    base: usize,
+    rs: usize,
+    rows: usize,
+    kc: usize,
+    dst: &mut [f32],
+) {
+    assert!(R.is_multiple_of(4) && (4..=32).contains(&R) && rows <= R && dst.len() >= R * kc);
+    assert!(rows == 0 || kc == 0 || base + (rows - 1) * rs + kc <= src.len());
+    let whole = kc - kc % 8;
+    let (s, d) = (src.as_ptr().wrapping_add(base), dst.as_mut_ptr());
+    // SAFETY (for every load and store below): a load reads floats
+    // `p0..p0 + 8 <= kc` of a row `i < rows` of the source, and a store
+    // writes lanes `g..g + 8 <= R` (or 4) of column `p < kc` of `dst`,
+    // inside the extents asserted above.
+    for p0 in (0..whole).step_by(8) {
+        let row = |i: usize| s.wrapping_add(i * rs + p0);
+        for g in (0..R - R % 8).step_by(8) {
+            let mut r = [_mm256_setzero_ps(); 8];
+            for (i, v) in r.iter_mut().enumerate().take(rows.saturating_sub(g).min(8)) {
+                *v = unsafe { _mm256_loadu_ps(row(g + i)) };
+            }
+            // SAFETY: the CPU has AVX2.
+            let cols = unsafe { transpose8(r) };
+            for (q, &v) in cols.iter().enumerate() {
+                unsafe { _mm256_storeu_ps(d.add((p0 + q) * R + g), v) };
+            }
+        }
+        if R % 8 == 4 {
+            let g = R - 4;
+            let mut r = [_mm256_setzero_ps(); 4];
+            for (i, v) in r.iter_mut().enumerate().take(rows.saturating_sub(g)) {
+                *v = unsafe { _mm256_loadu_ps(row(g + i)) };
+            }
+            // SAFETY: the CPU has AVX2.
+            let cols = unsafe { transpose4x8(r) };
+            for (q, &v) in cols.iter().enumerate() {
+                unsafe { _mm_storeu_ps(d.add((p0 + q) * R + g), v) };
+            }
+        }
+    }
+    for p in whole..kc {
+        for i in 0..R {
+            dst[p * R + i] = if i < rows {
+                src[base + i * rs + p]
+            } else {
+                0.0
+            };
+        }
+    }
+}
+
+/// The transpose of the 4 x 8 block whose row `i` is `r[i]`: output `q`
+/// holds lane `q` of each row.
+///
+/// # Safety
+/// The CPU has AVX2.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn transpose4x8(r: [__m256; 4]) -> [__m128; 8] {
+    // t0 = r0[0] r1[0] r0[1] r1[1] | r0[4] r1[4] r0[5] r1[5], and so on
+    let t0 = _mm256_unpacklo_ps(r[0], r[1]);
+    let t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    let t2 = _mm256_unpacklo_ps(r[2], r[3]);
+    let t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    // u[c], half h: the four rows' lane c + 4 h
+    let u = [
+        _mm256_shuffle_ps::<0x44>(t0, t2),
+        _mm256_shuffle_ps::<0xee>(t0, t2),
+        _mm256_shuffle_ps::<0x44>(t1, t3),
+        _mm256_shuffle_ps::<0xee>(t1, t3),
+    ];
+    [
+        _mm256_castps256_ps128(u[0]),
+        _mm256_castps256_ps128(u[1]),
+        _mm256_castps256_ps128(u[2]),
+        _mm256_castps256_ps128(u[3]),
+        _mm256_extractf128_ps::<1>(u[0]),
+        _mm256_extractf128_ps::<1>(u[1]),
+        _mm256_extractf128_ps::<1>(u[2]),
+        _mm256_extractf128_ps::<1>(u[3]),
+    ]
 }
 
 /// The transpose of the 8 x 8 block whose row `i` is `r[i]`: lane `i` of
@@ -122,50 +296,6 @@ unsafe fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
         out[c + 4] = _mm256_permute2f128_ps::<0x31>(u[c], u[4 + c]);
     }
     out
-}
-
-/// Writes the transpose of the 16 x 16 block whose row `r` is `src[r]`:
-/// row `q` of the output (`src[0][q], ..., src[15][q]`, the lanes chosen by
-/// `mask`) at `dst + q * ld`, as four 8 x 8 transposes (those whose lanes
-/// are all masked off are skipped). Pure data movement.
-///
-/// # Safety
-/// The CPU has AVX2; every `src[r]` holds 16 floats; for `q < 16`, the
-/// masked lanes of `dst + q * ld .. + 16` are writable.
-#[target_feature(enable = "avx2")]
-pub(super) unsafe fn transpose16(src: &[&[f32]; 16], dst: *mut f32, ld: usize, mask: u16) {
-    for rb in [0, 8] {
-        let bits = (mask >> rb) as u8;
-        if bits == 0 {
-            continue;
-        }
-        // SAFETY: the CPU has AVX2.
-        let lanes = unsafe { lanes_of(bits) };
-        for kb in [0, 8] {
-            let mut r = [_mm256_setzero_ps(); 8];
-            for (i, v) in r.iter_mut().enumerate() {
-                let row = src[rb + i];
-                assert!(row.len() >= 16);
-                // SAFETY: floats `kb..kb + 8` of a 16-float row (asserted).
-                *v = unsafe { _mm256_loadu_ps(row.as_ptr().add(kb)) };
-            }
-            // SAFETY: the CPU has AVX2.
-            let cols = unsafe { transpose8(r) };
-            for (q, &v) in cols.iter().enumerate() {
-                // SAFETY: the caller guarantees the masked lanes of row
-                // `kb + q` are writable; lanes `rb..rb + 8` of it are
-                // written only where `mask` has their bit.
-                unsafe {
-                    let to = dst.wrapping_add((kb + q) * ld + rb);
-                    if bits == 0xff {
-                        _mm256_storeu_ps(to, v);
-                    } else {
-                        _mm256_maskstore_ps(to, lanes, v);
-                    }
-                }
-            }
-        }
-    }
 }
 
 /// Columns `16 h..16 h + 16` of one `rows x cols` tile of `c` from an
