@@ -478,7 +478,7 @@ pub fn conv2d_backward_weight<E: Float>(g: &ConvGeom, x: &[E], y_grad: &[E]) -> 
         return super::conv_small::backward_weight(g, x, y_grad);
     }
     if g.groups == 1 {
-        if let Some(classes) = g.tap_plan() {
+        if let Some(classes) = g.weight_grad_plan() {
             return taps::backward_weight_classes(g, &classes, x, y_grad, COLS_BUDGET);
         }
         return backward_weight_batched(g, x, y_grad, COLS_BUDGET);

@@ -21,7 +21,9 @@
 //! ([`ConvGeom::tap_plan`]), and every kernel here sums in a fixed order,
 //! so results do not depend on the thread count.
 
-use super::{build, build_chunks, chunks, for_each_chunk_mut, for_each_row_mut, refill, ConvGeom};
+use super::{
+    build, build_chunks, chunks, fill_init, for_each_chunk_mut, for_each_row_mut, refill, ConvGeom,
+};
 use crate::base::Float;
 use crate::cpu::gemm::prepared::PreparedA;
 use crate::cpu::gemm::{gemm, Mat};
@@ -165,6 +167,22 @@ impl ConvGeom {
         } else {
             None
         }
+    }
+
+    /// The tap classes the weight gradient runs over: [`tap_plan`]'s when
+    /// it is a single class (taps that never meet the image left out, as
+    /// on 1x1 planes), else `None`, the dense path. A split plan's weight
+    /// gradient is one product per class and tap, each of inner length
+    /// `n` times the class's positions (16 for 2x2 planes at batch 16)
+    /// and each writing a whole `[o, c]` block; the dense path's single
+    /// product over all taps (inner length `n oh ow`, 2.25x the
+    /// multiply-adds there) took 2.8 ms against 3.8 ms for a 256-channel
+    /// 3x3 layer on 2x2 planes at batch 16 (1 thread, CPU time, AVX2).
+    /// Depends on the shape only.
+    ///
+    /// [`tap_plan`]: Self::tap_plan
+    pub(super) fn weight_grad_plan(&self) -> Option<Vec<TapClass>> {
+        self.tap_plan().filter(|classes| classes.len() == 1)
     }
 
     /// The in-plane offset `y * w + x` that tap `cls.taps[ti]` reads at
@@ -577,7 +595,11 @@ fn class_weight_grad<E: Float>(
 /// The weight gradient (groups = 1) over tap classes: each class's
 /// ([`class_weight_grad`]; classes in parallel when there are several),
 /// then added into the full `[o, c, kh, kw]` gradient in class order (taps
-/// that meet no image keep a zero gradient).
+/// that meet no image keep a zero gradient). The full gradient is written
+/// in one parallel pass, one output channel's row per task (zeroed in
+/// cache, then the classes added): on a 1x1 plane only one tap in nine is
+/// used, and a serial zero-fill of the whole buffer before the adds (9.4 MB
+/// for a 512-channel 3x3 layer) was 2-3% of a ResNet-18 training step.
 pub(super) fn backward_weight_classes<E: Float>(
     g: &ConvGeom,
     classes: &[TapClass],
@@ -589,8 +611,8 @@ pub(super) fn backward_weight_classes<E: Float>(
     let parts = par_map(classes.len(), plan_cost(g, classes), |i| {
         class_weight_grad(g, &classes[i], x, y_grad, budget)
     });
-    let mut gw = Storage::filled(o * c * taps, E::zero());
-    for_each_chunk_mut(&mut gw, c * taps, |oc, row| {
+    build_chunks(o * c * taps, c * taps, |oc, row| {
+        let row = fill_init(row, E::zero());
         for (cls, part) in classes.iter().zip(&parts) {
             for (ci, dst) in row.chunks_mut(taps).enumerate() {
                 for (ti, &t) in cls.taps.iter().enumerate() {
@@ -598,8 +620,7 @@ pub(super) fn backward_weight_classes<E: Float>(
                 }
             }
         }
-    });
-    gw
+    })
 }
 
 #[cfg(test)]

@@ -69,6 +69,21 @@ fn plan_follows_the_plane_size() {
     );
 }
 
+/// The weight gradient takes the classes only for single-class plans (1x1
+/// planes, or the stride-2 step from 2x2 to 1x1): a split plan (2x2
+/// planes, stride 1) takes the dense path.
+#[test]
+fn weight_gradient_takes_single_class_plans_only() {
+    let k3 = |hw: usize, s: usize| geom([16, 8, hw, hw], [8, 8, 3, 3], [s, s], [1, 1], [1, 1]);
+    for (g, single) in [(k3(1, 1), true), (k3(2, 2), true), (k3(2, 1), false)] {
+        let plan = g.tap_plan().expect("a tap plan");
+        assert_eq!(plan.len() == 1, single, "{g:?}");
+        let want = single.then_some(plan);
+        assert_eq!(g.weight_grad_plan(), want, "{g:?}");
+    }
+    assert_eq!(k3(4, 1).weight_grad_plan(), None);
+}
+
 /// Forward, input gradient (with and without bias) and weight gradient
 /// over forced class splits (grouped, union) and the chosen plan, whole
 /// batch and one image per chunk, equal the dense paths exactly.
