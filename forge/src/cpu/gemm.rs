@@ -42,12 +42,21 @@
 use super::threads::{num_threads, parallel_for, PARALLEL_MIN_NS};
 use crate::base::Float;
 
-/// Multiply-adds per nanosecond one thread does on the packed path (about
-/// 200 GFLOP/s, measured for 256-1024 on an AVX-512 benchmark machine; an
-/// AVX2 core does about a third of that), for the
-/// cost estimate that decides whether a product is worth splitting (see
-/// [`PARALLEL_MIN_NS`]).
-const MACS_PER_NS: usize = 100;
+/// Multiply-adds per nanosecond one thread sustains on `E`'s general path
+/// here, for the cost estimate that decides whether a product is worth
+/// splitting (see [`PARALLEL_MIN_NS`]): the packed f32 kernel's rate
+/// ([`packed_f32::macs_per_ns`]: about 100 with AVX-512, 40 with AVX2),
+/// half that for f64. An estimate above the real rate keeps products on
+/// one thread that two would finish sooner (with AVX-512's 100 on an AVX2
+/// core, a 64 x 128 x 384 product, 90 us of work, looked like 31 us).
+fn macs_per_ns<E: Float>() -> usize {
+    let rate = packed_f32::macs_per_ns();
+    if std::mem::size_of::<E>() > 4 {
+        rate / 2
+    } else {
+        rate
+    }
+}
 /// The widest `n` the narrow path takes; also its panel width (lanes).
 const LANES: usize = 16;
 /// Rows per part of the thin paths when they run in parallel.
@@ -156,7 +165,7 @@ pub fn gemm_batched<'a, E: Float>(
     let mn = m * n;
     assert!(c.len() >= count * mn, "gemm: output buffer too small");
     let threads = num_threads();
-    let one = m * n * k / MACS_PER_NS;
+    let one = m * n * k / macs_per_ns::<E>();
     if count <= 1 || threads <= 1 || one >= PARALLEL_MIN_NS || one * count < PARALLEL_MIN_NS {
         for (i, ci) in c.chunks_mut(mn.max(1)).take(count).enumerate() {
             gemm_threads(m, k, n, a_of(i), b_of(i), beta, ci, threads);
@@ -217,7 +226,7 @@ fn gemm_threads<E: Float>(
         }
         return;
     }
-    let parallel = threads > 1 && m * n * k / MACS_PER_NS >= PARALLEL_MIN_NS;
+    let parallel = threads > 1 && m * n * k / macs_per_ns::<E>() >= PARALLEL_MIN_NS;
     if m == 1 || n == 1 {
         // c (1 x n) = a_row b, or c (m x 1) = a b_col read as b_col^T a^T:
         // either way a vector `x` of length k times a k x len matrix `w`.

@@ -59,9 +59,17 @@ thread_local! {
     static PACKED_A: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Multiply-adds per nanosecond one thread sustains here (about 200
-/// GFLOP/s), for the parallel cost estimate.
-const MACS_PER_NS: usize = 100;
+/// Multiply-adds per nanosecond one thread sustains with this CPU's
+/// kernel, for the parallel cost estimate: about 100 with AVX-512 (200
+/// GFLOP/s, measured for 256-1024 on a Zen 4 core), 40 with AVX2 + FMA
+/// (80 GFLOP/s on a Zen 3 core, 2026-12-02); 40 also where neither runs
+/// (`matrixmultiply`'s AVX2 kernels are of that order).
+pub(super) fn macs_per_ns() -> usize {
+    match Isa::detect() {
+        Some(Isa(Kind::Avx512)) => 100,
+        _ => 40,
+    }
+}
 
 /// An instruction set the micro-kernel and the packing have versions for,
 /// that this CPU has: the field is private, so a value is made only by

@@ -9,7 +9,7 @@
 use super::super::super::memory::Storage;
 use super::super::super::threads::{parallel_for, parallel_for_cost, PARALLEL_MIN_NS};
 use super::super::Mat;
-use super::{isa, pack_a, tile, Isa, Shared, KC, MACS_PER_NS, MAX_CHUNK_TILES, MR, NR, PACKED_A};
+use super::{isa, macs_per_ns, pack_a, tile, Isa, Shared, KC, MAX_CHUNK_TILES, MR, NR, PACKED_A};
 
 /// Packs the `kc x NR` panel of a right operand at rows `k0..k0 + kc`,
 /// columns `j0..j0 + NR`: `(k0, kc, j0, panel)`.
@@ -185,7 +185,7 @@ pub(super) unsafe fn gemm_core_isa(
         assert!(p.m == m && p.k == k, "packed_f32: packed operand shape");
     }
     let panels = n.div_ceil(NR);
-    let cost = m * n * k / MACS_PER_NS;
+    let cost = m * n * k / macs_per_ns();
     let parallel = threads > 1 && cost >= PARALLEL_MIN_NS;
     // Row chunks of whole tiles; with several threads about four chunks
     // per thread (chunks are claimed one at a time, so the threads even
