@@ -27,9 +27,7 @@
 //! copies are identical, and refuses it when they differ.
 
 use crate::error::{ForgeError, Result};
-use crate::nn::functional::{
-    cross_entropy_with, scaled_dot_product_attention, CrossEntropyOptions,
-};
+use crate::nn::functional::{cross_entropy_with, qkv_attention, CrossEntropyOptions};
 use crate::nn::record_output;
 use crate::nn::{
     Embedding, Forward, Layer, LayerNorm, Linear, TensorVisitor, TensorVisitorMut, Visit,
@@ -153,18 +151,7 @@ impl<E: Float> Forward<Tensor<E>> for CausalSelfAttention<E> {
             "CausalSelfAttention(n_embd {c}): expected input [B, T, {c}], got {:?}",
             x.shape()
         );
-        let (b, t) = (x.shape()[0] as isize, x.shape()[1] as isize);
-        let (nh, hd) = (self.n_head as isize, (c / self.n_head) as isize);
-        let qkv = self.c_attn.forward(x).split(c, -1);
-        let heads = |z: &Tensor<E>| z.reshape(&[b, t, nh, hd]).permute(&[0, 2, 1, 3]);
-        let y = scaled_dot_product_attention(
-            &heads(&qkv[0]),
-            &heads(&qkv[1]),
-            &heads(&qkv[2]),
-            None,
-            true,
-        );
-        let y = y.permute(&[0, 2, 1, 3]).reshape(&[b, t, c as isize]);
+        let y = qkv_attention(&self.c_attn.forward(x), self.n_head, true);
         record_output(self, self.c_proj.forward(y))
     }
 }

@@ -16,6 +16,7 @@
 //! ```
 
 pub use crate::ops::attention::scaled_dot_product_attention;
+pub use crate::ops::attention_qkv::qkv_attention;
 pub use crate::ops::dropout::dropout;
 pub use crate::ops::embedding::embedding;
 pub use crate::ops::loss::{

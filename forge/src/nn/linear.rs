@@ -151,17 +151,7 @@ impl<E: Float> Forward<Tensor<E>> for Linear<E> {
             self.out_features(),
             x.shape()
         );
-        let y = if x.rank() == 1 {
-            x.view(&[1, fan_in])
-                .matmul_t(&self.weight)
-                .view(&[self.out_features()])
-        } else {
-            x.matmul_t(&self.weight)
-        };
-        let y = match &self.bias {
-            Some(b) => y + b,
-            None => y,
-        };
+        let y = x.linear(&self.weight, self.bias.as_ref());
         record_output(self, y)
     }
 }

@@ -1,9 +1,9 @@
 //! Matrix products: `matmul` with PyTorch's rules for 1-D, 2-D, batched and
 //! broadcast-batched operands, and `matmul_t` (`a @ b^T`, no copy of `b`).
 
-use super::softmax::zeroed_output;
 use crate::cpu::broadcast::broadcast_strides;
 use crate::cpu::gemm::{gemm_batched, Mat};
+use crate::cpu::memory::Storage;
 use crate::tensor::{broadcast_shapes, numel, Device, Float, Tensor};
 
 impl<E: Float, D: Device> Tensor<E, D> {
@@ -119,8 +119,8 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let nb = numel(&batch);
         let sa = broadcast_strides(ba, &batch);
         let sb = broadcast_strides(bb, &batch);
-        // a pooled buffer (every element is overwritten: beta is 0)
-        let mut out = zeroed_output::<E>(nb * m * n);
+        // a pooled buffer as it is: every element is overwritten (beta is 0)
+        let mut out = Storage::<E>::stale(nb * m * n);
         let (a_mat, b_mat) = (ar * ac, br * bc);
         // batch offsets (in whole matrices) of product `i`'s operands
         let offset = |i: usize, strides: &[usize]| {

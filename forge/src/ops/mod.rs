@@ -4,6 +4,7 @@
 //! file for the pattern to follow when adding an op.
 
 pub(crate) mod attention;
+pub(crate) mod attention_qkv;
 mod binary;
 mod compare;
 mod concat;
@@ -16,6 +17,7 @@ mod index;
 pub(crate) mod layer_norm;
 mod layout;
 mod layout_int;
+mod linear;
 pub(crate) mod loss;
 mod loss_class;
 pub(crate) mod loss_pointwise;

@@ -1,7 +1,7 @@
 //! The process-wide free lists, their counters, the ceiling and trim.
 
 use super::classes::{class_bytes, class_of, CLASSES, MAX_POOLED};
-use std::alloc::{alloc, dealloc, Layout};
+use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;
 use std::sync::Mutex;
 
@@ -162,8 +162,12 @@ pub(crate) fn take(bytes: usize, align: usize) -> Block {
         Some(Free(ptr)) => ptr,
         None => {
             let l = layout(class, align);
+            // Zeroed, so that every byte of a pooled block is initialised
+            // from the start and stays so (it is only ever overwritten with
+            // values): `Storage::stale` relies on it. Large blocks come as
+            // fresh zero pages, so this costs nothing there.
             // SAFETY: `l` has a non-zero size (every class is >= 64 bytes).
-            let raw = unsafe { alloc(l) };
+            let raw = unsafe { alloc_zeroed(l) };
             NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(l))
         }
     };

@@ -112,6 +112,32 @@ impl<T: Copy> Storage<T> {
         Self::filled(n, T::default())
     }
 
+    /// `n` elements with unspecified values (whatever the pooled buffer
+    /// last held, or zeros), for an output that a kernel overwrites whole
+    /// before anything reads it (a product with `beta = 0`): no zeroing
+    /// pass. `f32` and `f64` take the pooled buffer as it is, since every
+    /// bit pattern is one of their values; other types, and sizes the pool
+    /// does not serve, are zero-filled.
+    pub(crate) fn stale(n: usize) -> Self
+    where
+        T: Default + 'static,
+    {
+        use std::any::TypeId;
+        let mut s = Self::with_capacity(n);
+        let any_bits =
+            TypeId::of::<T>() == TypeId::of::<f32>() || TypeId::of::<T>() == TypeId::of::<f64>();
+        if s.block > 0 && any_bits {
+            // SAFETY: `n <= capacity()`; every byte of a pooled block is
+            // initialised (allocated zeroed by `take`, and since then only
+            // overwritten with values of element types, which have no
+            // padding), and every bit pattern is a valid `f32` / `f64`.
+            unsafe { s.vec.set_len(n) };
+        } else {
+            s.vec.resize(n, T::default());
+        }
+        s
+    }
+
     /// A pooled copy of `src`.
     ///
     /// ```

@@ -1,0 +1,293 @@
+//! Multi-head self-attention straight from a packed `qkv` projection
+//! (`[B, T, 3C]`, the GPT layout: queries, keys, values side by side, each
+//! `n_head` heads of `C / n_head`), as one op: each head's products read
+//! `q`, `k` and `v` in place through strides and write the output heads
+//! into `[B, T, C]` directly, so none of the composed form's copies is made
+//! (three splits and three head permutes of `qkv`, the scaled scores, the
+//! output permute; backward: the permutes again, three zero-filled `qkv`
+//! gradients and their sum).
+//!
+//! Math, per batch entry and head, with `d = C / n_head` and `s = 1/sqrt(d)`:
+//! `S = (Q K^T) s`, `P = softmax(S)` over keys (`j <= i` only when causal,
+//! the rest 0), `O = P V`. Backward from `G = dO`: `dV = P^T G`,
+//! `dP = G V^T`, `dS = (P * (dP - rowsum(dP * P))) s`, `dQ = dS K`,
+//! `dK = dS^T Q`. Every product is the same gemm call, and every
+//! elementwise step the same arithmetic in the same order, as the composed
+//! ops (`matmul_t`, `mul_scalar`, `softmax_masked`, `matmul`), so values and
+//! gradients equal the composed form's exactly (tests/ops_attention_qkv.rs).
+
+use super::attention::attention_probs;
+use super::softmax::{lane_dot, zeroed_output};
+use super::softmax_masked::{softmax_row_in_place, ScoreMask};
+use crate::autograd::is_grad_enabled;
+use crate::cpu::gemm::{gemm_batched, Mat};
+use crate::cpu::memory::Storage;
+use crate::cpu::threads::parallel_for_cost;
+use crate::tensor::{Device, Float, Tensor};
+
+/// A raw pointer shared by the per-head chunks of one call.
+#[derive(Clone, Copy)]
+struct Shared<E>(*mut E);
+// SAFETY: each chunk (one batch entry and head) writes a part of the
+// buffers that no other chunk touches (its own probabilities, its own
+// columns of the output), and the buffers outlive the parallel loop.
+unsafe impl<E> Send for Shared<E> {}
+// SAFETY: as above.
+unsafe impl<E> Sync for Shared<E> {}
+
+impl<E> Shared<E> {
+    /// The pointer `offset` elements on, computed without dereferencing (a
+    /// method, so that closures capture the `Sync` wrapper, not the bare
+    /// pointer field).
+    fn at(self, offset: usize) -> *mut E {
+        self.0.wrapping_add(offset)
+    }
+}
+
+/// The shape of one call: batch, sequence, model width, heads, head width.
+#[derive(Clone, Copy)]
+struct Dims {
+    b: usize,
+    t: usize,
+    c: usize,
+    heads: usize,
+    d: usize,
+}
+
+impl Dims {
+    /// Head `h`'s `t x d` block of part `part` (0 queries, 1 keys, 2
+    /// values) of batch entry `bi` of `qkv`, rows `3C` apart.
+    fn part<'a, E>(&self, qkv: &'a [E], bi: usize, part: usize, h: usize) -> &'a [E] {
+        let at = bi * self.t * 3 * self.c + part * self.c + h * self.d;
+        &qkv[at..at + (self.t - 1) * 3 * self.c + self.d]
+    }
+
+    /// Rows `t`, columns `d`, contiguous rows `ld` apart: as a `t x d`
+    /// matrix, or (`transposed`) its `d x t` transpose.
+    fn mat<E>(data: &[E], ld: usize, transposed: bool) -> Mat<'_, E> {
+        if transposed {
+            Mat {
+                data,
+                rs: 1,
+                cs: ld,
+            }
+        } else {
+            Mat {
+                data,
+                rs: ld,
+                cs: 1,
+            }
+        }
+    }
+}
+
+/// `out = a b` for one product on the calling thread's share (the same
+/// kernel and bits as the composed ops' batched products).
+fn product<E: Float>(m: usize, k: usize, n: usize, a: Mat<E>, b: Mat<E>, out: &mut [E]) {
+    gemm_batched(1, m, k, n, |_| a, |_| b, E::zero(), out);
+}
+
+/// `rows x d` (rows `d` apart) into columns `col..col + d` of rows `ld`
+/// apart at `dst`.
+///
+/// # Safety
+/// Those elements of `dst` are writable and written by no one else.
+unsafe fn scatter_rows<E: Copy>(src: &[E], d: usize, dst: *mut E, ld: usize, col: usize) {
+    for (i, row) in src.chunks_exact(d).enumerate() {
+        // SAFETY: the caller's contract; `src` and `dst` do not overlap
+        // (`src` is this chunk's scratch).
+        unsafe { std::ptr::copy_nonoverlapping(row.as_ptr(), dst.add(i * ld + col), d) };
+    }
+}
+
+/// Multi-head self-attention from packed projections: `qkv` is `[B, T, 3C]`
+/// (queries, keys and values along the last axis, each split into `n_head`
+/// heads of `C / n_head`, as a GPT's `c_attn` produces them); the result
+/// is `[B, T, C]` with the heads side by side, the same values as
+/// splitting, permuting to `[B, n_head, T, C / n_head]`, calling
+/// [`scaled_dot_product_attention`](crate::nn::functional::scaled_dot_product_attention)
+/// and permuting back, without the copies. `is_causal` hides keys after
+/// each query. Differentiable (gradients of gradients through the composed
+/// ops).
+///
+/// # Panics
+/// When `qkv` is not 3-d, its last dimension is not `3C` with `C` a
+/// positive multiple of `n_head`, or `n_head` is 0.
+///
+/// ```
+/// use forge::nn::functional::qkv_attention;
+/// use forge::Tensor;
+/// // one head of width 1, two positions: q = k = 0 (uniform), v = 1, 3
+/// let qkv = Tensor::<f64>::from_vec(vec![0.0, 0.0, 1.0, 0.0, 0.0, 3.0], &[1, 2, 3]);
+/// assert_eq!(qkv_attention(&qkv, 1, true).to_vec(), vec![1.0, 2.0]);
+/// assert_eq!(qkv_attention(&qkv, 1, false).to_vec(), vec![2.0, 2.0]);
+/// ```
+#[track_caller]
+pub fn qkv_attention<E: Float, D: Device>(
+    qkv: &Tensor<E, D>,
+    n_head: usize,
+    is_causal: bool,
+) -> Tensor<E, D> {
+    let shape = qkv.shape();
+    assert!(
+        qkv.rank() == 3 && n_head > 0 && shape[2].is_multiple_of(3) && (shape[2] / 3).is_multiple_of(n_head) && shape[2] > 0,
+        "qkv_attention: qkv of shape {shape:?} with {n_head} heads: expected [B, T, 3C] with C a positive multiple of the heads"
+    );
+    let c = shape[2] / 3;
+    let dims = Dims {
+        b: shape[0],
+        t: shape[1],
+        c,
+        heads: n_head,
+        d: c / n_head,
+    };
+    let Dims { b, t, d, .. } = dims;
+    let keep = is_grad_enabled() && qkv.is_tracked();
+    let x = qkv.as_slice();
+    let mut out = zeroed_output::<E>(b * t * c);
+    // the probabilities, kept for backward (scratch per head otherwise)
+    let mut probs = if keep {
+        zeroed_output::<E>(b * n_head * t * t)
+    } else {
+        Storage::with_capacity(0)
+    };
+    if t > 0 {
+        let (po, pp) = (Shared(out.as_mut_ptr()), Shared(probs.as_mut_ptr()));
+        let scale = E::from_f64(1.0 / (d as f64).sqrt());
+        // about 4 t^2 d multiply-adds per head at ~30 per ns, plus the softmax
+        let cost = b * n_head * (4 * t * t * d / 30 + 2 * t * t);
+        parallel_for_cost(b * n_head, cost, |pair| {
+            let (bi, h) = (pair / n_head, pair % n_head);
+            let mut scratch = zeroed_output::<E>(if keep { 0 } else { t * t } + t * d);
+            let (p_own, o) = scratch.split_at_mut(if keep { 0 } else { t * t });
+            let p: &mut [E] = if keep {
+                // SAFETY: head `pair`'s `t x t` probabilities, inside the
+                // buffer and written by this chunk only.
+                unsafe { std::slice::from_raw_parts_mut(pp.at(pair * t * t), t * t) }
+            } else {
+                p_own
+            };
+            let (q, k, v) = (
+                dims.part(x, bi, 0, h),
+                dims.part(x, bi, 1, h),
+                dims.part(x, bi, 2, h),
+            );
+            let ld = 3 * c;
+            product(t, d, t, Dims::mat(q, ld, false), Dims::mat(k, ld, true), p);
+            for (i, row) in p.chunks_exact_mut(t).enumerate() {
+                let n = if is_causal { i + 1 } else { t };
+                for s in row[..n].iter_mut() {
+                    *s *= scale;
+                }
+                row[n..].fill(E::zero());
+                if !softmax_row_in_place(&mut row[..n]) {
+                    row.fill(E::nan());
+                }
+            }
+            product(t, t, d, Mat::row_major(p, t), Dims::mat(v, ld, false), o);
+            // SAFETY: columns `h d..(h + 1) d` of batch entry `bi`'s rows
+            // of the output belong to this chunk alone.
+            unsafe { scatter_rows(o, d, po.at(bi * t * c), c, h * d) };
+        });
+    }
+    let y = Tensor::from_parts(out, vec![b, t, c].into(), None);
+    if !keep {
+        return y;
+    }
+    let saved = Tensor::<E, D>::from_parts(probs, vec![b, n_head, t, t].into(), None);
+    y.record("qkv_attention", vec![qkv.clone()], move |ctx| {
+        let qkv = &ctx.inputs[0];
+        if ctx.create_graph {
+            return vec![Some(composed_backward(qkv, ctx.grad, dims, is_causal))];
+        }
+        let gq = qkv_backward(qkv.as_slice(), saved.as_slice(), ctx.grad.as_slice(), dims);
+        vec![Some(Tensor::from_parts(gq, qkv.shape.clone(), None))]
+    })
+}
+
+/// The `qkv` gradient in one pass per head from the saved probabilities
+/// `p` (`[B, heads, T, T]`) and the output gradient `g` (`[B, T, C]`).
+fn qkv_backward<E: Float>(x: &[E], p: &[E], g: &[E], dims: Dims) -> Storage<E> {
+    let Dims { b, t, c, heads, d } = dims;
+    let mut gx = zeroed_output::<E>(b * t * 3 * c);
+    if t == 0 {
+        return gx;
+    }
+    let pg = Shared(gx.as_mut_ptr());
+    let scale = E::from_f64(1.0 / (d as f64).sqrt());
+    let cost = b * heads * (8 * t * t * d / 30 + 3 * t * t);
+    parallel_for_cost(b * heads, cost, |pair| {
+        let (bi, h) = (pair / heads, pair % heads);
+        let pr = &p[pair * t * t..(pair + 1) * t * t];
+        let go = &g[bi * t * c + h * d..bi * t * c + (t - 1) * c + h * d + d];
+        let (q, k, v) = (
+            dims.part(x, bi, 0, h),
+            dims.part(x, bi, 1, h),
+            dims.part(x, bi, 2, h),
+        );
+        let ld = 3 * c;
+        let mut scratch = zeroed_output::<E>(t * t + t * d);
+        let (ds, o) = scratch.split_at_mut(t * t);
+        let dst = pg.at(bi * t * ld);
+        // dV = P^T G
+        product(t, t, d, Mat::transposed(pr, t), Dims::mat(go, c, false), o);
+        // SAFETY: head `h`'s value columns of batch entry `bi`'s rows of
+        // the gradient belong to this chunk alone (so do the query and key
+        // columns below).
+        unsafe { scatter_rows(o, d, dst, ld, 2 * c + h * d) };
+        // dP = G V^T, then dS = P (dP - rowsum(dP P)) s in place
+        product(t, d, t, Dims::mat(go, c, false), Dims::mat(v, ld, true), ds);
+        for (dr, yr) in ds.chunks_exact_mut(t).zip(pr.chunks_exact(t)) {
+            let s = lane_dot(dr, yr);
+            for (o, &y) in dr.iter_mut().zip(yr) {
+                *o = y * (*o - s) * scale;
+            }
+        }
+        // dQ = dS K
+        product(t, t, d, Mat::row_major(ds, t), Dims::mat(k, ld, false), o);
+        // SAFETY: as above.
+        unsafe { scatter_rows(o, d, dst, ld, h * d) };
+        // dK = dS^T Q
+        product(t, t, d, Mat::transposed(ds, t), Dims::mat(q, ld, false), o);
+        // SAFETY: as above.
+        unsafe { scatter_rows(o, d, dst, ld, c + h * d) };
+    });
+    gx
+}
+
+/// The `qkv` gradient written in tensor ops (recorded under
+/// `backward_with_graph`, so it can be differentiated again): the same
+/// formulas on the composed form's split and permuted heads.
+fn composed_backward<E: Float, D: Device>(
+    qkv: &Tensor<E, D>,
+    g: &Tensor<E, D>,
+    dims: Dims,
+    is_causal: bool,
+) -> Tensor<E, D> {
+    let Dims { b, t, c, heads, d } = dims;
+    let (b, t, c, nh, d) = (
+        b as isize,
+        t as isize,
+        c as isize,
+        heads as isize,
+        d as isize,
+    );
+    let split = |z: &Tensor<E, D>| z.reshape(&[b, t, nh, d]).permute(&[0, 2, 1, 3]);
+    let merge = |z: Tensor<E, D>| z.permute(&[0, 2, 1, 3]).reshape(&[b, t, c]);
+    let parts = qkv.split(c as usize, -1);
+    let (q, k, v) = (split(&parts[0]), split(&parts[1]), split(&parts[2]));
+    let mask = ScoreMask {
+        terms: Vec::new(),
+        causal: is_causal,
+    };
+    let p = attention_probs(&q, &k, &mask);
+    let go = split(g);
+    let dv = p.transpose(-2, -1).matmul(&go);
+    let dp = go.matmul_t(&v);
+    let ds = p
+        .mul(&dp.sub(&dp.mul(&p).sum_dim(&[-1], true)))
+        .mul_scalar(E::from_f64(1.0 / (d as f64).sqrt()));
+    let dq = ds.matmul(&k);
+    let dk = ds.transpose(-2, -1).matmul(&q);
+    Tensor::cat(&[&merge(dq), &merge(dk), &merge(dv)], -1)
+}
