@@ -256,3 +256,57 @@ fn row_groups_visit_every_row_once() {
     }
     set_num_threads(prev);
 }
+
+/// The shifted-copy im2col row (stride and dilation 1, output as wide as
+/// the input) writes every element, with the bits of the row-by-row
+/// general path, for every tap: 3x3 padding 1 on 8x8, 4x4, 2x2, 1x1 and
+/// 1x5 planes, 5x5 padding 2 (wider than a 2x3 plane), 1x1, a 3x1 kernel,
+/// height padding 0 (fewer output rows than input rows) and 3 (output
+/// rows wholly on the padding).
+#[test]
+fn shifted_rows_equal_the_general_rows() {
+    let cases = [
+        ([8, 8], [3, 3], [1, 1]),
+        ([4, 4], [3, 3], [1, 1]),
+        ([2, 2], [3, 3], [1, 1]),
+        ([1, 1], [3, 3], [1, 1]),
+        ([1, 5], [3, 3], [1, 1]),
+        ([2, 3], [5, 5], [2, 2]),
+        ([6, 7], [5, 5], [2, 2]),
+        ([3, 4], [1, 1], [0, 0]),
+        ([5, 3], [3, 1], [1, 0]),
+        ([6, 5], [3, 3], [0, 1]),
+        ([2, 4], [3, 3], [3, 1]),
+    ];
+    for (hw, k, p) in cases {
+        let g = ConvGeom::new(
+            [1, 1, hw[0], hw[1]],
+            [1, 1, k[0], k[1]],
+            [1, 1],
+            p,
+            [1, 1],
+            1,
+        )
+        .unwrap();
+        assert!(g.rows_are_contiguous(), "{g:?}");
+        let plane: Vec<f32> = (0..hw[0] * hw[1]).map(|i| i as f32 * 0.37 - 1.1).collect();
+        let inside = g.inside_table();
+        for t in 0..k[0] * k[1] {
+            let l = g.oh * g.ow;
+            // Sentinels: an element either path fails to write shows up.
+            let mut a = vec![MaybeUninit::new(f32::NAN); l];
+            let mut b = vec![MaybeUninit::new(-7.5f32); l];
+            g.im2col_row_shifted(&plane, t, inside[t % g.kw], &mut a);
+            g.im2col_row_general(&plane, t, inside[t % g.kw], &mut b);
+            // SAFETY: both were initialised above.
+            let bits = |v: &[MaybeUninit<f32>]| -> Vec<u32> {
+                v.iter()
+                    .map(|x| unsafe { x.assume_init() }.to_bits())
+                    .collect()
+            };
+            assert_eq!(bits(&a), bits(&b), "{g:?} tap {t}");
+        }
+    }
+    let strided = ConvGeom::new([1, 1, 8, 8], [1, 1, 3, 3], [2, 2], [1, 1], [1, 1], 1).unwrap();
+    assert!(!strided.rows_are_contiguous());
+}
