@@ -13,6 +13,8 @@
 //! gradient (1e-6); a query with every key masked is NaN (PyTorch gives
 //! NaN there too); 1 and 2 threads give the same bits.
 
+mod common;
+
 use forge::nn::functional::scaled_dot_product_attention as sdpa;
 use forge::nn::MultiheadAttention;
 use forge::{gradcheck, Float, Rng, Tensor};
@@ -234,30 +236,6 @@ fn multihead_key_padding_fused_equals_composed_f64_and_f32() {
     mha_fused_equals_composed::<f32>();
 }
 
-/// Checks the Hessian-vector product `d(grad f . v)/dx` from
-/// `backward_with_graph` against central differences of the fused
-/// first-order gradient along `v` (step 1e-6, tolerance 1e-6).
-fn hvp_check(f: impl Fn(&Tensor<f64>) -> Tensor<f64>, x: &Tensor<f64>, seed: u64) {
-    let v = randn::<f64>(x.shape(), seed);
-    let xt = x.detach().requires_grad();
-    let g = f(&xt).backward_with_graph();
-    let g = g.get(&xt).expect("gradient").clone();
-    let hv = g.mul(&v).sum().backward();
-    let hv = hv.get(&xt).expect("second-order gradient").to_vec();
-    let grad_at = |sign: f64| {
-        let xs = x.add(&v.mul_scalar(sign * 1e-6)).requires_grad();
-        f(&xs).backward().get(&xs).expect("gradient").to_vec()
-    };
-    let (gp, gm) = (grad_at(1.0), grad_at(-1.0));
-    for (j, ((a, p), m)) in hv.iter().zip(&gp).zip(&gm).enumerate() {
-        let numeric = (p - m) / 2e-6;
-        assert!(
-            (a - numeric).abs() <= 1e-6 + 1e-6 * numeric.abs(),
-            "element {j}: hvp {a} vs numeric {numeric}"
-        );
-    }
-}
-
 #[test]
 fn masked_attention_gradcheck_and_second_order() {
     let (b, h, l, s) = (2, 2, 3, 4);
@@ -273,13 +251,19 @@ fn masked_attention_gradcheck_and_second_order() {
             let f = |t: &[Tensor<f64>]| sdpa(&t[0], &t[1], &t[2], Some(mask), causal);
             gradcheck(f, &inputs, 1e-6, 1e-6, 1e-6).unwrap();
             let (k, v) = (&inputs[1], &inputs[2]);
-            hvp_check(
+            common::assert_hvp(
                 |q| sdpa(q, k, v, Some(mask), causal).mul(&u).sum(),
                 &inputs[0],
                 15,
+                "q",
             );
             let q = &inputs[0];
-            hvp_check(|k| sdpa(q, k, v, Some(mask), causal).mul(&u).sum(), k, 16);
+            common::assert_hvp(
+                |k| sdpa(q, k, v, Some(mask), causal).mul(&u).sum(),
+                k,
+                16,
+                "k",
+            );
         }
     }
     // The layer with a key padding mask: gradcheck in the input and a
@@ -290,7 +274,7 @@ fn masked_attention_gradcheck_and_second_order() {
     let f = |x: &Tensor<f64>| mha.attend(x, x, x, Some(&pad), None, false).0;
     gradcheck(|t| f(&t[0]), std::slice::from_ref(&x), 1e-6, 1e-6, 1e-6).unwrap();
     let w = randn::<f64>(&[2, 3, 4], 19);
-    hvp_check(|x| f(x).mul(&w).sum(), &x, 20);
+    common::assert_hvp(|x| f(x).mul(&w).sum(), &x, 20, "");
 }
 
 /// A query whose keys are all masked gets NaN in every output, like

@@ -14,6 +14,8 @@
 //! - under `no_grad` the same values; 1 and 2 threads the same bits;
 //! - bad shapes panic with the op's name and the shape.
 
+mod common;
+
 use forge::nn::functional::{qkv_attention, scaled_dot_product_attention as sdpa};
 use forge::{gradcheck, no_grad, Float, Rng, Tensor};
 
@@ -98,27 +100,9 @@ fn qkv_attention_passes_gradcheck() {
 fn gradients_of_gradients_through_qkv_attention() {
     let qkv = randn::<f64>(&[2, 4, 12], 13);
     let u = randn::<f64>(&[2, 4, 4], 14);
-    let v = randn::<f64>(qkv.shape(), 15);
     for causal in [true, false] {
         let f = |x: &Tensor<f64>| qkv_attention(x, 2, causal).mul(&u).sum();
-        let xt = qkv.detach().requires_grad();
-        let g = f(&xt).backward_with_graph();
-        let g = g.get(&xt).expect("gradient").clone();
-        assert!(g.is_tracked(), "the gradient must be on the tape");
-        let hv = g.mul(&v).sum().backward();
-        let hv = hv.get(&xt).expect("second-order gradient").to_vec();
-        let grad_at = |sign: f64| {
-            let xs = qkv.add(&v.mul_scalar(sign * 1e-6)).requires_grad();
-            f(&xs).backward().get(&xs).expect("gradient").to_vec()
-        };
-        let (gp, gm) = (grad_at(1.0), grad_at(-1.0));
-        for (j, ((a, p), m)) in hv.iter().zip(&gp).zip(&gm).enumerate() {
-            let numeric = (p - m) / 2e-6;
-            assert!(
-                (a - numeric).abs() <= 1e-6 + 1e-6 * numeric.abs(),
-                "causal {causal} element {j}: hvp {a} vs numeric {numeric}"
-            );
-        }
+        common::assert_hvp(f, &qkv, 15, &format!("causal {causal}"));
     }
 }
 

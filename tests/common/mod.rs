@@ -241,3 +241,34 @@ pub fn max_rel_err(actual: &Tensor<f64>, expected: &Tensor<f64>, floor: f64) -> 
         .map(|(a, e)| (a - e).abs() / e.abs().max(floor))
         .fold(0.0, f64::max)
 }
+
+/// Checks the Hessian-vector product `d(grad f . v)/dx`, computed through
+/// `backward_with_graph` (the rules' `create_graph` fallbacks), against
+/// central differences of the plain gradient (the fused raw rules) along
+/// `v = N(0, 1)` from `seed`: `(grad f(x + eps v) - grad f(x - eps v)) /
+/// (2 eps)`, eps 1e-6, tolerance 1e-6 absolute plus 1e-6 relative.
+///
+/// # Panics
+/// With the element, both values and `what` when one differs, or when the
+/// gradient is not on the tape.
+pub fn assert_hvp(f: impl Fn(&Tensor<f64>) -> Tensor<f64>, x: &Tensor<f64>, seed: u64, what: &str) {
+    let v = Tensor::<f64>::normal(x.shape(), 0.0, 1.0, &mut forge::Rng::new(seed));
+    let xt = x.detach().requires_grad();
+    let g = f(&xt).backward_with_graph();
+    let g = g.get(&xt).expect("gradient").clone();
+    assert!(g.is_tracked(), "{what}: the gradient must be on the tape");
+    let hv = g.mul(&v).sum().backward();
+    let hv = hv.get(&xt).expect("second-order gradient").to_vec();
+    let grad_at = |sign: f64| {
+        let xs = x.add(&v.mul_scalar(sign * 1e-6)).requires_grad();
+        f(&xs).backward().get(&xs).expect("gradient").to_vec()
+    };
+    let (gp, gm) = (grad_at(1.0), grad_at(-1.0));
+    for (j, ((a, p), m)) in hv.iter().zip(&gp).zip(&gm).enumerate() {
+        let numeric = (p - m) / 2e-6;
+        assert!(
+            (a - numeric).abs() <= 1e-6 + 1e-6 * numeric.abs(),
+            "{what}: element {j}: hvp {a} vs numeric {numeric}"
+        );
+    }
+}
