@@ -5,8 +5,12 @@
 //! CI run. A counting allocator checks that no single allocation exceeds
 //! what the input can account for.
 //!
-//! `cargo test --test fuzz_corpus -- --ignored write_seeds` rewrites the
-//! hand-made seed files (`seed-*`) the fuzzers started from.
+//! `fresh_seeds_keep_the_contract` builds the hand-made seed inputs the
+//! fuzzers start from (`seed-*`, written by forge itself) and runs them
+//! through the same checks, in memory: a test never writes into the
+//! repository. To rewrite the seed files under `fuzz/` (by hand, when the
+//! formats change), set `FORGE_WRITE_SEEDS=1` for that test:
+//! `FORGE_WRITE_SEEDS=1 cargo test --test fuzz_corpus fresh_seeds`.
 
 #[path = "../fuzz/contracts.rs"]
 mod contracts;
@@ -88,24 +92,25 @@ fn allowance(len: usize) -> usize {
     (4 << 20) + 64 * len
 }
 
+/// Runs the contract of `target` on `data` (named `what` in the messages)
+/// and checks its largest single allocation.
+fn check(target: &str, what: &str, data: &[u8]) {
+    LARGEST.with(|m| m.set(0));
+    let r = std::panic::catch_unwind(|| contracts::run(target, data));
+    let largest = LARGEST.with(|m| m.get());
+    assert!(r.is_ok(), "{target}: {what} breaks the contract");
+    assert!(
+        largest <= allowance(data.len()),
+        "{target}: {what} ({} bytes) made an allocation of {largest} bytes",
+        data.len()
+    );
+}
+
 fn replay(target: &str) -> usize {
     let files = inputs(target);
     for path in &files {
         let data = std::fs::read(path).expect("readable input");
-        LARGEST.with(|m| m.set(0));
-        let r = std::panic::catch_unwind(|| contracts::run(target, &data));
-        let largest = LARGEST.with(|m| m.get());
-        assert!(
-            r.is_ok(),
-            "{target}: {} breaks the contract",
-            path.display()
-        );
-        assert!(
-            largest <= allowance(data.len()),
-            "{target}: {} ({} bytes) made an allocation of {largest} bytes",
-            path.display(),
-            data.len()
-        );
+        check(target, &path.display().to_string(), &data);
     }
     files.len()
 }
@@ -178,19 +183,23 @@ fn issue16_inputs_are_refused_with_the_field_and_value() {
     );
 }
 
-/// Writes the seed inputs the fuzzers start from (kept in the corpus).
-#[test]
-#[ignore = "writes fuzz/corpus/*/seed-* files; run by hand when the formats change"]
-fn write_seeds() {
+/// One seed input: `(kind, target, file name, bytes)`, kind `corpus` or
+/// `artifacts` (the directories under `fuzz/`).
+type Seed = (&'static str, &'static str, String, Vec<u8>);
+
+/// The seed inputs the fuzzers start from: every optimizer with state in
+/// f32 and f64, every schedule, a training checkpoint, the small model's
+/// weights in three dtypes, four PyTorch fixtures, IDX arrays, and issue
+/// 16's two inputs (regression artifacts).
+fn seeds() -> Vec<Seed> {
     use forge::checkpoint::{LayerIo, TrainingCheckpoint};
     use forge::io::IdxArray;
     use forge::optim::*;
     use forge::prelude::*;
 
-    let put = |target: &str, name: &str, bytes: &[u8]| {
-        let dir = fuzz_dir().join("corpus").join(target);
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join(format!("seed-{name}")), bytes).unwrap();
+    let mut out: Vec<Seed> = Vec::new();
+    let mut put = |target: &'static str, name: &str, bytes: &[u8]| {
+        out.push(("corpus", target, format!("seed-{name}"), bytes.to_vec()));
     };
 
     // Optimizers with state, f32 and f64, and every schedule.
@@ -306,13 +315,6 @@ fn write_seeds() {
         );
     }
 
-    // Issue 16's two inputs that loaded and then panicked (step = u64::MAX),
-    // kept as regression artifacts.
-    let art = fuzz_dir().join("artifacts/optim_state");
-    std::fs::create_dir_all(&art).unwrap();
-    std::fs::write(art.join("issue16-schedule-step-max"), ISSUE16_SCHEDULE).unwrap();
-    std::fs::write(art.join("issue16-adam-step-max"), issue16_adam()).unwrap();
-
     // IDX arrays; the gzip target compresses its input itself.
     for (name, a) in [
         (
@@ -339,5 +341,40 @@ fn write_seeds() {
     ] {
         put("idx", name, &a.to_bytes());
         put("idx_gzip", name, &a.to_bytes());
+    }
+
+    // Issue 16's two inputs that loaded and then panicked (step = u64::MAX),
+    // kept as regression artifacts.
+    for (name, bytes) in [
+        ("issue16-schedule-step-max", ISSUE16_SCHEDULE.to_vec()),
+        ("issue16-adam-step-max", issue16_adam()),
+    ] {
+        out.push(("artifacts", "optim_state", name.to_string(), bytes));
+    }
+    out
+}
+
+/// The seeds, freshly written by forge, keep the contract (the committed
+/// corpus is replayed above; cargo fuzz cmin may have dropped seeds that
+/// other inputs cover). Writes them under `fuzz/` only when
+/// `FORGE_WRITE_SEEDS` is set (see the module docs).
+#[test]
+fn fresh_seeds_keep_the_contract() {
+    let seeds = seeds();
+    assert_eq!(seeds.len(), 39, "seeds");
+    for (kind, target, name, bytes) in &seeds {
+        check(target, &format!("fresh {kind} {name}"), bytes);
+    }
+    if std::env::var_os("FORGE_WRITE_SEEDS").is_some() {
+        for (kind, target, name, bytes) in &seeds {
+            let dir = fuzz_dir().join(kind).join(target);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join(name), bytes).unwrap();
+        }
+        eprintln!(
+            "wrote {} seed files under {}",
+            seeds.len(),
+            fuzz_dir().display()
+        );
     }
 }
