@@ -40,9 +40,12 @@ use std::sync::Arc;
 
 mod gru;
 mod gru_f32;
+mod isa;
 mod lstm;
 mod lstm_f32;
 mod lstm_infer;
+#[cfg(test)]
+mod test_util;
 
 pub use gru::gru_sequence;
 pub use lstm::lstm_sequence;

@@ -1,8 +1,7 @@
 //! The GRU cell: the step kernels, the fused sequence op and its rule.
 
 use super::gru_f32::{gru_rows_f32, GruStep};
-#[cfg(target_arch = "x86_64")]
-use super::lstm_f32::{isa, Isa};
+use super::isa::avx2_or_baseline;
 use super::{
     accumulate, backward_steps, column_sum, forward_steps, grad_tensor, sigmoid_back, step_rows,
     weight_grad, Driver, Rows, Seq,
@@ -81,50 +80,21 @@ fn gru_rows_generic<E: Float>(
     }
 }
 
-/// One reverse GRU step on a block of rows. `carry` holds `dh` from the
-/// later step on entry and this step's direct term `dh z` on exit (the
-/// product `dhp W_hh` is added to it afterwards). Writes `dxp` and `dhp`.
-/// Where the CPU has AVX2 and FMA, the same loop compiled for it (the same
-/// operations per element, none fused, so the same bits).
-#[allow(clippy::too_many_arguments)]
-fn gru_back_rows<E: Float>(
-    h: usize,
-    s: &[E],
-    h_prev: &[E],
-    dy: &[E],
-    carry: &mut [E],
-    dxp: &mut [E],
-    dhp: &mut [E],
-) {
-    let rows = carry.len() / h;
-    assert!(s.len() >= rows * 4 * h && h_prev.len() >= rows * h && dy.len() >= rows * h);
-    assert!(dxp.len() >= rows * 3 * h && dhp.len() >= rows * 3 * h);
-    #[cfg(target_arch = "x86_64")]
-    if isa() != Isa::Generic {
-        // SAFETY: the CPU has AVX2 and FMA (`isa` is at least `Avx2`).
-        unsafe { back_rows_avx2(h, s, h_prev, dy, carry, dxp, dhp) };
-        return;
-    }
-    back_rows(h, s, h_prev, dy, carry, dxp, dhp)
-}
-
-/// [`back_rows`] compiled for AVX2 + FMA.
-///
-/// # Safety
-/// The CPU must have AVX2 and FMA.
-#[allow(clippy::too_many_arguments)]
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn back_rows_avx2<E: Float>(
-    h: usize,
-    s: &[E],
-    h_prev: &[E],
-    dy: &[E],
-    carry: &mut [E],
-    dxp: &mut [E],
-    dhp: &mut [E],
-) {
-    back_rows(h, s, h_prev, dy, carry, dxp, dhp)
+avx2_or_baseline! {
+    /// One reverse GRU step on a block of rows. `carry` holds `dh` from the
+    /// later step on entry and this step's direct term `dh z` on exit (the
+    /// product `dhp W_hh` is added to it afterwards). Writes `dxp` and `dhp`.
+    /// Where the CPU has AVX2 and FMA, [`back_rows`] compiled for it (the
+    /// same operations per element, none fused, so the same bits).
+    fn gru_back_rows => back_rows(
+        h: usize,
+        s: &[E],
+        h_prev: &[E],
+        dy: &[E],
+        carry: &mut [E],
+        dxp: &mut [E],
+        dhp: &mut [E],
+    )
 }
 
 /// [`gru_back_rows`]' loop over the rows.
@@ -139,8 +109,11 @@ fn back_rows<E: Float>(
     dxp: &mut [E],
     dhp: &mut [E],
 ) {
+    let rows = carry.len() / h;
+    assert!(s.len() >= rows * 4 * h && h_prev.len() >= rows * h && dy.len() >= rows * h);
+    assert!(dxp.len() >= rows * 3 * h && dhp.len() >= rows * 3 * h);
     let (g3, g4) = (3 * h, 4 * h);
-    for r in 0..carry.len() / h {
+    for r in 0..rows {
         let k = r * h..(r + 1) * h;
         back_row(
             h,

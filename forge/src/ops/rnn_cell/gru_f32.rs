@@ -8,10 +8,10 @@
 //! none contracted), so the same bits.
 
 #[cfg(test)]
-use super::lstm_f32::supports;
+use super::isa::supports;
 #[cfg(target_arch = "x86_64")]
-use super::lstm_f32::{f32s, f32s_mut};
-use super::lstm_f32::{isa, Isa};
+use super::isa::{f32_bias, f32s, f32s_mut, run_wide, WideRows};
+use super::isa::{isa, Isa};
 #[cfg(target_arch = "x86_64")]
 use crate::cpu::vmath::{sigmoid_f32, tanh_f32};
 use crate::tensor::Float;
@@ -62,10 +62,8 @@ unsafe fn rows_on<E: Float>(isa: Isa, h: usize, st: &mut GruStep<'_, E>) -> bool
         let (Some(xp), Some(hw), Some(hp)) = (f32s(st.xp), f32s(st.hw), f32s(st.h_prev)) else {
             return false;
         };
-        let (has_bias, bias) = match st.b.map(f32s) {
-            Some(Some(b)) => (true, b),
-            Some(None) => return false,
-            None => (false, &[][..]),
+        let Some((has_bias, bias)) = f32_bias(st.b) else {
+            return false;
         };
         let (Some(s), Some(y)) = (f32s_mut(st.s), f32s_mut(st.y)) else {
             return false;
@@ -90,13 +88,9 @@ unsafe fn rows_on<E: Float>(isa: Isa, h: usize, st: &mut GruStep<'_, E>) -> bool
             s,
             y,
         };
-        match isa {
-            // SAFETY: the CPU has AVX-512F (the caller's promise).
-            Isa::Avx512 => unsafe { rows_avx512(b, has_bias) },
-            // SAFETY: the CPU has AVX2 and FMA (the caller's promise).
-            Isa::Avx2 => unsafe { rows_avx2(b, has_bias) },
-            Isa::Generic => unreachable!(),
-        }
+        // SAFETY: the CPU supports `isa` (the caller's promise), which is
+        // not `Generic` (returned above).
+        unsafe { run_wide(isa, b, has_bias) };
         true
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -118,52 +112,27 @@ struct Block<'a> {
     y: &'a mut [f32],
 }
 
-/// [`rows_on`]'s loops, compiled for AVX-512.
-///
-/// # Safety
-/// The CPU must have AVX-512F.
+/// The rows of one step, the same loops on either build.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn rows_avx512(b: Block<'_>, has_bias: bool) {
-    if has_bias {
-        rows_with::<true>(b)
-    } else {
-        rows_with::<false>(b)
-    }
-}
-
-/// [`rows_on`]'s loops, compiled for AVX2 + FMA.
-///
-/// # Safety
-/// The CPU must have AVX2 and FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn rows_avx2(b: Block<'_>, has_bias: bool) {
-    if has_bias {
-        rows_with::<true>(b)
-    } else {
-        rows_with::<false>(b)
-    }
-}
-
-/// The rows of one step, inlined into each build.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn rows_with<const BIAS: bool>(b: Block<'_>) {
-    let h = b.h;
-    let (g3, g4) = (3 * h, 4 * h);
-    // without BIAS, `bq` is never read
-    for r in 0..b.y.len() / h {
-        let x = &b.xp[r * g3..(r + 1) * g3];
-        let bq = if BIAS { &b.bias[..g3] } else { x };
-        units::<BIAS>(
-            x,
-            &b.hw[r * g3..(r + 1) * g3],
-            bq,
-            &b.hp[r * h..(r + 1) * h],
-            &mut b.s[r * g4..(r + 1) * g4],
-            &mut b.y[r * h..(r + 1) * h],
-        );
+impl WideRows for Block<'_> {
+    #[inline(always)]
+    unsafe fn rows<const AVX512: bool, const BIAS: bool>(self) {
+        let b = self;
+        let h = b.h;
+        let (g3, g4) = (3 * h, 4 * h);
+        // without BIAS, `bq` is never read
+        for r in 0..b.y.len() / h {
+            let x = &b.xp[r * g3..(r + 1) * g3];
+            let bq = if BIAS { &b.bias[..g3] } else { x };
+            units::<BIAS>(
+                x,
+                &b.hw[r * g3..(r + 1) * g3],
+                bq,
+                &b.hp[r * h..(r + 1) * h],
+                &mut b.s[r * g4..(r + 1) * g4],
+                &mut b.y[r * h..(r + 1) * h],
+            );
+        }
     }
 }
 

@@ -1,7 +1,6 @@
 //! The LSTM cell: the step kernels, the fused sequence op and its rules.
 
-#[cfg(target_arch = "x86_64")]
-use super::lstm_f32::{isa, Isa};
+use super::isa::avx2_or_baseline;
 use super::lstm_f32::{lstm_rows_f32, Outs, StepIns};
 use super::{
     accumulate, backward_steps, column_sum, forward_steps, grad_tensor, rows_of, sigmoid_back,
@@ -81,54 +80,23 @@ pub(super) fn lstm_rows_generic<E: Float>(h: usize, ins: &StepIns<'_, E>, out: &
     }
 }
 
-/// One reverse LSTM step on a block of rows. `carry` holds `dh` from the
-/// later step's product on entry; `dc` holds the later step's cell
-/// gradient and is replaced by this step's `dc_prev`. Writes the gate
-/// pre-activation gradients to `da`. Where the CPU has AVX2 and FMA, the
-/// same loop compiled for it (8 lanes instead of the baseline's 4; the
-/// same operations per element, none fused, so the same bits).
-#[allow(clippy::too_many_arguments)]
-fn lstm_back_rows<E: Float>(
-    h: usize,
-    gates: &[E],
-    tcs: &[E],
-    c_prev: &[E],
-    dy: Option<&[E]>,
-    carry: &[E],
-    dc: &mut [E],
-    da: &mut [E],
-) {
-    let rows = tcs.len() / h;
-    assert!(gates.len() >= rows * 4 * h && da.len() >= rows * 4 * h);
-    assert!(c_prev.len() >= rows * h && carry.len() >= rows * h && dc.len() >= rows * h);
-    assert!(dy.is_none_or(|d| d.len() >= rows * h));
-    #[cfg(target_arch = "x86_64")]
-    if isa() != Isa::Generic {
-        // SAFETY: the CPU has AVX2 and FMA (`isa` is at least `Avx2`).
-        unsafe { back_rows_avx2(h, gates, tcs, c_prev, dy, carry, dc, da) };
-        return;
-    }
-    back_rows(h, gates, tcs, c_prev, dy, carry, dc, da)
-}
-
-/// [`back_rows`] compiled for AVX2 + FMA.
-///
-/// # Safety
-/// The CPU must have AVX2 and FMA.
-#[allow(clippy::too_many_arguments)]
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn back_rows_avx2<E: Float>(
-    h: usize,
-    gates: &[E],
-    tcs: &[E],
-    c_prev: &[E],
-    dy: Option<&[E]>,
-    carry: &[E],
-    dc: &mut [E],
-    da: &mut [E],
-) {
-    back_rows(h, gates, tcs, c_prev, dy, carry, dc, da)
+avx2_or_baseline! {
+    /// One reverse LSTM step on a block of rows. `carry` holds `dh` from the
+    /// later step's product on entry; `dc` holds the later step's cell
+    /// gradient and is replaced by this step's `dc_prev`. Writes the gate
+    /// pre-activation gradients to `da`. Where the CPU has AVX2 and FMA,
+    /// [`back_rows`] compiled for it (8 lanes instead of the baseline's 4;
+    /// the same operations per element, none fused, so the same bits).
+    fn lstm_back_rows => back_rows(
+        h: usize,
+        gates: &[E],
+        tcs: &[E],
+        c_prev: &[E],
+        dy: Option<&[E]>,
+        carry: &[E],
+        dc: &mut [E],
+        da: &mut [E],
+    )
 }
 
 /// [`lstm_back_rows`]' loop over the rows, with or without `dy`.
@@ -144,8 +112,12 @@ fn back_rows<E: Float>(
     dc: &mut [E],
     da: &mut [E],
 ) {
+    let rows = tcs.len() / h;
+    assert!(gates.len() >= rows * 4 * h && da.len() >= rows * 4 * h);
+    assert!(c_prev.len() >= rows * h && carry.len() >= rows * h && dc.len() >= rows * h);
+    assert!(dy.is_none_or(|d| d.len() >= rows * h));
     let g4 = 4 * h;
-    for r in 0..tcs.len() / h {
+    for r in 0..rows {
         let (a, d) = (&gates[r * g4..(r + 1) * g4], &mut da[r * g4..(r + 1) * g4]);
         let k = r * h..(r + 1) * h;
         let (tc, cp, cy) = (&tcs[k.clone()], &c_prev[k.clone()], &carry[k.clone()]);

@@ -12,73 +12,14 @@
 //! `no_grad` the AVX-512 build stores no gates at all (the AVX2 one uses
 //! the caller's scratch row).
 
+#[cfg(test)]
+use super::isa::supports;
+#[cfg(target_arch = "x86_64")]
+use super::isa::{f32_bias, f32s, f32s_mut, run_wide, WideRows};
+use super::isa::{isa, Isa};
 #[cfg(target_arch = "x86_64")]
 use crate::cpu::vmath::{sigmoid_f32, tanh_f32};
 use crate::tensor::Float;
-#[cfg(target_arch = "x86_64")]
-use std::any::TypeId;
-use std::sync::OnceLock;
-
-/// The widest build of the fused cell kernels this CPU runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Isa {
-    /// AVX-512F: 16 lanes.
-    Avx512,
-    /// AVX2 with FMA: 8 lanes.
-    Avx2,
-    /// Neither (or not x86-64): the generic loops run.
-    Generic,
-}
-
-/// The CPU's [`Isa`], detected once.
-pub(super) fn isa() -> Isa {
-    static ISA: OnceLock<Isa> = OnceLock::new();
-    *ISA.get_or_init(|| {
-        if supports(Isa::Avx512) {
-            Isa::Avx512
-        } else if supports(Isa::Avx2) {
-            Isa::Avx2
-        } else {
-            Isa::Generic
-        }
-    })
-}
-
-/// Whether the CPU can run the `isa` build.
-pub(super) fn supports(isa: Isa) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        match isa {
-            Isa::Avx512 => std::arch::is_x86_feature_detected!("avx512f"),
-            Isa::Avx2 => {
-                std::arch::is_x86_feature_detected!("avx2")
-                    && std::arch::is_x86_feature_detected!("fma")
-            }
-            Isa::Generic => true,
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        isa == Isa::Generic
-    }
-}
-
-/// `x` as `f32` when `E` is `f32`.
-#[cfg(target_arch = "x86_64")]
-pub(super) fn f32s<E: Float>(x: &[E]) -> Option<&[f32]> {
-    // SAFETY: `E` is `f32` (checked), so this is the same slice under its
-    // own type.
-    (TypeId::of::<E>() == TypeId::of::<f32>())
-        .then(|| unsafe { std::slice::from_raw_parts(x.as_ptr().cast::<f32>(), x.len()) })
-}
-
-/// `x` as `f32` when `E` is `f32`.
-#[cfg(target_arch = "x86_64")]
-pub(super) fn f32s_mut<E: Float>(x: &mut [E]) -> Option<&mut [f32]> {
-    // SAFETY: as `f32s`; the borrow is moved into the result.
-    (TypeId::of::<E>() == TypeId::of::<f32>())
-        .then(|| unsafe { std::slice::from_raw_parts_mut(x.as_mut_ptr().cast::<f32>(), x.len()) })
-}
 
 /// One step's inputs on a block of rows: the input projection `xp`
 /// (`[rows, 4H]`), the bias added to it first (`[4H]`), the hidden product
@@ -154,11 +95,8 @@ unsafe fn rows_on<E: Float>(
         let (Some(xp), Some(hw), Some(cp)) = (f32s(ins.xp), f32s(ins.hw), f32s(ins.c_prev)) else {
             return false;
         };
-        // an empty bias when there is none (never read then)
-        let (has_bias, bias) = match ins.bias.map(f32s) {
-            Some(Some(b)) => (true, b),
-            Some(None) => return false,
-            None => (false, &[][..]),
+        let Some((has_bias, bias)) = f32_bias(ins.bias) else {
+            return false;
         };
         let (Some(c), Some(y)) = (f32s_mut(out.c), f32s_mut(out.y)) else {
             return false;
@@ -186,13 +124,9 @@ unsafe fn rows_on<E: Float>(
         if has_bias {
             assert_eq!(b.bias.len(), 4 * h, "lstm: bias length");
         }
-        match isa {
-            // SAFETY: the CPU has AVX-512F (the caller's promise).
-            Isa::Avx512 => unsafe { rows_avx512(b, has_bias) },
-            // SAFETY: the CPU has AVX2 and FMA (the caller's promise).
-            Isa::Avx2 => unsafe { rows_avx2(b, has_bias) },
-            Isa::Generic => unreachable!(),
-        }
+        // SAFETY: the CPU supports `isa` (the caller's promise), which is
+        // not `Generic` (returned above).
+        unsafe { run_wide(isa, b, has_bias) };
         true
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -220,63 +154,29 @@ struct Block<'a> {
     tc: Option<&'a mut [f32]>,
 }
 
-/// [`rows_on`]'s loops, compiled for AVX-512.
-///
-/// # Safety
-/// The CPU must have AVX-512F.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn rows_avx512(b: Block<'_>, has_bias: bool) {
-    // SAFETY: the CPU has AVX-512F (this function's contract).
-    unsafe {
-        if has_bias {
-            rows_with::<true, true>(b)
-        } else {
-            rows_with::<true, false>(b)
-        }
-    }
-}
-
-/// [`rows_on`]'s loops, compiled for AVX2 + FMA.
-///
-/// # Safety
-/// The CPU must have AVX2 and FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn rows_avx2(b: Block<'_>, has_bias: bool) {
-    // SAFETY: the CPU has AVX2 and FMA (this function's contract).
-    unsafe {
-        if has_bias {
-            rows_with::<false, true>(b)
-        } else {
-            rows_with::<false, false>(b)
-        }
-    }
-}
-
 /// The rows of one step, on the AVX-512 build (`AVX512`) or the AVX2 one,
 /// with or without the bias.
-///
-/// # Safety
-/// The CPU must have AVX-512F (`AVX512`) or AVX2 and FMA (otherwise).
 #[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn rows_with<const AVX512: bool, const BIAS: bool>(mut b: Block<'_>) {
-    let h = b.h;
-    let g4 = 4 * h;
-    let rows = b.c.len() / h;
-    assert!(b.xp.len() >= rows * g4 && b.hw.len() >= rows * g4);
-    assert!(b.y_stride >= h, "lstm: output rows overlap");
-    assert!(b.cp.len() >= rows * h && (rows == 0 || b.y.len() >= (rows - 1) * b.y_stride + h));
-    if b.tc.is_some() || !AVX512 {
-        assert!(b.gates.len() >= rows * g4, "lstm: gate buffer length");
-    }
-    if let Some(tc) = &b.tc {
-        assert!(tc.len() >= rows * h, "lstm: tanh(c) buffer length");
-    }
-    for r in 0..rows {
-        // SAFETY: the CPU has the build's features (our contract).
-        unsafe { row::<AVX512, BIAS>(&mut b, r) };
+impl WideRows for Block<'_> {
+    #[inline(always)]
+    unsafe fn rows<const AVX512: bool, const BIAS: bool>(mut self) {
+        let b = &mut self;
+        let h = b.h;
+        let g4 = 4 * h;
+        let rows = b.c.len() / h;
+        assert!(b.xp.len() >= rows * g4 && b.hw.len() >= rows * g4);
+        assert!(b.y_stride >= h, "lstm: output rows overlap");
+        assert!(b.cp.len() >= rows * h && (rows == 0 || b.y.len() >= (rows - 1) * b.y_stride + h));
+        if b.tc.is_some() || !AVX512 {
+            assert!(b.gates.len() >= rows * g4, "lstm: gate buffer length");
+        }
+        if let Some(tc) = &b.tc {
+            assert!(tc.len() >= rows * h, "lstm: tanh(c) buffer length");
+        }
+        for r in 0..rows {
+            // SAFETY: the CPU has the build's features (our contract).
+            unsafe { row::<AVX512, BIAS>(b, r) };
+        }
     }
 }
 
@@ -286,7 +186,7 @@ unsafe fn rows_with<const AVX512: bool, const BIAS: bool>(mut b: Block<'_>) {
 /// `b.gates` and `b.tc` when they are saved.
 ///
 /// # Safety
-/// As [`rows_with`].
+/// The CPU must have AVX-512F (`AVX512`) or AVX2 and FMA (otherwise).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn row<const AVX512: bool, const BIAS: bool>(b: &mut Block<'_>, r: usize) {
@@ -320,50 +220,38 @@ unsafe fn row<const AVX512: bool, const BIAS: bool>(b: &mut Block<'_>, r: usize)
     }
 }
 
-/// [`units_body`] compiled for AVX-512, a function of its own so that
-/// every operand is a separate argument (the compiler then knows that the
-/// outputs overlap nothing, and vectorises).
+/// `units_build!(name, "features", body)`: `body` compiled for `features`
+/// as a function of its own, so that every operand is a separate argument
+/// (the compiler then knows that the outputs overlap nothing, and
+/// vectorises). `g` is the row's gates (saved with `SAVE`; scratch for
+/// the AVX2 build, unused by the AVX-512 one otherwise).
 ///
-/// # Safety
-/// The CPU must have AVX-512F.
-#[allow(clippy::too_many_arguments)]
+/// # Safety (of the function defined)
+/// The CPU must have `features`.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-#[inline(never)]
-unsafe fn units_avx512<const BIAS: bool, const SAVE: bool>(
-    x: &[f32],
-    bq: &[f32],
-    w: &[f32],
-    cp: &[f32],
-    c: &mut [f32],
-    y: &mut [f32],
-    g: &mut [f32],
-    tc: &mut [f32],
-) {
-    units_body::<BIAS, SAVE>(x, bq, w, cp, c, y, g, tc)
+macro_rules! units_build {
+    ($name:ident, $features:literal, $body:ident) => {
+        #[allow(clippy::too_many_arguments)]
+        #[target_feature(enable = $features)]
+        #[inline(never)]
+        unsafe fn $name<const BIAS: bool, const SAVE: bool>(
+            x: &[f32],
+            bq: &[f32],
+            w: &[f32],
+            cp: &[f32],
+            c: &mut [f32],
+            y: &mut [f32],
+            g: &mut [f32],
+            tc: &mut [f32],
+        ) {
+            $body::<BIAS, SAVE>(x, bq, w, cp, c, y, g, tc)
+        }
+    };
 }
-
-/// [`units_blocks`] compiled for AVX2 + FMA, as [`units_avx512`]; `g`
-/// is the row's gates, saved or scratch.
-///
-/// # Safety
-/// The CPU must have AVX2 and FMA.
-#[allow(clippy::too_many_arguments)]
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-#[inline(never)]
-unsafe fn units_avx2<const BIAS: bool, const SAVE: bool>(
-    x: &[f32],
-    bq: &[f32],
-    w: &[f32],
-    cp: &[f32],
-    c: &mut [f32],
-    y: &mut [f32],
-    g: &mut [f32],
-    tc: &mut [f32],
-) {
-    units_blocks::<BIAS, SAVE>(x, bq, w, cp, c, y, g, tc)
-}
+units_build!(units_avx512, "avx512f", units_body);
+#[cfg(target_arch = "x86_64")]
+units_build!(units_avx2, "avx2,fma", units_blocks);
 
 /// The AVX-512 build's loop over one row's units (`x`, `bq`, `w`, `g`:
 /// `4H`, gate blocks `H` apart; the rest `H`), one pass for the four

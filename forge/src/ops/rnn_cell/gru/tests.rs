@@ -4,46 +4,15 @@
 //! build against the loop at the baseline width.
 
 use super::super::gru_f32::{gru_rows_f32_on, GruStep};
-use super::super::lstm_f32::{supports, Isa};
+use super::super::isa::Isa;
+use super::super::test_util::{bits, builds_to_decline, floats, values, wide_builds, Bits, HS};
 use super::{back_rows, gru_back_rows, gru_rows_generic};
 use crate::tensor::Float;
 use crate::Rng;
 
-/// Hidden sizes: below, at and off multiples of 8 and 16 lanes.
-const HS: [usize; 9] = [1, 3, 7, 8, 13, 16, 24, 37, 128];
-
-/// `len` values around 0, every 7th large enough to saturate the gates,
-/// with exact zeros of both signs among them.
-fn values(rng: &mut Rng, len: usize) -> Vec<f32> {
-    (0..len)
-        .map(|k| match k % 23 {
-            5 => 0.0,
-            11 => -0.0,
-            _ => {
-                let v = 3.0 * rng.normal() as f32;
-                if k % 7 == 3 {
-                    12.0 * v
-                } else {
-                    v
-                }
-            }
-        })
-        .collect()
-}
-
-fn bits(v: &[f32]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits()).collect()
-}
-
 #[test]
 fn step_kernel_builds_equal_the_generic_loops() {
-    let builds: Vec<Isa> = [Isa::Avx512, Isa::Avx2]
-        .into_iter()
-        .filter(|&i| supports(i))
-        .collect();
-    if builds.is_empty() {
-        eprintln!("no wide build of the GRU step kernel on this CPU: nothing compared");
-    }
+    let builds = wide_builds("GRU");
     let mut rng = Rng::new(47);
     for h in HS {
         for rows in [1, 2, 5] {
@@ -84,11 +53,10 @@ fn step_kernel_builds_equal_the_generic_loops() {
 }
 
 /// The step kernel declines `f64` and the generic "build".
-#[test]
-fn step_kernel_declines_f64_and_generic() {
+fn step_kernel_declines<E: Float>() {
     let h = 2;
-    let (x, hp) = (vec![0.5f64; 3 * h], vec![0.25f64; h]);
-    let (mut s, mut y) = (vec![0.0f64; 4 * h], vec![0.0f64; h]);
+    let (x, hp) = (vec![E::from_f64(0.5); 3 * h], vec![E::from_f64(0.25); h]);
+    let (mut s, mut y) = (vec![E::zero(); 4 * h], vec![E::zero(); h]);
     let mut st = GruStep {
         xp: &x,
         hw: &x,
@@ -97,34 +65,22 @@ fn step_kernel_declines_f64_and_generic() {
         s: &mut s,
         y: &mut y,
     };
-    for isa in [Isa::Avx512, Isa::Avx2, Isa::Generic] {
-        if supports(isa) {
-            assert!(!gru_rows_f32_on(isa, h, &mut st), "{isa:?} took f64");
-        }
+    for isa in builds_to_decline::<E>() {
+        assert!(!gru_rows_f32_on(isa, h, &mut st), "{isa:?} took it");
     }
-    let (xf, hpf) = (vec![0.5f32; 3 * h], vec![0.25f32; h]);
-    let (mut s, mut y) = (vec![0.0f32; 4 * h], vec![0.0f32; h]);
-    let mut st = GruStep {
-        xp: &xf,
-        hw: &xf,
-        b: None,
-        h_prev: &hpf,
-        s: &mut s,
-        y: &mut y,
-    };
-    assert!(!gru_rows_f32_on(Isa::Generic, h, &mut st));
+}
+
+#[test]
+fn step_kernel_declines_f64_and_generic() {
+    step_kernel_declines::<f64>();
+    step_kernel_declines::<f32>();
 }
 
 /// The backward kernel as dispatched (its AVX2 build where the CPU has
 /// AVX2 + FMA) against its loop at the baseline width.
-fn back_kernel_equals_the_baseline<E: Float>(to_bits: impl Fn(E) -> u64) {
+fn back_kernel_equals_the_baseline<E: Bits>() {
     let mut rng = Rng::new(53);
-    let mut vals = |len: usize, act: bool| -> Vec<E> {
-        values(&mut rng, len)
-            .into_iter()
-            .map(|v| E::from_f64(if act { (v as f64).tanh() } else { v as f64 }))
-            .collect()
-    };
+    let mut vals = |len: usize, act: bool| floats::<E>(&mut rng, len, act);
     for h in HS {
         for rows in [1, 4] {
             let s = vals(rows * 4 * h, true);
@@ -140,13 +96,7 @@ fn back_kernel_equals_the_baseline<E: Float>(to_bits: impl Fn(E) -> u64) {
                 } else {
                     back_rows(h, &s, &hp, &dy, &mut carry, &mut dx, &mut dp);
                 }
-                let b: Vec<u64> = carry
-                    .iter()
-                    .chain(&dx)
-                    .chain(&dp)
-                    .map(|&v| to_bits(v))
-                    .collect();
-                b
+                [bits(&carry), bits(&dx), bits(&dp)]
             };
             assert!(run(true) == run(false), "gru backward, h {h} rows {rows}");
         }
@@ -155,6 +105,6 @@ fn back_kernel_equals_the_baseline<E: Float>(to_bits: impl Fn(E) -> u64) {
 
 #[test]
 fn back_kernel_build_equals_the_baseline_loop() {
-    back_kernel_equals_the_baseline::<f32>(|v: f32| v.to_bits().into());
-    back_kernel_equals_the_baseline::<f64>(|v: f64| v.to_bits());
+    back_kernel_equals_the_baseline::<f32>();
+    back_kernel_equals_the_baseline::<f64>();
 }

@@ -3,48 +3,12 @@
 //! the CPU runs) against [`lstm_rows_generic`], and the backward kernel's
 //! AVX2 build against the loop at the baseline width.
 
-use super::super::lstm_f32::{lstm_rows_f32_on, supports, Isa, Outs, StepIns};
+use super::super::isa::Isa;
+use super::super::lstm_f32::{lstm_rows_f32_on, Outs, StepIns};
+use super::super::test_util::{bits, builds_to_decline, floats, values, wide_builds, Bits, HS};
 use super::{back_rows, lstm_back_rows, lstm_rows_generic};
 use crate::tensor::Float;
 use crate::Rng;
-
-/// Hidden sizes: below, at and off multiples of 8 and 16 lanes.
-const HS: [usize; 9] = [1, 3, 7, 8, 13, 16, 24, 37, 128];
-
-/// `len` values around 0, every 7th large enough to saturate the gates,
-/// with exact zeros of both signs among them.
-fn values(rng: &mut Rng, len: usize) -> Vec<f32> {
-    (0..len)
-        .map(|k| match k % 23 {
-            5 => 0.0,
-            11 => -0.0,
-            _ => {
-                let v = 3.0 * rng.normal() as f32;
-                if k % 7 == 3 {
-                    12.0 * v
-                } else {
-                    v
-                }
-            }
-        })
-        .collect()
-}
-
-fn bits(v: &[f32]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits()).collect()
-}
-
-/// The wide builds of the step kernel this CPU runs.
-fn wide_builds() -> Vec<Isa> {
-    let b: Vec<Isa> = [Isa::Avx512, Isa::Avx2]
-        .into_iter()
-        .filter(|&i| supports(i))
-        .collect();
-    if b.is_empty() {
-        eprintln!("no wide build of the LSTM step kernel on this CPU: nothing compared");
-    }
-    b
-}
 
 /// One step's outputs `(c, y, gates, tc)`; `y` rows `y_stride` apart, the
 /// gaps holding a marker value that must survive.
@@ -94,7 +58,7 @@ fn step(
 
 #[test]
 fn step_kernel_builds_equal_the_generic_loops() {
-    let builds = wide_builds();
+    let builds = wide_builds("LSTM");
     let mut rng = Rng::new(41);
     for h in HS {
         for rows in [1, 2, 5] {
@@ -125,11 +89,14 @@ fn step_kernel_builds_equal_the_generic_loops() {
 
 /// The step kernel declines what it does not handle: `f64`, and the
 /// generic "build".
-#[test]
-fn step_kernel_declines_f64_and_generic() {
+fn step_kernel_declines<E: Float>() {
     let h = 3;
-    let (x, cp) = (vec![0.5f64; 4 * h], vec![0.25f64; h]);
-    let (mut c, mut y, mut g) = (vec![0.0f64; h], vec![0.0f64; h], vec![0.0f64; 4 * h]);
+    let (x, cp) = (vec![E::from_f64(0.5); 4 * h], vec![E::from_f64(0.25); h]);
+    let (mut c, mut y, mut g) = (
+        vec![E::zero(); h],
+        vec![E::zero(); h],
+        vec![E::zero(); 4 * h],
+    );
     let ins = StepIns {
         xp: &x,
         bias: None,
@@ -143,48 +110,23 @@ fn step_kernel_declines_f64_and_generic() {
         gates: &mut g,
         tc: None,
     };
-    for isa in [Isa::Avx512, Isa::Avx2, Isa::Generic] {
-        if supports(isa) {
-            assert!(
-                !lstm_rows_f32_on(isa, h, &ins, &mut out),
-                "{isa:?} took f64"
-            );
-        }
+    for isa in builds_to_decline::<E>() {
+        assert!(!lstm_rows_f32_on(isa, h, &ins, &mut out), "{isa:?} took it");
     }
-    let xf = vec![0.5f32; 4 * h];
-    let cpf = vec![0.25f32; h];
-    let (mut c, mut y, mut g) = (vec![0.0f32; h], vec![0.0f32; h], vec![0.0f32; 4 * h]);
-    let ins = StepIns {
-        xp: &xf,
-        bias: None,
-        hw: &xf,
-        c_prev: &cpf,
-    };
-    let mut out = Outs {
-        c: &mut c,
-        y: &mut y,
-        y_stride: h,
-        gates: &mut g,
-        tc: None,
-    };
-    assert!(!lstm_rows_f32_on(Isa::Generic, h, &ins, &mut out));
+}
+
+#[test]
+fn step_kernel_declines_f64_and_generic() {
+    step_kernel_declines::<f64>();
+    step_kernel_declines::<f32>();
 }
 
 /// The backward kernel as dispatched (its AVX2 build where the CPU has
-/// AVX2 + FMA) against its loop at the baseline width, `f32` and `f64`,
-/// with and without `dy`.
-fn back_kernel_equals_the_baseline<E: Float>(to_bits: impl Fn(E) -> u64) {
+/// AVX2 + FMA) against its loop at the baseline width, with and without
+/// `dy`.
+fn back_kernel_equals_the_baseline<E: Bits>() {
     let mut rng = Rng::new(43);
-    let mut vals = |len: usize, act: bool| -> Vec<E> {
-        values(&mut rng, len)
-            .into_iter()
-            .map(|v| {
-                // activated gates and tanh(c) lie in (-1, 1)
-                let v = if act { (v as f64).tanh() } else { v as f64 };
-                E::from_f64(v)
-            })
-            .collect()
-    };
+    let mut vals = |len: usize, act: bool| floats::<E>(&mut rng, len, act);
     for h in HS {
         for rows in [1, 4] {
             let gates = vals(rows * 4 * h, true);
@@ -202,8 +144,7 @@ fn back_kernel_equals_the_baseline<E: Float>(to_bits: impl Fn(E) -> u64) {
                     } else {
                         back_rows(h, &gates, &tcs, &cp, d, &carry, &mut dc, &mut da);
                     }
-                    let b: Vec<u64> = dc.iter().chain(&da).map(|&v| to_bits(v)).collect();
-                    b
+                    [bits(&dc), bits(&da)]
                 };
                 assert!(
                     run(true) == run(false),
@@ -216,6 +157,6 @@ fn back_kernel_equals_the_baseline<E: Float>(to_bits: impl Fn(E) -> u64) {
 
 #[test]
 fn back_kernel_build_equals_the_baseline_loop() {
-    back_kernel_equals_the_baseline::<f32>(|v: f32| v.to_bits().into());
-    back_kernel_equals_the_baseline::<f64>(|v: f64| v.to_bits());
+    back_kernel_equals_the_baseline::<f32>();
+    back_kernel_equals_the_baseline::<f64>();
 }
