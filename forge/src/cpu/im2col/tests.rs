@@ -1,5 +1,6 @@
 //! Tests of the im2col/col2im kernels.
 use super::*;
+use std::mem::MaybeUninit;
 
 /// Direct window sums, the definition the kernels must agree with.
 fn naive(g: &ConvGeom, x: &[f64], wt: &[f64]) -> Vec<f64> {
