@@ -17,7 +17,7 @@
 //! gradients equal the composed form's exactly (tests/ops_attention_qkv.rs).
 
 use super::attention::attention_probs;
-use super::softmax::{lane_dot, zeroed_output};
+use super::softmax::lane_dot;
 use super::softmax_masked::{softmax_row_in_place, ScoreMask};
 use crate::autograd::is_grad_enabled;
 use crate::cpu::gemm::{gemm_batched, Mat};
@@ -144,10 +144,13 @@ pub fn qkv_attention<E: Float, D: Device>(
     let Dims { b, t, d, .. } = dims;
     let keep = is_grad_enabled() && qkv.is_tracked();
     let x = qkv.as_slice();
-    let mut out = zeroed_output::<E>(b * t * c);
+    // every buffer below is written whole before it is read (the heads
+    // cover every column; each product writes its whole output), so they
+    // come from the pool unzeroed
+    let mut out = Storage::<E>::stale(b * t * c);
     // the probabilities, kept for backward (scratch per head otherwise)
     let mut probs = if keep {
-        zeroed_output::<E>(b * n_head * t * t)
+        Storage::<E>::stale(b * n_head * t * t)
     } else {
         Storage::with_capacity(0)
     };
@@ -158,7 +161,7 @@ pub fn qkv_attention<E: Float, D: Device>(
         let cost = b * n_head * (4 * t * t * d / 30 + 2 * t * t);
         parallel_for_cost(b * n_head, cost, |pair| {
             let (bi, h) = (pair / n_head, pair % n_head);
-            let mut scratch = zeroed_output::<E>(if keep { 0 } else { t * t } + t * d);
+            let mut scratch = Storage::<E>::stale(if keep { 0 } else { t * t } + t * d);
             let (p_own, o) = scratch.split_at_mut(if keep { 0 } else { t * t });
             let p: &mut [E] = if keep {
                 // SAFETY: head `pair`'s `t x t` probabilities, inside the
@@ -209,7 +212,8 @@ pub fn qkv_attention<E: Float, D: Device>(
 /// `p` (`[B, heads, T, T]`) and the output gradient `g` (`[B, T, C]`).
 fn qkv_backward<E: Float>(x: &[E], p: &[E], g: &[E], dims: Dims) -> Storage<E> {
     let Dims { b, t, c, heads, d } = dims;
-    let mut gx = zeroed_output::<E>(b * t * 3 * c);
+    // written whole: every head's q, k and v columns (unzeroed, as above)
+    let mut gx = Storage::<E>::stale(b * t * 3 * c);
     if t == 0 {
         return gx;
     }
@@ -226,7 +230,7 @@ fn qkv_backward<E: Float>(x: &[E], p: &[E], g: &[E], dims: Dims) -> Storage<E> {
             dims.part(x, bi, 2, h),
         );
         let ld = 3 * c;
-        let mut scratch = zeroed_output::<E>(t * t + t * d);
+        let mut scratch = Storage::<E>::stale(t * t + t * d);
         let (ds, o) = scratch.split_at_mut(t * t);
         let dst = pg.at(bi * t * ld);
         // dV = P^T G
