@@ -79,11 +79,12 @@ def gemm_table(paths, peak_readme=117.0):
         fmt = lambda v: "-" if v is None else f"{v:.1f}"
         print(f"| {shape} | {t} | {fmt(g['torch'])} | {fmt(g['forge'])} | {ratio} | {pct} | {pct512} |")
     print()
+    wide = (f"{p512:.0f} GFLOP/s with 512-bit vectors" if p512
+            else "- with 512-bit vectors (the CPU has no AVX-512)")
     print(f"Peak: 117 GFLOP/s per core is ../shared/bench/README.md's figure; this run measured one "
-          f"thread's FMA throughput at {p512 or float('nan'):.0f} GFLOP/s with 512-bit vectors "
-          f"(nan: the CPU has no AVX-512) and {p256 or float('nan'):.0f} with 256-bit vectors "
-          f"(best of 5). The last column uses the widest. Two-thread percentages use "
-          f"twice the one-core figure.")
+          f"thread's FMA throughput at {wide} and {p256 or float('nan'):.0f} GFLOP/s with "
+          f"256-bit vectors (best of 5). The last column uses the widest. Two-thread "
+          f"percentages use twice the one-core figure.")
     print()
 
 
