@@ -14,7 +14,9 @@ use crate::base::Float;
 use buffers::{build, refill};
 /// Images per chunk of the weight-gradient reduction. Fixed (never derived
 /// from the thread count) so the summation order is always the same.
-pub(crate) use buffers::{build_chunks, fill_init, for_each_chunk_mut, for_each_row_mut};
+pub(crate) use buffers::{
+    build_chunks, build_planes, fill_init, for_each_chunk_mut, for_each_row_mut,
+};
 
 const WEIGHT_GRAD_CHUNK: usize = 4;
 

@@ -10,7 +10,7 @@
 //! Planes are processed in parallel in fixed chunks; each output is computed
 //! by one call in a fixed order, so results do not depend on the thread count.
 
-use super::im2col::{build_chunks, fill_init, for_each_chunk_mut};
+use super::im2col::{build_chunks, build_planes, fill_init, for_each_chunk_mut};
 use super::memory::Storage;
 use crate::base::Float;
 
@@ -266,7 +266,7 @@ pub fn max_argmax<E: Float>(win: &PoolWindows, x: &[E]) -> Storage<usize> {
     let (ip, op) = (win.in_plane(), win.out_plane());
     let planes = x.len() / ip.max(1);
     let [dr, dc] = win.dilation;
-    build_chunks(planes * op, op, |p, out| {
+    build_planes(planes, op, ip.max(op), |p, out| {
         let plane = &x[p * ip..(p + 1) * ip];
         let mut slots = out.iter_mut();
         for &(r0, r1) in &win.rows {
@@ -384,7 +384,8 @@ pub fn max_values<E: Float>(win: &PoolWindows, x: &[E]) -> Storage<E> {
 /// assert_eq!(&y[..], &[2.0, 3.0]);
 /// ```
 pub fn gather<E: Float>(x: &[E], idx: &[usize], in_plane: usize, out_plane: usize) -> Storage<E> {
-    build_chunks(idx.len(), out_plane, |p, o| {
+    let planes = idx.len() / out_plane.max(1);
+    build_planes(planes, out_plane, out_plane, |p, o| {
         let plane = &x[p * in_plane..(p + 1) * in_plane];
         for (v, &i) in o.iter_mut().zip(&idx[p * out_plane..]) {
             v.write(plane[i]);
@@ -406,7 +407,7 @@ pub fn scatter_add<E: Float>(
     out_plane: usize,
     planes: usize,
 ) -> Storage<E> {
-    build_chunks(planes * in_plane, in_plane, |p, plane| {
+    build_planes(planes, in_plane, in_plane + out_plane, |p, plane| {
         let plane = fill_init(plane, E::zero());
         let range = p * out_plane..(p + 1) * out_plane;
         for (&v, &i) in g[range.clone()].iter().zip(&idx[range]) {
@@ -426,7 +427,7 @@ pub fn scatter_add<E: Float>(
 pub fn avg_forward<E: Float>(win: &PoolWindows, x: &[E], div: &[E]) -> Storage<E> {
     let (ip, op) = (win.in_plane(), win.out_plane());
     let planes = x.len() / ip.max(1);
-    build_chunks(planes * op, op, |p, o| {
+    build_planes(planes, op, ip.max(op), |p, o| {
         let plane = &x[p * ip..(p + 1) * ip];
         let mut k = 0;
         for &(r0, r1) in &win.rows {
@@ -455,7 +456,7 @@ pub fn avg_forward<E: Float>(win: &PoolWindows, x: &[E], div: &[E]) -> Storage<E
 pub fn avg_backward<E: Float>(win: &PoolWindows, g: &[E], div: &[E]) -> Storage<E> {
     let (ip, op) = (win.in_plane(), win.out_plane());
     let planes = g.len() / op.max(1);
-    build_chunks(planes * ip, ip, |p, plane| {
+    build_planes(planes, ip, ip.max(op), |p, plane| {
         let plane = fill_init(plane, E::zero());
         let gp = &g[p * op..(p + 1) * op];
         let mut k = 0;

@@ -258,6 +258,43 @@ fn row_groups_visit_every_row_once() {
     set_num_threads(prev);
 }
 
+/// `build_planes` hands every plane to exactly one call, with its own index,
+/// whether the planes are grouped into parallel tasks or run inline, on 1
+/// and 2 threads; a pass too cheap to pay for a worker (ResNet-18's global
+/// average pool: 8192 one-element planes) stays on the caller.
+#[test]
+fn planes_are_each_built_once_by_their_own_call() {
+    // Holds the thread count against the other unit tests that set it.
+    let _threads = crate::cpu::threads::lock_thread_count();
+    use crate::cpu::threads::{num_threads, pool_dispatches, set_num_threads};
+    let prev = num_threads();
+    for threads in [1, 2] {
+        set_num_threads(threads);
+        // (planes, plane_len, work): inline, grouped (4096 / 3 planes a
+        // task), one plane a task (work above a task's size), empty.
+        for (planes, len, work) in [(10, 3, 3), (100_000, 3, 3), (40, 5000, 5000), (0, 4, 4)] {
+            let out = build_planes::<(usize, usize)>(planes, len, work, |p, plane| {
+                for (j, slot) in plane.iter_mut().enumerate() {
+                    slot.write((p, j));
+                }
+            });
+            assert_eq!(out.len(), planes * len);
+            for (i, &v) in out.iter().enumerate() {
+                assert_eq!(v, (i / len, i % len), "{planes} x {len}");
+            }
+        }
+        let before = pool_dispatches();
+        let pooled = build_planes::<f32>(8192, 1, 1, |p, plane| _ = plane[0].write(p as f32));
+        assert_eq!(pooled[8191], 8191.0);
+        assert_eq!(
+            pool_dispatches(),
+            before,
+            "8192 one-element planes woke the pool"
+        );
+    }
+    set_num_threads(prev);
+}
+
 /// The shifted-copy im2col row (stride and dilation 1, output as wide as
 /// the input) writes every element, with the bits of the row-by-row
 /// general path, for every tap: 3x3 padding 1 on 8x8, 4x4, 2x2, 1x1 and
