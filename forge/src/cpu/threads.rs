@@ -14,7 +14,7 @@
 //!   calling thread: no pool, no atomics, no allocation. Kernels only split
 //!   work above a size threshold, so small ops never touch the pool.
 //! * A worker that finishes its chunks stays awake for a short while
-//!   (200 µs, yielding its core between looks) and joins the next
+//!   (200 µs, spinning, with a `sched_yield` every 20 µs) and joins the next
 //!   `parallel_for` by itself, so back-to-back ops do not pay a thread
 //!   wake-up each; only a worker that has gone back to sleep is woken.
 //! * A `parallel_for` called from inside another one (a kernel within a
@@ -128,12 +128,37 @@ fn pool(threads: usize) -> &'static Pool {
 /// serial stretches (ResNet-18 b16: about 560 per step, most gaps well
 /// under 100 µs), so each op lost that much of its second thread. A
 /// lingering worker joins within about a microsecond instead. While it
-/// waits it calls `sched_yield`, so on a machine with other work the core
-/// goes to that work; past `LINGER` it returns to rayon and sleeps.
+/// waits it spins and yields its core every [`YIELD_EVERY`], so on a
+/// machine with other work the core goes to that work; past `LINGER` it
+/// returns to rayon and sleeps.
 const LINGER: Duration = Duration::from_micros(200);
 
-/// How long a lingering worker spins before it starts yielding.
-const LINGER_SPIN: Duration = Duration::from_micros(5);
+/// How often a waiting thread (a lingering worker, or a caller waiting
+/// for the workers' last chunks) gives its core away with `sched_yield`;
+/// between two yields it spins.
+///
+/// Yielding on every look, as this pool first did, made a lingering worker
+/// miss most hand-offs in the benchmark machine's slow periods (a 2-vCPU
+/// virtual machine): `bench --only dispatch` had the caller run both
+/// chunks of a 30 µs task 397 times in 400 even with the worker lingering,
+/// against 1 in 400 when the worker spins. A pure spin, though, takes the
+/// core from other processes for the whole linger: with a compiler
+/// running beside it, ResNet-18's 2-thread step went from 88 to 144 ms.
+/// One yield every 20 µs keeps both: where nothing else is runnable the
+/// yield returns at once and the thread spins on; where something is, it
+/// runs, and the spinner takes at most 20 µs of its core at a time.
+const YIELD_EVERY: Duration = Duration::from_micros(20);
+
+/// Waits one look of a spin-then-yield loop that started `waited` ago and
+/// last yielded at `yielded` (both measured from the loop's start).
+fn wait_a_little(waited: Duration, yielded: &mut Duration) {
+    if waited >= *yielded + YIELD_EVERY {
+        *yielded = waited;
+        std::thread::yield_now();
+    } else {
+        std::hint::spin_loop();
+    }
+}
 
 impl Pool {
     /// Publishes a new task for lingering workers; returns it with the
@@ -169,6 +194,7 @@ impl Pool {
     fn linger(&self, seen: u64) -> Option<Arc<Task>> {
         self.lingering.fetch_add(1, Ordering::SeqCst);
         let start = Instant::now();
+        let mut yielded = Duration::ZERO;
         let mut fresh = false;
         loop {
             if self.epoch.load(Ordering::SeqCst) != seen {
@@ -179,11 +205,7 @@ impl Pool {
             if waited >= LINGER {
                 break;
             }
-            if waited < LINGER_SPIN {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
+            wait_a_little(waited, &mut yielded);
         }
         self.lingering.fetch_sub(1, Ordering::SeqCst);
         // A caller that counted this worker as lingering bumped the epoch
@@ -387,15 +409,14 @@ pub fn parallel_for(chunks: usize, f: impl Fn(usize) + Sync) {
     task.run(false);
     // Wait for the chunks the workers claimed, as a worker lingers: they
     // are usually about to finish, and a parked caller would start the
-    // next op a wake-up late. Spin, then yield the core between looks,
+    // next op a wake-up late. Spin, yielding the core every `YIELD_EVERY`,
     // and sleep (until the last chunk unparks us) only past `LINGER`.
     let start = Instant::now();
+    let mut yielded = Duration::ZERO;
     while task.done.load(Ordering::Acquire) < chunks {
         let waited = start.elapsed();
-        if waited < LINGER_SPIN {
-            std::hint::spin_loop();
-        } else if waited < LINGER {
-            std::thread::yield_now();
+        if waited < LINGER {
+            wait_a_little(waited, &mut yielded);
         } else {
             std::thread::park_timeout(SPIN);
         }
