@@ -53,8 +53,13 @@ esac
 # processes hold the cores that spinning makes a 2-thread GPT step ~100x
 # slower (9 s instead of 50 ms, measured at load 18). On a loaded machine
 # the runs use OMP_WAIT_POLICY=PASSIVE (threads sleep while waiting); on a
-# quiet one PyTorch's default. Set OMP_WAIT_POLICY yourself to choose.
-if [ -z "${OMP_WAIT_POLICY:-}" ]; then
+# quiet one PyTorch's default. Set OMP_WAIT_POLICY yourself to choose;
+# OMP_WAIT_POLICY=default runs PyTorch with the variable unset whatever
+# the load (the 1-minute load average also counts processes that have just
+# stopped or been paused, so it can call a quiet machine busy).
+if [ "${OMP_WAIT_POLICY:-}" = default ]; then
+    unset OMP_WAIT_POLICY
+elif [ -z "${OMP_WAIT_POLICY:-}" ]; then
     load1=$(cut -d' ' -f1 /proc/loadavg)
     if python3 -c "import sys; sys.exit(0 if float('$load1') > $(nproc) else 1)"; then
         export OMP_WAIT_POLICY=PASSIVE
