@@ -33,7 +33,8 @@ pub(crate) enum ASrc<'a> {
 pub(crate) struct PackedA {
     m: usize,
     k: usize,
-    data: Storage<f32>,
+    /// The tiles, `k` block by `k` block (visible to the packing tests).
+    pub(super) data: Storage<f32>,
 }
 
 impl PackedA {
@@ -46,7 +47,9 @@ impl PackedA {
     pub(crate) fn new(m: usize, k: usize, a: Mat<f32>) -> Self {
         let isa = isa();
         let tiles = m.div_ceil(MR);
-        let mut data = Storage::filled(tiles * MR * k, 0.0f32);
+        // Unzeroed: `pack_a` writes every slot of every tile, the zero
+        // padding of a last partial tile included.
+        let mut data = Storage::stale(tiles * MR * k);
         let ptr = Shared(data.as_mut_ptr());
         // About one ns per packed element.
         parallel_for_cost(tiles, m * k, |t| {

@@ -297,3 +297,29 @@ fn prepacked_kernels_equal_the_scalar_order() {
         }
     }
 }
+
+/// `PackedA::new` takes its buffer from the pool unzeroed
+/// (`Storage::stale`), so packing must write every slot, the zero padding
+/// of a last partial tile included: with the pool seeded with NaN-filled
+/// blocks of the packed size, no NaN may survive, for every layout, partial
+/// and whole tiles and `k` blocks past `KC`.
+#[test]
+fn packed_a_writes_every_slot_of_a_stale_buffer() {
+    use crate::cpu::memory::Storage;
+    for (m, k) in [(1, 1), (7, 5), (12, 300), (13, 17), (25, 2 * KC + 3)] {
+        let abuf = values((2 * k + 3) * 2 * m.max(k), 70 + m as u64);
+        for (an, a) in layouts(&abuf, m, k) {
+            let len = m.div_ceil(MR) * MR * k;
+            // Several, so that a block freed by another test's thread in
+            // between does not leave this one without a stale block.
+            let seeds: Vec<Storage<f32>> = (0..4).map(|_| Storage::filled(len, f32::NAN)).collect();
+            drop(seeds);
+            let packed = PackedA::new(m, k, a);
+            let nan = packed.data.iter().position(|v| v.is_nan());
+            assert_eq!(
+                nan, None,
+                "{m}x{k} a {an}: a slot of the packed buffer was never written"
+            );
+        }
+    }
+}
