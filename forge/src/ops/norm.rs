@@ -154,7 +154,7 @@ pub(super) fn per_channel_par<T: Copy + Send>(
 /// `out[b, ch, s] = f(coef(ch), x[b, ch, s], g[b, ch, s])` over
 /// `[n, c, sp]` (`g` zero when absent): [`per_run_par`] with the
 /// coefficients of the run's channel.
-fn per_element_par<E: Float, C: Copy>(
+fn per_element_par<E: Float, C: Copy + Sync>(
     c: usize,
     sp: usize,
     x: &[E],
@@ -163,7 +163,65 @@ fn per_element_par<E: Float, C: Copy>(
     f: impl Fn(C, E, E) -> E + Sync,
 ) -> Storage<E> {
     let c1 = c.max(1);
+    if sp == 1 && c > 1 {
+        // Planes of one element ([n, c, 1, 1] after a global pool, or a
+        // 2-d batch norm): per-run coefficients would be taken once per
+        // element; take each channel's once, then go row by row.
+        let coefs: Vec<C> = (0..c).map(&coef).collect();
+        let per = (BN_CHUNK / c).max(1) * c;
+        return build_chunks(x.len(), per, |blk, out| {
+            let j0 = blk * per;
+            for (r, row) in out.chunks_mut(c).enumerate() {
+                let at = j0 + r * c;
+                let xr = &x[at..at + row.len()];
+                match g {
+                    Some(g) => {
+                        let gr = &g[at..at + row.len()];
+                        for (((o, &v), &gv), &k) in row.iter_mut().zip(xr).zip(gr).zip(&coefs) {
+                            o.write(f(k, v, gv));
+                        }
+                    }
+                    None => {
+                        for ((o, &v), &k) in row.iter_mut().zip(xr).zip(&coefs) {
+                            o.write(f(k, v, E::zero()));
+                        }
+                    }
+                }
+            }
+        });
+    }
     per_run_par(c, sp, x, g, |run| coef(run % c1), f)
+}
+
+/// Per channel of `[n, c]` (planes of one element), the fold
+/// `acc = step(acc, ch, j)` over the channel's elements `j = i c + ch` in
+/// image order from `E::zero()`, then `finish(acc, ch)`; channels in
+/// parallel blocks, each block's images row by row (so the inner loop runs
+/// over consecutive channels). The same additions in the same order as a
+/// per-channel fold of [`lane_sum`]-style sums over one-element runs:
+/// those are `0 + v` terms, equal to `v` wherever `v` is not `-0`, and a
+/// fold that starts at `+0` never holds `-0`, so adding `+0` or `-0` to it
+/// gives the same bits.
+fn flat_channel_folds<E: Float, T: Copy + Send>(
+    n: usize,
+    c: usize,
+    step: impl Fn(E, usize, usize) -> E + Sync,
+    finish: impl Fn(E, usize) -> T + Sync,
+) -> Storage<T> {
+    let per = (BN_CHUNK / n.max(1)).clamp(1, c.max(1));
+    build_chunks(c, per, |blk, out| {
+        let c0 = blk * per;
+        let mut acc = vec![E::zero(); out.len()];
+        for i in 0..n {
+            let row = i * c + c0;
+            for (k, a) in acc.iter_mut().enumerate() {
+                *a = step(*a, c0 + k, row + k);
+            }
+        }
+        for (k, (slot, &a)) in out.iter_mut().zip(&acc).enumerate() {
+            slot.write(finish(a, c0 + k));
+        }
+    })
 }
 
 /// `out[j] = f(coef(j / sp), x[j], g[j])`: the elements of `[n, c, sp]`
@@ -256,6 +314,15 @@ fn grad_sums<E: Float>(
     center: &[E],
     rstd: &[E],
 ) -> Storage<(E, E)> {
+    if sp == 1 {
+        let sg = flat_channel_folds(n, c, |a: E, _, j| a + g[j], |a, _| a);
+        return flat_channel_folds(
+            n,
+            c,
+            |a: E, ch, j| a + g[j] * (xs[j] - center[ch]),
+            |a, ch| (sg[ch], a * rstd[ch]),
+        );
+    }
     per_channel_par(c, n * sp, |ch| {
         let runs = || channel_runs(n, c, sp, ch);
         let sg = runs().fold(E::zero(), |a, r| a + lane_sum(&g[r]));
@@ -310,11 +377,21 @@ fn batch_norm_train_fused<E: Float, D: Device>(
     let sp: usize = shape[2..].iter().product();
     let cnt = E::from_f64((n * sp) as f64);
     let xs = x.as_slice();
-    let stats = per_channel_par(c, n * sp, |ch| {
-        let mu = channel_runs(n, c, sp, ch).fold(E::zero(), |a, r| a + lane_sum(&xs[r])) / cnt;
-        let ss = channel_runs(n, c, sp, ch).fold(E::zero(), |a, r| a + lane_sq_dev(&xs[r], mu));
-        (mu, ss / cnt)
-    });
+    let stats = if sp == 1 {
+        let mu = flat_channel_folds(n, c, |a: E, _, j| a + xs[j], |a, _| a / cnt);
+        flat_channel_folds(
+            n,
+            c,
+            |a: E, ch, j| a + (xs[j] - mu[ch]) * (xs[j] - mu[ch]),
+            |a, ch| (mu[ch], a / cnt),
+        )
+    } else {
+        per_channel_par(c, n * sp, |ch| {
+            let mu = channel_runs(n, c, sp, ch).fold(E::zero(), |a, r| a + lane_sum(&xs[r])) / cnt;
+            let ss = channel_runs(n, c, sp, ch).fold(E::zero(), |a, r| a + lane_sq_dev(&xs[r], mu));
+            (mu, ss / cnt)
+        })
+    };
     let e = E::from_f64(eps);
     let rstd: Vec<E> = stats.iter().map(|&(_, v)| (v + e).sqrt().recip()).collect();
     let (w, b) = (weight.map(|t| t.as_slice()), bias.map(|t| t.as_slice()));
@@ -526,4 +603,85 @@ fn batch_norm_backward_graph<E: Float, D: Device>(
         out.push(Some(g.sum_dim(&axes, false)));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `n x c` values with exact zeros of both signs, ties and wide
+    /// magnitudes mixed in.
+    fn values(len: usize, seed: u64) -> Vec<f64> {
+        let mut s = seed;
+        (0..len)
+            .map(|i| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let u = (s >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
+                match i % 11 {
+                    3 => -0.0,
+                    7 => 0.0,
+                    9 => 1e8 * u,
+                    _ => u,
+                }
+            })
+            .collect()
+    }
+
+    fn same_bits<T: Copy, B: PartialEq + std::fmt::Debug>(a: &[T], b: &[T], bits: impl Fn(T) -> B) {
+        assert_eq!(a.len(), b.len());
+        for (i, (&x, &y)) in a.iter().zip(b).enumerate() {
+            assert_eq!(bits(x), bits(y), "element {i}");
+        }
+    }
+
+    /// The one-element-plane paths (`sp == 1`) give the bits of the
+    /// per-channel and per-run paths they replace: the statistics, the
+    /// gradient sums and the elementwise passes, for channel counts that
+    /// split into several parallel blocks and batches of 1.
+    #[test]
+    fn one_element_planes_match_the_per_channel_folds() {
+        for (n, c) in [(16, 512), (1, 7), (3, 2), (64, 300), (2, 20_000)] {
+            let x = values(n * c, (n * 31 + c) as u64);
+            let g = values(n * c, (n * 7 + c * 3) as u64);
+            let cnt = (n as f64).recip();
+            // the statistics of batch_norm_train_fused
+            let mu = flat_channel_folds(n, c, |a: f64, _, j| a + x[j], |a, _| a * cnt);
+            let flat = flat_channel_folds(
+                n,
+                c,
+                |a: f64, ch, j| a + (x[j] - mu[ch]) * (x[j] - mu[ch]),
+                |a, ch| (mu[ch], a * cnt),
+            );
+            let runs = per_channel_par(c, n, |ch| {
+                let m = channel_runs(n, c, 1, ch).fold(0.0, |a, r| a + lane_sum(&x[r])) * cnt;
+                let ss = channel_runs(n, c, 1, ch).fold(0.0, |a, r| a + lane_sq_dev(&x[r], m));
+                (m, ss * cnt)
+            });
+            same_bits(&flat, &runs, |(a, b): (f64, f64)| {
+                (a.to_bits(), b.to_bits())
+            });
+            // grad_sums against its per-channel form
+            let rstd: Vec<f64> = (0..c).map(|ch| 1.0 + ch as f64 * 0.25).collect();
+            let sums = grad_sums([n, c, 1], &g, &x, &mu, &rstd);
+            let want = per_channel_par(c, n, |ch| {
+                let sg = channel_runs(n, c, 1, ch).fold(0.0, |a, r| a + lane_sum(&g[r]));
+                let sgx = channel_runs(n, c, 1, ch)
+                    .fold(0.0, |a, r| a + lane_dot_dev(&g[r.clone()], &x[r], mu[ch]));
+                (sg, sgx * rstd[ch])
+            });
+            same_bits(&sums, &want, |(a, b): (f64, f64)| {
+                (a.to_bits(), b.to_bits())
+            });
+            // the elementwise pass, with and without a gradient
+            let f = |(m, k): (f64, f64), v: f64, gv: f64| (v - m) * k + gv;
+            let coef = |ch: usize| (mu[ch], rstd[ch]);
+            for gg in [None, Some(&g[..])] {
+                let fast = per_element_par(c, 1, &x, gg, coef, f);
+                let slow = per_run_par(c, 1, &x, gg, |run| coef(run % c), f);
+                same_bits(&fast, &slow, f64::to_bits);
+            }
+        }
+    }
 }
