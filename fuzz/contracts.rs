@@ -1,6 +1,6 @@
 //! The contract every reader of outside bytes keeps, as functions that
 //! panic when it is broken. The fuzz targets (`fuzz/fuzz_targets/*.rs`)
-//! call them on libFuzzer's inputs, and `tests/fuzz_corpus.rs` replays the
+//! call them on libFuzzer's inputs, and `tests/io/fuzz_corpus.rs` replays the
 //! committed corpus and crash files through the same functions.
 //!
 //! The contract: the reader returns an error or a usable value, never

@@ -1,5 +1,5 @@
 //! The data-parallel checks, written once against [`Communicator`]: run by
-//! `cargo test` on threads (`tests/distributed.rs`) and by `.ci/run` on
+//! `cargo test` on threads (`tests/misc/distributed.rs`) and by `.ci/run` on
 //! MPI processes (`examples/distributed_check`). Each check panics on
 //! failure; under `mpirun` a panicking rank ends the job with a non-zero
 //! status.

@@ -1,11 +1,25 @@
-//! Shared helpers for the integration tests: loading PyTorch fixtures and
-//! comparing tensors with a written-down tolerance.
+//! Shared helpers for the integration tests: loading PyTorch fixtures,
+//! comparing tensors with a written-down tolerance, and the lock of the
+//! tests that set the thread count.
 #![allow(dead_code)]
 
 use forge::{DType, Element, Float, Tensor};
 use safetensors::SafeTensors;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
+
+/// Held for its whole run by every test that sets the thread count
+/// (`forge::cpu::set_num_threads`, process-wide): the tests of one binary
+/// run in parallel, and a test that checks 1 against 2 threads, or that
+/// 2 threads dispatch to the worker pool (`pool_dispatches`), must not have
+/// the count changed under it by another. Tests that never set the count
+/// need not hold it: every result is the same for any thread count.
+pub fn lock_thread_count() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    // A test that failed while holding it does not fail the others.
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// One fixture file: its tensors (floats as f64, integers as i64) and its
 /// metadata strings.

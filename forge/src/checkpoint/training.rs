@@ -129,7 +129,7 @@ fn schedule_name(s: &Schedule) -> &'static str {
 /// [`Dropout`](crate::nn::Dropout)'s), the [`DataLoader`]'s epoch,
 /// permutation and position (with the `_with_loader` forms), and the step.
 /// A run resumed from it is `==` the uninterrupted run, mid-epoch included
-/// (`tests/checkpoint.rs`).
+/// (`tests/io/checkpoint.rs`).
 ///
 /// Nothing to spell: the optimizer and the schedule are whatever the
 /// caller has, and loading fills the caller's objects.

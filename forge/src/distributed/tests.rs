@@ -1,5 +1,5 @@
 //! Transport-level tests; the data-parallel checks are in
-//! `tests/distributed.rs` (threads) and `examples/distributed_check` (MPI).
+//! `tests/misc/distributed.rs` (threads) and `examples/distributed_check` (MPI).
 
 use super::*;
 use crate::nn::{Forward, Layer, Linear};

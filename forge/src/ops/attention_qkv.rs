@@ -14,7 +14,7 @@
 //! `dK = dS^T Q`. Every product is the same gemm call, and every
 //! elementwise step the same arithmetic in the same order, as the composed
 //! ops (`matmul_t`, `mul_scalar`, `softmax_masked`, `matmul`), so values and
-//! gradients equal the composed form's exactly (tests/ops_attention_qkv.rs).
+//! gradients equal the composed form's exactly (tests/ops/ops_attention_qkv.rs).
 
 use super::attention::attention_probs;
 use super::softmax::lane_dot;

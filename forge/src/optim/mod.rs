@@ -3,7 +3,7 @@
 //! - [`Sgd`], [`Adam`], [`AdamW`], [`Adagrad`], [`Adadelta`], [`RmsProp`]:
 //!   PyTorch's update rules, each one fused pass over a parameter's values
 //!   (f32 or f64) that updates the parameter and its state in place, checked
-//!   against PyTorch's numbers (`tests/optim_parity.rs`). They are all
+//!   against PyTorch's numbers (`tests/optim/optim_parity.rs`). They are all
 //!   [`Optimizer<R, E>`] with a different [`UpdateRule`] `R`; the optimizer
 //!   owns what they share (the parameter loop, state by path, `maximize`
 //!   and L2 weight decay through [`GradPrep`], groups, files).
