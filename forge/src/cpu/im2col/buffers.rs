@@ -73,10 +73,11 @@ pub(crate) fn build_chunks<E: Copy + Send>(
 
 /// A pooled output of `planes` planes of `plane_len` elements, plane `p`
 /// written whole by `fill(p, plane)`, for cheap per-plane kernels (pooling,
-/// gathers) that touch about `work` elements per plane: planes are grouped
-/// into tasks of at least [`ROW_TASK_ELEMS`] elements of work, and the
-/// whole pass runs on the calling thread when it costs less than
-/// [`PARALLEL_MIN_NS`] (at about half a nanosecond per element of work).
+/// gathers) that touch about `work` elements per plane, with the grouping
+/// of [`for_each_row_mut`]: planes in tasks of at least [`ROW_TASK_ELEMS`]
+/// elements of work, the whole pass on the calling thread when it costs
+/// less than [`PARALLEL_MIN_NS`] (about half a nanosecond per element of
+/// work).
 /// One task per plane made ResNet-18's global average pool (`[16, 512, 1,
 /// 1]`, one element per plane) 8192 tasks, 5x slower at 2 threads than
 /// inline. Each plane is written by the same call either way, so the
@@ -89,21 +90,7 @@ pub(crate) fn build_planes<E: Copy + Send>(
 ) -> Storage<E> {
     let n = planes * plane_len;
     let mut s = Storage::with_capacity(n);
-    if n > 0 {
-        let per = (ROW_TASK_ELEMS / work.max(1)).max(1);
-        let out = &mut s.spare_capacity_mut()[..n];
-        if planes * work / 2 < PARALLEL_MIN_NS {
-            for (p, plane) in out.chunks_mut(plane_len).enumerate() {
-                fill(p, plane);
-            }
-        } else {
-            for_each_chunk_mut(out, per * plane_len, |task, part| {
-                for (j, plane) in part.chunks_mut(plane_len).enumerate() {
-                    fill(task * per + j, plane);
-                }
-            });
-        }
-    }
+    for_each_row_work(&mut s.spare_capacity_mut()[..n], plane_len, work, fill);
     // SAFETY: the planes cover `0..n` (`plane_len` elements each) and `fill`
     // wrote every element of each.
     unsafe { s.set_len(n) };
@@ -169,16 +156,30 @@ pub(crate) fn for_each_row_mut<E: Send>(
     row_len: usize,
     f: impl Fn(usize, &mut [E]) + Sync,
 ) {
+    for_each_row_work(out, row_len, row_len, f);
+}
+
+/// [`for_each_row_mut`] for rows that cost about `work` elements each
+/// (not necessarily their length: an average pool reads a window per
+/// output): tasks of at least [`ROW_TASK_ELEMS`] elements of work, inline
+/// below [`PARALLEL_MIN_NS`] at about half a nanosecond per element of
+/// work.
+fn for_each_row_work<E: Send>(
+    out: &mut [E],
+    row_len: usize,
+    work: usize,
+    f: impl Fn(usize, &mut [E]) + Sync,
+) {
     if out.is_empty() || row_len == 0 {
         return;
     }
-    let rows = (ROW_TASK_ELEMS / row_len).max(1);
+    let rows = (ROW_TASK_ELEMS / work.max(1)).max(1);
     let run = |task: usize, part: &mut [E]| {
         for (r, row) in part.chunks_mut(row_len).enumerate() {
             f(task * rows + r, row);
         }
     };
-    if out.len() / 2 < PARALLEL_MIN_NS {
+    if out.len().saturating_mul(work) / row_len / 2 < PARALLEL_MIN_NS {
         for (task, part) in out.chunks_mut(rows * row_len).enumerate() {
             run(task, part);
         }
