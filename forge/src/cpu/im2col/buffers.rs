@@ -164,7 +164,7 @@ pub(crate) fn for_each_row_mut<E: Send>(
 /// output): tasks of at least [`ROW_TASK_ELEMS`] elements of work, inline
 /// below [`PARALLEL_MIN_NS`] at about half a nanosecond per element of
 /// work.
-fn for_each_row_work<E: Send>(
+pub(crate) fn for_each_row_work<E: Send>(
     out: &mut [E],
     row_len: usize,
     work: usize,

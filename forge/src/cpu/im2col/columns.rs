@@ -4,7 +4,7 @@
 //! convolutions), `col2im` (its adjoint, summed back into the planes), and
 //! the channel-major gathering of output gradients for the batched paths.
 
-use super::buffers::{for_each_row_mut, refill, uninit_mut};
+use super::buffers::{for_each_row_mut, for_each_row_work, refill, uninit_mut};
 use super::ConvGeom;
 use crate::base::Float;
 use crate::cpu::memory::Storage;
@@ -248,14 +248,27 @@ impl ConvGeom {
         let (plane, taps, l) = (self.h * self.w, self.kh * self.kw, self.l());
         let ld = nb * l;
         let inside = self.inside_table();
-        for_each_row_mut(&mut cols[..self.c * taps * ld], ld, |r, row| {
-            let (ci, t) = (r / taps, r % taps);
-            let range = inside[t % self.kw];
-            for bi in 0..nb {
-                let at = ((b0 + bi) * self.c + ci) * plane;
-                self.im2col_row(&x[at..at + plane], t, range, &mut row[bi * l..(bi + 1) * l]);
-            }
-        });
+        // Work per row: its elements, plus about 8 elements' worth per run
+        // copied (one run per image on the shifted path, one per output
+        // row otherwise).
+        let runs = if self.rows_are_contiguous() {
+            nb
+        } else {
+            nb * self.oh
+        };
+        for_each_row_work(
+            &mut cols[..self.c * taps * ld],
+            ld,
+            ld + 8 * runs,
+            |r, row| {
+                let (ci, t) = (r / taps, r % taps);
+                let range = inside[t % self.kw];
+                for bi in 0..nb {
+                    let at = ((b0 + bi) * self.c + ci) * plane;
+                    self.im2col_row(&x[at..at + plane], t, range, &mut row[bi * l..(bi + 1) * l]);
+                }
+            },
+        );
     }
 
     /// `gy [n, o, l]` images `b0..b0 + nb` as `[o, nb * l]` (channel-major),

@@ -348,3 +348,45 @@ fn shifted_rows_equal_the_general_rows() {
     let strided = ConvGeom::new([1, 1, 8, 8], [1, 1, 3, 3], [2, 2], [1, 1], [1, 1], 1).unwrap();
     assert!(!strided.rows_are_contiguous());
 }
+
+/// The batched im2col counts each copied run's overhead, not only its
+/// elements: ResNet-18's stride-2 3x3 layer on 4x4 planes at batch 16
+/// (`[16, 128, 4, 4]` to 256 channels) copies 73,728 values in runs of two,
+/// under the inline threshold by element count but about 0.2 ms of work, so
+/// at 2 threads it goes to the pool; a pass of nearly as many values
+/// (64,512) in runs of 64 (the shifted copy of 8x8 planes, one run per
+/// image) stays inline. Values equal the per-image im2col either way.
+#[test]
+fn im2col_batch_splits_by_runs_as_well_as_elements() {
+    // Holds the thread count against the other unit tests that set it.
+    let _threads = crate::cpu::threads::lock_thread_count();
+    use crate::cpu::threads::{num_threads, pool_dispatches, set_num_threads};
+    let prev = num_threads();
+    set_num_threads(2);
+    let strided =
+        ConvGeom::new([16, 128, 4, 4], [256, 128, 3, 3], [2, 2], [1, 1], [1, 1], 1).unwrap();
+    let shifted = ConvGeom::new([16, 7, 8, 8], [8, 7, 3, 3], [1, 1], [1, 1], [1, 1], 1).unwrap();
+    for (g, pooled) in [(strided, true), (shifted, false)] {
+        let (k, l, n) = (g.k_len(), g.l(), g.n);
+        let x: Vec<f32> = (0..n * g.c * g.h * g.w)
+            .map(|i| (i % 97) as f32 - 48.0)
+            .collect();
+        let before = pool_dispatches();
+        let mut cols = Storage::with_capacity(k * n * l);
+        refill(&mut cols, k * n * l, |c| g.im2col_batch(&x, 0, n, c));
+        assert_eq!(pool_dispatches() > before, pooled, "{g:?}");
+        let img = g.c * g.h * g.w;
+        let mut one = vec![0.0f32; k * l];
+        for b in 0..n {
+            g.im2col(&x[b * img..(b + 1) * img], &mut one);
+            for r in 0..k {
+                assert_eq!(
+                    &cols[r * n * l + b * l..][..l],
+                    &one[r * l..(r + 1) * l],
+                    "{g:?}"
+                );
+            }
+        }
+    }
+    set_num_threads(prev);
+}
