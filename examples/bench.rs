@@ -409,8 +409,9 @@ fn resnet18_train(opts: &Opts) {
     for (threads, lo, hi) in REF_RESNET18_TRAIN_MS {
         set_num_threads(threads);
         let t = measure(opts, 5, Duration::from_secs(4), || {
-            let loss = cross_entropy_with(&m.forward(x.clone()), &y, Default::default());
-            let grads = loss.backward();
+            // the loss (and its graph) dropped before the step, as in `--json`
+            let grads =
+                cross_entropy_with(&m.forward(x.clone()), &y, Default::default()).backward();
             opt.step(&mut m, &grads).expect("shapes match");
         });
         Row {

@@ -299,20 +299,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let (x, y) = batch(train, args.batch, block, &mut rng);
             let loss = gpt.loss(&x, &y);
             let mut grads = loss.backward();
+            // The graph holds every weight; dropped, the step updates them in place.
+            let value = loss.item();
+            drop(loss);
             let norm = clip_grad_norm(&mut grads, args.clip);
             opt.step(&mut gpt, &grads)?;
             sched.step(&mut opt);
-            bar.set_message(format!(
-                "loss {:.4} |g| {norm:.2} lr {:.2e}",
-                loss.item(),
-                opt.lr()
-            ));
+            bar.set_message(format!("loss {value:.4} |g| {norm:.2} lr {:.2e}", opt.lr()));
             bar.inc(1);
             if step % args.eval_every == 0 || step == args.steps {
                 let v = eval_loss(&gpt, val, block, &mut rng);
                 let line = format!(
-                    "step {step}: train loss {:.4}, val loss {v:.4}, {:.2} steps/s",
-                    loss.item(),
+                    "step {step}: train loss {value:.4}, val loss {v:.4}, {:.2} steps/s",
                     step as f64 / start.elapsed().as_secs_f64()
                 );
                 if args.quiet {

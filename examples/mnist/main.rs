@@ -286,14 +286,16 @@ where
             let logits = model.forward(x);
             let loss = cross_entropy(&logits, &y);
             let grads = model.backward(&loss)?;
+            loss_sum += loss.item() as f64 * y.numel() as f64;
+            correct += metrics::correct(&logits, &y);
+            seen += y.numel();
+            // The graph holds the weights: dropped, the step updates them in place.
+            drop((logits, loss));
             opt.step(&mut model, &grads)?;
             if let Some(s) = &mut sched {
                 s.step(&mut opt);
             }
             step += 1;
-            loss_sum += loss.item() as f64 * y.numel() as f64;
-            correct += metrics::correct(&logits, &y);
-            seen += y.numel();
             bar.inc(1);
             bar.set_message(format!(
                 "loss {:.4}  acc {:.4}  {:.0} ex/s",

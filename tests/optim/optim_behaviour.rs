@@ -1,8 +1,9 @@
 //! Optimizer behaviour beyond the update formulas: state keyed by path and
 //! checked by shape, skipped parameters, parameter groups, reset, errors.
 
+use forge::nn::{Forward, Linear};
 use forge::optim::*;
-use forge::{ForgeError, Gradients, Tensor};
+use forge::{ForgeError, Gradients, Rng, Tensor};
 use std::collections::BTreeMap;
 
 fn grads_for(pairs: &[(&Tensor<f64>, Vec<f64>)]) -> Gradients<f64> {
@@ -210,5 +211,48 @@ fn clip_grad_norm_with_a_nan_gradient_makes_every_gradient_nan_as_pytorch() {
             let v = g.get(t).unwrap().to_vec();
             assert!(v.iter().all(|x| x.is_nan()), "p = {p}: {v:?}");
         }
+    }
+}
+
+/// The documented cost of stepping with the loss alive: the graph holds the
+/// weight, so the step writes a copy (the graph's values are left as the
+/// forward saw them, for another backward); once the loss is dropped the
+/// step updates the weight's own buffer. Same values either way.
+#[test]
+fn a_step_updates_in_place_once_the_loss_is_dropped() {
+    let x = Tensor::<f64>::normal(&[4, 3], 0.0, 1.0, &mut Rng::new(4));
+    // Two models with the same values and buffers of their own (a clone
+    // would share them).
+    let mut alive = Linear::<f64>::new(3, 2, &mut Rng::new(5));
+    let mut dropped = Linear::<f64>::new(3, 2, &mut Rng::new(5));
+    let mut opt_a = Sgd::new(0.1).momentum(0.9);
+    let mut opt_d = Sgd::new(0.1).momentum(0.9);
+    for _ in 0..2 {
+        let loss = alive.forward(x.clone()).square().sum();
+        let grads = loss.backward();
+        let (before, ptr) = (alive.weight.to_vec(), alive.weight.as_slice().as_ptr());
+        opt_a.step(&mut alive, &grads).unwrap();
+        assert_ne!(
+            alive.weight.as_slice().as_ptr(),
+            ptr,
+            "stepped into the graph's buffer"
+        );
+        // The graph still sees the values it was recorded with.
+        let again = loss.backward();
+        assert!(
+            again.get(&alive.weight).is_none(),
+            "a new weight, not the graph's"
+        );
+        assert_ne!(alive.weight.to_vec(), before);
+
+        let grads = dropped.forward(x.clone()).square().sum().backward();
+        let ptr = dropped.weight.as_slice().as_ptr();
+        opt_d.step(&mut dropped, &grads).unwrap();
+        assert_eq!(
+            dropped.weight.as_slice().as_ptr(),
+            ptr,
+            "copied with no graph alive"
+        );
+        assert_eq!(dropped.weight.to_vec(), alive.weight.to_vec());
     }
 }

@@ -15,6 +15,14 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
     /// so their state is kept and used again after `unfreeze()`. Everything
     /// is checked before anything changes.
     ///
+    /// # Performance
+    /// A weight is updated in place only when no other tensor shares its
+    /// values. A loss that is still alive holds its graph, and the graph
+    /// holds every weight it read, so each weight is then copied into a new
+    /// buffer first (ResNet-18's 11.7 M weights: about 3 ms more per step).
+    /// Drop the loss before the step, or never bind it:
+    /// `let grads = loss_fn(..).backward();`.
+    ///
     /// # Errors
     /// As [`step_params`](Self::step_params): [`ForgeError::State`] when a
     /// weight's shape differs from its state's (state of another model).
