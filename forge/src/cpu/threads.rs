@@ -427,6 +427,51 @@ pub fn parallel_for(chunks: usize, f: impl Fn(usize) + Sync) {
     }
 }
 
+/// Runs `a` and `b`, on two threads of the pool when there are two (each
+/// one whole, its own kernels inline), else one after the other on the
+/// calling thread; returns both results. For two independent ops too
+/// small to split well one by one (a small convolution's input and weight
+/// gradients): one hand-off instead of two, and no chunk of either waits
+/// for the other thread. Each closure computes what it would alone, so the
+/// results do not depend on the thread count.
+///
+/// # Panics
+/// A panic in `a` or `b` is propagated to the caller.
+///
+/// ```
+/// let (x, y) = forge::cpu::threads::join(|| (0..10).sum::<i32>(), || "done");
+/// assert_eq!((x, y), (45, "done"));
+/// ```
+pub fn join<A: Send, B: Send>(
+    a: impl FnOnce() -> A + Send,
+    b: impl FnOnce() -> B + Send,
+) -> (A, B) {
+    if num_threads() < 2 || IN_PARALLEL.with(Cell::get) {
+        return (a(), b());
+    }
+    let (fa, fb) = (Mutex::new(Some(a)), Mutex::new(Some(b)));
+    let (ra, rb) = (Mutex::new(None), Mutex::new(None));
+    parallel_for(2, |i| {
+        if i == 0 {
+            let f = fa.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some(f) = f {
+                *ra.lock().unwrap_or_else(|e| e.into_inner()) = Some(f());
+            }
+        } else {
+            let f = fb.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some(f) = f {
+                *rb.lock().unwrap_or_else(|e| e.into_inner()) = Some(f());
+            }
+        }
+    });
+    let ra = ra.into_inner().unwrap_or_else(|e| e.into_inner());
+    let rb = rb.into_inner().unwrap_or_else(|e| e.into_inner());
+    (
+        ra.expect("join: the first closure ran"),
+        rb.expect("join: the second closure ran"),
+    )
+}
+
 /// How long a caller that has waited [`LINGER`] for the workers' last
 /// chunks sleeps between looks (the last chunk also unparks it).
 const SPIN: Duration = Duration::from_micros(50);
@@ -445,6 +490,32 @@ mod tests {
             parallel_for(37, |i| seen.lock().unwrap()[i] += 1);
             assert_eq!(*seen.lock().unwrap(), vec![1; 37], "{threads} threads");
         }
+    }
+
+    #[test]
+    fn join_returns_both_results_on_any_thread_count_and_propagates_panics() {
+        let _threads = lock_thread_count();
+        for threads in [1, 2, 3] {
+            set_num_threads(threads);
+            let owned = vec![1u64, 2, 3];
+            let (a, b) = join(|| owned.iter().sum::<u64>(), || format!("{threads}"));
+            assert_eq!((a, b), (6, threads.to_string()));
+            // Inside a parallel chunk both run inline, on that thread.
+            let inner = Mutex::new(Vec::new());
+            parallel_for(2, |i| {
+                let me = std::thread::current().id();
+                let (x, y) = join(
+                    || std::thread::current().id(),
+                    || std::thread::current().id(),
+                );
+                assert_eq!((x, y), (me, me));
+                inner.lock().unwrap().push(i);
+            });
+            assert_eq!(inner.lock().unwrap().len(), 2);
+            let caught = std::panic::catch_unwind(|| join(|| 1, || -> i32 { panic!("second") }));
+            assert!(caught.is_err(), "{threads} threads");
+        }
+        set_num_threads(1);
     }
 
     #[test]
