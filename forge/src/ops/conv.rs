@@ -15,10 +15,10 @@
 //!
 //! A bias gradient is the output gradient summed over batch and space.
 
+use super::grads::both;
 use crate::cpu::im2col::{
     channel_sums, conv2d_backward_input, conv2d_backward_weight, conv2d_forward, ConvGeom,
 };
-use crate::cpu::threads::join;
 use crate::tensor::{Device, Float, Tensor};
 
 fn dims4(op: &str, what: &str, t: &[usize], layout: &str) -> [usize; 4] {
@@ -302,33 +302,6 @@ fn conv_t_apply<E: Float, D: Device>(
         }
         out
     })
-}
-
-/// The two gradients of a rule, each computed when `needs` asks for it;
-/// both at once on two threads ([`join`]) when both are needed. Each is a
-/// whole op with its own fixed chunks, so the values are the same either
-/// way. Two threads on one op each, one after the other, lost more: each
-/// gradient of a small convolution splits poorly (ResNet-18's 1x1
-/// downsampling layers ran no faster on 2 threads than on 1) and the
-/// second waited for the first's last chunk. Sum of ResNet-18's
-/// convolution backward times at batch 16, 2 threads, per-op probe at
-/// 07:56 UTC (best of 30 steps, two runs each, a test build paused):
-/// 14.5-14.7 ms one after the other, 12.5-12.9 ms joined (the 1x1
-/// layers 0.20 -> 0.10 ms, the 64-channel 3x3 layers on 8x8 planes 2.9
-/// -> 2.7); 1
-/// thread unchanged (22.0-22.5 ms).
-fn both<A: Send, B: Send>(
-    needs: [bool; 2],
-    a: impl FnOnce() -> A + Send,
-    b: impl FnOnce() -> B + Send,
-) -> (Option<A>, Option<B>) {
-    match needs {
-        [true, true] => {
-            let (a, b) = join(a, b);
-            (Some(a), Some(b))
-        }
-        [na, nb] => (na.then(a), nb.then(b)),
-    }
 }
 
 /// The bias gradient: `g [n, c, h, w]` summed over batch and space to `[c]`

@@ -12,6 +12,7 @@ mod conv;
 pub(crate) mod cross_entropy;
 pub(crate) mod dropout;
 pub(crate) mod embedding;
+mod grads;
 pub(crate) mod group_norm;
 mod index;
 pub(crate) mod layer_norm;
