@@ -20,7 +20,7 @@
 //!
 //! **Threads.** The statistics run over blocks of rows, the sums over
 //! blocks of `(image, channel)` runs and the elementwise passes over blocks
-//! of whole images, each block about 16K values (`BN_CHUNK`) whatever the
+//! of whole images, each block about 4K values (`BN_CHUNK`) whatever the
 //! thread count; every sum is taken inside one run or row in a fixed order
 //! (eight lanes) and the weight and bias sums over the images in order. So
 //! every result is the same for any number of threads.
