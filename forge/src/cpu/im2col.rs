@@ -443,7 +443,9 @@ fn backward_input_batched<E: Float>(
     let (k, l, o) = (g.k_len(), g.l(), g.o);
     let (plane, taps) = (g.h * g.w, g.kh * g.kw);
     let per = g.batch_chunk(budget);
-    let mut cols = Storage::filled(k * per * l, E::zero());
+    // Unzeroed: each chunk's product (beta 0, which never reads its
+    // output) writes the columns its col2im then reads.
+    let mut cols = Storage::stale(k * per * l);
     let mut gyc = Storage::with_capacity(if per > 1 { o * per * l } else { 0 });
     let img = g.c * plane;
     let inside = g.inside_table();
@@ -484,7 +486,8 @@ fn backward_weight_batched<E: Float>(
     let per = g.batch_chunk(budget);
     let mut cols = Storage::with_capacity(k * per * l);
     let mut gyc = Storage::with_capacity(if per > 1 { o * per * l } else { 0 });
-    let mut gw = Storage::filled(o * k, E::zero());
+    // Unzeroed: the first chunk's product (beta 0) writes all of it.
+    let mut gw = Storage::stale(o * k);
     for (b0, nb) in chunks(g.n, per) {
         let ld = nb * l;
         refill(&mut cols, k * ld, |c| g.im2col_batch(x, b0, nb, c));
