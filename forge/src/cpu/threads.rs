@@ -497,7 +497,7 @@ mod tests {
         let _threads = lock_thread_count();
         for threads in [1, 2, 3] {
             set_num_threads(threads);
-            let owned = vec![1u64, 2, 3];
+            let owned = [1u64, 2, 3];
             let (a, b) = join(|| owned.iter().sum::<u64>(), || format!("{threads}"));
             assert_eq!((a, b), (6, threads.to_string()));
             // Inside a parallel chunk both run inline, on that thread.
