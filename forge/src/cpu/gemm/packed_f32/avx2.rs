@@ -196,12 +196,22 @@ pub(super) unsafe fn pack_a_rows<const R: usize>(
     // `p0..p0 + 8 <= kc` of a row `i < rows` of the source, and a store
     // writes lanes `g..g + 8 <= R` (or 4) of column `p < kc` of `dst`,
     // inside the extents asserted above.
-    for p0 in (0..whole).step_by(8) {
-        let row = |i: usize| s.wrapping_add(i * rs + p0);
-        for g in (0..R - R % 8).step_by(8) {
+    // One group of 8 (or 4) rows at a time, along the whole of `kc`, with
+    // each row's next lines prefetched: eight sequential streams. Walking
+    // `k` across all `R` rows at once (32 streams for a panel of `b`) left
+    // the loads waiting on L3: for `x W^T` at 128 x 784 x 512 (a 1.6 MB
+    // weight) the packing was 22% of a 1-thread product's perf samples,
+    // and is 12.5% so (AVX2 Zen, 2026-12-02).
+    let row = |i: usize, p0: usize| s.wrapping_add(i * rs + p0);
+    for g in (0..R - R % 8).step_by(8) {
+        let live = rows.saturating_sub(g).min(8);
+        for p0 in (0..whole).step_by(8) {
             let mut r = [_mm256_setzero_ps(); 8];
-            for (i, v) in r.iter_mut().enumerate().take(rows.saturating_sub(g).min(8)) {
-                *v = unsafe { _mm256_loadu_ps(row(g + i)) };
+            for (i, v) in r.iter_mut().enumerate().take(live) {
+                if p0 % 16 == 0 {
+                    _mm_prefetch::<_MM_HINT_T0>(row(g + i, p0 + 64).cast());
+                }
+                *v = unsafe { _mm256_loadu_ps(row(g + i, p0)) };
             }
             // SAFETY: the CPU has AVX2.
             let cols = unsafe { transpose8(r) };
@@ -209,11 +219,14 @@ pub(super) unsafe fn pack_a_rows<const R: usize>(
                 unsafe { _mm256_storeu_ps(d.add((p0 + q) * R + g), v) };
             }
         }
-        if R % 8 == 4 {
-            let g = R - 4;
+    }
+    if R % 8 == 4 {
+        let g = R - 4;
+        let live = rows.saturating_sub(g);
+        for p0 in (0..whole).step_by(8) {
             let mut r = [_mm256_setzero_ps(); 4];
-            for (i, v) in r.iter_mut().enumerate().take(rows.saturating_sub(g)) {
-                *v = unsafe { _mm256_loadu_ps(row(g + i)) };
+            for (i, v) in r.iter_mut().enumerate().take(live) {
+                *v = unsafe { _mm256_loadu_ps(row(g + i, p0)) };
             }
             // SAFETY: the CPU has AVX2.
             let cols = unsafe { transpose4x8(r) };
