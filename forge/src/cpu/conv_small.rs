@@ -314,7 +314,10 @@ fn forward_by<E: Float>(
     assert_eq!(x.len(), g.n * img, "conv_small::forward: input");
     assert_eq!(weight.len(), g.o * taps, "conv_small::forward: weight");
     let op = g.o.div_ceil(OB) * OB;
-    let mut wp = vec![E::zero(); taps * op];
+    // Scratch comes from the pool like every output: a `vec!` here is a
+    // C-allocator buffer, which a worker thread's arena hands back to the
+    // OS and faults in again (LeNet's 2-thread step: 4.6 faults a step).
+    let mut wp = Storage::filled(taps * op, E::zero());
     for (o, row) in weight.chunks_exact(taps).enumerate() {
         for (tap, &v) in row.iter().enumerate() {
             wp[tap * op + o] = v;
@@ -322,7 +325,7 @@ fn forward_by<E: Float>(
     }
     let scratch = g.c * g.kw * plane + LANES;
     build_chunks(g.n * g.o * l, g.o * l, |b, y| {
-        let mut s = vec![E::zero(); scratch];
+        let mut s = Storage::filled(scratch, E::zero());
         shift(g, &x[b * img..(b + 1) * img], &mut s);
         // Writes every element of the image's output (every block of
         // every output channel).
@@ -432,11 +435,15 @@ fn backward_weight_by<E: Float>(kernel: Kernel, g: &ConvGeom, x: &[E], gy: &[E])
     let scratch = g.c * g.kw * plane + LANES;
     let wlen = g.o * taps;
     let partials = build_chunks(chunks * wlen, wlen, |ch, part| {
-        let mut s = vec![E::zero(); scratch];
-        let zeros = vec![E::zero(); l];
+        // Pooled scratch, as in `forward_by`.
+        let mut s = Storage::filled(scratch, E::zero());
+        let zeros = Storage::filled(l, E::zero());
         let images = ch * WGRAD_CHUNK..((ch + 1) * WGRAD_CHUNK).min(g.n);
-        let mut acc = vec![[[E::zero(); LANES]; OB]; taps * g.o.div_ceil(OB)];
-        let mut tail = vec![[E::zero(); OB]; taps * g.o.div_ceil(OB)];
+        let blocks = taps * g.o.div_ceil(OB);
+        let mut acc_buf = Storage::filled(blocks * OB * LANES, E::zero());
+        let mut tail_buf = Storage::filled(blocks * OB, E::zero());
+        let acc = acc_buf.as_chunks_mut::<LANES>().0.as_chunks_mut::<OB>().0;
+        let tail = tail_buf.as_chunks_mut::<OB>().0;
         for b in images {
             shift(g, &x[b * img..(b + 1) * img], &mut s);
             let gyb = &gy[b * g.o * l..(b + 1) * g.o * l];

@@ -357,16 +357,12 @@ pub fn max_values<E: Float>(win: &PoolWindows, x: &[E]) -> Storage<E> {
         // as the separable kernel here, and its values are the same bits.
         return build_chunks(planes * op, per * op, |ch, out| {
             let mut sc = max_rows::Scratch::new(win, &run);
-            let mut idx = vec![std::mem::MaybeUninit::<usize>::uninit(); out.len()];
-            max_rows::max_planes(
-                win,
-                &run,
-                &mut sc,
-                &x[..planes * ip],
-                ch * per,
-                out,
-                &mut idx,
-            );
+            // The positions in a pooled buffer (a `vec!` of this size is a
+            // C-allocator block that a worker's arena may return to the OS
+            // and fault in again on the next step).
+            let mut idx_buf = Storage::<usize>::with_capacity(out.len());
+            let idx = &mut idx_buf.spare_capacity_mut()[..out.len()];
+            max_rows::max_planes(win, &run, &mut sc, &x[..planes * ip], ch * per, out, idx);
         });
     }
     build_chunks(planes * op, per * op, |ch, out| {
