@@ -37,7 +37,8 @@ pub struct Storage<T: Copy> {
 
 impl<T: Copy> Storage<T> {
     /// Empty storage with room for at least `n` elements, taken from the
-    /// pool (no allocation when `n` is 0).
+    /// pool (no allocation when `n` is 0; a plain vector when the element
+    /// size does not divide 16 bytes, the granularity of pooled blocks).
     ///
     /// ```
     /// let mut s = forge::cpu::memory::Storage::<f64>::with_capacity(3);
@@ -49,7 +50,10 @@ impl<T: Copy> Storage<T> {
         let size = size_of::<T>();
         let align = std::mem::align_of::<T>();
         let bytes = n.saturating_mul(size);
-        if size == 0 || !pooled(bytes, align) {
+        // Pooled blocks are whole multiples of 16 bytes, so only elements
+        // whose size divides 16 fill one exactly; others (12-byte triples)
+        // take a plain vector.
+        if size == 0 || 16 % size != 0 || !pooled(bytes, align) {
             return Storage {
                 vec: ManuallyDrop::new(Vec::with_capacity(n)),
                 block: 0,
@@ -361,6 +365,25 @@ impl<T: Copy> From<Vec<T>> for Storage<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn elements_whose_size_does_not_divide_16_bytes_are_not_pooled() {
+        // A pooled block's length is a multiple of 16 bytes, not of 12 or
+        // 24: such elements take a plain vector (this used to trip the
+        // block-size assertion: a Storage of per-channel (mean, scale,
+        // shift) triples).
+        for n in [1, 100, 1000] {
+            let s: Storage<[f32; 3]> = (0..n).map(|i| [i as f32; 3]).collect();
+            assert_eq!((s.len(), s.block), (n, 0));
+            assert_eq!(s[n - 1], [(n - 1) as f32; 3]);
+            let t: Storage<(f64, f64, f64)> = (0..n).map(|i| (i as f64, 0.0, 1.0)).collect();
+            assert_eq!((t.len(), t.block), (n, 0));
+        }
+        assert!(
+            Storage::<[f32; 4]>::with_capacity(100).block > 0,
+            "16 bytes divide"
+        );
+    }
 
     #[test]
     fn grown_storage_is_not_returned_to_the_pool() {
