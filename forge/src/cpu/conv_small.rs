@@ -315,8 +315,8 @@ fn forward_by<E: Float>(
     assert_eq!(weight.len(), g.o * taps, "conv_small::forward: weight");
     let op = g.o.div_ceil(OB) * OB;
     // Scratch comes from the pool like every output: a `vec!` here is a
-    // C-allocator buffer, which a worker thread's arena hands back to the
-    // OS and faults in again (LeNet's 2-thread step: 4.6 faults a step).
+    // C-allocator buffer, which a worker thread's arena may hand back to
+    // the OS and fault in again on a later step.
     let mut wp = Storage::filled(taps * op, E::zero());
     for (o, row) in weight.chunks_exact(taps).enumerate() {
         for (tap, &v) in row.iter().enumerate() {
