@@ -110,7 +110,7 @@ pub(super) unsafe fn transpose16(src: &[&[f32]; 16], dst: *mut f32, ld: usize, m
 ///
 /// Columns `16 h..16 h + 16` of the tile start at `c[h]` (one pointer per
 /// half, which need not be adjacent). `next`, when not null, is the panel
-/// multiplied after this one, fetched into L2 a line a step (a hint:
+/// multiplied after this one, fetched into L2 a row (two lines) a step (a hint:
 /// never read, so any address will do).
 ///
 /// # Safety
@@ -175,7 +175,7 @@ pub(super) unsafe fn tile<const R: usize>(
             step(&mut acc, p);
         }
     } else {
-        // The next panel, a line a step, into L2.
+        // The next panel, a row (two lines) a step, into L2.
         for p in ahead..kc {
             _mm_prefetch::<_MM_HINT_T1>(next.wrapping_add(p * NR).cast());
             _mm_prefetch::<_MM_HINT_T1>(next.wrapping_add(p * NR + 16).cast());
