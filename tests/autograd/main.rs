@@ -1,11 +1,6 @@
-//! The autograd test binary: the tape's contracts, the checkers, second-order
-//! parity. One binary per area (README, "Test layout"): each file is a
-//! module, named as it was when it was a binary of its own.
-
-#[path = "../common/mod.rs"]
-mod common;
-#[path = "../second_order/mod.rs"]
-mod second_order;
+//! The autograd tests: the tape's contracts, the checkers, second-order parity.
+//! A module of the one suite binary (`tests/suite.rs`; README, "Test
+//! layout"), its files modules named as the files.
 
 mod autograd_checks_fail;
 mod autograd_contracts;

@@ -10,7 +10,7 @@
 //! through the same checks, in memory: a test never writes into the
 //! repository. To rewrite the seed files under `fuzz/` (by hand, when the
 //! formats change), set `FORGE_WRITE_SEEDS=1` for that test:
-//! `FORGE_WRITE_SEEDS=1 cargo test --test io fuzz_corpus::fresh_seeds`.
+//! `FORGE_WRITE_SEEDS=1 cargo test --test suite fuzz_corpus::fresh_seeds`.
 
 #[path = "../../fuzz/contracts.rs"]
 mod contracts;

@@ -1,11 +1,9 @@
-//! The io test binary: files and formats (IDX, safetensors, checkpoints, the
-//! data loader, the fuzz corpus). One binary per area (README, "Test
-//! layout"): each file is a module, named as it was when it was a binary of
-//! its own. `fuzz_corpus` installs a counting global allocator for the whole
-//! binary: it forwards every call to the system allocator unchanged.
-
-#[path = "../common/mod.rs"]
-mod common;
+//! The io tests: files and formats (IDX, safetensors, checkpoints, the data loader, the
+//! fuzz corpus). `fuzz_corpus` installs a counting global allocator for the
+//! whole suite binary: it forwards every call to the system allocator
+//! unchanged and notes the largest request per thread.
+//! A module of the one suite binary (`tests/suite.rs`; README, "Test
+//! layout"), its files modules named as the files.
 
 mod checkpoint;
 mod data_loader;

@@ -1,7 +1,7 @@
-//! The misc test binary: concurrency, the distributed fallback on threads,
-//! panic messages, the README's examples and usability. One binary per area
-//! (README, "Test layout"): each file is a module, named as it was when it
-//! was a binary of its own.
+//! The misc tests: concurrency, the distributed fallback on threads, panic messages, the
+//! README's examples and usability.
+//! A module of the one suite binary (`tests/suite.rs`; README, "Test
+//! layout"), its files modules named as the files.
 
 mod concurrency;
 mod distributed;

@@ -1,10 +1,7 @@
-//! The models test binary: GPT, the seq2seq transformer, the vision models,
-//! half precision and the MNIST training. One binary per area (README, "Test
-//! layout"): each file is a module, named as it was when it was a binary of
-//! its own.
-
-#[path = "../common/mod.rs"]
-mod common;
+//! The models tests: GPT, the seq2seq transformer, the vision models, half precision and the
+//! MNIST training.
+//! A module of the one suite binary (`tests/suite.rs`; README, "Test
+//! layout"), its files modules named as the files.
 
 mod mnist_training;
 mod models_gpt_parity;

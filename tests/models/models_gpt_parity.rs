@@ -14,7 +14,7 @@
 //!
 //! Measured relative errors, max |forge - torch| / max |torch| over each
 //! tensor (2 threads; the figures printed by
-//! `cargo test --test models models_gpt_parity -- --nocapture`), which the README
+//! `cargo test --test suite models_gpt_parity -- --nocapture`), which the README
 //! quotes; the test asserts each with a 10x margin (`README_FIGURES`):
 //!
 //! | quantity | max rel. error |

@@ -1,11 +1,6 @@
-//! The nn test binary: layers and their parity with PyTorch. One binary per
-//! area (README, "Test layout"): each file is a module, named as it was
-//! when it was a binary of its own.
-
-#[path = "../common/mod.rs"]
-mod common;
-#[path = "../second_order/mod.rs"]
-mod second_order;
+//! The nn tests: layers and their parity with PyTorch.
+//! A module of the one suite binary (`tests/suite.rs`; README, "Test
+//! layout"), its files modules named as the files.
 
 mod nn_attention_parity;
 mod nn_conv_layers;

@@ -1,13 +1,6 @@
-//! The ops test binary: tensor ops, fused kernels and their parity with
-//! PyTorch. One binary per area (README, "Test layout"): each file is a
-//! module, named as it was when it was a binary of its own.
-
-#[path = "../common/mod.rs"]
-mod common;
-#[path = "../composed_loss/mod.rs"]
-mod composed_loss;
-#[path = "../second_order/mod.rs"]
-mod second_order;
+//! The ops tests: tensor ops, fused kernels and their parity with PyTorch.
+//! A module of the one suite binary (`tests/suite.rs`; README, "Test
+//! layout"), its files modules named as the files.
 
 mod ops_attention_masked;
 mod ops_attention_qkv;

@@ -1,11 +1,6 @@
-//! The optim test binary: optimizers, schedules and their files. One binary
-//! per area (README, "Test layout"): each file is a module, named as it was
-//! when it was a binary of its own.
-
-#[path = "../common/mod.rs"]
-mod common;
-#[path = "../composed_loss/mod.rs"]
-mod composed_loss;
+//! The optim tests: optimizers, schedules and their files.
+//! A module of the one suite binary (`tests/suite.rs`; README, "Test
+//! layout"), its files modules named as the files.
 
 mod optim_behaviour;
 mod optim_files;
