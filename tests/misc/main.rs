@@ -1,5 +1,5 @@
-//! The misc tests: concurrency, the distributed fallback on threads, panic messages, the
-//! README's examples and usability.
+//! The misc tests: concurrency, the distributed fallback on threads, panic
+//! messages, the README's examples and usability.
 //! A module of the one suite binary (`tests/suite.rs`; README, "Test
 //! layout"), its files modules named as the files.
 

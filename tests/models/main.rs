@@ -1,5 +1,5 @@
-//! The models tests: GPT, the seq2seq transformer, the vision models, half precision and the
-//! MNIST training.
+//! The models tests: GPT, the seq2seq transformer, the vision models, half
+//! precision and the MNIST training.
 //! A module of the one suite binary (`tests/suite.rs`; README, "Test
 //! layout"), its files modules named as the files.
 
