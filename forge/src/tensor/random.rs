@@ -3,6 +3,7 @@
 //! platform and thread.
 
 use super::{numel, Device, Float, Tensor};
+use crate::cpu::memory::Storage;
 
 /// A seedable pseudo-random generator.
 ///
@@ -116,10 +117,10 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert!(t.to_vec().iter().all(|v| (-1.0..1.0).contains(v)));
     /// ```
     pub fn uniform(shape: &[usize], low: f64, high: f64, rng: &mut Rng) -> Self {
-        let data = (0..numel(shape))
-            .map(|_| E::from_f64(low + (high - low) * rng.uniform()))
-            .collect();
-        Self::from_vec(data, shape)
+        let n = numel(shape);
+        let mut data = Storage::with_capacity(n);
+        data.extend((0..n).map(|_| E::from_f64(low + (high - low) * rng.uniform())));
+        Self::from_storage(data, shape)
     }
 
     /// Values drawn from a normal distribution.
@@ -131,9 +132,9 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert!(mean.abs() < 0.1);
     /// ```
     pub fn normal(shape: &[usize], mean: f64, std: f64, rng: &mut Rng) -> Self {
-        let data = (0..numel(shape))
-            .map(|_| E::from_f64(mean + std * rng.normal()))
-            .collect();
-        Self::from_vec(data, shape)
+        let n = numel(shape);
+        let mut data = Storage::with_capacity(n);
+        data.extend((0..n).map(|_| E::from_f64(mean + std * rng.normal())));
+        Self::from_storage(data, shape)
     }
 }

@@ -1,7 +1,7 @@
 //! [`Storage`]: a vector whose buffer comes from the pool and goes back to
 //! it on drop.
 
-use super::freelists::{count_wrapped, forget, give, pooled, take};
+use super::freelists::{count_wrapped, give, pooled, take};
 use std::fmt;
 use std::mem::{size_of, ManuallyDrop, MaybeUninit};
 use std::ops::{Deref, DerefMut};
@@ -29,11 +29,26 @@ use std::ptr::NonNull;
 /// assert_eq!(&c[..], &[11.0, 22.0, 33.0]);
 /// ```
 pub struct Storage<T: Copy> {
-    vec: ManuallyDrop<Vec<T>>,
-    /// Bytes of the pooled block behind `vec`, or 0 when `vec` did not come
-    /// from the pool.
+    /// The buffer: `len` initialised elements of `cap`.
+    ptr: NonNull<T>,
+    len: usize,
+    cap: usize,
+    /// Bytes of the pooled block at `ptr`, or 0 when the buffer is a
+    /// vector's (wrapped by [`from_vec`](Self::from_vec), or of a size or
+    /// type the pool does not serve): then `(ptr, len, cap)` are that
+    /// vector's raw parts, and it is rebuilt to be grown or freed.
+    ///
+    /// A pooled block is never handed to a `Vec`: it is aligned beyond
+    /// `T` (to a cache line, or 2 MiB when large; `freelists::layout`), a
+    /// layout a vector of `T` could not free or grow.
     block: usize,
 }
+
+// SAFETY: a `Storage` owns its buffer alone, as a `Vec` does (no other
+// pointer to it exists), so sending it sends its elements.
+unsafe impl<T: Copy + Send> Send for Storage<T> {}
+// SAFETY: shared access gives only `&[T]`, as a `Vec` does.
+unsafe impl<T: Copy + Sync> Sync for Storage<T> {}
 
 impl<T: Copy> Storage<T> {
     /// Empty storage with room for at least `n` elements, taken from the
@@ -54,23 +69,32 @@ impl<T: Copy> Storage<T> {
         // whose size divides 16 fill one exactly; others (12-byte triples)
         // take a plain vector.
         if size == 0 || 16 % size != 0 || !pooled(bytes, align) {
-            return Storage {
-                vec: ManuallyDrop::new(Vec::with_capacity(n)),
-                block: 0,
-            };
+            return Self::vec_parts(Vec::with_capacity(n));
         }
         let b = take(bytes, align);
         debug_assert_eq!(b.bytes % size, 0);
-        // SAFETY: `b.ptr` points to `b.bytes` bytes allocated with the
-        // global allocator with alignment `align_of::<T>()`, and `b.bytes`
-        // is a multiple of `size_of::<T>()` (classes are multiples of 16
-        // bytes, or 64, and element sizes divide 16), so the allocation's
-        // layout is exactly that of a `Vec<T>` of capacity `b.bytes / size`.
-        // Length 0: nothing is claimed to be initialised.
-        let vec = unsafe { Vec::from_raw_parts(b.ptr.as_ptr().cast::<T>(), 0, b.bytes / size) };
         Storage {
-            vec: ManuallyDrop::new(vec),
+            // The block is aligned to at least `align_of::<T>()` (a cache
+            // line or more), and `b.bytes` is a multiple of `size_of::<T>()`
+            // (classes are multiples of 16 bytes, or 64, and element sizes
+            // divide 16): room for exactly `b.bytes / size` elements.
+            ptr: b.ptr.cast::<T>(),
+            len: 0,
+            cap: b.bytes / size,
             block: b.bytes,
+        }
+    }
+
+    /// Takes a vector apart into an unpooled storage.
+    fn vec_parts(v: Vec<T>) -> Self {
+        let mut v = ManuallyDrop::new(v);
+        Storage {
+            // A vector's pointer is never null (dangling when it has not
+            // allocated).
+            ptr: NonNull::new(v.as_mut_ptr()).expect("a Vec's pointer is not null"),
+            len: v.len(),
+            cap: v.capacity(),
+            block: 0,
         }
     }
 
@@ -86,10 +110,7 @@ impl<T: Copy> Storage<T> {
         if v.capacity() > 0 && size_of::<T>() > 0 {
             count_wrapped();
         }
-        Storage {
-            vec: ManuallyDrop::new(v),
-            block: 0,
-        }
+        Self::vec_parts(v)
     }
 
     /// `n` copies of `v`.
@@ -100,7 +121,11 @@ impl<T: Copy> Storage<T> {
     /// ```
     pub fn filled(n: usize, v: T) -> Self {
         let mut s = Self::with_capacity(n);
-        s.vec.resize(n, v);
+        for slot in &mut s.spare_capacity_mut()[..n] {
+            slot.write(v);
+        }
+        // SAFETY: the first `n` slots (within the capacity) were written.
+        unsafe { s.set_len(n) };
         s
     }
 
@@ -127,19 +152,20 @@ impl<T: Copy> Storage<T> {
         T: Default + 'static,
     {
         use std::any::TypeId;
-        let mut s = Self::with_capacity(n);
         let any_bits =
             TypeId::of::<T>() == TypeId::of::<f32>() || TypeId::of::<T>() == TypeId::of::<f64>();
+        let mut s = Self::with_capacity(n);
         if s.block > 0 && any_bits {
             // SAFETY: `n <= capacity()`; every byte of a pooled block is
             // initialised (allocated zeroed by `take`, and since then only
             // overwritten with values of element types, which have no
             // padding), and every bit pattern is a valid `f32` / `f64`.
-            unsafe { s.vec.set_len(n) };
+            unsafe { s.set_len(n) };
+            s
         } else {
-            s.vec.resize(n, T::default());
+            drop(s);
+            Self::filled(n, T::default())
         }
-        s
     }
 
     /// A pooled copy of `src`.
@@ -150,7 +176,7 @@ impl<T: Copy> Storage<T> {
     /// ```
     pub fn from_slice(src: &[T]) -> Self {
         let mut s = Self::with_capacity(src.len());
-        s.vec.extend_from_slice(src);
+        s.extend_from_slice(src);
         s
     }
 
@@ -163,7 +189,12 @@ impl<T: Copy> Storage<T> {
     #[inline]
     pub fn map<A: Copy>(src: &[A], f: impl Fn(A) -> T) -> Self {
         let mut s = Self::with_capacity(src.len());
-        s.vec.extend(src.iter().map(|&x| f(x)));
+        let out = &mut s.spare_capacity_mut()[..src.len()];
+        for (slot, &x) in out.iter_mut().zip(src) {
+            slot.write(f(x));
+        }
+        // SAFETY: the first `src.len()` slots were written above.
+        unsafe { s.set_len(src.len()) };
         s
     }
 
@@ -179,8 +210,14 @@ impl<T: Copy> Storage<T> {
     #[inline]
     pub fn zip<A: Copy, B: Copy>(a: &[A], b: &[B], f: impl Fn(A, B) -> T) -> Self {
         assert_eq!(a.len(), b.len(), "Storage::zip: lengths differ");
-        let mut s = Self::with_capacity(a.len());
-        s.vec.extend(a.iter().zip(b).map(|(&x, &y)| f(x, y)));
+        let n = a.len();
+        let mut s = Self::with_capacity(n);
+        let out = &mut s.spare_capacity_mut()[..n];
+        for ((slot, &x), &y) in out.iter_mut().zip(a).zip(&b[..n]) {
+            slot.write(f(x, y));
+        }
+        // SAFETY: the first `n` slots were written above.
+        unsafe { s.set_len(n) };
         s
     }
 
@@ -193,7 +230,54 @@ impl<T: Copy> Storage<T> {
     /// ```
     #[inline]
     pub fn push(&mut self, x: T) {
-        self.vec.push(x);
+        if self.len == self.cap {
+            self.reserve(1);
+        }
+        // SAFETY: `len < cap` (reserved above): the slot is inside the
+        // buffer and not yet initialised.
+        unsafe { self.ptr.as_ptr().add(self.len).write(x) };
+        self.len += 1;
+    }
+
+    /// Makes room for at least `additional` more elements. Past the
+    /// capacity a pooled buffer takes a larger block from the pool (at
+    /// least twice the capacity, as a `Vec` grows), copies its elements
+    /// into it and gives the old block back; a vector's buffer grows as
+    /// the vector does.
+    ///
+    /// # Panics
+    /// When the length would overflow `usize`.
+    ///
+    /// ```
+    /// let mut s = forge::cpu::memory::Storage::<f32>::with_capacity(4);
+    /// s.reserve(100);
+    /// assert!(s.capacity() >= 100 && s.is_pooled());
+    /// ```
+    pub fn reserve(&mut self, additional: usize) {
+        let need = self
+            .len
+            .checked_add(additional)
+            .expect("Storage::reserve: length overflows usize");
+        if need <= self.cap {
+            return;
+        }
+        if self.block == 0 {
+            // SAFETY: `(ptr, len, cap)` are a vector's raw parts
+            // (`block == 0`); the rebuilt vector is not dropped (a panic in
+            // `reserve` leaves it as it was, still owned by `self`), and
+            // its parts after growing replace the old ones.
+            let mut v = ManuallyDrop::new(unsafe {
+                Vec::from_raw_parts(self.ptr.as_ptr(), self.len, self.cap)
+            });
+            v.reserve(additional);
+            self.ptr = NonNull::new(v.as_mut_ptr()).expect("a Vec's pointer is not null");
+            self.cap = v.capacity();
+            return;
+        }
+        let mut bigger = Self::with_capacity(need.max(2 * self.cap));
+        bigger.extend_from_slice(self);
+        // The old storage is dropped here: its block goes back to the pool.
+        *self = bigger;
     }
 
     /// Appends a slice.
@@ -204,7 +288,13 @@ impl<T: Copy> Storage<T> {
     /// assert_eq!(s.len(), 2);
     /// ```
     pub fn extend_from_slice(&mut self, src: &[T]) {
-        self.vec.extend_from_slice(src);
+        self.reserve(src.len());
+        // SAFETY: `len + src.len() <= cap` (reserved above); `src` cannot
+        // overlap the unused part of a buffer `self` owns mutably.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(self.len), src.len())
+        };
+        self.len += src.len();
     }
 
     /// The number of elements the buffer holds without growing.
@@ -213,7 +303,7 @@ impl<T: Copy> Storage<T> {
     /// assert!(forge::cpu::memory::Storage::<f32>::with_capacity(10).capacity() >= 10);
     /// ```
     pub fn capacity(&self) -> usize {
-        self.vec.capacity()
+        self.cap
     }
 
     /// Whether the buffer came from the pool (and goes back on drop).
@@ -238,7 +328,15 @@ impl<T: Copy> Storage<T> {
     /// assert_eq!(&s[..], &[0.0, 1.0]);
     /// ```
     pub fn spare_capacity_mut(&mut self) -> &mut [MaybeUninit<T>] {
-        self.vec.spare_capacity_mut()
+        // SAFETY: slots `len..cap` are inside the buffer, owned by `self`
+        // (borrowed mutably for the slice's life), and `MaybeUninit` claims
+        // nothing of their contents.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.ptr.as_ptr().add(self.len).cast::<MaybeUninit<T>>(),
+                self.cap - self.len,
+            )
+        }
     }
 
     /// Sets the length.
@@ -247,48 +345,42 @@ impl<T: Copy> Storage<T> {
     /// `n <= capacity()`, and elements `len()..n` have been written through
     /// [`spare_capacity_mut`](Self::spare_capacity_mut).
     pub unsafe fn set_len(&mut self, n: usize) {
-        // SAFETY: forwarded to the caller.
-        unsafe { self.vec.set_len(n) }
+        debug_assert!(n <= self.cap);
+        self.len = n;
     }
 
-    /// Moves the elements out as a `Vec` without copying; the buffer leaves
-    /// the pool for good.
+    /// The elements as a `Vec`: moved out without copying when the buffer
+    /// is a vector's; copied when it is pooled (a pooled block is aligned
+    /// beyond `T`, so a `Vec` may not own it), the block going back to the
+    /// pool.
     ///
     /// ```
     /// let s = forge::cpu::memory::Storage::from_slice(&[1, 2]);
     /// assert_eq!(s.into_vec(), vec![1, 2]);
     /// ```
-    pub fn into_vec(mut self) -> Vec<T> {
+    pub fn into_vec(self) -> Vec<T> {
         if self.block > 0 {
-            forget(self.block);
-            self.block = 0;
+            return self.to_vec();
         }
-        let v = std::mem::take(&mut *self.vec);
-        // `self` now holds an empty, unallocated vector; dropping it is a no-op.
-        v
+        let s = ManuallyDrop::new(self);
+        // SAFETY: `(ptr, len, cap)` are a vector's raw parts (`block ==
+        // 0`), and `s` is never dropped, so the vector is their only owner.
+        unsafe { Vec::from_raw_parts(s.ptr.as_ptr(), s.len, s.cap) }
     }
 }
 
 impl<T: Copy> Drop for Storage<T> {
     fn drop(&mut self) {
-        // SAFETY: `self.vec` is never used again after this line.
-        let v = unsafe { ManuallyDrop::take(&mut self.vec) };
         if self.block == 0 {
-            return drop(v);
+            // SAFETY: `(ptr, len, cap)` are a vector's raw parts, used
+            // again by nothing after this.
+            drop(unsafe { Vec::from_raw_parts(self.ptr.as_ptr(), self.len, self.cap) });
+            return;
         }
-        if v.capacity() * size_of::<T>() != self.block {
-            // The vector grew past its block and the allocator moved it:
-            // the block is gone; free the new buffer normally.
-            forget(self.block);
-            return drop(v);
-        }
-        let mut v = ManuallyDrop::new(v);
-        let ptr = NonNull::new(v.as_mut_ptr().cast::<u8>()).expect("pooled storage is allocated");
-        // SAFETY: `ptr` is the unmoved block handed out by `take` for
-        // `self.block` bytes with `T`'s alignment (its capacity still spans
-        // exactly the block), and `v` is forgotten, so nothing uses it again.
+        // SAFETY: `ptr` is the block handed out by `take` for `self.block`
+        // bytes with `T`'s alignment, and nothing uses it after this.
         // `T: Copy` has no destructor to run on the elements.
-        unsafe { give(ptr, self.block, std::mem::align_of::<T>()) };
+        unsafe { give(self.ptr.cast::<u8>(), self.block, std::mem::align_of::<T>()) };
     }
 }
 
@@ -296,14 +388,17 @@ impl<T: Copy> Deref for Storage<T> {
     type Target = [T];
     #[inline]
     fn deref(&self) -> &[T] {
-        &self.vec
+        // SAFETY: the first `len` elements are initialised, inside the
+        // buffer `self` owns.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 }
 
 impl<T: Copy> DerefMut for Storage<T> {
     #[inline]
     fn deref_mut(&mut self) -> &mut [T] {
-        &mut self.vec
+        // SAFETY: as in `deref`, borrowed mutably.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 }
 
@@ -332,8 +427,21 @@ impl<T: Copy> Default for Storage<T> {
 }
 
 impl<T: Copy> Extend<T> for Storage<T> {
+    /// Appends the items: into the room the lower size hint reserves in
+    /// one pass, the rest one by one through [`push`](Storage::push).
     fn extend<I: IntoIterator<Item = T>>(&mut self, iter: I) {
-        self.vec.extend(iter);
+        let mut iter = iter.into_iter();
+        self.reserve(iter.size_hint().0);
+        let mut written = 0;
+        // `zip` asks the slots first, so no item is taken past the room.
+        for (slot, x) in self.spare_capacity_mut().iter_mut().zip(iter.by_ref()) {
+            slot.write(x);
+            written += 1;
+        }
+        self.len += written;
+        for x in iter {
+            self.push(x);
+        }
     }
 }
 
@@ -343,7 +451,7 @@ impl<T: Copy> FromIterator<T> for Storage<T> {
     fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
         let iter = iter.into_iter();
         let mut s = Self::with_capacity(iter.size_hint().0);
-        s.vec.extend(iter);
+        s.extend(iter);
         s
     }
 }
@@ -386,17 +494,36 @@ mod tests {
     }
 
     #[test]
-    fn grown_storage_is_not_returned_to_the_pool() {
+    fn pooled_storage_grows_through_the_pool() {
         let mut s = Storage::<u64>::with_capacity(8);
         let block = s.block;
         assert!(block > 0);
         s.extend(0..10_000u64);
         assert_eq!(s.len(), 10_000);
         assert_eq!(s[9_999], 9_999);
-        // Drop must notice the reallocation (the freed block was the
-        // allocator's to free) and not list the new buffer under the old
-        // class.
-        drop(s);
+        assert!(s.block >= 10_000 * 8, "a larger pooled block");
+        s.extend_from_slice(&[1, 2, 3]);
+        for i in 0..5_000u64 {
+            s.push(i);
+        }
+        assert_eq!((s.len(), s[10_001], s[15_002]), (15_003, 2, 4_999));
+        assert!(s.block >= 15_003 * 8 && s.capacity() * 8 == s.block);
+        let mut v = Storage::from_vec(vec![1u64]);
+        v.extend(2..=1000u64);
+        assert_eq!((v.len(), v[999], v.is_pooled()), (1000, 1000, false));
+    }
+
+    #[test]
+    fn pooled_blocks_start_on_a_cache_line_and_large_ones_on_2_mib() {
+        for n in [1usize, 3, 100, 1000, 4097, 100_000] {
+            let s = Storage::<f32>::with_capacity(n);
+            assert_eq!(s.as_ptr() as usize % 64, 0, "{n} floats");
+            let b = Storage::<u8>::with_capacity(n);
+            assert_eq!(b.as_ptr() as usize % 64, 0, "{n} bytes");
+        }
+        let big = Storage::<f32>::zeroed(1 << 20);
+        assert_eq!(big.as_ptr() as usize % (2 << 20), 0);
+        assert!(big.iter().all(|&x| x == 0.0));
     }
 
     #[test]

@@ -282,17 +282,15 @@ pub(super) unsafe fn gemm_core_isa(
         // cache while every chunk multiplies it), in a buffer from the pool
         // sized for a whole block whatever `k`, so that products of one
         // width reuse one size class.
-        let mut packed_b = Storage::<f32>::with_capacity(panels * NR * KC + LINE_SLACK);
-        let pb = Shared(line_start(
-            packed_b.spare_capacity_mut().as_mut_ptr().cast(),
-        ));
+        let mut packed_b = Storage::<f32>::with_capacity(panels * NR * KC);
+        let pb = Shared(packed_b.spare_capacity_mut().as_mut_ptr().cast());
         for kb in 0..blocks {
             let (k0, kc) = (kb * KC, KC.min(k - kb * KC));
             for j in 0..panels {
                 // SAFETY: panel `j` owns `kc * NR` elements at
-                // `j * kc * NR` from `pb`, inside the capacity (`pb` is
-                // under `LINE_SLACK` floats into it, and the rest holds
-                // `panels * NR * KC`).
+                // `j * kc * NR` from `pb`, inside the capacity of
+                // `panels * NR * KC` (pooled, so on a cache line: every
+                // 64-byte load of a panel row is one line).
                 let dst = unsafe { std::slice::from_raw_parts_mut(pb.0.add(j * kc * NR), kc * NR) };
                 pack_b(k0, kc, j * NR, dst);
             }
@@ -308,19 +306,15 @@ pub(super) unsafe fn gemm_core_isa(
     // for the chunks anyway, and a packing left to the caller alone is
     // serial time (a 256^3 product's).
     let block = panels * NR * KC;
-    let mut packed_b = Storage::<f32>::with_capacity(blocks * block + LINE_SLACK);
-    let pb = Shared(line_start(
-        packed_b.spare_capacity_mut().as_mut_ptr().cast(),
-    ));
+    let mut packed_b = Storage::<f32>::with_capacity(blocks * block);
+    let pb = Shared(packed_b.spare_capacity_mut().as_mut_ptr().cast());
     parallel_for_cost(blocks * panels, PARALLEL_MIN_NS, |i| {
         let (kb, j) = (i / panels, i % panels);
         let (k0, kc) = (kb * KC, KC.min(k - kb * KC));
         let p = pb;
         // SAFETY: panel `j` of block `kb` owns `kc * NR` elements at
-        // `kb * block + j * kc * NR` from `pb`, inside the capacity (`pb`
-        // is under `LINE_SLACK` floats into a buffer of `blocks * block`
-        // more),
-        // written by this iteration only.
+        // `kb * block + j * kc * NR` from `pb`, inside the capacity of
+        // `blocks * block`, written by this iteration only.
         let dst =
             unsafe { std::slice::from_raw_parts_mut(p.0.add(kb * block + j * kc * NR), kc * NR) };
         pack_b(k0, kc, j * NR, dst);
@@ -336,21 +330,4 @@ pub(super) unsafe fn gemm_core_isa(
             run_block(chunk, k0, kc, p);
         }
     });
-}
-
-/// Floats a packed `b` buffer is allocated longer by, so that its panels
-/// can start on a cache line ([`line_start`]).
-const LINE_SLACK: usize = 16;
-
-/// The first 64-byte boundary at or after `p` (at most 15 floats on: the
-/// buffer behind `p` is [`LINE_SLACK`] floats longer than it needs). Pool
-/// blocks are aligned to their element type only (16 bytes from the C
-/// allocator in practice), so without this every 64-byte load of a panel
-/// row spans two cache lines: a 128 x 784 x 512 product at 1 thread ran
-/// at 101.6-102.1 GFLOP/s (best of 200, four alternations) against
-/// 105.6-106.5 with the panels on line boundaries (Sapphire Rapids,
-/// 2026-12-02).
-fn line_start(p: *mut f32) -> *mut f32 {
-    let off = (64 - (p as usize) % 64) % 64 / size_of::<f32>();
-    p.wrapping_add(off)
 }
