@@ -208,9 +208,8 @@ pub(crate) fn take(bytes: usize, align: usize) -> Block {
             let l = layout(class, align);
             // Zeroed, so that every byte of a pooled block is initialised
             // from the start and stays so (it is only ever overwritten with
-            // values): `Storage::stale` relies on it. Large blocks come as
-            // fresh zero pages, so this costs nothing there.
-            let ptr = if size >= HUGE_BYTES {
+            // values): `Storage::stale` relies on it.
+            if size >= HUGE_BYTES {
                 // Advised before its first write, so that the first touch
                 // of each 2 MiB faults in a huge page; then zeroed (the
                 // allocator may hand back memory it has used).
@@ -227,8 +226,7 @@ pub(crate) fn take(bytes: usize, align: usize) -> Block {
                 let ptr = NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(l));
                 fault_in(ptr, size);
                 ptr
-            };
-            ptr
+            }
         }
     };
     Block { ptr, bytes: size }
