@@ -9,7 +9,7 @@
 //! the same for any number of threads.
 
 use super::norm::normalize;
-use super::softmax::{lane_dot, lane_sum, row_blocks_mut, zeroed_output, ROW_BLOCK_ELEMS};
+use super::softmax::{lane_dot, lane_sum, row_blocks_mut, ROW_BLOCK_ELEMS};
 use crate::cpu::Storage;
 use crate::tensor::{Device, Float, Tensor};
 
@@ -58,10 +58,20 @@ pub fn layer_norm<E: Float, D: Device>(
 /// each).
 fn row_stat<E: Float>(row: &[E], inv_m: E, eps: E) -> (E, E) {
     let mean = lane_sum(row) * inv_m;
+    // lane `j` sums the squares of elements `j, j + 8, ...` in increasing
+    // order (whole groups of 8 first, so the loop vectorises)
     let mut acc = [E::zero(); 8];
-    for (k, &v) in row.iter().enumerate() {
+    let groups = row.chunks_exact(8);
+    let tail = groups.remainder();
+    for g in groups {
+        for (a, &v) in acc.iter_mut().zip(g) {
+            let d = v - mean;
+            *a += d * d;
+        }
+    }
+    for (a, &v) in acc.iter_mut().zip(tail) {
         let d = v - mean;
-        acc[k % 8] += d * d;
+        *a += d * d;
     }
     let var = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
     (mean, (var * inv_m + eps).sqrt().recip())
@@ -117,15 +127,36 @@ fn layer_norm_fused<E: Float, D: Device>(
         }
     });
     let (w, b) = (weight.map(|t| t.as_slice()), bias.map(|t| t.as_slice()));
-    let mut out = zeroed_output::<E>(xs.len());
+    // every element is written below (stale: no zeroing pass first)
+    let mut out = Storage::<E>::stale(xs.len());
     row_blocks_mut(&mut out, rb * m, pass_cost(xs.len()), |blk, ob| {
         let (src, st) = (&xs[blk * rb * m..], &stats[blk * rb * 2..]);
         for ((o, row), s) in ob.chunks_mut(m).zip(src.chunks(m)).zip(st.chunks(2)) {
             let (mean, rstd) = (s[0], s[1]);
-            for (k, (o, &v)) in o.iter_mut().zip(row).enumerate() {
-                let h = (v - mean) * rstd;
-                let h = w.map_or(h, |w| h * w[k]);
-                *o = b.map_or(h, |b| h + b[k]);
+            let o = &mut o[..row.len()];
+            // `((v - mean) rstd) w + b`, each factor only when present; one
+            // loop per case so that each vectorises
+            match (w, b) {
+                (Some(w), Some(b)) => {
+                    for ((o, &v), (&w, &b)) in o.iter_mut().zip(row).zip(w.iter().zip(b)) {
+                        *o = (v - mean) * rstd * w + b;
+                    }
+                }
+                (Some(w), None) => {
+                    for ((o, &v), &w) in o.iter_mut().zip(row).zip(w) {
+                        *o = (v - mean) * rstd * w;
+                    }
+                }
+                (None, Some(b)) => {
+                    for ((o, &v), &b) in o.iter_mut().zip(row).zip(b) {
+                        *o = (v - mean) * rstd + b;
+                    }
+                }
+                (None, None) => {
+                    for (o, &v) in o.iter_mut().zip(row) {
+                        *o = (v - mean) * rstd;
+                    }
+                }
             }
         }
     });
@@ -139,7 +170,8 @@ fn layer_norm_fused<E: Float, D: Device>(
         }
         let (xs, g) = (x.as_slice(), ctx.grad.as_slice());
         let wv = w.map(|w| w.as_slice());
-        let mut gx = zeroed_output::<E>(xs.len());
+        // every element is written below
+        let mut gx = Storage::<E>::stale(xs.len());
         // per block: the block's sums of g xhat (w) and g (b), 2m each
         let blocks = rows.div_ceil(rb);
         let mut part = Storage::<E>::zeroed(blocks * 2 * m);
@@ -164,8 +196,13 @@ fn layer_norm_fused<E: Float, D: Device>(
                 for (h, &v) in xhat.iter_mut().zip(row) {
                     *h = (v - mean) * rstd;
                 }
-                for (k, (q, &gv)) in gwr.iter_mut().zip(gr).enumerate() {
-                    *q = wv.map_or(gv, |w| gv * w[k]);
+                match wv {
+                    Some(w) => {
+                        for ((q, &gv), &w) in gwr.iter_mut().zip(gr).zip(w) {
+                            *q = gv * w;
+                        }
+                    }
+                    None => gwr.copy_from_slice(&gr[..m]),
                 }
                 let a = lane_sum(&gwr) * inv_m;
                 let c = lane_dot(&gwr, &xhat) * inv_m;

@@ -32,8 +32,9 @@ fn per_line<E: Float>(
     let (outer, n, inner) = split_at_axis(shape, axis);
     if inner == 1 {
         // Lines are contiguous rows: run `f` on them in place, in parallel
-        // over fixed blocks of rows (each row is computed by one call).
-        let mut out = zeroed_output(x.len());
+        // over fixed blocks of rows (each row is computed by one call,
+        // which writes all of it: no zeroing pass first).
+        let mut out = Storage::stale(x.len());
         let rows = ROW_BLOCK_ELEMS.div_ceil(n.max(1)).max(1);
         row_blocks_mut(&mut out, rows * n.max(1), exp_cost(x.len()), |b, chunk| {
             let src = &x[b * rows * n..][..chunk.len()];
@@ -190,7 +191,8 @@ fn log_softmax_line<E: Float>(line: &[E], out: &mut [E]) {
 /// The softmax input gradient of rows of length `n` (the last axis), one
 /// pass per row: `gx = y (g - sum(g y))`.
 pub(crate) fn softmax_backward_rows<E: Float>(y: &[E], g: &[E], n: usize) -> Storage<E> {
-    let mut gx = zeroed_output(y.len());
+    // every element is written below
+    let mut gx = Storage::stale(y.len());
     let rows = ROW_BLOCK_ELEMS.div_ceil(n.max(1)).max(1);
     row_blocks_mut(&mut gx, rows * n.max(1), exp_cost(y.len()), |b, chunk| {
         let at = b * rows * n;
@@ -212,7 +214,8 @@ pub(crate) fn softmax_backward_rows<E: Float>(y: &[E], g: &[E], n: usize) -> Sto
 /// The log-softmax input gradient of rows of length `n` from the saved
 /// output `lp`: `gx = g - exp(lp) sum(g)`.
 fn log_softmax_backward_rows<E: Float>(lp: &[E], g: &[E], n: usize) -> Storage<E> {
-    let mut gx = zeroed_output(lp.len());
+    // every element is written below
+    let mut gx = Storage::stale(lp.len());
     let rows = ROW_BLOCK_ELEMS.div_ceil(n.max(1)).max(1);
     row_blocks_mut(&mut gx, rows * n.max(1), exp_cost(lp.len()), |b, chunk| {
         let at = b * rows * n;
