@@ -117,9 +117,9 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert!(t.to_vec().iter().all(|v| (-1.0..1.0).contains(v)));
     /// ```
     pub fn uniform(shape: &[usize], low: f64, high: f64, rng: &mut Rng) -> Self {
-        let n = numel(shape);
-        let mut data = Storage::with_capacity(n);
-        data.extend((0..n).map(|_| E::from_f64(low + (high - low) * rng.uniform())));
+        let data: Storage<E> = (0..numel(shape))
+            .map(|_| E::from_f64(low + (high - low) * rng.uniform()))
+            .collect();
         Self::from_storage(data, shape)
     }
 
@@ -132,9 +132,9 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert!(mean.abs() < 0.1);
     /// ```
     pub fn normal(shape: &[usize], mean: f64, std: f64, rng: &mut Rng) -> Self {
-        let n = numel(shape);
-        let mut data = Storage::with_capacity(n);
-        data.extend((0..n).map(|_| E::from_f64(mean + std * rng.normal())));
+        let data: Storage<E> = (0..numel(shape))
+            .map(|_| E::from_f64(mean + std * rng.normal()))
+            .collect();
         Self::from_storage(data, shape)
     }
 }

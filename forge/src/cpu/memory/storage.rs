@@ -120,13 +120,17 @@ impl<T: Copy> Storage<T> {
     /// assert_eq!(&s[..], &[7, 7, 7]);
     /// ```
     pub fn filled(n: usize, v: T) -> Self {
-        let mut s = Self::with_capacity(n);
-        for slot in &mut s.spare_capacity_mut()[..n] {
+        Self::with_capacity(n).fill_to(n, v)
+    }
+
+    /// This empty storage (capacity at least `n`) with `n` copies of `v`.
+    fn fill_to(mut self, n: usize, v: T) -> Self {
+        for slot in &mut self.spare_capacity_mut()[..n] {
             slot.write(v);
         }
         // SAFETY: the first `n` slots (within the capacity) were written.
-        unsafe { s.set_len(n) };
-        s
+        unsafe { self.set_len(n) };
+        self
     }
 
     /// `n` default values (zeros for numbers).
@@ -163,8 +167,7 @@ impl<T: Copy> Storage<T> {
             unsafe { s.set_len(n) };
             s
         } else {
-            drop(s);
-            Self::filled(n, T::default())
+            s.fill_to(n, T::default())
         }
     }
 
