@@ -42,8 +42,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 mod join;
+mod spans;
 pub use join::join;
 use join::HALF;
+use spans::Spans;
 
 static THREADS: AtomicUsize = AtomicUsize::new(0);
 
@@ -186,12 +188,15 @@ impl Pool {
     /// chunks, then linger and join each task posted meanwhile, until none
     /// comes for [`LINGER`].
     fn work(&self, task: Arc<Task>) {
+        // Worker `i` of the pool owns span `i + 1` of every task (the
+        // caller owns span 0).
+        let me = rayon::current_thread_index().map(|i| i + 1);
         let mut seen = task.epoch;
-        task.run(true);
+        task.run(me, true);
         drop(task);
         while let Some(next) = self.linger(seen) {
             seen = next.epoch;
-            next.run(true);
+            next.run(me, true);
         }
     }
 
@@ -315,9 +320,11 @@ pub fn parallel_for_cost(chunks: usize, cost_ns: usize, f: impl Fn(usize) + Sync
 /// claimed chunk, and the caller does not return until every claimed chunk
 /// is done (after which no chunk is left to claim).
 struct Task {
-    /// The next unclaimed chunk (it may count past `chunks`).
-    next: AtomicUsize,
-    /// Chunks finished, by anyone.
+    /// The chunks not yet claimed, one contiguous span per thread (see
+    /// [`spans`]).
+    spans: Spans,
+    /// Chunks finished, by anyone; each thread adds its count once, when
+    /// it finds nothing left to claim.
     done: AtomicUsize,
     chunks: usize,
     /// The pool's epoch when this task was posted.
@@ -338,14 +345,30 @@ unsafe impl Send for Task {}
 unsafe impl Sync for Task {}
 
 impl Task {
-    /// Claims and runs chunks until none is left.
-    fn run(&self, on_worker: bool) {
+    /// A task over `chunks` chunks dealt out to `owners` threads.
+    fn new(
+        chunks: usize,
+        owners: usize,
+        epoch: u64,
+        f: *const (dyn Fn(usize) + Sync + 'static),
+    ) -> Self {
+        Task {
+            spans: Spans::new(chunks, owners),
+            done: AtomicUsize::new(0),
+            chunks,
+            epoch,
+            f,
+            caller: std::thread::current(),
+            panic: Mutex::new(None),
+        }
+    }
+
+    /// Claims and runs chunks until none is left: those of span `me`
+    /// first, in order, then the others' from their backs.
+    fn run(&self, me: Option<usize>, on_worker: bool) {
         let _mark = InParallel::enter();
-        loop {
-            let i = self.next.fetch_add(1, Ordering::Relaxed);
-            if i >= self.chunks {
-                return;
-            }
+        let mut ran = 0;
+        while let Some(i) = self.spans.claim(me) {
             // SAFETY: chunk `i < chunks` was claimed by this thread alone,
             // and the caller of `parallel_for` keeps `f` alive until `done`
             // reaches `chunks`, which cannot happen before this chunk is
@@ -355,7 +378,10 @@ impl Task {
                 let mut slot = self.panic.lock().unwrap_or_else(|e| e.into_inner());
                 slot.get_or_insert(p);
             }
-            let finished = self.done.fetch_add(1, Ordering::AcqRel) + 1;
+            ran += 1;
+        }
+        if ran > 0 {
+            let finished = self.done.fetch_add(ran, Ordering::AcqRel) + ran;
             if on_worker && finished == self.chunks {
                 self.caller.unpark();
             }
@@ -373,7 +399,10 @@ impl Task {
 /// The calling thread takes chunks too and never waits for a worker to
 /// wake up: chunks are claimed one at a time, so a worker that starts late
 /// finds fewer (or none) left, and the call returns as soon as every chunk
-/// is done.
+/// is done. Thread `t` of `T` starts on the contiguous span of chunks
+/// `[t chunks / T, (t + 1) chunks / T)` (the caller is thread 0) and takes
+/// from the back of another's span once its own is empty, so two loops of
+/// the same length give each thread the same rows.
 ///
 /// # Panics
 /// A panic in `f` is propagated to the caller (after the other chunks in
@@ -387,7 +416,7 @@ impl Task {
 /// ```
 pub fn parallel_for(chunks: usize, f: impl Fn(usize) + Sync) {
     let threads = num_threads().min(chunks);
-    if threads <= 1 || IN_PARALLEL.with(Cell::get) {
+    if threads <= 1 || IN_PARALLEL.with(Cell::get) || chunks > spans::MAX_CHUNKS {
         (0..chunks).for_each(f);
         return;
     }
@@ -404,21 +433,13 @@ pub fn parallel_for(chunks: usize, f: impl Fn(usize) + Sync) {
     // (so `f` lives) until every claimed chunk is done.
     let erased: *const (dyn Fn(usize) + Sync + 'static) = unsafe { std::mem::transmute(body) };
     let pool = pool(threads);
-    let (task, lingering) = pool.post(|epoch| Task {
-        next: AtomicUsize::new(0),
-        done: AtomicUsize::new(0),
-        chunks,
-        epoch,
-        f: erased,
-        caller: std::thread::current(),
-        panic: Mutex::new(None),
-    });
+    let (task, lingering) = pool.post(|epoch| Task::new(chunks, threads, epoch, erased));
     // Lingering workers join by themselves; wake the others.
     for _ in lingering.min(threads - 1)..threads - 1 {
         let t = Arc::clone(&task);
         pool.threads.spawn(move || pool.work(t));
     }
-    task.run(false);
+    task.run(Some(0), false);
     // Wait for the chunks the workers claimed, as a worker lingers: they
     // are usually about to finish, and a parked caller would start the
     // next op a wake-up late. Spin, yielding the core every `YIELD_EVERY`,

@@ -95,18 +95,11 @@ impl Halves {
         // pointer only for claimed chunks, and this function does not
         // return (so `f` lives) until every claimed chunk is done.
         let erased: *const (dyn Fn(usize) + Sync + 'static) = unsafe { std::mem::transmute(f) };
-        let task = Arc::new(Task {
-            next: AtomicUsize::new(0),
-            done: AtomicUsize::new(0),
-            chunks,
-            epoch: 0,
-            f: erased,
-            caller: std::thread::current(),
-            panic: Mutex::new(None),
-        });
+        // One span, this half's: the helper steals from its back.
+        let task = Arc::new(Task::new(chunks, 1, 0, erased));
         *self.slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&task));
         self.posted[i].fetch_add(1, Ordering::Release);
-        task.run(false);
+        task.run(Some(0), false);
         let start = Instant::now();
         let mut yielded = Duration::ZERO;
         while task.done.load(Ordering::Acquire) < chunks {
@@ -136,7 +129,7 @@ impl Halves {
                     .unwrap_or_else(|e| e.into_inner())
                     .clone();
                 if let Some(t) = task {
-                    t.run(true);
+                    t.run(None, true);
                     continue;
                 }
             }
