@@ -71,7 +71,12 @@ echo "building forge's bench (release)..." >&2
 cargo build --release --example bench >&2
 bench_bin="${CARGO_TARGET_DIR:-target}/release/examples/bench"
 
-load() { echo "$1: $(uptime)" | tee -a "$out/load.txt" >&2; }
+# The load, and how far apart the host has put the two threads (a
+# cache-line round trip: tens of ns on a shared last-level cache, hundreds
+# across core complexes; `bench --only placement`, README "Spans").
+load() {
+    echo "$1: $(uptime); $("$bench_bin" --only placement --quick | sed -n 's/^placement: //p')" | tee -a "$out/load.txt" >&2
+}
 
 for round in 0 1; do
     if [ "$gemm" = 1 ]; then
@@ -103,5 +108,5 @@ if [ "$gemm" = 1 ]; then
 fi
 python3 bench/compare_table.py "$out"/torch_*.jsonl "$out"/forge_*.jsonl
 echo
-echo "Load (uptime) around the runs:"
+echo "Load (uptime) and thread placement around the runs:"
 sed 's/^/    /' "$out/load.txt"

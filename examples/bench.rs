@@ -76,6 +76,11 @@ const SECTIONS: &[Section] = &[
         dispatch,
     ),
     (
+        "placement",
+        "cache-line round trip between two threads: shared last-level cache (tens of ns) or not (hundreds)",
+        placement,
+    ),
+    (
         "mnist",
         "LeNet-5 and MLP training step (forward, loss, backward, Adam) at batch 64/128, 1 and 2 threads, vs PyTorch",
         mnist,
@@ -91,6 +96,14 @@ mod dispatch_section;
 /// The `dispatch` section (in `bench_sections/dispatch.rs`).
 fn dispatch(opts: &Opts) {
     dispatch_section::run(opts.quick);
+}
+
+#[path = "bench_sections/placement.rs"]
+mod placement_section;
+
+/// The `placement` section (in `bench_sections/placement.rs`).
+fn placement(opts: &Opts) {
+    placement_section::run(opts.quick);
 }
 
 #[path = "bench_sections/json.rs"]
