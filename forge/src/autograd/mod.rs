@@ -1,7 +1,7 @@
 //! The autograd tape: graph nodes, the backward pass, [`Gradients`],
 //! [`no_grad`] and [`gradcheck`].
 //!
-//! Every tracked tensor owns a [`Node`] with an id from one process-wide
+//! Every tracked tensor owns a `Node` with an id from one process-wide
 //! counter. A node's parents always have smaller ids than the node, so
 //! visiting nodes in descending id order is a topological order; gradients
 //! are accumulated in that fixed order, which makes them bit-identical from

@@ -15,7 +15,7 @@
 //!
 //! Sums run in a fixed order (taps in `(c, i, j)` order for the forward;
 //! 16 lane partial sums over the blocks of each image, images in fixed
-//! chunks of [`WGRAD_CHUNK`], lanes then the scalar tail, then the chunks
+//! chunks of `WGRAD_CHUNK`, lanes then the scalar tail, then the chunks
 //! in order, for the weight gradient), with `mul_add` (one rounding, the
 //! same bits in a vector lane or alone), so results do not depend on the
 //! thread count or the vector width. The kernel is chosen once per process

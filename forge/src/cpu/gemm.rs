@@ -115,7 +115,7 @@ impl<'a, E> Mat<'a, E> {
 }
 
 /// `c = a b + beta c`, `a` is `m x k`, `b` is `k x n`, `c` is row-major
-/// `m x n`. Uses up to [`num_threads`](super::num_threads) threads; the
+/// `m x n`. Uses up to [`num_threads`] threads; the
 /// result is bit-identical for every thread count.
 ///
 /// # Panics

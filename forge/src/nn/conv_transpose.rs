@@ -80,7 +80,7 @@ impl<E: Float> ConvTranspose2d<E> {
     /// [`groups`](Self::groups) only on a new layer), used as given.
     ///
     /// # Errors
-    /// [`ForgeError::Shape`] when the weight is not 4-d or the bias is not
+    /// [`ForgeError::Shape`](crate::ForgeError::Shape) when the weight is not 4-d or the bias is not
     /// `[weight.shape()[1]]`.
     ///
     /// ```

@@ -225,9 +225,14 @@ fn short_name(full: &str) -> String {
 /// A torchinfo-style summary: every sublayer's path, type, output shape and
 /// parameter count (trainable and frozen), the output shape for an input of
 /// `input_shape` (one forward pass on zeros, under `no_grad`, in the
-/// model's current mode), and the totals in elements and bytes. Which rows
-/// get an output shape is explained in the [module docs](self); a
-/// hand-written layer reports its own with [`record_output`].
+/// model's current mode), and the totals in elements and bytes.
+///
+/// Rows with an output shape: every layer of `forge::nn`, the blocks of
+/// `forge::models`, every `Sequential` whose last element has one, and the
+/// model itself. A derived or hand-written sublayer shows `-` unless its
+/// `forward` calls [`record_output`]; rows are matched to the outputs
+/// recorded during the pass by address and type, and a layer called more
+/// than once shows its first call's shape.
 ///
 /// # Panics
 /// When the model cannot take an input of that shape (the forward pass's

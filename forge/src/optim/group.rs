@@ -14,7 +14,7 @@ use std::sync::Arc;
 ///
 /// Every variant but [`Custom`](PathMatch::Custom) is plain data and is
 /// saved with the optimizer. A closure cannot be written to a file: after
-/// [`Optimizer::load`](crate::optim::Optimizer::load) a `Custom` matcher is
+/// [`Persist::load`](crate::optim::Persist::load) a `Custom` matcher is
 /// *unbound* and the next step fails with [`ForgeError::State`](crate::ForgeError::State)
 /// until the optimizer is rebuilt in code and its state restored with
 /// [`Optimizer::restore`](crate::optim::Optimizer::restore).

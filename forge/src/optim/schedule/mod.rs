@@ -99,7 +99,7 @@ pub trait LrScheduler {
     /// before use).
     ///
     /// # Errors
-    /// [`ForgeError::Invalid`](crate::ForgeError::Invalid) for out-of-range
+    /// [`ForgeError::Invalid`] for out-of-range
     /// parameters.
     fn validate(&self) -> Result<()>;
 
