@@ -195,14 +195,26 @@ pub(super) unsafe fn gemm_core_isa(
     // out: with two per thread, a 1024-row product cut into 16, 16, 16, 16,
     // 16 and 6 tiles left one thread 48 tiles and the other 38).
     let row_tiles = m.div_ceil(MR);
-    let chunk_tiles = if parallel {
+    // Which operand the threads share. Split by rows, each thread
+    // multiplies all of packed `b` (`k x n`); split by columns, all of `a`
+    // (`m x k`). Where two cores share no cache, the shared operand's
+    // half packed by the other thread crosses between them, so with `a`
+    // packed beforehand (a convolution's weight) and `b` the larger (its
+    // im2col columns: `n` = images x positions), the threads split the
+    // columns, each packing the panels it multiplies. With `a` packed per
+    // chunk, a column split would pack all of `a` in every chunk: rows.
+    let by_cols = parallel && matches!(a, ASrc::Packed(_)) && n > m;
+    let chunk_tiles = if parallel && !by_cols {
         row_tiles.div_ceil(4 * threads).clamp(1, MAX_CHUNK_TILES)
     } else {
         row_tiles.min(MAX_CHUNK_TILES)
     };
     let row_chunks = row_tiles.div_ceil(chunk_tiles);
-    // Too few row chunks (a short, wide product): cut the columns too.
-    let col_chunks = if parallel && row_chunks < 2 * threads {
+    // Too few row chunks (a short, wide product): cut the columns too;
+    // split by columns, about four chunks per thread.
+    let col_chunks = if by_cols {
+        (4 * threads).min(panels)
+    } else if parallel && row_chunks < 2 * threads {
         (2 * threads).div_ceil(row_chunks).min(panels)
     } else {
         1
@@ -210,10 +222,16 @@ pub(super) unsafe fn gemm_core_isa(
     let chunk_panels = panels.div_ceil(col_chunks);
     let col_chunks = panels.div_ceil(chunk_panels);
     // One chunk's product for the `k` block at `k0` (`kc` long) of `b`
-    // packed at `pb` (panel `j` is `kc x NR` at `j * kc * NR`).
+    // packed at `pb` (panel `j` is `kc x NR` at `j * kc * NR`). Chunks run
+    // along the split's dimension first, so that each thread's contiguous
+    // span of chunks is a contiguous range of rows (or of columns).
     let run_block = |chunk: usize, k0: usize, kc: usize, pb: Shared| {
         let first = k0 == 0;
-        let (rc, cc) = (chunk / col_chunks, chunk % col_chunks);
+        let (rc, cc) = if by_cols {
+            (chunk % row_chunks, chunk / row_chunks)
+        } else {
+            (chunk / col_chunks, chunk % col_chunks)
+        };
         let t0 = rc * chunk_tiles;
         let t1 = (t0 + chunk_tiles).min(row_tiles);
         let j0 = cc * chunk_panels;
@@ -308,8 +326,14 @@ pub(super) unsafe fn gemm_core_isa(
     let block = panels * NR * KC;
     let mut packed_b = Storage::<f32>::with_capacity(blocks * block);
     let pb = Shared(packed_b.spare_capacity_mut().as_mut_ptr().cast());
+    // Split by columns, panel-major (every `k` block of panel 0, then of
+    // panel 1, ...), so that each thread packs the panels it multiplies.
     parallel_for_cost(blocks * panels, PARALLEL_MIN_NS, |i| {
-        let (kb, j) = (i / panels, i % panels);
+        let (kb, j) = if by_cols {
+            (i % blocks, i / blocks)
+        } else {
+            (i / panels, i % panels)
+        };
         let (k0, kc) = (kb * KC, KC.min(k - kb * KC));
         let p = pb;
         // SAFETY: panel `j` of block `kb` owns `kc * NR` elements at
