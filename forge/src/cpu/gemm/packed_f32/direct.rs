@@ -198,12 +198,13 @@ pub(super) unsafe fn gemm_core_isa(
     // Which operand the threads share. Split by rows, each thread
     // multiplies all of packed `b` (`k x n`); split by columns, all of `a`
     // (`m x k`). Where two cores share no cache, the shared operand's
-    // half packed by the other thread crosses between them, so with `a`
-    // packed beforehand (a convolution's weight) and `b` the larger (its
-    // im2col columns: `n` = images x positions), the threads split the
-    // columns, each packing the panels it multiplies. With `a` packed per
-    // chunk, a column split would pack all of `a` in every chunk: rows.
-    let by_cols = parallel && matches!(a, ASrc::Packed(_)) && n > m;
+    // half packed by the other thread crosses between them, so when `b`
+    // is the larger (a convolution's im2col columns, `n` = images x
+    // positions; a layer's weight for a batch smaller than its width) the
+    // threads split the columns, each packing the panels it multiplies.
+    // With `a` packed per chunk, every column chunk packs all of `a`, so
+    // then only two column chunks per thread.
+    let by_cols = parallel && n > m;
     let chunk_tiles = if parallel && !by_cols {
         row_tiles.div_ceil(4 * threads).clamp(1, MAX_CHUNK_TILES)
     } else {
@@ -213,7 +214,8 @@ pub(super) unsafe fn gemm_core_isa(
     // Too few row chunks (a short, wide product): cut the columns too;
     // split by columns, about four chunks per thread.
     let col_chunks = if by_cols {
-        (4 * threads).min(panels)
+        let per_thread = if matches!(a, ASrc::Packed(_)) { 4 } else { 2 };
+        (per_thread * threads).min(panels)
     } else if parallel && row_chunks < 2 * threads {
         (2 * threads).div_ceil(row_chunks).min(panels)
     } else {
