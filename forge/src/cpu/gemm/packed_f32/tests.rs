@@ -196,7 +196,9 @@ fn same_bits(got: &[f32], want: &[f32]) -> Result<(), String> {
 /// and over a `KC` block and with remainders, `a` and `b` in every layout,
 /// a left operand packed beforehand, an output with a row stride wider
 /// than `n`, beta 0 (a NaN in `c` overwritten), 1 and -0.75, 1 and 2
-/// threads (the 200-row product is large enough to be split).
+/// threads (the 200-row product is large enough to be split by rows, the
+/// 40x300x700 one, wider than tall, by columns over two `KC` blocks, the
+/// 200x70x450 one by columns and in two row chunks).
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn kernels_equal_the_scalar_order() {
@@ -211,6 +213,8 @@ fn kernels_equal_the_scalar_order() {
         (25, 300, 70),
         (37, 513, 95),
         (200, 300, 100),
+        (40, 300, 700),
+        (200, 70, 450),
     ];
     for isa in isas() {
         for (s, &(m, k, n)) in shapes.iter().enumerate() {
