@@ -2,8 +2,9 @@
 //! every relative link names a file that exists (and, for a `#anchor`, a
 //! heading of that file, with mdBook's heading ids), every chapter is listed
 //! in `docs/src/SUMMARY.md`, and every chapter is compiled as a doc test
-//! through `forge/src/guide.rs`. Web links are not checked (no network in
-//! tests).
+//! through `forge/src/guide.rs`; and the runtime chapter lists every
+//! `FORGE_*` variable the library reads. Web links are not checked (no
+//! network in tests).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -251,4 +252,45 @@ fn the_link_and_heading_parsers_work() {
     .collect();
     assert_eq!(ids, want);
     assert!(chapters().len() > 5, "the guide's chapters were not found");
+}
+
+/// Every `FORGE_*` environment variable the library reads is in the
+/// runtime chapter's table: the names are the string literals
+/// `"FORGE_..."` of `forge/src/`.
+#[test]
+fn every_forge_variable_is_in_the_runtime_chapter() {
+    fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                rust_files(&path, out);
+            } else if path.extension().is_some_and(|x| x == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    rust_files(&root().join("forge/src"), &mut files);
+    let mut names = BTreeSet::new();
+    for file in files {
+        let text = read(&file);
+        for (i, _) in text.match_indices("\"FORGE_") {
+            let name: String = text[i + 1..]
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                .collect();
+            names.insert(name);
+        }
+    }
+    assert!(
+        names.contains("FORGE_NUM_THREADS"),
+        "the scan found {names:?}"
+    );
+    let chapter = read(&root().join("docs/src/runtime.md"));
+    for name in names {
+        assert!(
+            chapter.contains(&format!("| `{name}` |")),
+            "forge reads {name}, which docs/src/runtime.md's table does not list"
+        );
+    }
 }
