@@ -36,6 +36,7 @@ pub mod ops;
 pub mod optim;
 pub mod prelude;
 pub mod tensor;
+pub mod tools;
 
 /// The repository README's Rust blocks, compiled as doc tests.
 #[cfg(doctest)]
