@@ -32,4 +32,13 @@ pub mod chapters {
     /// `docs/src/tools-graph.md`.
     #[doc = include_str!("../../../docs/src/tools-graph.md")]
     pub struct Graph;
+    /// `docs/src/tools-custom-ops.md`.
+    #[doc = include_str!("../../../docs/src/tools-custom-ops.md")]
+    pub struct CustomOps;
+    /// `docs/src/tools-transforms.md`.
+    #[doc = include_str!("../../../docs/src/tools-transforms.md")]
+    pub struct Transforms;
+    /// `docs/src/tools-profiler.md`.
+    #[doc = include_str!("../../../docs/src/tools-profiler.md")]
+    pub struct Profiler;
 }
