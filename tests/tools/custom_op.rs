@@ -171,7 +171,7 @@ fn straight_through_estimator_with_a_saved_mask() {
             step: 0.5,
             limit: 1.0,
         },
-        &[x.clone()],
+        std::slice::from_ref(&x),
     );
     assert_eq!(out[0].to_vec(), vec![0.5, -0.5, 3.0, 0.0]);
     assert!(out[0].is_tracked() && !out[1].is_tracked());

@@ -26,6 +26,12 @@ pub(crate) fn enabled() -> bool {
 }
 
 /// Which pass found the non-finite value.
+///
+/// ```
+/// let x = forge::Tensor::<f32>::from_vec(vec![-1.0], &[1]).requires_grad();
+/// let err = forge::tools::detect_anomaly(|| x.sqrt()).unwrap_err();
+/// assert_eq!(err.pass, forge::tools::Pass::Forward);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pass {
     /// The op's own output.
@@ -275,7 +281,7 @@ impl Drop for Scope {
 /// detection off, each op pays one relaxed atomic load.
 ///
 /// # Errors
-/// The first [`Anomaly`]. Tensors made inside `f` before it are dropped
+/// The first [`Anomaly`] (boxed: it is large). Tensors made inside `f` before it are dropped
 /// as the stack unwinds; other panics inside `f` are passed on unchanged.
 ///
 /// ```
@@ -289,12 +295,12 @@ impl Drop for Scope {
 /// let ok = detect_anomaly(|| (&w * 2.0).sum().item()).unwrap();
 /// assert_eq!(ok, 1.0);
 /// ```
-pub fn detect_anomaly<R>(f: impl FnOnce() -> R) -> Result<R, Anomaly> {
+pub fn detect_anomaly<R>(f: impl FnOnce() -> R) -> Result<R, Box<Anomaly>> {
     let _scope = Scope::enter();
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => Ok(r),
         Err(payload) => match payload.downcast::<Anomaly>() {
-            Ok(a) => Err(*a),
+            Ok(a) => Err(a),
             Err(other) => resume_unwind(other),
         },
     }
@@ -305,7 +311,10 @@ pub fn detect_anomaly<R>(f: impl FnOnce() -> R) -> Result<R, Anomaly> {
 /// that finds a non-finite value panics with the [`Anomaly`] text, unless
 /// a [`detect_anomaly`] call encloses it (which then returns it).
 ///
-/// ```
+/// Not run here: the switch is process-wide, and doc tests share a
+/// process.
+///
+/// ```no_run
 /// use forge::tools::{is_anomaly_enabled, set_detect_anomaly};
 /// set_detect_anomaly(true);
 /// assert!(is_anomaly_enabled());

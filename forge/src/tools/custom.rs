@@ -11,9 +11,15 @@ use std::sync::Arc;
 /// for the backward and mark outputs as not differentiable.
 ///
 /// ```
-/// # use forge::tools::ForwardCtx;
-/// // (see CustomOp for a whole op)
-/// fn _f(ctx: &mut ForwardCtx<f64>, y: forge::Tensor<f64>) { ctx.save(y); ctx.mark_non_differentiable(1); }
+/// use forge::tools::ForwardCtx;
+/// use forge::Tensor;
+/// // Part of a forward (see CustomOp for whole ops): keep the output for
+/// // the backward, and return a second output that has no gradient.
+/// fn finish(ctx: &mut ForwardCtx<f64>, y: Tensor<f64>, count: Tensor<f64>) -> Vec<Tensor<f64>> {
+///     ctx.save(y.clone());
+///     ctx.mark_non_differentiable(1);
+///     vec![y, count]
+/// }
 /// ```
 pub struct ForwardCtx<E: Float, D: Device = crate::Cpu> {
     saved: Vec<Tensor<E, D>>,
@@ -49,7 +55,17 @@ impl<E: Float, D: Device> ForwardCtx<E, D> {
     }
 }
 
-/// What a [`CustomOp`]'s backward receives.
+/// What a [`CustomOp`]'s backward receives (see [`CustomOp`] for whole
+/// ops).
+///
+/// ```
+/// use forge::tools::BackwardArgs;
+/// use forge::Tensor;
+/// // The backward of y = 2 x.
+/// fn double_backward(args: &BackwardArgs<'_, f32>) -> Vec<Option<Tensor<f32>>> {
+///     vec![args.grads[0].as_ref().map(|g| g * 2.0)]
+/// }
+/// ```
 pub struct BackwardArgs<'a, E: Float, D: Device = crate::Cpu> {
     /// The gradient of each output: `Some` for the output whose gradient
     /// this call computes, `None` for the others (see [`CustomOp::backward`]).

@@ -10,6 +10,14 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 /// What a [`GraphNode`] stands for.
+///
+/// ```
+/// use forge::tools::{Graph, NodeKind};
+/// let w = forge::Tensor::<f32>::ones(&[2]).requires_grad();
+/// let g = Graph::of(&(&w * &forge::Tensor::ones(&[2])));
+/// let kinds: Vec<NodeKind> = g.nodes.iter().map(|n| n.kind.clone()).collect();
+/// assert_eq!(kinds, [NodeKind::Leaf, NodeKind::Constant, NodeKind::Op]);
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NodeKind {
     /// A recorded op (its name in [`GraphNode::label`]).
@@ -21,6 +29,13 @@ pub enum NodeKind {
 }
 
 /// One node of an exported graph.
+///
+/// ```
+/// let w = forge::Tensor::<f64>::ones(&[2, 3]).requires_grad();
+/// let g = forge::tools::Graph::of(&w.tanh());
+/// let op = &g.nodes[1];
+/// assert_eq!((op.label.as_str(), op.shape.as_slice(), op.dtype), ("tanh", &[2, 3][..], "float64"));
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct GraphNode {
     /// The node's name in the DOT text: `n<tape id>` for ops and leaves,

@@ -22,6 +22,13 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
 /// Forward or backward.
+///
+/// ```
+/// let x = forge::Tensor::<f32>::ones(&[2]).requires_grad();
+/// let (_, p) = forge::tools::profile(|| x.exp().sum().backward());
+/// assert_eq!(p.events()[0].phase, forge::tools::Phase::Forward);
+/// assert_eq!(p.events().last().unwrap().phase, forge::tools::Phase::Backward);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Phase {
     /// An op computing its output.
@@ -31,6 +38,13 @@ pub enum Phase {
 }
 
 /// One profiled event.
+///
+/// ```
+/// let x = forge::Tensor::<f32>::ones(&[4]).requires_grad();
+/// let (_, p) = forge::tools::profile(|| x.exp());
+/// let e = &p.events()[0];
+/// assert_eq!((e.op, e.flops, e.bytes), ("exp", Some(4), 32));
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct Event {
     /// The op's name on the tape.
@@ -303,6 +317,12 @@ impl Drop for Profiler {
 }
 
 /// One row of [`Profile::rows`]: an op's totals.
+///
+/// ```
+/// let x = forge::Tensor::<f32>::ones(&[4]).requires_grad();
+/// let (_, p) = forge::tools::profile(|| x.exp().exp());
+/// assert_eq!(p.rows()[0].forward_calls, 2);
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct OpRow {
     /// The op's name.
@@ -333,7 +353,11 @@ impl OpRow {
     }
 }
 
-/// What the profiler recorded.
+/// What the profiler recorded: see [`profile`].
+///
+/// ```
+/// assert!(forge::tools::Profile::default().events().is_empty());
+/// ```
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Profile {
     events: Vec<Event>,
