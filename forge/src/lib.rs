@@ -49,6 +49,6 @@ pub use error::{ForgeError, Result};
 pub use half;
 pub use nn::{Forward, Layer};
 pub use tensor::{Cpu, DType, Device, Element, Float, Rng, Tensor};
-/// The tools most reached for, at the crate root: `forge::profile(|| ...)`,
-/// `forge::detect_anomaly(|| ...)`.
+// The tools most reached for, at the crate root: `forge::profile(|| ...)`,
+// `forge::detect_anomaly(|| ...)`.
 pub use tools::{detect_anomaly, profile};
