@@ -35,3 +35,5 @@ mod nn;
 mod ops;
 #[path = "optim/main.rs"]
 mod optim;
+#[path = "tools/main.rs"]
+mod tools;
