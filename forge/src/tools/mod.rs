@@ -23,22 +23,3 @@ pub use func::{grad, hessian, hvp, jacobian, jvp, per_sample_grads, vjp};
 pub use graph::{to_dot, Graph, GraphNode, NodeKind};
 pub use profiler::{profile, Event, OpRow, Phase, Profile, Profiler};
 
-/// The guide's chapters on these tools, compiled as doc tests.
-#[cfg(doctest)]
-pub mod chapters {
-    /// `docs/src/tools-anomaly.md`.
-    #[doc = include_str!("../../../docs/src/tools-anomaly.md")]
-    pub struct Anomaly;
-    /// `docs/src/tools-graph.md`.
-    #[doc = include_str!("../../../docs/src/tools-graph.md")]
-    pub struct Graph;
-    /// `docs/src/tools-custom-ops.md`.
-    #[doc = include_str!("../../../docs/src/tools-custom-ops.md")]
-    pub struct CustomOps;
-    /// `docs/src/tools-transforms.md`.
-    #[doc = include_str!("../../../docs/src/tools-transforms.md")]
-    pub struct Transforms;
-    /// `docs/src/tools-profiler.md`.
-    #[doc = include_str!("../../../docs/src/tools-profiler.md")]
-    pub struct Profiler;
-}
