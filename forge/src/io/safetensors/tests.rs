@@ -1,4 +1,8 @@
+use super::header::METADATA_KEY;
 use super::*;
+use crate::error::ForgeError;
+use crate::tensor::Tensor;
+use std::collections::BTreeMap;
 
 /// A file from a literal header and data.
 fn file(header: &str, data: &[u8]) -> Vec<u8> {
