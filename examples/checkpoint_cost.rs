@@ -1,8 +1,9 @@
 //! What saving and loading a checkpoint costs, for files the size of
 //! ResNet-18 (11.7M parameters) and GPT-2 small (124M), in f32: the median
-//! of a few rounds of `write_safetensors` and `read_safetensors` (through
-//! the page cache: this measures forge's encoding, decoding and checks,
-//! not the disk), and of `crc32c` over the same bytes.
+//! of a few rounds of `write_safetensors` and `read_safetensors`, in wall
+//! time (the save includes its `fsync`) and in the process's CPU time
+//! (user + system: steadier than wall time on a shared machine), and of
+//! `crc32c` over the same bytes.
 //!
 //! ```sh
 //! cargo run --release --example checkpoint_cost            # both models, 5 rounds
@@ -76,6 +77,26 @@ fn gpt2_small() -> Vec<(String, Vec<usize>)> {
     v
 }
 
+/// User + system CPU seconds of the whole process so far.
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given, which is a
+    // properly sized, zero-initialised `rusage`.
+    let u = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        assert_eq!(libc::getrusage(libc::RUSAGE_SELF, &mut u), 0);
+        u
+    };
+    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    s(u.ru_utime) + s(u.ru_stime)
+}
+
+/// Runs `f`, returning its (wall, CPU) seconds.
+fn timed(f: impl FnOnce()) -> (f64, f64) {
+    let (t0, c0) = (Instant::now(), cpu_seconds());
+    f();
+    (t0.elapsed().as_secs_f64(), cpu_seconds() - c0)
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -104,35 +125,41 @@ fn main() {
         let path = dir.join(format!("{name}.safetensors"));
         let (mut save, mut load) = (Vec::new(), Vec::new());
         for _ in 0..rounds {
-            let t0 = Instant::now();
-            write_safetensors(&path, &tensors, &BTreeMap::new()).unwrap();
-            save.push(t0.elapsed().as_secs_f64());
-            let t0 = Instant::now();
-            let back = read_safetensors(&path).unwrap();
-            load.push(t0.elapsed().as_secs_f64());
-            assert_eq!(back.tensors.len(), tensors.len());
+            save.push(timed(|| {
+                write_safetensors(&path, &tensors, &BTreeMap::new()).unwrap()
+            }));
+            load.push(timed(|| {
+                let back = read_safetensors(&path).unwrap();
+                assert_eq!(back.tensors.len(), tensors.len());
+            }));
         }
         let bytes = std::fs::metadata(&path).unwrap().len();
+        let raw: Vec<Vec<u8>> = tensors.values().map(|t| t.to_le_bytes()).collect();
         let mut crc = Vec::new();
         for _ in 0..rounds {
-            let t0 = Instant::now();
-            let mut x = 0u32;
-            for t in tensors.values() {
-                x ^= crc32c::crc32c(&t.to_le_bytes());
-            }
-            std::hint::black_box(x);
-            crc.push(t0.elapsed().as_secs_f64());
+            crc.push(timed(|| {
+                let x = raw.iter().map(|b| crc32c::crc32c(b)).fold(0, |a, b| a ^ b);
+                std::hint::black_box(x);
+            }));
         }
+        drop(raw);
+        let ms = |v: &[(f64, f64)], cpu: bool| {
+            median(v.iter().map(|&(w, c)| if cpu { c } else { w }).collect()) * 1e3
+        };
         println!(
-            "{name}: {params} params, {:.1} MB file, {} tensors: save {:.0} ms, load {:.0} ms (median of {rounds})",
+            "{name}: {params} params, {:.1} MB, {} tensors (median of {rounds}): \
+             save {:.0} ms wall / {:.0} ms CPU, load {:.0} ms wall / {:.0} ms CPU",
             bytes as f64 / 1e6,
             tensors.len(),
-            median(save) * 1e3,
-            median(load) * 1e3,
+            ms(&save, false),
+            ms(&save, true),
+            ms(&load, false),
+            ms(&load, true),
         );
         println!(
-            "  crc32c over the same bytes (with a copy of each tensor): {:.0} ms",
-            median(crc) * 1e3
+            "  crc32c of every tensor's bytes: {:.0} ms wall / {:.0} ms CPU",
+            ms(&crc, false),
+            ms(&crc, true)
         );
         std::fs::remove_file(&path).unwrap();
     }

@@ -126,16 +126,25 @@ impl AnyTensor {
         with_tensor!(self, t => LeBytes::le_bytes(t.as_slice()))
     }
 
-    /// Decodes `bytes` (whose length the caller has checked against the
-    /// shape) as `dtype`.
-    pub(super) fn decode(
+    /// Reads a tensor of `dtype` and `shape` (whose byte size the caller
+    /// has checked): `fill` puts the stored bytes into the buffer it is
+    /// given (the new tensor's own storage on a little-endian machine, so
+    /// the bytes are copied once), then `check` sees them.
+    pub(super) fn read(
         name: &str,
         dtype: DType,
         shape: &[usize],
-        bytes: &[u8],
+        fill: &mut dyn FnMut(&mut [u8]) -> Result<()>,
+        check: &dyn Fn(&[u8]) -> Result<()>,
     ) -> Result<AnyTensor> {
-        fn dec<E: LeBytes>(name: &str, shape: &[usize], bytes: &[u8]) -> Result<Tensor<E>> {
-            let data = E::from_le_bytes(bytes).ok_or_else(|| {
+        fn rd<E: LeBytes>(
+            name: &str,
+            shape: &[usize],
+            fill: &mut dyn FnMut(&mut [u8]) -> Result<()>,
+            check: &dyn Fn(&[u8]) -> Result<()>,
+        ) -> Result<Tensor<E>> {
+            let n = shape.iter().product();
+            let data = E::read_le(n, fill, check)?.ok_or_else(|| {
                 ForgeError::format(
                     "safetensors",
                     format!("tensor '{name}': invalid {} value", E::DTYPE.name()),
@@ -144,14 +153,14 @@ impl AnyTensor {
             Ok(Tensor::from_vec(data, shape))
         }
         Ok(match dtype {
-            DType::F16 => AnyTensor::F16(dec(name, shape, bytes)?),
-            DType::BF16 => AnyTensor::BF16(dec(name, shape, bytes)?),
-            DType::F32 => AnyTensor::F32(dec(name, shape, bytes)?),
-            DType::F64 => AnyTensor::F64(dec(name, shape, bytes)?),
-            DType::I32 => AnyTensor::I32(dec(name, shape, bytes)?),
-            DType::I64 => AnyTensor::I64(dec(name, shape, bytes)?),
-            DType::U8 => AnyTensor::U8(dec(name, shape, bytes)?),
-            DType::Bool => AnyTensor::Bool(dec(name, shape, bytes)?),
+            DType::F16 => AnyTensor::F16(rd(name, shape, fill, check)?),
+            DType::BF16 => AnyTensor::BF16(rd(name, shape, fill, check)?),
+            DType::F32 => AnyTensor::F32(rd(name, shape, fill, check)?),
+            DType::F64 => AnyTensor::F64(rd(name, shape, fill, check)?),
+            DType::I32 => AnyTensor::I32(rd(name, shape, fill, check)?),
+            DType::I64 => AnyTensor::I64(rd(name, shape, fill, check)?),
+            DType::U8 => AnyTensor::U8(rd(name, shape, fill, check)?),
+            DType::Bool => AnyTensor::Bool(rd(name, shape, fill, check)?),
         })
     }
 }
@@ -182,14 +191,18 @@ from_tensor!(half::f16 => F16, half::bf16 => BF16, f32 => F32, f64 => F64,
 trait LeBytes: Element {
     /// The bytes of `values` as the file stores them.
     fn le_bytes(values: &[Self]) -> Cow<'_, [u8]>;
-    /// Decodes `bytes` (a whole number of elements); `None` for an
-    /// invalid value.
-    fn from_le_bytes(bytes: &[u8]) -> Option<Vec<Self>>;
+    /// Reads `n` values: `fill` writes their stored bytes, `check` sees
+    /// them; `Ok(None)` for an invalid value.
+    fn read_le(
+        n: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> Result<()>,
+        check: &dyn Fn(&[u8]) -> Result<()>,
+    ) -> Result<Option<Vec<Self>>>;
 }
 
 /// Types every bit pattern of which is a value: on a little-endian machine
-/// the file's bytes are the memory's, viewed and copied by `bytemuck`
-/// (whose traits check at compile time that the view is sound).
+/// the file's bytes are the memory's, viewed by `bytemuck` (whose traits
+/// check at compile time that the views are sound).
 macro_rules! plain_le_bytes {
     ($($t:ty),*) => {$(
         impl LeBytes for $t {
@@ -200,16 +213,27 @@ macro_rules! plain_le_bytes {
                     Cow::Owned(values.iter().flat_map(|v| v.to_le_bytes()).collect())
                 }
             }
-            fn from_le_bytes(bytes: &[u8]) -> Option<Vec<Self>> {
+            fn read_le(
+                n: usize,
+                fill: &mut dyn FnMut(&mut [u8]) -> Result<()>,
+                check: &dyn Fn(&[u8]) -> Result<()>,
+            ) -> Result<Option<Vec<Self>>> {
                 const SIZE: usize = std::mem::size_of::<$t>();
-                Some(if cfg!(target_endian = "little") {
-                    bytemuck::pod_collect_to_vec(bytes)
+                if cfg!(target_endian = "little") {
+                    let mut v = bytemuck::zeroed_vec::<$t>(n);
+                    fill(bytemuck::cast_slice_mut(&mut v))?;
+                    check(bytemuck::cast_slice(&v))?;
+                    Ok(Some(v))
                 } else {
-                    bytes
-                        .chunks_exact(SIZE)
-                        .map(|c| <$t>::from_le_bytes(c.try_into().expect("SIZE bytes")))
-                        .collect()
-                })
+                    let mut b = vec![0u8; n * SIZE];
+                    fill(&mut b)?;
+                    check(&b)?;
+                    Ok(Some(
+                        b.chunks_exact(SIZE)
+                            .map(|c| <$t>::from_le_bytes(c.try_into().expect("SIZE bytes")))
+                            .collect(),
+                    ))
+                }
             }
         }
     )*};
@@ -221,14 +245,20 @@ impl LeBytes for bool {
     fn le_bytes(values: &[Self]) -> Cow<'_, [u8]> {
         Cow::Borrowed(bytemuck::cast_slice(values))
     }
-    fn from_le_bytes(bytes: &[u8]) -> Option<Vec<Self>> {
-        bytes
-            .iter()
+    fn read_le(
+        n: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> Result<()>,
+        check: &dyn Fn(&[u8]) -> Result<()>,
+    ) -> Result<Option<Vec<Self>>> {
+        let mut b = vec![0u8; n];
+        fill(&mut b)?;
+        check(&b)?;
+        Ok(b.iter()
             .map(|&b| match b {
                 0 => Some(false),
                 1 => Some(true),
                 _ => None,
             })
-            .collect()
+            .collect())
     }
 }

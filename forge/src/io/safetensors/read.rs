@@ -7,6 +7,8 @@ use super::checksum;
 use super::header::{parse_header, Entry, Header, MAX_HEADER_BYTES};
 use crate::error::{ForgeError, Result};
 use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufReader, Read};
 use std::path::Path;
 
 /// The contents of a safetensors file.
@@ -52,9 +54,19 @@ pub struct SafeTensorsData {
 /// assert!(e.contains("tensor 'w'") && e.contains("checksum"), "{e}");
 /// ```
 pub fn parse_safetensors(bytes: &[u8]) -> Result<SafeTensorsData> {
-    let fmt = |m: String| ForgeError::format("safetensors", m);
-    let header_end = header_end(bytes)?;
-    let text = std::str::from_utf8(&bytes[8..header_end]).map_err(|e| {
+    let first = bytes.get(..8).and_then(|b| b.try_into().ok());
+    let header_end = header_end(first, bytes.len())?;
+    let header = parse_header_bytes(&bytes[8..header_end])?;
+    let data = &bytes[header_end..];
+    decode(header, data.len(), &mut |start, buf| {
+        buf.copy_from_slice(&data[start..start + buf.len()]);
+        Ok(())
+    })
+}
+
+/// The header's entries and metadata from its bytes.
+fn parse_header_bytes(bytes: &[u8]) -> Result<Header> {
+    let text = std::str::from_utf8(bytes).map_err(|e| {
         ForgeError::format(
             "",
             format!("not a safetensors file: header is not UTF-8: {e}"),
@@ -68,42 +80,59 @@ pub fn parse_safetensors(bytes: &[u8]) -> Result<SafeTensorsData> {
             ),
         ));
     }
-    let Header { entries, metadata } = parse_header(text).map_err(fmt)?;
-    let data = &bytes[header_end..];
-    check_layout(&entries, data.len()).map_err(fmt)?;
+    parse_header(text).map_err(|m| ForgeError::format("safetensors", m))
+}
+
+/// Checks the layout against the `data_len` bytes of data, then reads
+/// every tensor in the order of the data: `fill(start, buf)` puts the
+/// data's bytes from offset `start` into `buf`, and each tensor's
+/// checksum, when the metadata holds one, is verified.
+fn decode(
+    header: Header,
+    data_len: usize,
+    fill: &mut dyn FnMut(usize, &mut [u8]) -> Result<()>,
+) -> Result<SafeTensorsData> {
+    let fmt = |m: String| ForgeError::format("safetensors", m);
+    let Header { entries, metadata } = header;
+    check_layout(&entries, data_len).map_err(fmt)?;
     let (metadata, sums) = checksum::split(metadata);
     if let Some(name) = sums.keys().find(|n| !entries.contains_key(*n)) {
         return Err(fmt(format!(
             "a checksum for tensor '{name}', which the file does not hold"
         )));
     }
+    let mut order: Vec<(String, Entry)> = entries.into_iter().collect();
+    order.sort_by_key(|(_, e)| e.start);
     let mut tensors = BTreeMap::new();
-    for (name, e) in entries {
-        let raw = &data[e.start..e.end];
-        if let Some(stored) = sums.get(&name) {
-            checksum::verify(&name, stored, raw).map_err(fmt)?;
-        }
-        let t = AnyTensor::decode(&name, e.dtype, &e.shape, raw)?;
+    for (name, e) in order {
+        let stored = sums.get(&name);
+        let check = |bytes: &[u8]| match stored {
+            Some(s) => checksum::verify(&name, s, bytes).map_err(fmt),
+            None => Ok(()),
+        };
+        let t = AnyTensor::read(
+            &name,
+            e.dtype,
+            &e.shape,
+            &mut |buf| fill(e.start, buf),
+            &check,
+        )?;
         tensors.insert(name, t);
     }
     Ok(SafeTensorsData { tensors, metadata })
 }
 
-/// Where the JSON header ends, from the 8-byte length before it. A length
-/// that cannot be right (beyond the file or the limit) means the bytes are
-/// not a safetensors file at all (a text file gives a length of about
-/// 10^18).
-fn header_end(bytes: &[u8]) -> Result<usize> {
+/// Where the JSON header ends, from the 8-byte length before it (`None`
+/// when the input is shorter) and the input's length. A length that
+/// cannot be right (beyond the file or the limit) means the bytes are not
+/// a safetensors file at all (a text file gives a length of about 10^18).
+fn header_end(first: Option<[u8; 8]>, total: usize) -> Result<usize> {
     let not = |m: String| ForgeError::format("", format!("not a safetensors file: {m}"));
-    let len_bytes: [u8; 8] = bytes
-        .get(..8)
-        .and_then(|b| b.try_into().ok())
-        .ok_or_else(|| {
-            not(format!(
-                "{} bytes cannot hold the 8-byte header length",
-                bytes.len()
-            ))
-        })?;
+    let len_bytes = first.ok_or_else(|| {
+        not(format!(
+            "{total} bytes cannot hold the 8-byte header length"
+        ))
+    })?;
     let n = u64::from_le_bytes(len_bytes);
     if n > MAX_HEADER_BYTES as u64 {
         return Err(not(format!(
@@ -112,11 +141,11 @@ fn header_end(bytes: &[u8]) -> Result<usize> {
     }
     8usize
         .checked_add(n as usize)
-        .filter(|&e| e <= bytes.len())
+        .filter(|&e| e <= total)
         .ok_or_else(|| {
             not(format!(
                 "header length {n} exceeds the {} bytes that follow it",
-                bytes.len() - 8
+                total - 8
             ))
         })
 }
@@ -173,7 +202,9 @@ fn check_layout(
     Ok(())
 }
 
-/// Reads and parses a safetensors file.
+/// Reads and parses a safetensors file: the header first, then each
+/// tensor's data straight into the tensor's storage (no copy of the whole
+/// file in memory).
 ///
 /// # Errors
 /// [`ForgeError::Io`] (with the path) when the file cannot be read, and the
@@ -185,6 +216,33 @@ fn check_layout(
 /// ```
 pub fn read_safetensors(path: impl AsRef<Path>) -> Result<SafeTensorsData> {
     let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(|e| ForgeError::io(path, e))?;
-    parse_safetensors(&bytes).map_err(|e| e.in_file(path))
+    let io = |e: std::io::Error| ForgeError::io(path, e);
+    let file = File::open(path).map_err(io)?;
+    let total = file.metadata().map_err(io)?.len();
+    let total = usize::try_from(total).map_err(|_| {
+        io(std::io::Error::other(format!(
+            "a file of {total} bytes does not fit this platform's memory"
+        )))
+    })?;
+    let mut r = BufReader::new(file);
+    let mut first = [0u8; 8];
+    let first = if total >= 8 {
+        r.read_exact(&mut first).map_err(io)?;
+        Some(first)
+    } else {
+        None
+    };
+    let parsed = (|| {
+        let header_end = header_end(first, total)?;
+        let mut text = vec![0u8; header_end - 8];
+        r.read_exact(&mut text).map_err(io)?;
+        let header = parse_header_bytes(&text)?;
+        // The tensors come in the order of the data, which the layout
+        // check has found contiguous from offset 0: each read continues
+        // where the previous one ended.
+        decode(header, total - header_end, &mut |_, buf| {
+            r.read_exact(buf).map_err(io)
+        })
+    })();
+    parsed.map_err(|e| e.in_file(path))
 }
