@@ -151,7 +151,7 @@ fn run_with<C: Communicator>(args: &Args, comm: &C) -> Result<(), Box<dyn std::e
         args.lr,
         args.schedule,
         args.seed,
-        forge::cpu::num_threads()
+        forge::runtime::num_threads()
     ));
     let mut rng = Rng::new(args.seed);
     match args.model {
@@ -283,15 +283,15 @@ where
         let bar = progress_bar(batches.len() as u64, epoch, args, comm);
         let (mut loss_sum, mut correct, mut seen) = (0.0f64, 0usize, 0usize);
         for (x, y) in batches {
-            let logits = model.forward(x);
-            let loss = cross_entropy(&logits, &y);
-            let grads = model.backward(&loss)?;
-            loss_sum += loss.item() as f64 * y.numel() as f64;
-            correct += metrics::correct(&logits, &y);
+            let loss = {
+                let logits = model.forward(x);
+                correct += metrics::correct(&logits, &y);
+                cross_entropy(&logits, &y)
+            };
             seen += y.numel();
-            // The graph holds the weights: dropped, the step updates them in place.
-            drop((logits, loss));
-            opt.step(&mut model, &grads)?;
+            // Gradients averaged over the ranks (DDP), the graph freed, the step.
+            let value = opt.backward_step(&mut model, loss)?;
+            loss_sum += value as f64 * y.numel() as f64;
             if let Some(s) = &mut sched {
                 s.step(&mut opt);
             }

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 
 /// Held for its whole run by every test that sets the thread count
-/// (`forge::cpu::set_num_threads`, process-wide): the tests of one binary
+/// (`forge::runtime::set_num_threads`, process-wide): the tests of one binary
 /// run in parallel, and a test that checks 1 against 2 threads, or that
 /// 2 threads dispatch to the worker pool (`pool_dispatches`), must not have
 /// the count changed under it by another. Tests that never set the count
@@ -29,6 +29,18 @@ pub struct Fixture {
     pub ints: BTreeMap<String, Tensor<i64>>,
     pub bytes: BTreeMap<String, Vec<u8>>,
     pub meta: BTreeMap<String, String>,
+}
+
+/// `run()` at 1 thread, then at 2: both results, and whether the 2-thread
+/// run handed work to the worker threads. The caller holds
+/// [`lock_thread_count`] and restores the count it wants afterwards.
+pub fn at_1_and_2_threads<T>(run: impl Fn() -> T) -> (T, T, bool) {
+    forge::runtime::set_num_threads(1);
+    let one = run();
+    forge::runtime::set_num_threads(2);
+    let before = forge::runtime::pool_dispatches();
+    let two = run();
+    (one, two, forge::runtime::pool_dispatches() > before)
 }
 
 pub fn fixture_path(rel: &str) -> PathBuf {

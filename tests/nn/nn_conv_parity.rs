@@ -210,7 +210,7 @@ fn conv2d_is_identical_for_one_and_two_threads() {
         let x = Tensor::<f32>::normal(&x, 0.0, 1.0, &mut Rng::new(1)).requires_grad();
         let w = Tensor::<f32>::normal(&w, 0.0, 1.0, &mut Rng::new(2)).requires_grad();
         let run = |threads| {
-            forge::cpu::set_num_threads(threads);
+            forge::runtime::set_num_threads(threads);
             let y = x.conv2d(&w, None, [s, s], [1, 1], [1, 1], 1);
             let g = y.square().sum().backward();
             (
@@ -221,7 +221,7 @@ fn conv2d_is_identical_for_one_and_two_threads() {
         };
         let one = run(1);
         let two = run(2);
-        forge::cpu::set_num_threads(2);
+        forge::runtime::set_num_threads(2);
         assert!(one == two, "results differ between 1 and 2 threads");
     }
 }
