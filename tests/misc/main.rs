@@ -6,6 +6,7 @@
 
 mod concurrency;
 mod distributed;
+mod docs_links;
 mod import_cycles;
 mod panic_messages;
 mod public_api;
