@@ -21,7 +21,7 @@
 //! - What a source reading cannot expand is listed by its call: macro
 //!   invocations at module level or in an `impl` (`crate::<module>:` lines),
 //!   so a change to them shows as well.
-//! - `#[cfg(test)]` items are left out; `#[doc(hidden)]` ones are marked.
+//! - `#[cfg(test)]` and `#[cfg(doctest)]` items are left out; `#[doc(hidden)]` ones are marked.
 
 use super::import_cycles::{is_ident, strip, tokens, use_tree};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -137,7 +137,7 @@ fn render(t: &[String]) -> String {
             !(*s == ","
                 && toks
                     .get(k + 1)
-                    .map_or(true, |n| matches!(*n, ")" | "]" | "}" | ">")))
+                    .is_none_or(|n| matches!(*n, ")" | "]" | "}" | ">")))
         })
         .map(|(_, s)| *s)
         .collect();
@@ -195,7 +195,7 @@ fn attributes(t: &[String], mut i: usize) -> (usize, bool, bool, bool) {
         };
         let end = skip_group(t, open);
         let text = t[open..end].concat();
-        test |= text == "[cfg(test)]";
+        test |= text == "[cfg(test)]" || text == "[cfg(doctest)]";
         hidden |= text == "[doc(hidden)]";
         export |= text == "[macro_export]";
         i = end;
@@ -467,7 +467,8 @@ impl Crate {
                     let name = t[i + 2].clone();
                     let next = skip_group(t, i + 3);
                     let makes_api = (i + 3..next).any(|k| {
-                        t[k] == "impl" || (t[k] == "pub" && t.get(k + 1).map(String::as_str) != Some("("))
+                        t[k] == "impl"
+                            || (t[k] == "pub" && t.get(k + 1).map(String::as_str) != Some("("))
                     });
                     if makes_api {
                         self.modules[m].api_macros.insert(name.clone());
@@ -500,7 +501,9 @@ impl Crate {
                 _ if is_ident(&kw) && t.get(i + 1).map(String::as_str) == Some("!") => {
                     let next = skip_group(t, i + 2);
                     if !test {
-                        self.modules[m].macro_calls.push((kw.clone(), render(&t[i..next])));
+                        self.modules[m]
+                            .macro_calls
+                            .push((kw.clone(), render(&t[i..next])));
                     }
                     i = if t.get(next).map(String::as_str) == Some(";") {
                         next + 1
@@ -606,7 +609,8 @@ impl Crate {
             let parent = &self.modules[self.by_path[&abs[..k]]];
             let last = k + 1 == abs.len();
             let private_mod = parent.children.get(&abs[k]).is_some_and(|c| !c.1);
-            let also_item = parent.items.contains_key(&abs[k]) || parent.uses.iter().any(|u| u.name == abs[k]);
+            let also_item =
+                parent.items.contains_key(&abs[k]) || parent.uses.iter().any(|u| u.name == abs[k]);
             if last && private_mod && also_item {
                 break;
             }

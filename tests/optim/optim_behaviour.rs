@@ -284,7 +284,10 @@ fn backward_step_frees_the_graph_and_updates_in_place() {
         drop(loss);
         ob.step(&mut b, &grads).unwrap();
         assert_eq!(a.weight.to_vec(), b.weight.to_vec(), "step {step}");
-        assert_eq!(a.bias.as_ref().unwrap().to_vec(), b.bias.as_ref().unwrap().to_vec());
+        assert_eq!(
+            a.bias.as_ref().unwrap().to_vec(),
+            b.bias.as_ref().unwrap().to_vec()
+        );
     }
     // The loss kept alive across the step: the graph holds the weight, so
     // the step writes a copy.
@@ -292,7 +295,11 @@ fn backward_step_frees_the_graph_and_updates_in_place() {
     let loss = b.forward(x.clone()).square().mean();
     let grads = loss.backward();
     ob.step(&mut b, &grads).unwrap();
-    assert_ne!(b.weight.as_slice().as_ptr(), ptr, "a shared weight is copied");
+    assert_ne!(
+        b.weight.as_slice().as_ptr(),
+        ptr,
+        "a shared weight is copied"
+    );
     drop(loss);
 }
 

@@ -646,11 +646,6 @@ mod examples {
     }
 
     #[test]
-    fn parallel_min_ns() {
-        assert!(crate::cpu::threads::PARALLEL_MIN_NS >= 10_000);
-    }
-
-    #[test]
     fn pool_dispatches() {
         let before = crate::cpu::threads::pool_dispatches();
         crate::cpu::threads::parallel_for_cost(4, 100, |_| {});
