@@ -134,6 +134,21 @@ impl Fixture {
             .unwrap_or_else(|| panic!("{}: no metadata {key}", self.name))
     }
 
+    /// A metadata list of one or two integers as a pair (`[3]` -> `[3, 3]`),
+    /// as PyTorch takes a kernel size, stride or padding.
+    pub fn meta_pair(&self, key: &str) -> [usize; 2] {
+        let v: Vec<usize> = self
+            .meta_list(key)
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        match v.as_slice() {
+            [a] => [*a, *a],
+            [a, b] => [*a, *b],
+            other => panic!("{}: {key} = {other:?}", self.name),
+        }
+    }
+
     pub fn meta_f64(&self, key: &str) -> f64 {
         self.meta(key).parse().unwrap()
     }

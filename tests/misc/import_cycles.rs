@@ -380,18 +380,7 @@ impl Tree {
         let m = &self.modules[ctx];
         match head {
             "crate" => Some(path[1..].to_vec()),
-            "super" | "self" => {
-                let mut base = m.path.clone();
-                let mut k = 0;
-                while k < path.len() && (path[k] == "super" || path[k] == "self") {
-                    if path[k] == "super" {
-                        base.pop()?;
-                    }
-                    k += 1;
-                }
-                base.extend_from_slice(&path[k..]);
-                Some(base)
-            }
+            "super" | "self" => relative(&m.path, path),
             _ if m.children.contains(head) => {
                 let mut p = m.path.clone();
                 p.extend_from_slice(path);
@@ -445,6 +434,21 @@ impl Tree {
     fn files(&self) -> BTreeSet<String> {
         self.modules.iter().map(|m| m.file.clone()).collect()
     }
+}
+
+/// `path`, which starts with `super` or `self` segments, written in the
+/// module at `base`: from the crate root, or `None` above it.
+pub(super) fn relative(base: &[String], path: &[String]) -> Option<Vec<String>> {
+    let mut out = base.to_vec();
+    let mut k = 0;
+    while k < path.len() && (path[k] == "super" || path[k] == "self") {
+        if path[k] == "super" {
+            out.pop()?;
+        }
+        k += 1;
+    }
+    out.extend_from_slice(&path[k..]);
+    Some(out)
 }
 
 /// `a/./b/../c` -> `a/c`.

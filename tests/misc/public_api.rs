@@ -23,7 +23,7 @@
 //!   so a change to them shows as well.
 //! - `#[cfg(test)]` and `#[cfg(doctest)]` items are left out; `#[doc(hidden)]` ones are marked.
 
-use super::import_cycles::{is_ident, strip, tokens, use_tree};
+use super::import_cycles::{is_ident, relative, strip, tokens, use_tree};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 
@@ -562,18 +562,7 @@ impl Crate {
         let head = path.first()?.as_str();
         match head {
             "crate" => Some(path[1..].to_vec()),
-            "super" | "self" => {
-                let mut base = md.path.clone();
-                let mut k = 0;
-                while k < path.len() && (path[k] == "super" || path[k] == "self") {
-                    if path[k] == "super" {
-                        base.pop()?;
-                    }
-                    k += 1;
-                }
-                base.extend_from_slice(&path[k..]);
-                Some(base)
-            }
+            "super" | "self" => relative(&md.path, path),
             _ if md.children.contains_key(head) || md.items.contains_key(head) => {
                 let mut p = md.path.clone();
                 p.extend_from_slice(path);
