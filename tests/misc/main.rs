@@ -1,8 +1,8 @@
 //! The misc tests: concurrency, the distributed fallback on threads, the
-//! one-way imports of forge/src, panic messages, the README's examples and
-//! usability.
-//! A module of the one suite binary (`tests/suite.rs`; README, "Test
-//! layout"), its files modules named as the files.
+//! one-way imports of forge/src and its public API listing, panic messages,
+//! the README's examples and usability.
+//! A module of the one suite binary (`tests/suite.rs`; CONTRIBUTING.md,
+//! "The test layout"), its files modules named as the files.
 
 mod concurrency;
 mod distributed;

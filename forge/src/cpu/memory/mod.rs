@@ -31,7 +31,8 @@
 //! Users reach all of this through [`crate::runtime`].
 
 mod classes;
-mod freelists;
+pub(crate) mod freelists;
+pub(crate) mod reserve;
 mod storage;
 
 pub(crate) use freelists::count_copy_on_write;
