@@ -20,12 +20,12 @@
 //! (use [`measure`] and [`Row`]) and add it to [`SECTIONS`].
 
 use clap::Parser;
-use forge::cpu::set_num_threads;
 use forge::models::gpt::{Gpt, GptConfig};
 use forge::models::resnet::resnet18;
 use forge::nn::functional::cross_entropy_with;
 use forge::nn::{Forward, Lstm, RnnConfig};
 use forge::optim::{AdamW, Sgd};
+use forge::runtime::set_num_threads;
 use forge::{Float, Rng, Tensor};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -536,7 +536,7 @@ fn main() {
         return;
     }
     let opts = Opts { quick: cli.quick };
-    let default_threads = forge::cpu::num_threads();
+    let default_threads = forge::runtime::num_threads();
     println!(
         "forge bench ({} build), {} hardware threads",
         if cfg!(debug_assertions) {

@@ -68,9 +68,7 @@ fn main() {
     let first = mse(&model.forward(x.clone()), &y).item();
     for step in 0..200 {
         let loss = mse(&model.forward(x.clone()), &y);
-        let (grads, value) = (loss.backward(), loss.item());
-        drop(loss); // the graph holds the weights: without it the step updates them in place
-        opt.step(&mut model, &grads).unwrap();
+        let value = opt.backward_step(&mut model, loss).unwrap();
         if step % 25 == 0 {
             println!("step {step:>3}  loss {value:.5}");
         }

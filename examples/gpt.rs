@@ -298,12 +298,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         for step in 1..=args.steps {
             let (x, y) = batch(train, args.batch, block, &mut rng);
             let loss = gpt.loss(&x, &y);
-            let mut grads = loss.backward();
-            // The graph holds every weight; dropped, the step updates them in place.
-            let value = loss.item();
-            drop(loss);
-            let norm = clip_grad_norm(&mut grads, args.clip);
-            opt.step(&mut gpt, &grads)?;
+            let mut norm = 0.0;
+            let value = opt.backward_step_with(&mut gpt, loss, |grads| {
+                norm = clip_grad_norm(grads, args.clip);
+            })?;
             sched.step(&mut opt);
             bar.set_message(format!("loss {value:.4} |g| {norm:.2} lr {:.2e}", opt.lr()));
             bar.inc(1);

@@ -1,8 +1,8 @@
 //! The memory contract of the CPU device's buffer pool
-//! (`forge::cpu::memory`): a steady training loop stops asking the
+//! (`forge::runtime`): a steady training loop stops asking the
 //! operating system for buffers after warm-up; dropping every tensor gives
 //! every buffer back to the pool (whose footprint never exceeds its
-//! high-water mark); `trim` releases the free buffers. Pinned for an MLP
+//! high-water mark); `trim_memory` releases the free buffers. Pinned for an MLP
 //! and for a small convolutional net (conv, batch norm, ReLU, max pooling,
 //! linear), at 1 and 2 threads.
 //!
@@ -17,7 +17,6 @@
 //! The pool and its counters are process-wide, so everything runs in one
 //! test function: parallel tests in this binary would allocate in between.
 
-use forge::cpu::memory::{self, stats};
 use forge::models::gpt::{Gpt, GptConfig};
 use forge::models::mnist::MnistMlp;
 use forge::nn::functional::cross_entropy;
@@ -25,6 +24,7 @@ use forge::nn::{
     BatchNorm2d, Conv2d, Flatten, Forward, Layer, Linear, Lstm, MaxPool2d, RnnConfig, TensorKind,
 };
 use forge::optim::{Adam, AdamW, Sgd};
+use forge::runtime::{self, memory_stats as stats, Storage};
 use forge::{Gradients, Rng, Tensor};
 
 /// A LeNet/ResNet-style block: conv 1->8 (3x3, padding 1), batch norm,
@@ -117,7 +117,7 @@ fn sgd<M: Model>(lr: f32) -> Update<'static, M> {
 /// miss); with `all_pooled`, no tensor may be built from a vector outside
 /// the pool either.
 fn assert_steady<M: Model>(name: &str, mut update: Update<M>, threads: usize, all_pooled: bool) {
-    forge::cpu::set_num_threads(threads);
+    forge::runtime::set_num_threads(threads);
     let mut rng = Rng::new(7);
     let mut model = M::build(&mut rng);
     let (x, y) = batch(&mut rng, 32);
@@ -193,20 +193,20 @@ fn pool_contract() {
 
     // 3. Trim gives every free buffer back.
     let held = again.held_bytes;
-    let released = forge::cpu::trim();
+    let released = forge::runtime::trim_memory();
     let t = stats();
     assert_eq!(released, held);
     assert_eq!(t.held_bytes, 0);
     assert_eq!(t.released_bytes, again.released_bytes + held as u64);
 
     // 4. The ceiling: with a 1 MiB ceiling, freeing 4 MiB keeps at most 1 MiB.
-    memory::set_ceiling(1 << 20);
+    runtime::set_memory_ceiling(1 << 20);
     let bufs: Vec<Tensor> = (0..4).map(|_| Tensor::zeros(&[1 << 18])).collect();
     drop(bufs);
     let c = stats();
     assert!(c.held_bytes <= 1 << 20, "{} bytes held", c.held_bytes);
     assert!(c.released_bytes >= t.released_bytes + (3 << 20));
-    memory::set_ceiling(memory::DEFAULT_CEILING_BYTES);
+    runtime::set_memory_ceiling(runtime::DEFAULT_MEMORY_CEILING);
 
     // 5. The recurrent and attention models: after warm-up, training steps
     // of a small LSTM (fused cells; batch 16, so 2 threads split the batch)
@@ -251,11 +251,11 @@ fn pool_contract() {
     // 40 MiB class (the second take is a hit, checked below), above the C
     // allocator's largest mmap threshold (32 MiB), so the block comes as
     // fresh zero pages whatever the allocator did before.
-    forge::cpu::trim();
+    forge::runtime::trim_memory();
     let mib = (1 << 20) / 4;
-    drop(memory::Storage::<f32>::filled(33 * mib, 1.0));
+    drop(Storage::<f32>::filled(33 * mib, 1.0));
     let before = (stats(), thread_minor_faults());
-    let longer = memory::Storage::<f32>::filled(39 * mib + mib / 2, 2.0);
+    let longer = Storage::<f32>::filled(39 * mib + mib / 2, 2.0);
     let after = (stats(), thread_minor_faults());
     assert_eq!(after.0.misses, before.0.misses, "the same class, reused");
     assert_eq!(after.0.hits, before.0.hits + 1);
@@ -274,17 +274,17 @@ fn pool_contract() {
     // overlap (both hold their buffer at a barrier), takes no buffer from
     // the OS the second time: the first run's end reserved the buffer that
     // an overlap needs. Without the reserve the second run misses once.
-    forge::cpu::set_num_threads(2);
+    forge::runtime::set_num_threads(2);
     let n = 300_000; // a class no other part of this test leaves on a list
     let one_at_a_time = std::sync::Mutex::new(());
-    forge::cpu::parallel_for(2, |_| {
+    <forge::Cpu as forge::Device>::parallel_for(2, |_| {
         let _serial = one_at_a_time.lock().unwrap();
-        drop(memory::Storage::<f32>::zeroed(n));
+        drop(Storage::<f32>::zeroed(n));
     });
     let before = stats();
     let both = std::sync::Barrier::new(2);
-    forge::cpu::parallel_for(2, |_| {
-        let scratch = memory::Storage::<f32>::zeroed(n);
+    <forge::Cpu as forge::Device>::parallel_for(2, |_| {
+        let scratch = Storage::<f32>::zeroed(n);
         both.wait();
         drop(scratch);
     });
@@ -294,7 +294,39 @@ fn pool_contract() {
         "overlapping chunks found the buffer their first, serial run reserved"
     );
     assert_eq!(after.hits, before.hits + 2);
-    forge::cpu::set_num_threads(1);
+    forge::runtime::set_num_threads(1);
+
+    // 8. Copies on write are counted: a step while the loss (and so its
+    // graph, which holds every weight) is alive copies each weight into a
+    // new buffer, once per weight, its bytes counted; backward_step frees
+    // the graph before the update and copies none.
+    let mut rng = Rng::new(11);
+    let mut model = MnistMlp::new(&mut rng);
+    let (x, y) = batch(&mut rng, 8);
+    // (the handles `parameters()` returns share the weights: let them go)
+    let (count, bytes) = {
+        let params = model.parameters();
+        let bytes: usize = params.iter().map(|p| p.numel() * 4).sum();
+        (params.len() as u64, bytes)
+    };
+    let mut opt = Sgd::new(0.01);
+    let before = stats();
+    let loss = cross_entropy(&model.forward(x.clone()), &y);
+    let grads = loss.backward();
+    opt.step(&mut model, &grads).unwrap();
+    let after = stats();
+    drop((loss, grads));
+    assert_eq!(after.copies_on_write, before.copies_on_write + count);
+    assert_eq!(
+        after.copied_on_write_bytes,
+        before.copied_on_write_bytes + bytes as u64
+    );
+    let before = stats();
+    for _ in 0..2 {
+        let loss = cross_entropy(&model.forward(x.clone()), &y);
+        opt.backward_step(&mut model, loss).unwrap();
+    }
+    assert_eq!(stats().copies_on_write, before.copies_on_write);
 }
 
 /// Minor page faults of the calling thread so far (`getrusage`,
@@ -327,7 +359,7 @@ impl Forward<Tensor> for LstmHead {
 
 /// Three warm-up steps, then five that must take no buffer from the OS.
 fn assert_no_misses(name: &str, threads: usize, mut step: impl FnMut()) {
-    forge::cpu::set_num_threads(threads);
+    forge::runtime::set_num_threads(threads);
     for _ in 0..3 {
         step();
     }

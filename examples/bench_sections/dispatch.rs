@@ -1,5 +1,5 @@
 //! `bench --only dispatch`: what handing work to forge's worker pool costs
-//! on this machine, so that `forge::cpu::threads::PARALLEL_MIN_NS` (the
+//! on this machine, so that `PARALLEL_MIN_NS` in forge/src/cpu/threads.rs (the
 //! smallest op worth splitting) can be checked against it.
 //!
 //! Each sample is one `parallel_for` of 2 empty chunks at 2 threads, taken
@@ -8,7 +8,8 @@
 //! time for the call and the delay until the worker ran its chunk (or
 //! "caller took both" when the caller finished before the worker woke).
 
-use forge::cpu::{parallel_for, set_num_threads};
+use forge::runtime::set_num_threads;
+use forge::{Cpu, Device};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -32,7 +33,7 @@ pub fn run(quick: bool) {
          call = caller's time, wake = start of the worker's chunk after the call began"
     );
     set_num_threads(2);
-    parallel_for(2, |_| {});
+    Cpu::parallel_for(2, |_| {});
     let samples = if quick { 50 } else { 400 };
     for gap_us in [0u64, 20, 100, 1000] {
         let mut call = Vec::new();
@@ -43,7 +44,7 @@ pub fn run(quick: bool) {
             let me = std::thread::current().id();
             let seen: Mutex<Option<Instant>> = Mutex::new(None);
             let t0 = Instant::now();
-            parallel_for(2, |_| {
+            Cpu::parallel_for(2, |_| {
                 if std::thread::current().id() != me {
                     *seen.lock().unwrap() = Some(Instant::now());
                 } else {

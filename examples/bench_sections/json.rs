@@ -15,13 +15,13 @@
 //! `fwd` = forward and loss with the tape recording; `infer` = eval mode
 //! under `no_grad`.
 
-use forge::cpu::set_num_threads;
 use forge::models::gpt::{Gpt, GptConfig};
 use forge::models::mnist::{LeNet5, MnistMlp};
 use forge::models::resnet::resnet18;
 use forge::nn::functional::{cross_entropy_with, mse_loss, Reduction};
 use forge::nn::{Forward, Layer, Linear, Lstm, RnnConfig};
 use forge::optim::{Adam, AdamW, Optimizer, Sgd, UpdateRule};
+use forge::runtime::set_num_threads;
 use forge::{no_grad, Rng, Tensor};
 use std::hint::black_box;
 use std::time::Instant;

@@ -2,11 +2,11 @@
 //! steps (forward, cross-entropy, backward, Adam step) at batch 64 and 128
 //! on 1 and 2 threads, next to PyTorch's figures.
 
-use forge::cpu::set_num_threads;
 use forge::models::mnist::{LeNet5, MnistMlp};
 use forge::nn::functional::{cross_entropy_with, CrossEntropyOptions};
 use forge::nn::{Forward, Layer};
 use forge::optim::Adam;
+use forge::runtime::set_num_threads;
 use forge::{Gradients, Rng, Tensor};
 use std::time::Instant;
 

@@ -161,7 +161,7 @@ fn run_with<C: Communicator>(args: &Args, comm: &C) -> Result<(), Box<dyn std::e
         args.lr,
         args.schedule,
         args.seed,
-        forge::cpu::num_threads()
+        forge::runtime::num_threads()
     ));
     let mut rng = Rng::new(args.seed);
     match args.model {
@@ -299,14 +299,13 @@ where
         for (x, y) in batches {
             let n = y.numel();
             let body = || -> forge::Result<(f32, usize)> {
-                let logits = model.forward(x);
-                let loss = cross_entropy(&logits, &y);
-                let grads = model.backward(&loss)?;
-                let out = (loss.item(), metrics::correct(&logits, &y));
-                // The graph holds the weights: dropped, the step updates them in place.
-                drop((logits, loss));
-                opt.step(&mut model, &grads)?;
-                Ok(out)
+                let (loss, batch_correct) = {
+                    let logits = model.forward(x);
+                    (cross_entropy(&logits, &y), metrics::correct(&logits, &y))
+                };
+                // Gradients averaged over the ranks (DDP), the graph freed, the step.
+                let value = opt.backward_step(&mut model, loss)?;
+                Ok((value, batch_correct))
             };
             let (batch_loss, batch_correct) = match &mut profiled {
                 Some(all) if step < args.profile_steps => {

@@ -23,7 +23,7 @@ extern crate self as forge;
 pub mod autograd;
 pub mod base;
 pub mod checkpoint;
-pub mod cpu;
+pub(crate) mod cpu;
 pub mod data;
 pub mod distributed;
 pub mod error;
@@ -35,6 +35,7 @@ pub mod nn;
 pub mod ops;
 pub mod optim;
 pub mod prelude;
+pub mod runtime;
 pub mod tensor;
 pub mod tools;
 

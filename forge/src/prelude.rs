@@ -10,7 +10,6 @@
 
 pub use crate::autograd::{no_grad, Gradients};
 pub use crate::checkpoint::{LayerIo, TrainingCheckpoint};
-pub use crate::cpu::set_num_threads;
 pub use crate::data::{DataLoader, Dataset, InMemoryDataset, TensorDataset};
 pub use crate::error::ForgeError;
 pub use crate::metrics;
@@ -33,5 +32,6 @@ pub use crate::optim::{
     ExponentialLr, LinearLr, LrScheduler, MultiStepLr, OneCycleLr, ParamGroup, Persist, RmsProp,
     Schedule, SequentialLr, Sgd, StepLr,
 };
+pub use crate::runtime::set_num_threads;
 pub use crate::tensor::{Cpu, DType, Device, Element, Float, Rng, Tensor};
 pub use crate::{sequential, sequential_type};

@@ -84,9 +84,9 @@ fn mlp_gradients_are_bit_identical_across_runs_and_thread_counts() {
 
     // This is the only test in this binary that changes the thread count;
     // the others compute the same values whatever it is.
-    forge::cpu::set_num_threads(1);
+    forge::runtime::set_num_threads(1);
     let one = mlp.loss_and_grads();
-    forge::cpu::set_num_threads(2);
+    forge::runtime::set_num_threads(2);
     let two = mlp.loss_and_grads();
     assert!(one == two, "1 and 2 threads differ");
     assert!(one == first, "the default thread count differs");

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 
 /// Held for its whole run by every test that sets the thread count
-/// (`forge::cpu::set_num_threads`, process-wide): the tests of one binary
+/// (`forge::runtime::set_num_threads`, process-wide): the tests of one binary
 /// run in parallel, and a test that checks 1 against 2 threads, or that
 /// 2 threads dispatch to the worker pool (`pool_dispatches`), must not have
 /// the count changed under it by another. Tests that never set the count
@@ -29,6 +29,18 @@ pub struct Fixture {
     pub ints: BTreeMap<String, Tensor<i64>>,
     pub bytes: BTreeMap<String, Vec<u8>>,
     pub meta: BTreeMap<String, String>,
+}
+
+/// `run()` at 1 thread, then at 2: both results, and whether the 2-thread
+/// run handed work to the worker threads. The caller holds
+/// [`lock_thread_count`] and restores the count it wants afterwards.
+pub fn at_1_and_2_threads<T>(run: impl Fn() -> T) -> (T, T, bool) {
+    forge::runtime::set_num_threads(1);
+    let one = run();
+    forge::runtime::set_num_threads(2);
+    let before = forge::runtime::pool_dispatches();
+    let two = run();
+    (one, two, forge::runtime::pool_dispatches() > before)
 }
 
 pub fn fixture_path(rel: &str) -> PathBuf {
@@ -120,6 +132,21 @@ impl Fixture {
         self.meta
             .get(key)
             .unwrap_or_else(|| panic!("{}: no metadata {key}", self.name))
+    }
+
+    /// A metadata list of one or two integers as a pair (`[3]` -> `[3, 3]`),
+    /// as PyTorch takes a kernel size, stride or padding.
+    pub fn meta_pair(&self, key: &str) -> [usize; 2] {
+        let v: Vec<usize> = self
+            .meta_list(key)
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        match v.as_slice() {
+            [a] => [*a, *a],
+            [a, b] => [*a, *b],
+            other => panic!("{}: {key} = {other:?}", self.name),
+        }
     }
 
     pub fn meta_f64(&self, key: &str) -> f64 {

@@ -1,11 +1,14 @@
-//! The misc tests: concurrency, the distributed fallback on threads, panic
-//! messages, the README's examples and usability.
+//! The misc tests: concurrency, the distributed fallback on threads, the
+//! one-way imports of forge/src and its public API listing, panic messages,
+//! the README's examples and usability.
 //! A module of the one suite binary (`tests/suite.rs`; CONTRIBUTING.md,
 //! "The test layout"), its files modules named as the files.
 
 mod concurrency;
 mod distributed;
 mod docs_links;
+mod import_cycles;
 mod panic_messages;
+mod public_api;
 mod readme_example;
 mod usability;

@@ -9,26 +9,19 @@ use crate::common;
 use common::Fixture;
 use forge::{gradcheck, Float, Rng, Tensor};
 
-fn pair(f: &Fixture, key: &str) -> [usize; 2] {
-    let v: Vec<usize> = f
-        .meta_list(key)
-        .iter()
-        .map(|s| s.parse().unwrap())
-        .collect();
-    match v.as_slice() {
-        [a] => [*a, *a],
-        [a, b] => [*a, *b],
-        other => panic!("{}: {key} = {other:?}", f.name),
-    }
-}
-
 fn apply<E: Float>(f: &Fixture, x: &Tensor<E>, w: &Tensor<E>, b: Option<&Tensor<E>>) -> Tensor<E> {
     let groups: usize = f.meta("groups").parse().unwrap();
-    let (s, p, d) = (pair(f, "stride"), pair(f, "padding"), pair(f, "dilation"));
+    let (s, p, d) = (
+        f.meta_pair("stride"),
+        f.meta_pair("padding"),
+        f.meta_pair("dilation"),
+    );
     match f.meta("op") {
         "conv1d" => x.conv1d(w, b, s[0], p[0], d[0], groups),
         "conv2d" => x.conv2d(w, b, s, p, d, groups),
-        "conv_transpose2d" => x.conv_transpose2d(w, b, s, p, pair(f, "output_padding"), groups, d),
+        "conv_transpose2d" => {
+            x.conv_transpose2d(w, b, s, p, f.meta_pair("output_padding"), groups, d)
+        }
         other => panic!("{}: unknown op {other}", f.name),
     }
 }
@@ -210,7 +203,7 @@ fn conv2d_is_identical_for_one_and_two_threads() {
         let x = Tensor::<f32>::normal(&x, 0.0, 1.0, &mut Rng::new(1)).requires_grad();
         let w = Tensor::<f32>::normal(&w, 0.0, 1.0, &mut Rng::new(2)).requires_grad();
         let run = |threads| {
-            forge::cpu::set_num_threads(threads);
+            forge::runtime::set_num_threads(threads);
             let y = x.conv2d(&w, None, [s, s], [1, 1], [1, 1], 1);
             let g = y.square().sum().backward();
             (
@@ -221,7 +214,7 @@ fn conv2d_is_identical_for_one_and_two_threads() {
         };
         let one = run(1);
         let two = run(2);
-        forge::cpu::set_num_threads(2);
+        forge::runtime::set_num_threads(2);
         assert!(one == two, "results differ between 1 and 2 threads");
     }
 }

@@ -47,17 +47,17 @@ fn inference_equals_recorded<E: Float>(ns: &[usize], h: usize) {
                     Tensor::<E>::normal(&[rows, n, h], 0.0, 0.5, &mut rng),
                 );
                 let what = format!("n {n}, h {h}, batch_first {batch_first}, layers {layers}, bidirectional {bidir}, bias {bias}");
-                forge::cpu::set_num_threads(1);
+                forge::runtime::set_num_threads(1);
                 let recorded = run(&lstm, &x, &s);
                 for threads in [1, 2] {
-                    forge::cpu::set_num_threads(threads);
+                    forge::runtime::set_num_threads(threads);
                     let inferred = forge::no_grad(|| run(&lstm, &x, &s));
                     assert!(inferred.0 == recorded.0, "out, {what}, {threads} threads");
                     assert!(inferred.1 == recorded.1, "h_n, {what}, {threads} threads");
                     assert!(inferred.2 == recorded.2, "c_n, {what}, {threads} threads");
                 }
                 // and from the zero state, outputs in the configured layout
-                forge::cpu::set_num_threads(2);
+                forge::runtime::set_num_threads(2);
                 let (o1, (h1, _)) = lstm.forward(x.clone());
                 let (o2, (h2, _)) = forge::no_grad(|| lstm.forward(x.clone()));
                 assert_eq!(o1.shape(), o2.shape(), "{what}");
@@ -66,7 +66,7 @@ fn inference_equals_recorded<E: Float>(ns: &[usize], h: usize) {
             }
         }
     }
-    forge::cpu::set_num_threads(1);
+    forge::runtime::set_num_threads(1);
 }
 
 /// f32, `4H = 96`: the projected path (on AVX-512), with batches of

@@ -10,26 +10,13 @@ use crate::common;
 use common::Fixture;
 use forge::{gradcheck, Float, Rng, Tensor};
 
-fn pair(f: &Fixture, key: &str) -> [usize; 2] {
-    let v: Vec<usize> = f
-        .meta_list(key)
-        .iter()
-        .map(|s| s.parse().unwrap())
-        .collect();
-    match v.as_slice() {
-        [a] => [*a, *a],
-        [a, b] => [*a, *b],
-        other => panic!("{}: {key} = {other:?}", f.name),
-    }
-}
-
 fn apply<E: Float>(f: &Fixture, x: &Tensor<E>) -> Tensor<E> {
     match f.meta("op") {
         "max_pool2d" => x.max_pool2d_with(
-            pair(f, "kernel_size"),
-            pair(f, "stride"),
-            pair(f, "padding"),
-            pair(f, "dilation"),
+            f.meta_pair("kernel_size"),
+            f.meta_pair("stride"),
+            f.meta_pair("padding"),
+            f.meta_pair("dilation"),
             f.flag("ceil_mode"),
         ),
         "avg_pool2d" => {
@@ -38,16 +25,16 @@ fn apply<E: Float>(f: &Fixture, x: &Tensor<E>) -> Tensor<E> {
                 Some(_) => Some(f.parse::<usize>("divisor_override")),
             };
             x.avg_pool2d_with(
-                pair(f, "kernel_size"),
-                pair(f, "stride"),
-                pair(f, "padding"),
+                f.meta_pair("kernel_size"),
+                f.meta_pair("stride"),
+                f.meta_pair("padding"),
                 f.flag("ceil_mode"),
                 f.flag("count_include_pad"),
                 divisor,
             )
         }
-        "adaptive_avg_pool2d" => x.adaptive_avg_pool2d(pair(f, "output_size")),
-        "adaptive_max_pool2d" => x.adaptive_max_pool2d(pair(f, "output_size")),
+        "adaptive_avg_pool2d" => x.adaptive_avg_pool2d(f.meta_pair("output_size")),
+        "adaptive_max_pool2d" => x.adaptive_max_pool2d(f.meta_pair("output_size")),
         other => panic!("{}: unknown op {other}", f.name),
     }
 }

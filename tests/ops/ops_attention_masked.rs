@@ -328,15 +328,8 @@ fn masked_attention_is_bit_identical_for_1_and_2_threads() {
         .collect();
     let pad = Tensor::<bool>::from_vec(pad, &[4, 1, 1, 128]);
     let run = || value_and_grads(|t| sdpa(&t[0], &t[1], &t[2], Some(&pad), true), &inputs, 34);
-    forge::cpu::set_num_threads(1);
-    let one = run();
-    forge::cpu::set_num_threads(2);
-    let before = forge::cpu::threads::pool_dispatches();
-    let two = run();
-    assert!(
-        forge::cpu::threads::pool_dispatches() > before,
-        "no parallel dispatch at 2 threads"
-    );
+    let (one, two, dispatched) = crate::common::at_1_and_2_threads(run);
+    assert!(dispatched, "no parallel dispatch at 2 threads");
     assert!(one == two, "1 and 2 threads differ");
     let full = expand(&pad, &[4, 1, 128, 128]);
     let reference = value_and_grads(|t| composed(&t[0], &t[1], &t[2], &full, true), &inputs, 34);

@@ -116,15 +116,8 @@ fn qkv_attention_is_bit_identical_for_1_and_2_threads() {
         let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
         (bits(y), bits(g))
     };
-    forge::cpu::set_num_threads(1);
-    let one = run();
-    forge::cpu::set_num_threads(2);
-    let before = forge::cpu::threads::pool_dispatches();
-    let two = run();
-    assert!(
-        forge::cpu::threads::pool_dispatches() > before,
-        "no parallel dispatch at 2 threads"
-    );
+    let (one, two, dispatched) = crate::common::at_1_and_2_threads(run);
+    assert!(dispatched, "no parallel dispatch at 2 threads");
     assert!(one == two, "1 and 2 threads differ");
 }
 

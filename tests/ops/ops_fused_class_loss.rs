@@ -311,12 +311,7 @@ fn class_losses_are_bit_identical_for_1_and_2_threads() {
         }
         out
     };
-    forge::cpu::set_num_threads(1);
-    let one = run();
-    forge::cpu::set_num_threads(2);
-    let before = forge::cpu::threads::pool_dispatches();
-    let two = run();
-    let dispatched = forge::cpu::threads::pool_dispatches() > before;
+    let (one, two, dispatched) = crate::common::at_1_and_2_threads(run);
     for (k, (a, b)) in one.iter().zip(&two).enumerate() {
         for (what, (p, q)) in ["loss", "dx", "dw"].iter().zip(a.iter().zip(b)) {
             assert!(p == q, "case {k}: {what} differs between 1 and 2 threads");

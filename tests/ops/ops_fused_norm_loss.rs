@@ -249,15 +249,15 @@ fn fused_ops_are_bit_identical_for_1_and_2_threads() {
             |v: &Tensor<f32>| -> Vec<u32> { v.to_vec().iter().map(|e| e.to_bits()).collect() };
         vec![bits(&l), bits(g.get(&x).unwrap())]
     };
-    forge::cpu::set_num_threads(1);
+    forge::runtime::set_num_threads(1);
     let one = (gn_bits(&gn, 8), ce_bits());
-    forge::cpu::set_num_threads(2);
-    let before = forge::cpu::threads::pool_dispatches();
+    forge::runtime::set_num_threads(2);
+    let before = forge::runtime::pool_dispatches();
     let gn_two = gn_bits(&gn, 8);
-    let gn_dispatched = forge::cpu::threads::pool_dispatches() > before;
-    let before = forge::cpu::threads::pool_dispatches();
+    let gn_dispatched = forge::runtime::pool_dispatches() > before;
+    let before = forge::runtime::pool_dispatches();
     let ce_two = ce_bits();
-    let ce_dispatched = forge::cpu::threads::pool_dispatches() > before;
+    let ce_dispatched = forge::runtime::pool_dispatches() > before;
     for (k, what) in ["output", "dx", "dw", "db"].iter().enumerate() {
         assert!(
             one.0[k] == gn_two[k],

@@ -79,14 +79,14 @@ fn many_rows_match_the_composed_ops_f64() {
 fn many_rows_are_bit_identical_for_1_and_2_threads() {
     let _threads = crate::common::lock_thread_count();
     let t = inputs::<f32>(1024, 128, 2);
-    forge::cpu::set_num_threads(1);
+    forge::runtime::set_num_threads(1);
     let one = run(&t, true);
-    forge::cpu::set_num_threads(2);
+    forge::runtime::set_num_threads(2);
     let two = run(&t, true);
-    let before = forge::cpu::threads::pool_dispatches();
+    let before = forge::runtime::pool_dispatches();
     let (w, b) = (Some(&t[1]), Some(&t[2]));
     forge::nn::functional::layer_norm(&t[0], &[128], w, b, 1e-5);
-    let dispatched = forge::cpu::threads::pool_dispatches() > before;
+    let dispatched = forge::runtime::pool_dispatches() > before;
     for (k, (a, b)) in one.iter().zip(&two).enumerate() {
         let (a, b): (Vec<u32>, Vec<u32>) = (
             a.iter().map(|v| v.to_bits()).collect(),

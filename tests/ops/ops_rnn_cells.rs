@@ -306,7 +306,7 @@ fn gradients_of_gradients_match_the_composed_ops() {
 fn fused_gradients_are_bit_identical_for_1_and_2_threads() {
     let _threads = crate::common::lock_thread_count();
     let run = |threads: usize| {
-        forge::cpu::set_num_threads(threads);
+        forge::runtime::set_num_threads(threads);
         let xs = inputs::<f32>(3, 64, 128, 4, 8);
         let tr: Vec<Tensor<f32>> = xs.iter().map(|t| t.requires_grad()).collect();
         let (o, _, c) = lstm_sequence(&tr[0], &tr[1], &tr[2], &tr[3], Some(&tr[4]), false);
@@ -325,7 +325,7 @@ fn fused_gradients_are_bit_identical_for_1_and_2_threads() {
     let one = run(1);
     let two = run(2);
     let again = run(2);
-    forge::cpu::set_num_threads(1);
+    forge::runtime::set_num_threads(1);
     assert!(one == two, "1 vs 2 threads");
     assert!(two == again, "run to run");
 }
@@ -342,7 +342,7 @@ fn f32_lstm_step_kernel_gives_the_composed_bits() {
     let _threads = crate::common::lock_thread_count();
     let bits = |t: &Tensor<f32>| -> Vec<u32> { t.to_vec().iter().map(|v| v.to_bits()).collect() };
     for threads in [1, 2] {
-        forge::cpu::set_num_threads(threads);
+        forge::runtime::set_num_threads(threads);
         for h in [1, 5, 8, 13, 16, 24, 37] {
             for (n, reverse) in [(1, false), (2, true), (19, false), (40, true)] {
                 let xs = inputs::<f32>(4, n, h, 4, 11 + h as u64);
@@ -365,7 +365,7 @@ fn f32_lstm_step_kernel_gives_the_composed_bits() {
             }
         }
     }
-    forge::cpu::set_num_threads(1);
+    forge::runtime::set_num_threads(1);
 }
 
 /// The f32 GRU forward gives the composed ops' bits on whichever step
@@ -377,7 +377,7 @@ fn f32_gru_step_kernel_gives_the_composed_bits() {
     let _threads = crate::common::lock_thread_count();
     let bits = |t: &Tensor<f32>| -> Vec<u32> { t.to_vec().iter().map(|v| v.to_bits()).collect() };
     for threads in [1, 2] {
-        forge::cpu::set_num_threads(threads);
+        forge::runtime::set_num_threads(threads);
         for h in [1, 5, 8, 13, 16, 24, 37] {
             for (n, reverse) in [(1, true), (2, false), (19, true), (40, false)] {
                 let xs = inputs::<f32>(4, n, h, 3, 17 + h as u64);
@@ -397,7 +397,7 @@ fn f32_gru_step_kernel_gives_the_composed_bits() {
             }
         }
     }
-    forge::cpu::set_num_threads(1);
+    forge::runtime::set_num_threads(1);
 }
 
 /// Under `no_grad` the ops record nothing.

@@ -256,3 +256,72 @@ fn a_step_updates_in_place_once_the_loss_is_dropped() {
         assert_eq!(dropped.weight.to_vec(), alive.weight.to_vec());
     }
 }
+
+/// `backward_step` is `loss.backward()`, then `step`, with the loss (and
+/// its graph) dropped in between: the same weights to the bit as the two
+/// calls with the loss dropped first, each weight updated in place (the
+/// same buffer before and after), and the loss's value returned. Stepping
+/// with the loss still alive instead writes every weight into a new buffer.
+#[test]
+fn backward_step_frees_the_graph_and_updates_in_place() {
+    let mut rng = Rng::new(5);
+    let x = Tensor::<f64>::normal(&[6, 4], 0.0, 1.0, &mut rng);
+    let mut a = Linear::<f64>::new(4, 3, &mut rng);
+    // the same values in buffers of its own
+    let copy = |t: &Tensor<f64>| Tensor::from_vec(t.to_vec(), t.shape()).requires_grad();
+    let mut b = Linear::from_weights(copy(&a.weight), a.bias.as_ref().map(copy)).unwrap();
+    let (mut oa, mut ob) = (Adam::new(0.01), Adam::new(0.01));
+    for step in 0..3 {
+        let ptr = a.weight.as_slice().as_ptr();
+        let loss = a.forward(x.clone()).square().mean();
+        let want = loss.item();
+        let value = oa.backward_step(&mut a, loss).unwrap();
+        assert_eq!(value, want, "step {step}: the loss's value");
+        assert_eq!(a.weight.as_slice().as_ptr(), ptr, "step {step}: in place");
+
+        let loss = b.forward(x.clone()).square().mean();
+        let grads = loss.backward();
+        drop(loss);
+        ob.step(&mut b, &grads).unwrap();
+        assert_eq!(a.weight.to_vec(), b.weight.to_vec(), "step {step}");
+        assert_eq!(
+            a.bias.as_ref().unwrap().to_vec(),
+            b.bias.as_ref().unwrap().to_vec()
+        );
+    }
+    // The loss kept alive across the step: the graph holds the weight, so
+    // the step writes a copy.
+    let ptr = b.weight.as_slice().as_ptr();
+    let loss = b.forward(x.clone()).square().mean();
+    let grads = loss.backward();
+    ob.step(&mut b, &grads).unwrap();
+    assert_ne!(
+        b.weight.as_slice().as_ptr(),
+        ptr,
+        "a shared weight is copied"
+    );
+    drop(loss);
+}
+
+/// `backward_step_with` hands the gradients to its closure after the
+/// backward pass and steps with what the closure leaves: zeroed gradients
+/// leave plain SGD's weights where they were.
+#[test]
+fn backward_step_with_steps_with_the_prepared_gradients() {
+    let mut rng = Rng::new(6);
+    let mut fc = Linear::<f64>::new(3, 2, &mut rng);
+    let before = fc.weight.to_vec();
+    let x = Tensor::<f64>::ones(&[2, 3]);
+    let mut opt = Sgd::new(0.1);
+    let mut seen = 0;
+    let loss = fc.forward(x).sum();
+    opt.backward_step_with(&mut fc, loss, |g| {
+        seen = g.len();
+        for t in g.iter_mut() {
+            *t = Tensor::zeros(t.shape());
+        }
+    })
+    .unwrap();
+    assert_eq!(seen, 2, "the weight's and the bias's gradients");
+    assert_eq!(fc.weight.to_vec(), before);
+}

@@ -165,10 +165,10 @@ fn transforms_match_torch_func() {
 #[test]
 fn transforms_are_bit_identical_for_1_and_2_threads() {
     let _lock = common::lock_thread_count();
-    let before = forge::cpu::num_threads();
+    let before = forge::runtime::num_threads();
     let mut by_threads = Vec::new();
     for n in [1, 2] {
-        forge::cpu::set_num_threads(n);
+        forge::runtime::set_num_threads(n);
         let all: Vec<Vec<u64>> = files()
             .iter()
             .flat_map(|name| run(&Fixture::load(name)).into_values())
@@ -176,6 +176,6 @@ fn transforms_are_bit_identical_for_1_and_2_threads() {
             .collect();
         by_threads.push(all);
     }
-    forge::cpu::set_num_threads(before);
+    forge::runtime::set_num_threads(before);
     assert!(by_threads[0] == by_threads[1]);
 }

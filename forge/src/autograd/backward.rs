@@ -1,7 +1,7 @@
 //! Recording ops and the reverse pass.
 
 use super::grad_mode::{is_grad_enabled, NoGradGuard};
-use super::node::{BackwardCtx, Node};
+use crate::tensor::node::{BackwardCtx, Node};
 use crate::tensor::{Device, Element, Float, Tensor};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;

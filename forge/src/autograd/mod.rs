@@ -10,12 +10,10 @@
 mod backward;
 mod grad_mode;
 mod gradcheck;
-mod node;
 #[cfg(test)]
 mod tests;
 
+pub use crate::tensor::node::BackwardCtx;
 pub use backward::Gradients;
 pub use grad_mode::{is_grad_enabled, no_grad, NoGradGuard};
 pub use gradcheck::{gradcheck, GradcheckReport};
-pub use node::BackwardCtx;
-pub(crate) use node::{BackwardFn, Node};

@@ -1,8 +1,8 @@
 //! Unit tests of the tape that need its private parts: the graph is freed
 //! when the loss (and any gradient that holds the graph) is dropped.
 
-use super::Node;
 use crate::cpu::memory::Storage;
+use crate::tensor::node::Node;
 use crate::tensor::{Device, Element, Float, Tensor};
 use std::collections::HashSet;
 use std::sync::{Arc, Weak};

@@ -172,8 +172,8 @@ pub trait Float:
     + std::ops::DivAssign
     + std::iter::Sum
 {
-    /// `C = alpha * A B + beta * C` on strided row/column layouts (see
-    /// [`crate::cpu::gemm`]).
+    /// `C = alpha * A B + beta * C` on strided row/column layouts (the
+    /// crate's gemm kernels).
     ///
     /// # Safety
     /// The pointers and strides must describe valid matrices of the given

@@ -1,6 +1,6 @@
 //! The leaf of forge's module graph: element types and shape arithmetic.
 //!
-//! Both [`crate::cpu`] (kernels on plain slices) and [`crate::tensor`] import
+//! Both `cpu` (the private kernels on plain slices) and [`crate::tensor`] import
 //! from here, and this module imports nothing from the rest of forge, so the
 //! arrows go one way: `tensor -> cpu -> base`. Everything here is re-exported
 //! from [`crate::tensor`] under its usual path.

@@ -6,10 +6,6 @@ use crate::base::{numel, strides};
 
 /// Strides of `shape` as seen from the broadcast shape `out` (0 on
 /// broadcast dimensions, leading missing dimensions included).
-///
-/// ```
-/// assert_eq!(forge::cpu::broadcast::broadcast_strides(&[3, 1], &[2, 3, 4]), vec![0, 1, 0]);
-/// ```
 pub fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<usize> {
     let s = strides(shape);
     let off = out.len() - shape.len();
@@ -69,12 +65,6 @@ fn pattern(shape: &[usize], out: &[usize]) -> Pattern {
 /// index arithmetic, parallel in fixed chunks when long; other broadcasts
 /// walk the output with a counter over the outer dimensions and run the
 /// innermost one as a tight loop.
-///
-/// ```
-/// use forge::cpu::broadcast::zip_broadcast;
-/// let v = zip_broadcast(&[1.0f32, 2.0], &[2], &[10.0, 20.0, 30.0], &[3, 1], &[3, 2], |a, b| a + b);
-/// assert_eq!(&v[..], &[11.0, 12.0, 21.0, 22.0, 31.0, 32.0]);
-/// ```
 pub fn zip_broadcast<A: Copy + Sync, B: Copy + Sync, C: Copy + Send>(
     a: &[A],
     a_shape: &[usize],
@@ -150,11 +140,6 @@ pub fn zip_broadcast<A: Copy + Sync, B: Copy + Sync, C: Copy + Send>(
 }
 
 /// Materialises `a` broadcast to `out_shape`.
-///
-/// ```
-/// let v = forge::cpu::broadcast::expand(&[1.0f32, 2.0], &[2, 1], &[2, 3]);
-/// assert_eq!(&v[..], &[1.0, 1.0, 1.0, 2.0, 2.0, 2.0]);
-/// ```
 pub fn expand<A: Copy + Send + Sync>(
     a: &[A],
     a_shape: &[usize],
@@ -210,5 +195,37 @@ mod tests {
             let got = zip_broadcast(&a, sa, &b, sb, &out, |x, y| x * 10.0 + y);
             assert_eq!(got.to_vec(), naive(&a, sa, &b, sb, &out), "{sa:?} {sb:?}");
         }
+    }
+}
+
+/// The examples that documented these kernels while they were public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn broadcast_strides() {
+        assert_eq!(
+            crate::cpu::broadcast::broadcast_strides(&[3, 1], &[2, 3, 4]),
+            vec![0, 1, 0]
+        );
+    }
+
+    #[test]
+    fn zip_broadcast() {
+        use crate::cpu::broadcast::zip_broadcast;
+        let v = zip_broadcast(
+            &[1.0f32, 2.0],
+            &[2],
+            &[10.0, 20.0, 30.0],
+            &[3, 1],
+            &[3, 2],
+            |a, b| a + b,
+        );
+        assert_eq!(&v[..], &[11.0, 12.0, 21.0, 22.0, 31.0, 32.0]);
+    }
+
+    #[test]
+    fn expand() {
+        let v = crate::cpu::broadcast::expand(&[1.0f32, 2.0], &[2, 1], &[2, 3]);
+        assert_eq!(&v[..], &[1.0, 1.0, 1.0, 2.0, 2.0, 2.0]);
     }
 }

@@ -92,11 +92,6 @@ pub(crate) fn build_in<T: Copy + Send>(
 }
 
 /// `out[i] = f(a[i])`, into a pooled buffer.
-///
-/// ```
-/// let v = forge::cpu::elementwise::map(&[1.0f32, 2.0], |x| x * 2.0);
-/// assert_eq!(&v[..], &[2.0, 4.0]);
-/// ```
 #[inline]
 pub fn map<A: Copy + Sync, B: Copy + Send>(a: &[A], f: impl Fn(A) -> B + Sync) -> Storage<B> {
     build(a.len(), |off, out| {
@@ -111,11 +106,6 @@ pub fn map<A: Copy + Sync, B: Copy + Send>(a: &[A], f: impl Fn(A) -> B + Sync) -
 ///
 /// # Panics
 /// When the lengths differ.
-///
-/// ```
-/// let v = forge::cpu::elementwise::zip(&[1.0f32, 2.0], &[3.0, 4.0], |x, y| x + y);
-/// assert_eq!(&v[..], &[4.0, 6.0]);
-/// ```
 #[inline]
 pub fn zip<A: Copy + Sync, B: Copy + Sync, C: Copy + Send>(
     a: &[A],
@@ -136,11 +126,6 @@ pub fn zip<A: Copy + Sync, B: Copy + Sync, C: Copy + Send>(
 ///
 /// # Panics
 /// When `a.len()` is not a multiple of `row.len()`.
-///
-/// ```
-/// let v = forge::cpu::elementwise::zip_rows(&[1.0f32, 2.0, 3.0, 4.0], &[10.0, 20.0], |x, y| x + y);
-/// assert_eq!(&v[..], &[11.0, 22.0, 13.0, 24.0]);
-/// ```
 #[inline]
 pub fn zip_rows<A: Copy + Sync, B: Copy + Sync, C: Copy + Send>(
     a: &[A],
@@ -182,11 +167,6 @@ pub fn zip_rows<A: Copy + Sync, B: Copy + Sync, C: Copy + Send>(
 ///
 /// # Panics
 /// When `a.len()` differs from `col.len() * cols`.
-///
-/// ```
-/// let v = forge::cpu::elementwise::zip_cols(&[1.0f32, 2.0, 3.0, 4.0], &[10.0, 20.0], 2, |x, y| x * y);
-/// assert_eq!(&v[..], &[10.0, 20.0, 60.0, 80.0]);
-/// ```
 #[inline]
 pub fn zip_cols<A: Copy + Sync, B: Copy + Sync, C: Copy + Send>(
     a: &[A],
@@ -219,11 +199,6 @@ pub fn zip_cols<A: Copy + Sync, B: Copy + Sync, C: Copy + Send>(
 /// (with one thread, or below that, one call on the whole copy). `f` must
 /// compute each element from the element at the same index only, as the
 /// vector-math kernels do, so the split never changes a bit.
-///
-/// ```
-/// let v = forge::cpu::elementwise::map_slices(&[1.0f32, 4.0], |s| s.iter_mut().for_each(|x| *x = x.sqrt()));
-/// assert_eq!(&v[..], &[1.0, 2.0]);
-/// ```
 #[inline]
 pub fn map_slices<T: Copy + Send + Sync>(a: &[T], f: impl Fn(&mut [T]) + Sync) -> Storage<T> {
     build(a.len(), |off, out| {
@@ -238,13 +213,6 @@ pub fn map_slices<T: Copy + Send + Sync>(a: &[T], f: impl Fn(&mut [T]) + Sync) -
 ///
 /// # Panics
 /// When the lengths differ.
-///
-/// ```
-/// let v = forge::cpu::elementwise::zip_slices(&[2.0f32, 3.0], &[1.0, 1.0], |z, g| {
-///     g.iter_mut().zip(z).for_each(|(g, z)| *g *= z)
-/// });
-/// assert_eq!(&v[..], &[2.0, 3.0]);
-/// ```
 #[inline]
 pub fn zip_slices<T: Copy + Send + Sync, U: Sync>(
     z: &[U],
@@ -275,12 +243,6 @@ fn copy_init<'a, T: Copy>(out: &'a mut [MaybeUninit<T>], src: &[T]) -> &'a mut [
 ///
 /// # Panics
 /// When the lengths differ.
-///
-/// ```
-/// let mut acc = vec![1.0f64, 2.0];
-/// forge::cpu::elementwise::zip_assign(&mut acc, &[0.5, 0.25], |a, b| a + b);
-/// assert_eq!(acc, vec![1.5, 2.25]);
-/// ```
 #[inline]
 pub fn zip_assign<A: Copy + Send + Sync, B: Copy + Sync>(
     acc: &mut [A],
@@ -324,19 +286,6 @@ pub fn zip_assign<A: Copy + Send + Sync, B: Copy + Sync>(
 ///
 /// # Panics
 /// When two non-empty slices differ in length.
-///
-/// ```
-/// let mut p = vec![1.0f32; 5];
-/// let mut m = vec![0.0f32; 5];
-/// let g = [0.5f32; 5];
-/// forge::cpu::elementwise::update_chunks([&mut p, &mut m], 2, |off, [p, m]| {
-///     for (j, (p, m)) in p.iter_mut().zip(m.iter_mut()).enumerate() {
-///         *m = 0.9 * *m + g[off + j];
-///         *p -= 0.1 * *m;
-///     }
-/// });
-/// assert_eq!(p, vec![0.95; 5]);
-/// ```
 pub fn update_chunks<E: Send, const K: usize>(
     slices: [&mut [E]; K],
     ns_per_element: usize,
@@ -470,5 +419,78 @@ mod tests {
     fn empty_inputs() {
         assert!(map(&[] as &[f32], |x| x).is_empty());
         assert!(zip_rows(&[] as &[f32], &[] as &[f32], |x, _| x).is_empty());
+    }
+}
+
+/// The examples that documented these kernels while they were public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn map() {
+        let v = crate::cpu::elementwise::map(&[1.0f32, 2.0], |x| x * 2.0);
+        assert_eq!(&v[..], &[2.0, 4.0]);
+    }
+
+    #[test]
+    fn zip() {
+        let v = crate::cpu::elementwise::zip(&[1.0f32, 2.0], &[3.0, 4.0], |x, y| x + y);
+        assert_eq!(&v[..], &[4.0, 6.0]);
+    }
+
+    #[test]
+    fn zip_rows() {
+        let v =
+            crate::cpu::elementwise::zip_rows(&[1.0f32, 2.0, 3.0, 4.0], &[10.0, 20.0], |x, y| {
+                x + y
+            });
+        assert_eq!(&v[..], &[11.0, 22.0, 13.0, 24.0]);
+    }
+
+    #[test]
+    fn zip_cols() {
+        let v = crate::cpu::elementwise::zip_cols(
+            &[1.0f32, 2.0, 3.0, 4.0],
+            &[10.0, 20.0],
+            2,
+            |x, y| x * y,
+        );
+        assert_eq!(&v[..], &[10.0, 20.0, 60.0, 80.0]);
+    }
+
+    #[test]
+    fn map_slices() {
+        let v = crate::cpu::elementwise::map_slices(&[1.0f32, 4.0], |s| {
+            s.iter_mut().for_each(|x| *x = x.sqrt())
+        });
+        assert_eq!(&v[..], &[1.0, 2.0]);
+    }
+
+    #[test]
+    fn zip_slices() {
+        let v = crate::cpu::elementwise::zip_slices(&[2.0f32, 3.0], &[1.0, 1.0], |z, g| {
+            g.iter_mut().zip(z).for_each(|(g, z)| *g *= z)
+        });
+        assert_eq!(&v[..], &[2.0, 3.0]);
+    }
+
+    #[test]
+    fn zip_assign() {
+        let mut acc = vec![1.0f64, 2.0];
+        crate::cpu::elementwise::zip_assign(&mut acc, &[0.5, 0.25], |a, b| a + b);
+        assert_eq!(acc, vec![1.5, 2.25]);
+    }
+
+    #[test]
+    fn update_chunks() {
+        let mut p = vec![1.0f32; 5];
+        let mut m = vec![0.0f32; 5];
+        let g = [0.5f32; 5];
+        crate::cpu::elementwise::update_chunks([&mut p, &mut m], 2, |off, [p, m]| {
+            for (j, (p, m)) in p.iter_mut().zip(m.iter_mut()).enumerate() {
+                *m = 0.9 * *m + g[off + j];
+                *p -= 0.1 * *m;
+            }
+        });
+        assert_eq!(p, vec![0.95; 5]);
     }
 }

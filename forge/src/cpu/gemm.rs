@@ -76,11 +76,6 @@ pub struct Mat<'a, E> {
 
 impl<'a, E> Mat<'a, E> {
     /// A row-major `rows x cols` matrix.
-    ///
-    /// ```
-    /// let m = forge::cpu::gemm::Mat::row_major(&[1.0f32, 2.0, 3.0, 4.0], 2);
-    /// assert_eq!((m.rs, m.cs), (2, 1));
-    /// ```
     pub fn row_major(data: &'a [E], cols: usize) -> Self {
         Mat {
             data,
@@ -91,11 +86,6 @@ impl<'a, E> Mat<'a, E> {
 
     /// The transpose of a row-major `rows x cols` matrix (so it reads as
     /// `cols x rows`).
-    ///
-    /// ```
-    /// let m = forge::cpu::gemm::Mat::transposed(&[1.0f32, 2.0, 3.0, 4.0], 2);
-    /// assert_eq!((m.rs, m.cs), (1, 2));
-    /// ```
     pub fn transposed(data: &'a [E], cols: usize) -> Self {
         Mat {
             data,
@@ -120,15 +110,6 @@ impl<'a, E> Mat<'a, E> {
 ///
 /// # Panics
 /// When a buffer is too small for the given sizes and strides.
-///
-/// ```
-/// use forge::cpu::gemm::{gemm, Mat};
-/// let a = [1.0f64, 2.0, 3.0, 4.0];
-/// let b = [1.0f64, 0.0, 0.0, 1.0];
-/// let mut c = [0.0f64; 4];
-/// gemm(2, 2, 2, Mat::row_major(&a, 2), Mat::row_major(&b, 2), 0.0, &mut c);
-/// assert_eq!(c, a);
-/// ```
 pub fn gemm<E: Float>(m: usize, k: usize, n: usize, a: Mat<E>, b: Mat<E>, beta: E, c: &mut [E]) {
     gemm_threads(m, k, n, a, b, beta, c, num_threads());
 }
@@ -142,15 +123,6 @@ pub fn gemm<E: Float>(m: usize, k: usize, n: usize, a: Mat<E>, b: Mat<E>, beta: 
 /// # Panics
 /// When `c` is shorter than `count * m * n` or an operand buffer is too
 /// small for its sizes and strides.
-///
-/// ```
-/// use forge::cpu::gemm::{gemm_batched, Mat};
-/// let a = [1.0f32, 2.0, 3.0, 4.0]; // two 1x2 rows
-/// let b = [1.0f32, 1.0]; // one 2x1 column, shared
-/// let mut c = [0.0f32; 2];
-/// gemm_batched(2, 1, 2, 1, |i| Mat::row_major(&a[2 * i..2 * i + 2], 2), |_| Mat::row_major(&b, 1), 0.0, &mut c);
-/// assert_eq!(c, [3.0, 7.0]);
-/// ```
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_batched<'a, E: Float>(
     count: usize,
@@ -419,3 +391,56 @@ pub(crate) use prepacked::PackedRhs;
 pub(crate) mod prepared;
 #[cfg(test)]
 mod tests;
+
+/// The examples that documented these kernels while they were public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn row_major() {
+        let m = crate::cpu::gemm::Mat::row_major(&[1.0f32, 2.0, 3.0, 4.0], 2);
+        assert_eq!((m.rs, m.cs), (2, 1));
+    }
+
+    #[test]
+    fn transposed() {
+        let m = crate::cpu::gemm::Mat::transposed(&[1.0f32, 2.0, 3.0, 4.0], 2);
+        assert_eq!((m.rs, m.cs), (1, 2));
+    }
+
+    #[test]
+    fn gemm() {
+        use crate::cpu::gemm::{gemm, Mat};
+        let a = [1.0f64, 2.0, 3.0, 4.0];
+        let b = [1.0f64, 0.0, 0.0, 1.0];
+        let mut c = [0.0f64; 4];
+        gemm(
+            2,
+            2,
+            2,
+            Mat::row_major(&a, 2),
+            Mat::row_major(&b, 2),
+            0.0,
+            &mut c,
+        );
+        assert_eq!(c, a);
+    }
+
+    #[test]
+    fn gemm_batched() {
+        use crate::cpu::gemm::{gemm_batched, Mat};
+        let a = [1.0f32, 2.0, 3.0, 4.0]; // two 1x2 rows
+        let b = [1.0f32, 1.0]; // one 2x1 column, shared
+        let mut c = [0.0f32; 2];
+        gemm_batched(
+            2,
+            1,
+            2,
+            1,
+            |i| Mat::row_major(&a[2 * i..2 * i + 2], 2),
+            |_| Mat::row_major(&b, 1),
+            0.0,
+            &mut c,
+        );
+        assert_eq!(c, [3.0, 7.0]);
+    }
+}

@@ -7,10 +7,6 @@ use crate::base::numel;
 use std::ops::Add;
 
 /// Splits `shape` around `axis`: (product before, size at, product after).
-///
-/// ```
-/// assert_eq!(forge::cpu::index::split_at_axis(&[2, 3, 4], 1), (2, 3, 4));
-/// ```
 pub fn split_at_axis(shape: &[usize], axis: usize) -> (usize, usize, usize) {
     (
         numel(&shape[..axis]),
@@ -21,13 +17,6 @@ pub fn split_at_axis(shape: &[usize], axis: usize) -> (usize, usize, usize) {
 
 /// Picks the slices `idx` along `axis` of `src` (of `shape`), in order:
 /// the output has `shape` with `shape[axis]` replaced by `idx.len()`.
-///
-/// ```
-/// use forge::cpu::index::index_select;
-/// // rows 2, 0, 2 of a 3x2 matrix
-/// let v = index_select(&[1, 2, 3, 4, 5, 6], &[3, 2], 0, &[2, 0, 2]);
-/// assert_eq!(&v[..], &[5, 6, 1, 2, 5, 6]);
-/// ```
 pub fn index_select<E: Copy>(src: &[E], shape: &[usize], axis: usize, idx: &[usize]) -> Storage<E> {
     let (outer, n, inner) = split_at_axis(shape, axis);
     let mut out = Storage::with_capacity(outer * idx.len() * inner);
@@ -43,13 +32,6 @@ pub fn index_select<E: Copy>(src: &[E], shape: &[usize], axis: usize, idx: &[usi
 /// The adjoint of [`index_select`]: adds slice `p` of `src` (shaped like
 /// `shape` with `idx.len()` at `axis`) into slice `idx[p]` of `dst`.
 /// Repeated indices accumulate, in increasing `p`.
-///
-/// ```
-/// use forge::cpu::index::index_add;
-/// let mut dst = [0.0; 3];
-/// index_add(&mut dst, &[3], 0, &[2, 0, 2], &[1.0, 2.0, 3.0]);
-/// assert_eq!(dst, [2.0, 0.0, 4.0]);
-/// ```
 pub fn index_add<E: Copy + Add<Output = E>>(
     dst: &mut [E],
     shape: &[usize],
@@ -82,13 +64,6 @@ fn strides_without(shape: &[usize], axis: usize) -> (Vec<isize>, isize) {
 /// `torch.gather`: `out[i] = src[i with i[axis] replaced by idx[i]]` for
 /// every index `i` of `idx_shape` (same rank as `src_shape`, each other
 /// dimension no larger).
-///
-/// ```
-/// use forge::cpu::index::gather;
-/// // per row, pick columns [1, 1] and [0, 2] of a 2x3 matrix
-/// let v = gather(&[1, 2, 3, 4, 5, 6], &[2, 3], 1, &[1, 1, 0, 2], &[2, 2]);
-/// assert_eq!(&v[..], &[2, 2, 4, 6]);
-/// ```
 pub fn gather<E: Copy>(
     src: &[E],
     src_shape: &[usize],
@@ -114,13 +89,6 @@ pub fn gather<E: Copy>(
 /// `idx_shape`, adds `src[i]` (read from `src`, of `src_shape`, which may be
 /// larger than `idx_shape`) to `dst[i with i[axis] replaced by idx[i]]`.
 /// Repeated targets accumulate in row-major order of `i`.
-///
-/// ```
-/// use forge::cpu::index::scatter_add;
-/// let mut dst = [0.0; 3];
-/// scatter_add(&mut dst, &[3], 0, &[2, 2, 0], &[3], &[1.0, 2.0, 3.0], &[3]);
-/// assert_eq!(dst, [3.0, 0.0, 3.0]);
-/// ```
 pub fn scatter_add<E: Copy + Add<Output = E>>(
     dst: &mut [E],
     dst_shape: &[usize],
@@ -149,13 +117,6 @@ pub fn scatter_add<E: Copy + Add<Output = E>>(
 /// Concatenates blocks along an axis: `parts` holds each input's data and
 /// its size along the axis; `outer` and `inner` are the products of the
 /// dimensions before and after the axis (equal for every part).
-///
-/// ```
-/// use forge::cpu::index::concat;
-/// // a 2x1 and a 2x2 matrix side by side (axis 1):
-/// let v = concat(&[(&[1, 2][..], 1), (&[3, 4, 5, 6][..], 2)], 2, 1);
-/// assert_eq!(&v[..], &[1, 3, 4, 2, 5, 6]);
-/// ```
 pub fn concat<E: Copy>(parts: &[(&[E], usize)], outer: usize, inner: usize) -> Storage<E> {
     let total: usize = parts.iter().map(|(_, n)| n).sum();
     let mut out = Storage::with_capacity(outer * total * inner);
@@ -166,4 +127,53 @@ pub fn concat<E: Copy>(parts: &[(&[E], usize)], outer: usize, inner: usize) -> S
         }
     }
     out
+}
+
+/// The examples that documented these kernels while they were public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn split_at_axis() {
+        assert_eq!(crate::cpu::index::split_at_axis(&[2, 3, 4], 1), (2, 3, 4));
+    }
+
+    #[test]
+    fn index_select() {
+        use crate::cpu::index::index_select;
+        // rows 2, 0, 2 of a 3x2 matrix
+        let v = index_select(&[1, 2, 3, 4, 5, 6], &[3, 2], 0, &[2, 0, 2]);
+        assert_eq!(&v[..], &[5, 6, 1, 2, 5, 6]);
+    }
+
+    #[test]
+    fn index_add() {
+        use crate::cpu::index::index_add;
+        let mut dst = [0.0; 3];
+        index_add(&mut dst, &[3], 0, &[2, 0, 2], &[1.0, 2.0, 3.0]);
+        assert_eq!(dst, [2.0, 0.0, 4.0]);
+    }
+
+    #[test]
+    fn gather() {
+        use crate::cpu::index::gather;
+        // per row, pick columns [1, 1] and [0, 2] of a 2x3 matrix
+        let v = gather(&[1, 2, 3, 4, 5, 6], &[2, 3], 1, &[1, 1, 0, 2], &[2, 2]);
+        assert_eq!(&v[..], &[2, 2, 4, 6]);
+    }
+
+    #[test]
+    fn scatter_add() {
+        use crate::cpu::index::scatter_add;
+        let mut dst = [0.0; 3];
+        scatter_add(&mut dst, &[3], 0, &[2, 2, 0], &[3], &[1.0, 2.0, 3.0], &[3]);
+        assert_eq!(dst, [3.0, 0.0, 3.0]);
+    }
+
+    #[test]
+    fn concat() {
+        use crate::cpu::index::concat;
+        // a 2x1 and a 2x2 matrix side by side (axis 1):
+        let v = concat(&[(&[1, 2][..], 1), (&[3, 4, 5, 6][..], 2)], 2, 1);
+        assert_eq!(&v[..], &[1, 3, 4, 2, 5, 6]);
+    }
 }

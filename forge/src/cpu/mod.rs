@@ -1,24 +1,27 @@
-//! CPU kernels on plain slices. Nothing here knows about tensors or the tape:
-//! the only forge module the kernels import is [`crate::base`] (element
-//! types and shape arithmetic).
+//! CPU kernels on plain slices, private to the crate: what users need of
+//! the threads and the memory pool is in [`crate::runtime`]. Nothing here
+//! knows about tensors or the tape: the only forge module the kernels
+//! import is [`crate::base`] (element types and shape arithmetic).
 //!
 //! Parallel kernels split their work into chunks whose boundaries depend only
 //! on the problem size, never on the thread count, and each output element is
 //! computed by exactly one chunk in a fixed order: results are bit-identical
 //! for 1 and N threads.
 
-pub mod broadcast;
-pub mod conv_small;
-pub mod elementwise;
-pub mod gemm;
-pub mod im2col;
-pub mod index;
-pub mod memory;
-pub mod pool;
-pub mod reduce;
-pub mod strided;
-pub mod threads;
-pub mod vmath;
+pub(crate) mod broadcast;
+pub(crate) mod buffers;
+pub(crate) mod conv;
+pub(crate) mod elementwise;
+pub(crate) mod gemm;
+pub(crate) mod index;
+pub(crate) mod memory;
+pub(crate) mod pool;
+pub(crate) mod reduce;
+pub(crate) mod strided;
+pub(crate) mod threads;
+pub(crate) mod vmath;
 
-pub use memory::{trim, Storage};
-pub use threads::{num_threads, parallel_for, set_num_threads};
+pub(crate) use memory::Storage;
+#[cfg(test)]
+pub(crate) use threads::set_num_threads;
+pub(crate) use threads::{num_threads, parallel_for};

@@ -10,7 +10,7 @@
 //! Planes are processed in parallel in fixed chunks; each output is computed
 //! by one call in a fixed order, so results do not depend on the thread count.
 
-use super::im2col::{build_chunks, build_planes, fill_init, for_each_chunk_mut};
+use super::buffers::{build_chunks, build_planes, fill_init, for_each_chunk_mut};
 use super::memory::Storage;
 use crate::base::Float;
 
@@ -24,13 +24,6 @@ mod tests;
 const MAX_CHUNK_ELEMS: usize = 1 << 14;
 
 /// The windows of a pooling over `h x w` planes producing `oh x ow` planes.
-///
-/// ```
-/// use forge::cpu::pool::PoolWindows;
-/// let p = PoolWindows::sliding([5, 5], [2, 2], [2, 2], [0, 0]).unwrap();
-/// assert_eq!((p.oh(), p.ow()), (2, 2));
-/// assert_eq!(p.rows, vec![(0, 2), (2, 4)]);
-/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PoolWindows {
     /// Input height.
@@ -104,12 +97,6 @@ impl PoolWindows {
     /// Sliding windows of size `kernel`, moved by `stride`, over the input
     /// padded by `padding` on each side (floor mode). `None` when the padded
     /// input is smaller than the kernel or a stride is zero.
-    ///
-    /// ```
-    /// use forge::cpu::pool::PoolWindows;
-    /// let p = PoolWindows::sliding([7, 6], [3, 3], [2, 2], [1, 1]).unwrap();
-    /// assert_eq!(p.rows, vec![(0, 2), (1, 4), (3, 6), (5, 7)]);
-    /// ```
     pub fn sliding(
         input: [usize; 2],
         kernel: [usize; 2],
@@ -124,16 +111,6 @@ impl PoolWindows {
     /// when the last one would start inside the input or its left padding).
     /// `None` when the padded input is smaller than the dilated kernel, or a
     /// kernel size, stride or dilation is zero.
-    ///
-    /// ```
-    /// use forge::cpu::pool::PoolWindows;
-    /// // k 2, stride 2 over 5: floor mode drops the last element, ceil mode keeps it.
-    /// let p = PoolWindows::sliding_with([1, 5], [1, 2], [1, 2], [0, 0], [1, 1], true).unwrap();
-    /// assert_eq!(p.cols, vec![(0, 2), (2, 4), (4, 5)]);
-    /// // k 2, dilation 2: positions {0, 2}, {2, 4}.
-    /// let p = PoolWindows::sliding_with([1, 5], [1, 2], [1, 2], [0, 0], [1, 2], false).unwrap();
-    /// assert_eq!(p.cols, vec![(0, 3), (2, 5)]);
-    /// ```
     pub fn sliding_with(
         input: [usize; 2],
         kernel: [usize; 2],
@@ -172,12 +149,6 @@ impl PoolWindows {
     /// row-major over the output: `kh * kw`, except for ceil-mode windows
     /// that run past the right padding, which count only their part inside
     /// the padded input.
-    ///
-    /// ```
-    /// use forge::cpu::pool::PoolWindows;
-    /// let p = PoolWindows::sliding_with([1, 5], [1, 2], [1, 2], [0, 0], [1, 1], true).unwrap();
-    /// assert_eq!(p.padded_counts([1, 2], [1, 2], [0, 0]), vec![2, 2, 1]);
-    /// ```
     pub fn padded_counts(
         &self,
         kernel: [usize; 2],
@@ -192,13 +163,6 @@ impl PoolWindows {
     }
 
     /// Adaptive bins producing an `out` plane; bins may overlap.
-    ///
-    /// ```
-    /// use forge::cpu::pool::PoolWindows;
-    /// let p = PoolWindows::adaptive([7, 5], [3, 2]);
-    /// assert_eq!(p.rows, vec![(0, 3), (2, 5), (4, 7)]);
-    /// assert_eq!(p.cols, vec![(0, 3), (2, 5)]);
-    /// ```
     pub fn adaptive(input: [usize; 2], out: [usize; 2]) -> Self {
         PoolWindows {
             h: input[0],
@@ -210,30 +174,17 @@ impl PoolWindows {
     }
 
     /// Output height.
-    ///
-    /// ```
-    /// assert_eq!(forge::cpu::pool::PoolWindows::adaptive([4, 4], [2, 3]).oh(), 2);
-    /// ```
     pub fn oh(&self) -> usize {
         self.rows.len()
     }
 
     /// Output width.
-    ///
-    /// ```
-    /// assert_eq!(forge::cpu::pool::PoolWindows::adaptive([4, 4], [2, 3]).ow(), 3);
-    /// ```
     pub fn ow(&self) -> usize {
         self.cols.len()
     }
 
     /// The number of input elements in each (undilated) window, row-major
     /// over the output.
-    ///
-    /// ```
-    /// let p = forge::cpu::pool::PoolWindows::sliding([3, 3], [2, 2], [2, 2], [1, 1]).unwrap();
-    /// assert_eq!(p.counts(), vec![1, 2, 2, 4]);
-    /// ```
     pub fn counts(&self) -> Vec<usize> {
         let mut v = Vec::with_capacity(self.oh() * self.ow());
         for &(r0, r1) in &self.rows {
@@ -255,13 +206,9 @@ impl PoolWindows {
 
 /// For each output of each plane of `x` (planes of `h * w`), the position of
 /// its window's maximum inside the plane (the first one on ties; a NaN
-/// wins). An empty window yields position 0. In a pooled buffer.
-///
-/// ```
-/// use forge::cpu::pool::{max_argmax, PoolWindows};
-/// let p = PoolWindows::sliding([2, 2], [2, 2], [2, 2], [0, 0]).unwrap();
-/// assert_eq!(&max_argmax(&p, &[1.0f32, 4.0, 3.0, 2.0])[..], &[1]);
-/// ```
+/// wins). An empty window yields position 0. In a pooled buffer. The
+/// reference the tests check the fused [`max_forward`] against.
+#[cfg(test)]
 pub fn max_argmax<E: Float>(win: &PoolWindows, x: &[E]) -> Storage<usize> {
     let (ip, op) = (win.in_plane(), win.out_plane());
     let planes = x.len() / ip.max(1);
@@ -295,18 +242,11 @@ pub fn max_argmax<E: Float>(win: &PoolWindows, x: &[E]) -> Storage<usize> {
 
 /// Max pooling of every `h x w` plane of `x`: per output, its window's
 /// maximum and that maximum's position inside the plane (the first one on
-/// ties; the first NaN wins), exactly [`max_argmax`] and [`gather`] in one
+/// ties; the first NaN wins), exactly `max_argmax` and [`gather`] in one
 /// pass vectorised over output rows. An empty window yields `x`'s first
 /// element of the plane and position 0. Both in pooled buffers; planes in
 /// parallel, each computed by one call, so the results do not depend on
 /// the thread count.
-///
-/// ```
-/// use forge::cpu::pool::{max_forward, PoolWindows};
-/// let p = PoolWindows::sliding([2, 4], [2, 2], [2, 2], [0, 0]).unwrap();
-/// let (v, i) = max_forward(&p, &[1.0f32, 4.0, 0.0, 5.0, 3.0, 2.0, 5.0, 1.0]);
-/// assert_eq!((&v[..], &i[..]), (&[4.0, 5.0][..], &[1, 3][..]));
-/// ```
 pub fn max_forward<E: Float>(win: &PoolWindows, x: &[E]) -> (Storage<E>, Storage<usize>) {
     let (ip, op) = (win.in_plane(), win.out_plane());
     let planes = x.len() / ip.max(1);
@@ -339,13 +279,6 @@ pub fn max_forward<E: Float>(win: &PoolWindows, x: &[E]) -> (Storage<E>, Storage
 /// first maximum, or its first NaN, in a pooled buffer. Planes in parallel
 /// in chunks fixed by the shape, so the result does not depend on the
 /// thread count.
-///
-/// ```
-/// use forge::cpu::pool::{max_values, PoolWindows};
-/// let p = PoolWindows::sliding([2, 4], [2, 2], [2, 2], [0, 0]).unwrap();
-/// let v = max_values(&p, &[1.0f32, 4.0, 0.0, 5.0, 3.0, 2.0, 5.0, 1.0]);
-/// assert_eq!(&v[..], &[4.0, 5.0]);
-/// ```
 pub fn max_values<E: Float>(win: &PoolWindows, x: &[E]) -> Storage<E> {
     let (ip, op) = (win.in_plane(), win.out_plane());
     let planes = x.len() / ip.max(1);
@@ -374,11 +307,6 @@ pub fn max_values<E: Float>(win: &PoolWindows, x: &[E]) -> Storage<E> {
 
 /// `out[p, k] = x[p, idx[p, k]]` for planes of `in_plane` inputs and
 /// `out_plane` outputs, in a pooled buffer.
-///
-/// ```
-/// let y = forge::cpu::pool::gather(&[1.0f32, 2.0, 3.0, 4.0], &[1, 0], 2, 1);
-/// assert_eq!(&y[..], &[2.0, 3.0]);
-/// ```
 pub fn gather<E: Float>(x: &[E], idx: &[usize], in_plane: usize, out_plane: usize) -> Storage<E> {
     let planes = idx.len() / out_plane.max(1);
     build_planes(planes, out_plane, out_plane, |p, o| {
@@ -391,11 +319,6 @@ pub fn gather<E: Float>(x: &[E], idx: &[usize], in_plane: usize, out_plane: usiz
 
 /// The adjoint of [`gather`]: `x[p, idx[p, k]] += g[p, k]`, over `planes`
 /// planes, in increasing `k` within each plane, in a pooled buffer.
-///
-/// ```
-/// let x = forge::cpu::pool::scatter_add(&[1.0f32, 2.0], &[1, 1], 2, 2, 1);
-/// assert_eq!(&x[..], &[0.0, 3.0]);
-/// ```
 pub fn scatter_add<E: Float>(
     g: &[E],
     idx: &[usize],
@@ -414,12 +337,6 @@ pub fn scatter_add<E: Float>(
 
 /// Average pooling: each output is its window's sum divided by `div[k]`
 /// (one divisor per output position of a plane), in a pooled buffer.
-///
-/// ```
-/// use forge::cpu::pool::{avg_forward, PoolWindows};
-/// let p = PoolWindows::adaptive([2, 2], [1, 1]);
-/// assert_eq!(&avg_forward(&p, &[1.0f64, 2.0, 3.0, 6.0], &[4.0])[..], &[3.0]);
-/// ```
 pub fn avg_forward<E: Float>(win: &PoolWindows, x: &[E], div: &[E]) -> Storage<E> {
     let (ip, op) = (win.in_plane(), win.out_plane());
     let planes = x.len() / ip.max(1);
@@ -443,12 +360,6 @@ pub fn avg_forward<E: Float>(win: &PoolWindows, x: &[E], div: &[E]) -> Storage<E
 
 /// The adjoint of [`avg_forward`]: every input in output `k`'s window
 /// receives `g[k] / div[k]`; in a pooled buffer.
-///
-/// ```
-/// use forge::cpu::pool::{avg_backward, PoolWindows};
-/// let p = PoolWindows::adaptive([2, 2], [1, 1]);
-/// assert_eq!(&avg_backward(&p, &[8.0f64], &[4.0])[..], &[2.0; 4]);
-/// ```
 pub fn avg_backward<E: Float>(win: &PoolWindows, g: &[E], div: &[E]) -> Storage<E> {
     let (ip, op) = (win.in_plane(), win.out_plane());
     let planes = g.len() / op.max(1);
@@ -468,4 +379,123 @@ pub fn avg_backward<E: Float>(win: &PoolWindows, g: &[E], div: &[E]) -> Storage<
             }
         }
     })
+}
+
+/// The examples that documented these kernels while they were public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn pool_windows() {
+        use crate::cpu::pool::PoolWindows;
+        let p = PoolWindows::sliding([5, 5], [2, 2], [2, 2], [0, 0]).unwrap();
+        assert_eq!((p.oh(), p.ow()), (2, 2));
+        assert_eq!(p.rows, vec![(0, 2), (2, 4)]);
+    }
+
+    #[test]
+    fn sliding() {
+        use crate::cpu::pool::PoolWindows;
+        let p = PoolWindows::sliding([7, 6], [3, 3], [2, 2], [1, 1]).unwrap();
+        assert_eq!(p.rows, vec![(0, 2), (1, 4), (3, 6), (5, 7)]);
+    }
+
+    #[test]
+    fn sliding_with() {
+        use crate::cpu::pool::PoolWindows;
+        // k 2, stride 2 over 5: floor mode drops the last element, ceil mode keeps it.
+        let p = PoolWindows::sliding_with([1, 5], [1, 2], [1, 2], [0, 0], [1, 1], true).unwrap();
+        assert_eq!(p.cols, vec![(0, 2), (2, 4), (4, 5)]);
+        // k 2, dilation 2: positions {0, 2}, {2, 4}.
+        let p = PoolWindows::sliding_with([1, 5], [1, 2], [1, 2], [0, 0], [1, 2], false).unwrap();
+        assert_eq!(p.cols, vec![(0, 3), (2, 5)]);
+    }
+
+    #[test]
+    fn padded_counts() {
+        use crate::cpu::pool::PoolWindows;
+        let p = PoolWindows::sliding_with([1, 5], [1, 2], [1, 2], [0, 0], [1, 1], true).unwrap();
+        assert_eq!(p.padded_counts([1, 2], [1, 2], [0, 0]), vec![2, 2, 1]);
+    }
+
+    #[test]
+    fn adaptive() {
+        use crate::cpu::pool::PoolWindows;
+        let p = PoolWindows::adaptive([7, 5], [3, 2]);
+        assert_eq!(p.rows, vec![(0, 3), (2, 5), (4, 7)]);
+        assert_eq!(p.cols, vec![(0, 3), (2, 5)]);
+    }
+
+    #[test]
+    fn oh() {
+        assert_eq!(
+            crate::cpu::pool::PoolWindows::adaptive([4, 4], [2, 3]).oh(),
+            2
+        );
+    }
+
+    #[test]
+    fn ow() {
+        assert_eq!(
+            crate::cpu::pool::PoolWindows::adaptive([4, 4], [2, 3]).ow(),
+            3
+        );
+    }
+
+    #[test]
+    fn counts() {
+        let p = crate::cpu::pool::PoolWindows::sliding([3, 3], [2, 2], [2, 2], [1, 1]).unwrap();
+        assert_eq!(p.counts(), vec![1, 2, 2, 4]);
+    }
+
+    #[test]
+    fn max_argmax() {
+        use crate::cpu::pool::{max_argmax, PoolWindows};
+        let p = PoolWindows::sliding([2, 2], [2, 2], [2, 2], [0, 0]).unwrap();
+        assert_eq!(&max_argmax(&p, &[1.0f32, 4.0, 3.0, 2.0])[..], &[1]);
+    }
+
+    #[test]
+    fn max_forward() {
+        use crate::cpu::pool::{max_forward, PoolWindows};
+        let p = PoolWindows::sliding([2, 4], [2, 2], [2, 2], [0, 0]).unwrap();
+        let (v, i) = max_forward(&p, &[1.0f32, 4.0, 0.0, 5.0, 3.0, 2.0, 5.0, 1.0]);
+        assert_eq!((&v[..], &i[..]), (&[4.0, 5.0][..], &[1, 3][..]));
+    }
+
+    #[test]
+    fn max_values() {
+        use crate::cpu::pool::{max_values, PoolWindows};
+        let p = PoolWindows::sliding([2, 4], [2, 2], [2, 2], [0, 0]).unwrap();
+        let v = max_values(&p, &[1.0f32, 4.0, 0.0, 5.0, 3.0, 2.0, 5.0, 1.0]);
+        assert_eq!(&v[..], &[4.0, 5.0]);
+    }
+
+    #[test]
+    fn gather() {
+        let y = crate::cpu::pool::gather(&[1.0f32, 2.0, 3.0, 4.0], &[1, 0], 2, 1);
+        assert_eq!(&y[..], &[2.0, 3.0]);
+    }
+
+    #[test]
+    fn scatter_add() {
+        let x = crate::cpu::pool::scatter_add(&[1.0f32, 2.0], &[1, 1], 2, 2, 1);
+        assert_eq!(&x[..], &[0.0, 3.0]);
+    }
+
+    #[test]
+    fn avg_forward() {
+        use crate::cpu::pool::{avg_forward, PoolWindows};
+        let p = PoolWindows::adaptive([2, 2], [1, 1]);
+        assert_eq!(
+            &avg_forward(&p, &[1.0f64, 2.0, 3.0, 6.0], &[4.0])[..],
+            &[3.0]
+        );
+    }
+
+    #[test]
+    fn avg_backward() {
+        use crate::cpu::pool::{avg_backward, PoolWindows};
+        let p = PoolWindows::adaptive([2, 2], [1, 1]);
+        assert_eq!(&avg_backward(&p, &[8.0f64], &[4.0])[..], &[2.0; 4]);
+    }
 }

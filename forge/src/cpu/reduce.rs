@@ -9,10 +9,6 @@ use super::threads::parallel_for;
 use crate::base::{numel, Float};
 
 /// The shape with `axes` set to 1 (the `keepdim` shape).
-///
-/// ```
-/// assert_eq!(forge::cpu::reduce::kept_shape(&[2, 3, 4], &[0, 2]), vec![1, 3, 1]);
-/// ```
 pub fn kept_shape(shape: &[usize], axes: &[usize]) -> Vec<usize> {
     shape
         .iter()
@@ -50,14 +46,6 @@ fn blocks(shape: &[usize], axes: &[usize]) -> Vec<(usize, bool)> {
 /// when large); reducing leading or middle dimensions adds rows of the input
 /// into rows of the output elementwise (a loop that vectorises). No
 /// per-element index arithmetic is done.
-///
-/// ```
-/// use forge::cpu::reduce::fold_axes;
-/// let v = fold_axes(&[1.0f64, 2.0, 3.0, 4.0], &[2, 2], &[1], 0.0, |a, x| a + x);
-/// assert_eq!(&v[..], &[3.0, 7.0]);
-/// let v = fold_axes(&[1.0f64, 2.0, 3.0, 4.0], &[2, 2], &[0], 0.0, |a, x| a + x);
-/// assert_eq!(&v[..], &[4.0, 6.0]);
-/// ```
 pub fn fold_axes<T: Copy + Sync, A: Copy + Send + Sync>(
     data: &[T],
     shape: &[usize],
@@ -225,12 +213,6 @@ fn for_each_run(b: &[(usize, bool)], mut f: impl FnMut(usize, usize)) {
 /// the sum of squared deviations by `max(len - correction, 0)` (two passes:
 /// the mean, then the squared deviations, each summed in index order). Rows
 /// with no elements give NaN, as PyTorch does.
-///
-/// ```
-/// use forge::cpu::reduce::var_rows;
-/// let v = var_rows(&[1.0f64, 2.0, 3.0, 4.0, 4.0, 4.0], 2, 1);
-/// assert_eq!(&v[..], &[1.0, 0.0]);
-/// ```
 pub fn var_rows<E: Float>(rows: &[E], n_rows: usize, correction: usize) -> Storage<E> {
     let row = rows.len().checked_div(n_rows).unwrap_or(0);
     if row == 0 {
@@ -261,13 +243,6 @@ pub fn var_rows<E: Float>(rows: &[E], n_rows: usize, correction: usize) -> Stora
 ///
 /// # Panics
 /// When `shape[axis]` is 0.
-///
-/// ```
-/// use forge::cpu::reduce::arg_best;
-/// // argmax of each row of [[1, 5, 5], [7, 0, 2]]
-/// let idx = arg_best(&[1.0f64, 5.0, 5.0, 7.0, 0.0, 2.0], &[2, 3], 1, |a, b| a > b);
-/// assert_eq!(&idx[..], &[1, 0]);
-/// ```
 pub fn arg_best<T: Copy>(
     data: &[T],
     shape: &[usize],
@@ -343,5 +318,41 @@ mod tests {
                 }
             }
         }
+    }
+}
+
+/// The examples that documented these kernels while they were public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn kept_shape() {
+        assert_eq!(
+            crate::cpu::reduce::kept_shape(&[2, 3, 4], &[0, 2]),
+            vec![1, 3, 1]
+        );
+    }
+
+    #[test]
+    fn fold_axes() {
+        use crate::cpu::reduce::fold_axes;
+        let v = fold_axes(&[1.0f64, 2.0, 3.0, 4.0], &[2, 2], &[1], 0.0, |a, x| a + x);
+        assert_eq!(&v[..], &[3.0, 7.0]);
+        let v = fold_axes(&[1.0f64, 2.0, 3.0, 4.0], &[2, 2], &[0], 0.0, |a, x| a + x);
+        assert_eq!(&v[..], &[4.0, 6.0]);
+    }
+
+    #[test]
+    fn var_rows() {
+        use crate::cpu::reduce::var_rows;
+        let v = var_rows(&[1.0f64, 2.0, 3.0, 4.0, 4.0, 4.0], 2, 1);
+        assert_eq!(&v[..], &[1.0, 0.0]);
+    }
+
+    #[test]
+    fn arg_best() {
+        use crate::cpu::reduce::arg_best;
+        // argmax of each row of [[1, 5, 5], [7, 0, 2]]
+        let idx = arg_best(&[1.0f64, 5.0, 5.0, 7.0, 0.0, 2.0], &[2, 3], 1, |a, b| a > b);
+        assert_eq!(&idx[..], &[1, 0]);
     }
 }

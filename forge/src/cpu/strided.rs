@@ -13,12 +13,6 @@ use crate::base::numel;
 /// last; once for rank 0 and 1) with the offsets of that row's first element
 /// in each of `N` buffers, walking `strides[k]` from `start[k]`.
 /// Rows come in row-major order. Nothing is called when `shape` is empty.
-///
-/// ```
-/// let mut rows = Vec::new();
-/// forge::cpu::strided::for_each_row(&[2, 3], [&[3, 1]], [0], |[o]| rows.push(o));
-/// assert_eq!(rows, vec![0, 3]);
-/// ```
 pub fn for_each_row<const N: usize>(
     shape: &[usize],
     strides: [&[isize]; N],
@@ -91,12 +85,6 @@ fn inner(shape: &[usize], strides: &[isize]) -> (usize, isize) {
 ///
 /// # Panics
 /// When the view reaches outside `src`.
-///
-/// ```
-/// use forge::cpu::strided::strided_read;
-/// // Every second element of [0..6), reversed.
-/// assert_eq!(&strided_read(&[0, 1, 2, 3, 4, 5], 5, &[3], &[-2])[..], &[5, 3, 1]);
-/// ```
 pub fn strided_read<E: Copy + Send + Sync>(
     src: &[E],
     offset: usize,
@@ -138,13 +126,6 @@ pub fn strided_read<E: Copy + Send + Sync>(
 /// # Panics
 /// When `src` does not have `shape`'s element count or the view reaches
 /// outside `dst`.
-///
-/// ```
-/// use forge::cpu::strided::strided_write;
-/// let mut dst = [0; 6];
-/// strided_write(&mut dst, 1, &[2], &[3], &[7, 8]);
-/// assert_eq!(dst, [0, 7, 0, 0, 8, 0]);
-/// ```
 pub fn strided_write<E: Copy>(
     dst: &mut [E],
     offset: usize,
@@ -174,10 +155,6 @@ pub fn strided_write<E: Copy>(
 }
 
 /// Row-major strides of `shape` as signed integers.
-///
-/// ```
-/// assert_eq!(forge::cpu::strided::signed_strides(&[2, 3]), vec![3, 1]);
-/// ```
 pub fn signed_strides(shape: &[usize]) -> Vec<isize> {
     crate::base::strides(shape)
         .into_iter()
@@ -223,5 +200,39 @@ mod tests {
                 assert!(got[..] == want[..], "{shape:?} at {threads} threads");
             }
         }
+    }
+}
+
+/// The examples that documented these kernels while they were public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn for_each_row() {
+        let mut rows = Vec::new();
+        crate::cpu::strided::for_each_row(&[2, 3], [&[3, 1]], [0], |[o]| rows.push(o));
+        assert_eq!(rows, vec![0, 3]);
+    }
+
+    #[test]
+    fn strided_read() {
+        use crate::cpu::strided::strided_read;
+        // Every second element of [0..6), reversed.
+        assert_eq!(
+            &strided_read(&[0, 1, 2, 3, 4, 5], 5, &[3], &[-2])[..],
+            &[5, 3, 1]
+        );
+    }
+
+    #[test]
+    fn strided_write() {
+        use crate::cpu::strided::strided_write;
+        let mut dst = [0; 6];
+        strided_write(&mut dst, 1, &[2], &[3], &[7, 8]);
+        assert_eq!(dst, [0, 7, 0, 0, 8, 0]);
+    }
+
+    #[test]
+    fn signed_strides() {
+        assert_eq!(crate::cpu::strided::signed_strides(&[2, 3]), vec![3, 1]);
     }
 }

@@ -24,14 +24,6 @@
 //! * Chunk `i` always does the same work, whatever the thread count, and
 //!   each output element is written by exactly one chunk: results are
 //!   bit-identical for 1 and N threads.
-//!
-//! ```
-//! use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-//! forge::cpu::set_num_threads(2);
-//! let sum = AtomicUsize::new(0);
-//! forge::cpu::parallel_for(100, |i| { sum.fetch_add(i, Ordering::Relaxed); });
-//! assert_eq!(sum.load(Ordering::Relaxed), 4950);
-//! ```
 
 use crate::cpu::memory::freelists::settle_region;
 use crate::cpu::memory::reserve::Region;
@@ -75,11 +67,8 @@ thread_local! {
 }
 
 /// The number of threads forge's kernels use. Defaults to the machine's
-/// available parallelism, or `FORGE_NUM_THREADS` when set.
-///
-/// ```
-/// assert!(forge::cpu::num_threads() >= 1);
-/// ```
+/// available parallelism, or `FORGE_NUM_THREADS` when set. Public as
+/// `forge::runtime::num_threads`, whose example covers it.
 pub fn num_threads() -> usize {
     match THREADS.load(Ordering::Relaxed) {
         0 => {
@@ -103,12 +92,8 @@ pub fn num_threads() -> usize {
 /// Sets the number of threads forge's kernels use (clamped to `1..=256`).
 /// Results do not depend on it, only speed does. It takes effect at the
 /// next kernel; the first kernel run with a new count starts that count's
-/// worker threads, which then stay for the life of the process.
-///
-/// ```
-/// forge::cpu::set_num_threads(1);
-/// assert_eq!(forge::cpu::num_threads(), 1);
-/// ```
+/// worker threads, which then stay for the life of the process. Public as
+/// `forge::runtime::set_num_threads`, whose example covers it.
 pub fn set_num_threads(n: usize) {
     THREADS.store(n.clamp(1, MAX_THREADS), Ordering::Relaxed);
 }
@@ -267,10 +252,6 @@ pub(crate) fn lock_thread_count() -> std::sync::MutexGuard<'static, ()> {
 /// futex wake-up across cores, measured on the 2-core benchmark machine
 /// with `examples/bench --only dispatch`), so splitting only pays when the
 /// op has several times that much work.
-///
-/// ```
-/// assert!(forge::cpu::threads::PARALLEL_MIN_NS >= 10_000);
-/// ```
 pub const PARALLEL_MIN_NS: usize = 40_000;
 
 thread_local! {
@@ -283,12 +264,6 @@ thread_local! {
 /// (one thread, one chunk, a nested call, work below
 /// [`PARALLEL_MIN_NS`]) do not count. Per thread, so a test can check that
 /// a small op does not wake the pool.
-///
-/// ```
-/// let before = forge::cpu::threads::pool_dispatches();
-/// forge::cpu::threads::parallel_for_cost(4, 100, |_| {});
-/// assert_eq!(forge::cpu::threads::pool_dispatches(), before);
-/// ```
 pub fn pool_dispatches() -> u64 {
     DISPATCHES.with(Cell::get)
 }
@@ -300,14 +275,6 @@ pub fn pool_dispatches() -> u64 {
 ///
 /// Estimate the cost from the op's size and its work per element, e.g.
 /// elements / 2 for a cheap elementwise op, multiply-adds / 64 for a gemm.
-///
-/// ```
-/// use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-/// let n = AtomicUsize::new(0);
-/// // 1000 elements of a cheap op: far too little to wake a thread
-/// forge::cpu::threads::parallel_for_cost(4, 1000 / 2, |_| { n.fetch_add(1, Ordering::Relaxed); });
-/// assert_eq!(n.load(Ordering::Relaxed), 4);
-/// ```
 pub fn parallel_for_cost(chunks: usize, cost_ns: usize, f: impl Fn(usize) + Sync) {
     if cost_ns < PARALLEL_MIN_NS {
         (0..chunks).for_each(f);
@@ -414,13 +381,6 @@ impl Task {
 /// # Panics
 /// A panic in `f` is propagated to the caller (after the other chunks in
 /// flight have finished).
-///
-/// ```
-/// use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-/// let hits = AtomicUsize::new(0);
-/// forge::cpu::parallel_for(8, |_| { hits.fetch_add(1, Ordering::Relaxed); });
-/// assert_eq!(hits.load(Ordering::Relaxed), 8);
-/// ```
 pub fn parallel_for(chunks: usize, f: impl Fn(usize) + Sync) {
     let threads = num_threads().min(chunks);
     if threads <= 1 || IN_PARALLEL.with(Cell::get) || chunks > spans::MAX_CHUNKS {
@@ -673,5 +633,51 @@ mod tests {
             n.fetch_add(1, Ordering::Relaxed);
         });
         assert_eq!(n.load(Ordering::Relaxed), 4);
+    }
+}
+
+/// The examples that documented these kernels while they were public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn module() {
+        let _threads = crate::cpu::threads::lock_thread_count();
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let prev = crate::cpu::num_threads();
+        crate::cpu::set_num_threads(2);
+        let sum = AtomicUsize::new(0);
+        crate::cpu::parallel_for(100, |i| {
+            sum.fetch_add(i, Ordering::Relaxed);
+        });
+        assert_eq!(sum.load(Ordering::Relaxed), 4950);
+        crate::cpu::set_num_threads(prev);
+    }
+
+    #[test]
+    fn pool_dispatches() {
+        let before = crate::cpu::threads::pool_dispatches();
+        crate::cpu::threads::parallel_for_cost(4, 100, |_| {});
+        assert_eq!(crate::cpu::threads::pool_dispatches(), before);
+    }
+
+    #[test]
+    fn parallel_for_cost() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let n = AtomicUsize::new(0);
+        // 1000 elements of a cheap op: far too little to wake a thread
+        crate::cpu::threads::parallel_for_cost(4, 1000 / 2, |_| {
+            n.fetch_add(1, Ordering::Relaxed);
+        });
+        assert_eq!(n.load(Ordering::Relaxed), 4);
+    }
+
+    #[test]
+    fn parallel_for() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let hits = AtomicUsize::new(0);
+        crate::cpu::parallel_for(8, |_| {
+            hits.fetch_add(1, Ordering::Relaxed);
+        });
+        assert_eq!(hits.load(Ordering::Relaxed), 8);
     }
 }

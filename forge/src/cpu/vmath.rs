@@ -39,22 +39,16 @@ mod f32_kernels;
 mod f64_ref;
 mod slices;
 
-pub use f32_kernels::{
-    erf_f32, exp_f32, gelu_f32, gelu_tanh_f32, ln_f32, sigmoid_f32, silu_f32, softplus_f32,
-    tanh_f32,
-};
+#[cfg(test)]
+use f32_kernels::{erf_f32, exp_f32, gelu_f32, gelu_tanh_f32, ln_f32, silu_f32, softplus_f32};
+pub use f32_kernels::{sigmoid_f32, tanh_f32};
 #[cfg(test)]
 use slices::{each, each2, each2_base, each_base};
 
 /// `(function, maximum error in ulp)` asserted for each `f32` kernel (errors
 /// of subnormal results are counted in units of the smallest subnormal).
-///
-/// ```
-/// let (name, ulp) = forge::cpu::vmath::F32_MAX_ULP[0];
-/// assert_eq!(name, "exp");
-/// assert!(ulp <= 1.5);
-/// ```
-pub const F32_MAX_ULP: &[(&str, f64)] = &[
+#[cfg(test)]
+const F32_MAX_ULP: &[(&str, f64)] = &[
     ("exp", 1.5),
     ("ln", 1.0),
     ("tanh", 2.5),
@@ -66,14 +60,6 @@ pub const F32_MAX_ULP: &[(&str, f64)] = &[
 /// Slice-wide transcendental functions and activation derivatives for one
 /// float type. Implemented for `f32` (vectorised kernels) and `f64`
 /// (`std`/`libm` per element). Every function works in place.
-///
-/// ```
-/// use forge::cpu::vmath::VecMath;
-/// let mut v = [0.0f32, 1.0];
-/// f32::v_exp(&mut v);
-/// assert_eq!(v[0], 1.0);
-/// assert!((v[1] - std::f32::consts::E).abs() <= f32::EPSILON * 3.0);
-/// ```
 pub trait VecMath: Copy + Sized {
     /// `x = e^x`.
     fn v_exp(x: &mut [Self]);
@@ -175,150 +161,188 @@ macro_rules! generic_grad {
 
 generic_in_place! {
     /// `x = e^x` in place ([`VecMath::v_exp`]).
-    ///
-    /// ```
-    /// let mut v = [0.0f64];
-    /// forge::cpu::vmath::exp(&mut v);
-    /// assert_eq!(v, [1.0]);
-    /// ```
     exp => v_exp;
     /// `x = ln x` in place.
-    ///
-    /// ```
-    /// let mut v = [1.0f32];
-    /// forge::cpu::vmath::ln(&mut v);
-    /// assert_eq!(v, [0.0]);
-    /// ```
     ln => v_ln;
     /// `x = tanh x` in place.
-    ///
-    /// ```
-    /// let mut v = [0.0f32];
-    /// forge::cpu::vmath::tanh(&mut v);
-    /// assert_eq!(v, [0.0]);
-    /// ```
     tanh => v_tanh;
     /// `x = sigmoid(x)` in place.
-    ///
-    /// ```
-    /// let mut v = [0.0f32];
-    /// forge::cpu::vmath::sigmoid(&mut v);
-    /// assert_eq!(v, [0.5]);
-    /// ```
     sigmoid => v_sigmoid;
     /// `x = erf x` in place.
-    ///
-    /// ```
-    /// let mut v = [0.0f32];
-    /// forge::cpu::vmath::erf(&mut v);
-    /// assert_eq!(v, [0.0]);
-    /// ```
     erf => v_erf;
     /// GELU (exact form) in place.
-    ///
-    /// ```
-    /// let mut v = [0.0f32];
-    /// forge::cpu::vmath::gelu(&mut v);
-    /// assert_eq!(v, [0.0]);
-    /// ```
     gelu => v_gelu;
     /// GELU (tanh form) in place.
-    ///
-    /// ```
-    /// let mut v = [0.0f32];
-    /// forge::cpu::vmath::gelu_tanh(&mut v);
-    /// assert_eq!(v, [0.0]);
-    /// ```
     gelu_tanh => v_gelu_tanh;
     /// SiLU in place.
-    ///
-    /// ```
-    /// let mut v = [0.0f32];
-    /// forge::cpu::vmath::silu(&mut v);
-    /// assert_eq!(v, [0.0]);
-    /// ```
     silu => v_silu;
     /// Mish in place.
-    ///
-    /// ```
-    /// let mut v = [0.0f32];
-    /// forge::cpu::vmath::mish(&mut v);
-    /// assert_eq!(v, [0.0]);
-    /// ```
     mish => v_mish;
     /// Softplus in place.
-    ///
-    /// ```
-    /// let mut v = [100.0f32];
-    /// forge::cpu::vmath::softplus(&mut v, 1.0, 20.0);
-    /// assert_eq!(v, [100.0]);
-    /// ```
     softplus => v_softplus(beta, threshold);
 }
 
 generic_grad! {
     /// `g *= gelu'(x)`.
-    ///
-    /// ```
-    /// let mut g = [1.0f64];
-    /// forge::cpu::vmath::gelu_grad(&[0.0], &mut g);
-    /// assert_eq!(g, [0.5]);
-    /// ```
     gelu_grad => v_gelu_grad;
     /// `g *= gelu_tanh'(x)`.
-    ///
-    /// ```
-    /// let mut g = [1.0f32];
-    /// forge::cpu::vmath::gelu_tanh_grad(&[0.0], &mut g);
-    /// assert_eq!(g, [0.5]);
-    /// ```
     gelu_tanh_grad => v_gelu_tanh_grad;
     /// `g *= silu'(x)`.
-    ///
-    /// ```
-    /// let mut g = [1.0f32];
-    /// forge::cpu::vmath::silu_grad(&[0.0], &mut g);
-    /// assert_eq!(g, [0.5]);
-    /// ```
     silu_grad => v_silu_grad;
     /// `g *= mish'(x)`.
-    ///
-    /// ```
-    /// let mut g = [1.0f64];
-    /// forge::cpu::vmath::mish_grad(&[0.0], &mut g);
-    /// assert!((g[0] - 0.6).abs() < 0.01);
-    /// ```
     mish_grad => v_mish_grad;
     /// `g *= erf'(x)`.
-    ///
-    /// ```
-    /// let mut g = [1.0f64];
-    /// forge::cpu::vmath::erf_grad(&[0.0], &mut g);
-    /// assert_eq!(g, [std::f64::consts::FRAC_2_SQRT_PI]);
-    /// ```
     erf_grad => v_erf_grad;
     /// `g *= 1 - y^2` (tanh's derivative from its output `y`).
-    ///
-    /// ```
-    /// let mut g = [1.0f32];
-    /// forge::cpu::vmath::tanh_grad(&[0.5], &mut g);
-    /// assert_eq!(g, [0.75]);
-    /// ```
     tanh_grad => v_tanh_grad;
     /// `g *= y (1 - y)` (sigmoid's derivative from its output `y`).
-    ///
-    /// ```
-    /// let mut g = [1.0f32];
-    /// forge::cpu::vmath::sigmoid_grad(&[0.5], &mut g);
-    /// assert_eq!(g, [0.25]);
-    /// ```
     sigmoid_grad => v_sigmoid_grad;
     /// `g *= softplus'(x)`.
-    ///
-    /// ```
-    /// let mut g = [1.0f32];
-    /// forge::cpu::vmath::softplus_grad(&[0.0], &mut g, 1.0, 20.0);
-    /// assert_eq!(g, [0.5]);
-    /// ```
     softplus_grad => v_softplus_grad(beta, threshold);
+}
+
+/// The examples that documented these kernels while they were public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn f32_max_ulp() {
+        let (name, ulp) = crate::cpu::vmath::F32_MAX_ULP[0];
+        assert_eq!(name, "exp");
+        assert!(ulp <= 1.5);
+    }
+
+    #[test]
+    fn vec_math() {
+        use crate::cpu::vmath::VecMath;
+        let mut v = [0.0f32, 1.0];
+        f32::v_exp(&mut v);
+        assert_eq!(v[0], 1.0);
+        assert!((v[1] - std::f32::consts::E).abs() <= f32::EPSILON * 3.0);
+    }
+
+    #[test]
+    fn item() {
+        let mut v = [0.0f64];
+        crate::cpu::vmath::exp(&mut v);
+        assert_eq!(v, [1.0]);
+    }
+
+    #[test]
+    fn item_2() {
+        let mut v = [1.0f32];
+        crate::cpu::vmath::ln(&mut v);
+        assert_eq!(v, [0.0]);
+    }
+
+    #[test]
+    fn item_3() {
+        let mut v = [0.0f32];
+        crate::cpu::vmath::tanh(&mut v);
+        assert_eq!(v, [0.0]);
+    }
+
+    #[test]
+    fn item_4() {
+        let mut v = [0.0f32];
+        crate::cpu::vmath::sigmoid(&mut v);
+        assert_eq!(v, [0.5]);
+    }
+
+    #[test]
+    fn item_5() {
+        let mut v = [0.0f32];
+        crate::cpu::vmath::erf(&mut v);
+        assert_eq!(v, [0.0]);
+    }
+
+    #[test]
+    fn item_6() {
+        let mut v = [0.0f32];
+        crate::cpu::vmath::gelu(&mut v);
+        assert_eq!(v, [0.0]);
+    }
+
+    #[test]
+    fn item_7() {
+        let mut v = [0.0f32];
+        crate::cpu::vmath::gelu_tanh(&mut v);
+        assert_eq!(v, [0.0]);
+    }
+
+    #[test]
+    fn item_8() {
+        let mut v = [0.0f32];
+        crate::cpu::vmath::silu(&mut v);
+        assert_eq!(v, [0.0]);
+    }
+
+    #[test]
+    fn item_9() {
+        let mut v = [0.0f32];
+        crate::cpu::vmath::mish(&mut v);
+        assert_eq!(v, [0.0]);
+    }
+
+    #[test]
+    fn item_10() {
+        let mut v = [100.0f32];
+        crate::cpu::vmath::softplus(&mut v, 1.0, 20.0);
+        assert_eq!(v, [100.0]);
+    }
+
+    #[test]
+    fn item_11() {
+        let mut g = [1.0f64];
+        crate::cpu::vmath::gelu_grad(&[0.0], &mut g);
+        assert_eq!(g, [0.5]);
+    }
+
+    #[test]
+    fn item_12() {
+        let mut g = [1.0f32];
+        crate::cpu::vmath::gelu_tanh_grad(&[0.0], &mut g);
+        assert_eq!(g, [0.5]);
+    }
+
+    #[test]
+    fn item_13() {
+        let mut g = [1.0f32];
+        crate::cpu::vmath::silu_grad(&[0.0], &mut g);
+        assert_eq!(g, [0.5]);
+    }
+
+    #[test]
+    fn item_14() {
+        let mut g = [1.0f64];
+        crate::cpu::vmath::mish_grad(&[0.0], &mut g);
+        assert!((g[0] - 0.6).abs() < 0.01);
+    }
+
+    #[test]
+    fn item_15() {
+        let mut g = [1.0f64];
+        crate::cpu::vmath::erf_grad(&[0.0], &mut g);
+        assert_eq!(g, [std::f64::consts::FRAC_2_SQRT_PI]);
+    }
+
+    #[test]
+    fn item_16() {
+        let mut g = [1.0f32];
+        crate::cpu::vmath::tanh_grad(&[0.5], &mut g);
+        assert_eq!(g, [0.75]);
+    }
+
+    #[test]
+    fn item_17() {
+        let mut g = [1.0f32];
+        crate::cpu::vmath::sigmoid_grad(&[0.5], &mut g);
+        assert_eq!(g, [0.25]);
+    }
+
+    #[test]
+    fn item_18() {
+        let mut g = [1.0f32];
+        crate::cpu::vmath::softplus_grad(&[0.0], &mut g, 1.0, 20.0);
+        assert_eq!(g, [0.5]);
+    }
 }

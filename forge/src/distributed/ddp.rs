@@ -519,13 +519,21 @@ fn broadcast_flat<E: Float, C: Communicator>(
     Ok(())
 }
 
-impl<E: Float, L: Layer<E>, C> Layer<E> for DistributedDataParallel<L, C> {
+impl<E: Float, L: Layer<E>, C: Communicator> Layer<E> for DistributedDataParallel<L, C> {
     fn visit_tensors(&self, v: &mut dyn TensorVisitor<E>) {
         self.module.visit_tensors(v)
     }
 
     fn visit_tensors_mut(&mut self, v: &mut dyn TensorVisitorMut<E>) {
         self.module.visit_tensors_mut(v)
+    }
+
+    /// [`backward`](DistributedDataParallel::backward): the gradients
+    /// averaged over the ranks, so that
+    /// [`Optimizer::backward_step`](crate::optim::Optimizer::backward_step)
+    /// steps every rank alike.
+    fn loss_gradients(&mut self, loss: &Tensor<E>) -> Result<Gradients<E>> {
+        self.backward(loss)
     }
 }
 

@@ -1,10 +1,9 @@
 //! [`Dropout`]: inverted dropout in training, the identity in evaluation.
 
 use super::forward::Forward;
+use super::layer::{enter_layer, enter_layer_mut};
 use super::summary::record_output;
-use super::visit::{
-    enter_layer, enter_layer_mut, TensorVisitor, TensorVisitorMut, Visit, Visitable,
-};
+use super::visit::{TensorVisitor, TensorVisitorMut, Visit, Visitable};
 use super::Layer;
 use crate::tensor::{Float, Rng, Tensor};
 use std::sync::Mutex;

@@ -20,11 +20,9 @@ pub use crate::ops::attention_qkv::qkv_attention;
 pub use crate::ops::dropout::dropout;
 pub use crate::ops::embedding::embedding;
 pub use crate::ops::loss::{
-    cross_entropy_with, nll_loss, CrossEntropyOptions, NllLossOptions, Reduction,
-};
-pub use crate::ops::loss_pointwise::{
-    binary_cross_entropy, binary_cross_entropy_with_logits, huber_loss, kl_div, l1_loss,
-    l1_penalty, l2_penalty, mse_loss, smooth_l1_loss, KlDivReduction,
+    binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy_with, huber_loss, kl_div,
+    l1_loss, l1_penalty, l2_penalty, mse_loss, nll_loss, smooth_l1_loss, CrossEntropyOptions,
+    KlDivReduction, NllLossOptions, Reduction,
 };
 pub use crate::ops::norm::{batch_norm, group_norm, layer_norm};
 pub use crate::ops::rnn_cell::{gru_sequence, lstm_sequence};

@@ -1,6 +1,10 @@
-//! The [`Layer`] trait: the derived traversal and everything built on it.
+//! The [`Layer`] trait: the derived traversal and everything built on it,
+//! and [`enter_layer`] / [`enter_layer_mut`], how a layer is walked as a
+//! field of another. The visitor vocabulary it walks with is in `visit.rs`,
+//! which knows nothing of layers.
 
-use super::visit::{TensorKind, TensorVisitor, TensorVisitorMut};
+use super::visit::{Scoped, TensorKind, TensorVisitor, TensorVisitorMut};
+use crate::autograd::Gradients;
 use crate::error::{ForgeError, Result};
 use crate::tensor::{Float, Rng, Tensor};
 use std::collections::BTreeMap;
@@ -467,6 +471,76 @@ pub trait Layer<E: Float = f32> {
         self.visit_tensors(&mut m);
         m.any || !m.seen
     }
+
+    /// The gradients of `loss` with respect to this model's weights, as an
+    /// optimizer step takes them: `loss.backward()`. A wrapper overrides it
+    /// to do more, as
+    /// [`DistributedDataParallel`](crate::distributed::DistributedDataParallel)
+    /// averages the gradients over its ranks; what
+    /// [`Optimizer::backward_step`](crate::optim::Optimizer::backward_step)
+    /// calls.
+    ///
+    /// # Errors
+    /// Whatever the override reports (the default never fails).
+    ///
+    /// # Panics
+    /// When `loss` is not a single value (as [`Tensor::backward`]).
+    ///
+    /// ```
+    /// use forge::prelude::*;
+    /// let mut fc = Linear::<f64>::from_weights(Tensor::ones(&[1, 2]).requires_grad(), None).unwrap();
+    /// let loss = fc.forward(Tensor::from_vec(vec![1.0, 2.0], &[1, 2])).sum();
+    /// let grads = fc.loss_gradients(&loss).unwrap();
+    /// assert_eq!(grads.get(&fc.weight).unwrap().to_vec(), vec![1.0, 2.0]);
+    /// ```
+    fn loss_gradients(&mut self, loss: &Tensor<E>) -> Result<Gradients<E>> {
+        Ok(loss.backward())
+    }
+}
+
+/// The body of [`Visit::visit`](super::Visit::visit) for a layer:
+/// announces the layer at `name` (with its type) and reports its own
+/// tensors under `name`. The derive,
+/// [`Sequential`](crate::nn::Sequential) and the recurrent layers all use
+/// it; a hand-written layer does too (see [`Visit`](super::Visit)).
+///
+/// ```
+/// use forge::nn::{enter_layer, Linear};
+/// use forge::prelude::*;
+/// let l = Linear::<f32>::new(2, 3, &mut Rng::new(0));
+/// let mut paths = vec![];
+/// enter_layer(&l, "fc", &mut |p: &str, _: &Tensor, _| paths.push(p.to_string()));
+/// assert_eq!(paths, ["fc.weight", "fc.bias"]);
+/// ```
+pub fn enter_layer<E: Float, L: Layer<E> + ?Sized>(
+    layer: &L,
+    name: &str,
+    v: &mut dyn TensorVisitor<E>,
+) {
+    let address = (layer as *const L).cast::<()>() as usize;
+    v.visit_layer_at(name, std::any::type_name::<L>(), address);
+    layer.visit_tensors(&mut Scoped::new(name, v))
+}
+
+/// The body of [`Visit::visit_mut`](super::Visit::visit_mut) for a layer:
+/// reports its own tensors under `name` for replacement (see
+/// [`enter_layer`]).
+///
+/// ```
+/// use forge::nn::{enter_layer_mut, Linear, TensorKind};
+/// use forge::prelude::*;
+/// let mut l = Linear::<f32>::new(2, 3, &mut Rng::new(0));
+/// enter_layer_mut(&mut l, "fc", &mut |p: &str, t: &mut Tensor, _: TensorKind| {
+///     if p == "fc.bias" { *t = Tensor::ones(&[3]) }
+/// });
+/// assert_eq!(l.bias.unwrap().to_vec(), vec![1.0; 3]);
+/// ```
+pub fn enter_layer_mut<E: Float, L: Layer<E> + ?Sized>(
+    layer: &mut L,
+    name: &str,
+    v: &mut dyn TensorVisitorMut<E>,
+) {
+    layer.visit_tensors_mut(&mut Scoped::new(name, v))
 }
 
 /// Whether `path` is `prefix` or lies under it at a segment boundary.

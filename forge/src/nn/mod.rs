@@ -51,7 +51,7 @@ pub use dropout::Dropout;
 pub use embedding::Embedding;
 pub use forward::Forward;
 pub use gru::Gru;
-pub use layer::Layer;
+pub use layer::{enter_layer, enter_layer_mut, Layer};
 pub use linear::Linear;
 pub use lstm::Lstm;
 pub use norm::{BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm};
@@ -68,8 +68,7 @@ pub use transformer::{
     TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer,
 };
 pub use visit::{
-    enter_layer, enter_layer_mut, join_path, AsFrozen, Scoped, TensorKind, TensorVisitor,
-    TensorVisitorMut, Visit, Visitable,
+    join_path, AsFrozen, Scoped, TensorKind, TensorVisitor, TensorVisitorMut, Visit, Visitable,
 };
 
 #[doc(hidden)]

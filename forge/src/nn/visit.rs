@@ -2,7 +2,6 @@
 //! field is walked), [`Visitable`] (the compile-time check on field types)
 //! and [`join_path`], the one function that builds tensor paths.
 
-use super::layer::Layer;
 use crate::tensor::{Element, Float, Rng, Tensor};
 
 /// The role of a stored tensor.
@@ -77,7 +76,7 @@ pub trait TensorVisitor<E: Float> {
         let _ = (path, type_name);
     }
 
-    /// What [`enter_layer`] calls: [`visit_layer`](Self::visit_layer) with
+    /// What [`enter_layer`](crate::nn::enter_layer) calls: [`visit_layer`](Self::visit_layer) with
     /// the layer's address in memory as well (how
     /// [`summary`](crate::nn::summary) matches the output shapes recorded
     /// in the forward pass to the paths). The default forgets the address
@@ -317,49 +316,6 @@ pub trait Visit<E: Float> {
     /// Reports this value's tensors (and `#[training]` flags) under `name`
     /// for replacement.
     fn visit_mut(&mut self, name: &str, v: &mut dyn TensorVisitorMut<E>);
-}
-
-/// The body of [`Visit::visit`] for a layer: announces the layer at `name`
-/// (with its type) and reports its own tensors under `name`. The derive,
-/// [`Sequential`](crate::nn::Sequential) and the recurrent layers all use
-/// it; a hand-written layer does too (see [`Visit`]).
-///
-/// ```
-/// use forge::nn::{enter_layer, Linear};
-/// use forge::prelude::*;
-/// let l = Linear::<f32>::new(2, 3, &mut Rng::new(0));
-/// let mut paths = vec![];
-/// enter_layer(&l, "fc", &mut |p: &str, _: &Tensor, _| paths.push(p.to_string()));
-/// assert_eq!(paths, ["fc.weight", "fc.bias"]);
-/// ```
-pub fn enter_layer<E: Float, L: Layer<E> + ?Sized>(
-    layer: &L,
-    name: &str,
-    v: &mut dyn TensorVisitor<E>,
-) {
-    let address = (layer as *const L).cast::<()>() as usize;
-    v.visit_layer_at(name, std::any::type_name::<L>(), address);
-    layer.visit_tensors(&mut Scoped::new(name, v))
-}
-
-/// The body of [`Visit::visit_mut`] for a layer: reports its own tensors
-/// under `name` for replacement (see [`enter_layer`]).
-///
-/// ```
-/// use forge::nn::{enter_layer_mut, Linear, TensorKind};
-/// use forge::prelude::*;
-/// let mut l = Linear::<f32>::new(2, 3, &mut Rng::new(0));
-/// enter_layer_mut(&mut l, "fc", &mut |p: &str, t: &mut Tensor, _: TensorKind| {
-///     if p == "fc.bias" { *t = Tensor::ones(&[3]) }
-/// });
-/// assert_eq!(l.bias.unwrap().to_vec(), vec![1.0; 3]);
-/// ```
-pub fn enter_layer_mut<E: Float, L: Layer<E> + ?Sized>(
-    layer: &mut L,
-    name: &str,
-    v: &mut dyn TensorVisitorMut<E>,
-) {
-    layer.visit_tensors_mut(&mut Scoped::new(name, v))
 }
 
 /// The element-type-free marker of types that [`Visit`] can walk. The

@@ -16,7 +16,7 @@
 //! A bias gradient is the output gradient summed over batch and space.
 
 use super::grads::both;
-use crate::cpu::im2col::{
+use crate::cpu::conv::{
     channel_sums, conv2d_backward_input, conv2d_backward_weight, conv2d_forward, ConvGeom,
 };
 use crate::tensor::{Device, Float, Tensor};

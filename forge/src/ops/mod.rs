@@ -1,5 +1,5 @@
 //! Differentiable operations, one file per family. Each op is a kernel call
-//! (from [`crate::cpu`]) plus a backward rule written in tensor operations,
+//! (from the crate's private `cpu` module) plus a backward rule written in tensor operations,
 //! so that every rule is itself differentiable. See `README.md` beside this
 //! file for the pattern to follow when adding an op.
 
@@ -9,19 +9,14 @@ mod binary;
 mod compare;
 mod concat;
 mod conv;
-pub(crate) mod cross_entropy;
 pub(crate) mod dropout;
 pub(crate) mod embedding;
 mod grads;
-pub(crate) mod group_norm;
 mod index;
-pub(crate) mod layer_norm;
 mod layout;
 mod layout_int;
 mod linear;
 pub(crate) mod loss;
-mod loss_class;
-pub(crate) mod loss_pointwise;
 mod matmul;
 pub(crate) mod norm;
 mod plan;

@@ -7,7 +7,7 @@
 //! `d logsumexp = g * exp(x - lse)`.
 
 use super::reduce::{reduce_axes, reduced_shape};
-use crate::cpu::im2col::for_each_chunk_mut;
+use crate::cpu::buffers::for_each_chunk_mut;
 use crate::cpu::reduce::{fold_axes, kept_shape};
 use crate::cpu::threads::PARALLEL_MIN_NS;
 use crate::cpu::vmath;

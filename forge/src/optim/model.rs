@@ -1,10 +1,12 @@
 //! Stepping a model: [`Optimizer::step`] visits a [`Layer`]'s trainable
-//! weights by path; [`Optimizer::check_compatible`] checks saved state
+//! weights by path, [`Optimizer::backward_step`] takes the loss, frees its
+//! graph and steps; [`Optimizer::check_compatible`] checks saved state
 //! against a model.
 
 use super::optimizer::{GradSource, Optimizer, UpdateRule};
+use crate::autograd::Gradients;
 use crate::nn::{Layer, TensorKind};
-use crate::tensor::Float;
+use crate::tensor::{Float, Tensor};
 use crate::{ForgeError, Result};
 
 impl<R: UpdateRule, E: Float> Optimizer<R, E> {
@@ -19,9 +21,11 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
     /// A weight is updated in place only when no other tensor shares its
     /// values. A loss that is still alive holds its graph, and the graph
     /// holds every weight it read, so each weight is then copied into a new
-    /// buffer first (ResNet-18's 11.7 M weights: about 3 ms more per step).
-    /// Drop the loss before the step, or never bind it:
-    /// `let grads = loss_fn(..).backward();`.
+    /// buffer first (ResNet-18's 11.7 M weights: about 3 ms more per step),
+    /// and counted in
+    /// [`MemoryStats::copies_on_write`](crate::runtime::MemoryStats::copies_on_write).
+    /// [`backward_step`](Self::backward_step) takes the loss and frees its
+    /// graph before the update, so the copy cannot happen through it.
     ///
     /// # Errors
     /// As [`step_params`](Self::step_params): [`ForgeError::State`] when a
@@ -65,6 +69,82 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
             }
         });
         err.map_or(Ok(()), Err)
+    }
+
+    /// The training step in one call: the gradients of `loss` for `model`'s
+    /// weights ([`Layer::loss_gradients`], `loss.backward()` unless the model
+    /// wraps it), then `loss` and its graph dropped, then
+    /// [`step`](Self::step). Returns the loss's value.
+    ///
+    /// Taking the loss by value is the point: the graph holds every weight
+    /// it read, and a weight something else shares cannot be updated in
+    /// place (see [`step`](Self::step)). Other tensors of the forward pass
+    /// kept alive across the call (the logits, say) hold the graph too:
+    /// drop them or let them go out of scope before it.
+    ///
+    /// # Errors
+    /// As [`step`](Self::step), and what the model's
+    /// [`loss_gradients`](Layer::loss_gradients) reports.
+    ///
+    /// # Panics
+    /// When `loss` is not a single value.
+    ///
+    /// ```
+    /// use forge::optim::Sgd;
+    /// use forge::prelude::*;
+    /// let mut fc = Linear::<f64>::from_weights(Tensor::ones(&[1, 2]).requires_grad(), None).unwrap();
+    /// let mut opt = Sgd::new(0.5);
+    /// let loss = fc.forward(Tensor::from_vec(vec![1.0, 2.0], &[1, 2])).sum();
+    /// let value = opt.backward_step(&mut fc, loss).unwrap();
+    /// assert_eq!(value, 3.0);
+    /// assert_eq!(fc.weight.to_vec(), vec![0.5, 0.0]);
+    /// ```
+    pub fn backward_step<L>(&mut self, model: &mut L, loss: Tensor<E>) -> Result<E>
+    where
+        L: Layer<E> + ?Sized,
+    {
+        self.backward_step_with(model, loss, |_| {})
+    }
+
+    /// [`backward_step`](Self::backward_step) with a look at the gradients
+    /// between the backward pass and the update: `prepare` runs after the
+    /// loss and its graph are dropped and may change them (clipping,
+    /// logging their norm). Returns the loss's value.
+    ///
+    /// # Errors
+    /// As [`backward_step`](Self::backward_step).
+    ///
+    /// # Panics
+    /// When `loss` is not a single value.
+    ///
+    /// ```
+    /// use forge::optim::{clip_grad_norm, Sgd};
+    /// use forge::prelude::*;
+    /// let mut fc = Linear::<f64>::from_weights(Tensor::ones(&[1, 2]).requires_grad(), None).unwrap();
+    /// let mut opt = Sgd::new(1.0);
+    /// let loss = fc.forward(Tensor::from_vec(vec![3.0, 4.0], &[1, 2])).sum();
+    /// let mut norm = 0.0;
+    /// opt.backward_step_with(&mut fc, loss, |g| norm = clip_grad_norm(g, 1.0)).unwrap();
+    /// assert_eq!(norm, 5.0); // the gradient (3, 4) before clipping
+    /// // clipped to norm 1 (PyTorch's 1e-6 margin below it): w = 1 - (0.6, 0.8)
+    /// let w = fc.weight.to_vec();
+    /// assert!((w[0] - 0.4).abs() < 1e-6 && (w[1] - 0.2).abs() < 1e-6);
+    /// ```
+    pub fn backward_step_with<L, F>(
+        &mut self,
+        model: &mut L,
+        loss: Tensor<E>,
+        prepare: F,
+    ) -> Result<E>
+    where
+        L: Layer<E> + ?Sized,
+        F: FnOnce(&mut Gradients<E>),
+    {
+        let value = loss.item();
+        let mut grads = model.loss_gradients(&loss)?;
+        drop(loss);
+        prepare(&mut grads);
+        self.step(model, &grads).map(|()| value)
     }
 
     /// Checks that every parameter with state exists in `model` as a weight

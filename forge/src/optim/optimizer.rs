@@ -3,7 +3,7 @@
 use super::group::ParamGroup;
 use super::state::{ParamState, RuleState, MAX_STEP};
 use crate::autograd::Gradients;
-use crate::cpu::memory::Storage;
+use crate::cpu::memory::{count_copy_on_write, Storage};
 use crate::tensor::{Float, Tensor};
 use crate::{ForgeError, Result};
 use serde::de::DeserializeOwned;
@@ -611,7 +611,8 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
             }
             None => {
                 // Shared values (the graph or another handle holds them):
-                // update a copy in a pooled buffer.
+                // update a copy in a pooled buffer, and count it.
+                count_copy_on_write(n * std::mem::size_of::<E>());
                 let mut values = Storage::from_slice(param.as_slice());
                 run(&mut values, &mut state.buffers);
                 let t = Tensor::from_storage(values, param.shape());

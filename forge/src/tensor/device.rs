@@ -100,9 +100,8 @@ pub trait Device: Copy + Clone + Default + Debug + PartialEq + Send + Sync + 'st
     );
 }
 
-/// The host CPU: data in ordinary memory from the buffer pool of
-/// [`crate::cpu::memory`], kernels in [`crate::cpu`] on the persistent
-/// thread pools of [`crate::cpu::parallel_for`].
+/// The host CPU: data in ordinary memory from the buffer pool, kernels on
+/// persistent worker threads (both described in [`crate::runtime`]).
 ///
 /// ```
 /// let t = forge::Tensor::<f32, forge::Cpu>::zeros(&[2]);

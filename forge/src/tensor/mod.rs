@@ -4,6 +4,7 @@
 mod create;
 mod device;
 mod display;
+pub(crate) mod node;
 mod random;
 
 pub use crate::base::{broadcast_shapes, norm_axis, numel, strides};
@@ -11,8 +12,8 @@ pub use crate::base::{DType, Element, Float};
 pub use device::{Cpu, Device};
 pub use random::Rng;
 
-use crate::autograd::Node;
 use crate::cpu::memory::Storage;
+use node::Node;
 use std::marker::PhantomData;
 use std::sync::Arc;
 

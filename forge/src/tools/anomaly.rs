@@ -4,8 +4,8 @@
 //! non-finite (PyTorch's `torch.autograd.detect_anomaly`, which only
 //! watches the backward pass).
 
-use super::hooks;
-use crate::autograd::{BackwardCtx, Node};
+use super::switch;
+use crate::tensor::node::{BackwardCtx, Node};
 use crate::tensor::{Device, Element, Tensor};
 use std::cell::Cell;
 use std::fmt;
@@ -259,14 +259,14 @@ struct Scope;
 impl Scope {
     fn enter() -> Self {
         SCOPES.with(|s| s.set(s.get() + 1));
-        hooks::acquire();
+        switch::acquire();
         Scope
     }
 }
 
 impl Drop for Scope {
     fn drop(&mut self) {
-        hooks::release();
+        switch::release();
         SCOPES.with(|s| s.set(s.get() - 1));
     }
 }
@@ -323,8 +323,8 @@ pub fn detect_anomaly<R>(f: impl FnOnce() -> R) -> Result<R, Box<Anomaly>> {
 pub fn set_detect_anomaly(on: bool) {
     let was = GLOBAL.swap(on, Ordering::Relaxed);
     match (was, on) {
-        (false, true) => hooks::acquire(),
-        (true, false) => hooks::release(),
+        (false, true) => switch::acquire(),
+        (true, false) => switch::release(),
         _ => {}
     }
 }

@@ -2,7 +2,7 @@
 //! its leaves and the untracked inputs) as data and as Graphviz DOT.
 
 use super::anomaly::CallSite;
-use crate::autograd::Node;
+use crate::tensor::node::Node;
 use crate::nn::Layer;
 use crate::tensor::{Device, Element, Float, Tensor};
 use std::collections::{BTreeMap, HashSet};

@@ -1,41 +1,21 @@
 //! The two hook points the tools share: one in [`Tensor::record`] (every
 //! op's forward) and one around every backward rule.
 //!
-//! [`active`] is a single relaxed load of a process-wide counter of tools
-//! switched on anywhere; only when it is non-zero do the hooks look at the
-//! thread's own settings.
+//! [`active`] (from `switch.rs`) is a single relaxed load of a process-wide
+//! counter of tools switched on anywhere; only when it is non-zero do the
+//! hooks look at the thread's own settings.
 
+pub(crate) use super::switch::active;
 use super::{anomaly, profiler};
-use crate::autograd::{BackwardCtx, Node};
+use crate::tensor::node::{BackwardCtx, BackwardFn, Node};
 use crate::tensor::{Device, Element, Tensor};
 use std::cell::Cell;
 use std::panic::Location;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-/// How many tool switches are on in the process (scopes on any thread and
-/// process-wide flags).
-static ACTIVE: AtomicUsize = AtomicUsize::new(0);
 
 thread_local! {
     /// Depth of backward rules running on this thread: ops a rule calls
     /// are part of that rule, not forward ops of the user's.
     static IN_RULE: Cell<u32> = const { Cell::new(0) };
-}
-
-/// Whether any tool is on anywhere in the process (one relaxed load).
-#[inline]
-pub(crate) fn active() -> bool {
-    ACTIVE.load(Ordering::Relaxed) != 0
-}
-
-/// Counts one more tool switch as on.
-pub(crate) fn acquire() {
-    ACTIVE.fetch_add(1, Ordering::Relaxed);
-}
-
-/// Counts one tool switch as off again.
-pub(crate) fn release() {
-    ACTIVE.fetch_sub(1, Ordering::Relaxed);
 }
 
 /// Whether a backward rule is running on this thread.
@@ -66,7 +46,7 @@ pub(crate) fn forward<E: Element, D: Device>(
 pub(crate) fn backward<E: Element, D: Device>(
     node: &Node<E, D>,
     ctx: &BackwardCtx<'_, E, D>,
-    rule: &crate::autograd::BackwardFn<E, D>,
+    rule: &BackwardFn<E, D>,
 ) -> Vec<Option<Tensor<E, D>>> {
     let grads = {
         let _rule = RuleGuard::enter();

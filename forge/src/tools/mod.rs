@@ -11,6 +11,7 @@ mod custom;
 mod func;
 mod graph;
 pub(crate) mod hooks;
+mod switch;
 mod profiler;
 
 pub(crate) use anomaly::first_nonfinite;

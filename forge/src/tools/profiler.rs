@@ -11,7 +11,7 @@
 //! runs between two ops is counted in the second. Keep data loading out of
 //! the profiled closure.
 
-use super::hooks;
+use super::switch;
 use crate::tensor::{Device, Element, Tensor};
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -212,13 +212,13 @@ fn open() -> u64 {
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .insert(id, Vec::new());
-    hooks::acquire();
+    switch::acquire();
     id
 }
 
 /// Closes a session; returns its events in the order recorded.
 fn close(id: u64) -> Profile {
-    hooks::release();
+    switch::release();
     let events = sink()
         .lock()
         .unwrap_or_else(|p| p.into_inner())

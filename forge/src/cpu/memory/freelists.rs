@@ -18,20 +18,22 @@ struct Free(NonNull<u8>);
 // thread is sound.
 unsafe impl Send for Free {}
 
-/// Counters of the CPU buffer pool, as returned by [`stats`].
+/// Counters of the CPU buffer pool, as returned by
+/// [`memory_stats`](crate::runtime::memory_stats).
 ///
 /// `live_bytes + held_bytes` is the pool's footprint: the bytes it has
 /// taken from the operating system and not given back. `high_water_bytes`
 /// is the largest footprint seen since the process started (or since
-/// [`reset_high_water`]). Byte counts are of whole size classes, so a
-/// buffer of 1000 `f32` counts as 4096 bytes (its class) rather than 4000.
+/// [`reset_high_water`](crate::runtime::reset_high_water)). Byte counts are
+/// of whole size classes, so a buffer of 1000 `f32` counts as 4096 bytes
+/// (its class) rather than 4000.
 ///
 /// ```
-/// let s = forge::cpu::memory::stats();
+/// let s = forge::runtime::memory_stats();
 /// assert!(s.held_bytes <= s.high_water_bytes);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PoolStats {
+pub struct MemoryStats {
     /// Allocations served from a free list (no request to the OS).
     pub hits: u64,
     /// Allocations that asked the operating system for a new buffer.
@@ -45,16 +47,29 @@ pub struct PoolStats {
     pub held_bytes: usize,
     /// The largest `live_bytes + held_bytes` seen.
     pub high_water_bytes: usize,
-    /// Bytes given back to the OS: by [`trim`], or because keeping a freed
-    /// buffer would have put `held_bytes` above the ceiling.
+    /// Bytes given back to the OS: by [`trim_memory`](crate::runtime::trim_memory),
+    /// or because keeping a freed buffer would have put `held_bytes` above
+    /// the ceiling.
     pub released_bytes: u64,
-    /// The most bytes the free lists may hold (see [`set_ceiling`]).
+    /// The most bytes the free lists may hold (see
+    /// [`set_memory_ceiling`](crate::runtime::set_memory_ceiling)).
     pub ceiling_bytes: usize,
+    /// In-place updates that found their values shared and wrote a copy
+    /// instead: an optimizer step while something else (most often a loss
+    /// still alive, whose graph holds every weight it read) shares a
+    /// weight's values. Each is a full copy of the tensor; zero in a
+    /// training loop that uses
+    /// [`Optimizer::backward_step`](crate::optim::Optimizer::backward_step)
+    /// or drops the loss before stepping.
+    pub copies_on_write: u64,
+    /// Bytes of the values those copies took (element bytes, not size
+    /// classes).
+    pub copied_on_write_bytes: u64,
 }
 
 struct Pool {
     lists: Vec<Vec<Free>>,
-    stats: PoolStats,
+    stats: MemoryStats,
 }
 
 /// The ceiling when neither `FORGE_POOL_CEILING_MB` nor [`set_ceiling`]
@@ -107,9 +122,9 @@ fn with_pool<R>(f: impl FnOnce(&mut Pool) -> R) -> R {
             .map_or(DEFAULT_CEILING_BYTES, |mb| mb.saturating_mul(1 << 20));
         Pool {
             lists: (0..ALIGNS * CLASSES).map(|_| Vec::new()).collect(),
-            stats: PoolStats {
+            stats: MemoryStats {
                 ceiling_bytes: ceiling,
-                ..PoolStats::default()
+                ..MemoryStats::default()
             },
         }
     });
@@ -321,17 +336,18 @@ pub(crate) fn count_wrapped() {
     with_pool(|p| p.stats.wrapped += 1);
 }
 
-/// A snapshot of the pool's counters.
-///
-/// ```
-/// use forge::Tensor;
-/// let before = forge::cpu::memory::stats();
-/// let t = Tensor::<f32>::zeros(&[1000]);
-/// let after = forge::cpu::memory::stats();
-/// assert_eq!(after.hits + after.misses, before.hits + before.misses + 1);
-/// drop(t);
-/// ```
-pub fn stats() -> PoolStats {
+/// Counts one in-place update that had to copy `bytes` of shared values
+/// ([`MemoryStats::copies_on_write`]).
+pub(crate) fn count_copy_on_write(bytes: usize) {
+    with_pool(|p| {
+        p.stats.copies_on_write += 1;
+        p.stats.copied_on_write_bytes += bytes as u64;
+    });
+}
+
+/// A snapshot of the pool's counters (public as
+/// `forge::runtime::memory_stats`).
+pub fn stats() -> MemoryStats {
     with_pool(|p| p.stats)
 }
 
@@ -340,13 +356,7 @@ pub fn stats() -> PoolStats {
 /// ceiling below what is held releases the excess at once (largest classes
 /// first). The default is 1 GiB, or `FORGE_POOL_CEILING_MB` mebibytes when
 /// that environment variable is set. Buffers in use by tensors are never
-/// affected.
-///
-/// ```
-/// forge::cpu::memory::set_ceiling(64 << 20);
-/// assert_eq!(forge::cpu::memory::stats().ceiling_bytes, 64 << 20);
-/// forge::cpu::memory::set_ceiling(forge::cpu::memory::DEFAULT_CEILING_BYTES);
-/// ```
+/// affected (public as `forge::runtime::set_memory_ceiling`).
 pub fn set_ceiling(bytes: usize) {
     with_pool(|p| p.stats.ceiling_bytes = bytes);
     release_above(bytes);
@@ -354,15 +364,8 @@ pub fn set_ceiling(bytes: usize) {
 
 /// Gives every free buffer back to the operating system and returns the
 /// number of bytes released. Tensors alive keep their memory; the pool
-/// refills from the OS as they are created again.
-///
-/// ```
-/// use forge::Tensor;
-/// drop(Tensor::<f32>::zeros(&[1 << 16]));
-/// forge::cpu::trim();
-/// // Another thread may free a buffer meanwhile; in a quiet process this is 0.
-/// let _ = forge::cpu::memory::stats().held_bytes;
-/// ```
+/// refills from the OS as they are created again (public as
+/// `forge::runtime::trim_memory`).
 pub fn trim() -> usize {
     release_above(0)
 }
@@ -395,13 +398,7 @@ fn release_above(limit: usize) -> usize {
 }
 
 /// Restarts the high-water mark at the current footprint
-/// (`live_bytes + held_bytes`).
-///
-/// ```
-/// forge::cpu::memory::reset_high_water();
-/// let s = forge::cpu::memory::stats();
-/// assert!(s.high_water_bytes >= s.live_bytes + s.held_bytes);
-/// ```
+/// (`live_bytes + held_bytes`) (public as `forge::runtime::reset_high_water`).
 pub fn reset_high_water() {
     with_pool(|p| p.stats.high_water_bytes = p.stats.live_bytes + p.stats.held_bytes);
 }

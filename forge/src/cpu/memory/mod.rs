@@ -11,7 +11,7 @@
 //! between threads.
 //!
 //! * **Size classes**: four per power of two above 64 bytes, so at most a
-//!   quarter of a buffer is slack (see [`PoolStats`] for how bytes count).
+//!   quarter of a buffer is slack (see [`MemoryStats`] for how bytes count).
 //! * **Alignment and huge pages**: every block starts on a 64-byte cache
 //!   line; blocks of 2 MiB or more start on a 2 MiB boundary and are
 //!   advised as transparent huge pages (`madvise(MADV_HUGEPAGE)` on Linux),
@@ -21,28 +21,22 @@
 //!   (1 GiB by default, `FORGE_POOL_CEILING_MB` to change it at start-up,
 //!   [`set_ceiling`] at run time). A buffer freed while the lists are full
 //!   goes back to the OS.
-//! * **Trim**: [`trim`] (also `forge::cpu::trim`) returns every free buffer
-//!   to the OS, for example after training before a long idle phase.
-//! * **Counters**: [`stats`] returns [`PoolStats`]: hits (reuses), misses
+//! * **Trim**: [`trim`] returns every free buffer to the OS, for example
+//!   after training before a long idle phase.
+//! * **Counters**: [`stats`] returns [`MemoryStats`]: hits (reuses), misses
 //!   (buffers asked from the OS), vectors wrapped from outside, live and
-//!   held bytes, the high-water mark of the footprint, released bytes.
+//!   held bytes, the high-water mark of the footprint, released bytes, and
+//!   the copies in-place updates had to make of shared values.
 //!
-//! ```
-//! use forge::cpu::memory::{stats, Storage};
-//! let before = stats();
-//! let a = Storage::<f32>::zeroed(10_000);
-//! drop(a); // back on the free list of its class
-//! let b = Storage::<f32>::zeroed(10_000); // the same buffer, reused
-//! let after = stats();
-//! assert_eq!(after.misses, before.misses + 1);
-//! assert_eq!(after.hits, before.hits + 1);
-//! drop(b);
-//! ```
+//! Users reach all of this through [`crate::runtime`].
 
 mod classes;
 pub(crate) mod freelists;
 pub(crate) mod reserve;
 mod storage;
 
-pub use freelists::{reset_high_water, set_ceiling, stats, trim, PoolStats, DEFAULT_CEILING_BYTES};
+pub(crate) use freelists::count_copy_on_write;
+pub use freelists::{
+    reset_high_water, set_ceiling, stats, trim, MemoryStats, DEFAULT_CEILING_BYTES,
+};
 pub use storage::Storage;

@@ -8,8 +8,7 @@ use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 
 /// A contiguous buffer of `T` whose memory comes from the CPU buffer pool
-/// and returns to it when the storage is dropped (see
-/// [`crate::cpu::memory`]). It derefs to a slice, and grows like a `Vec`.
+/// and returns to it when the storage is dropped (see [`crate::runtime`]). It derefs to a slice, and grows like a `Vec`.
 ///
 /// Build one with [`with_capacity`](Self::with_capacity) and fill it with
 /// [`push`](Self::push) / [`extend`](Extend::extend), or with one of the
@@ -21,7 +20,7 @@ use std::ptr::NonNull;
 /// and [`set_len`](Self::set_len).
 ///
 /// ```
-/// use forge::cpu::memory::Storage;
+/// use forge::runtime::Storage;
 /// let a = Storage::from_slice(&[1.0f32, 2.0, 3.0]);
 /// let b = Storage::map(&a, |x| x * 10.0);
 /// assert_eq!(&b[..], &[10.0, 20.0, 30.0]);
@@ -56,7 +55,7 @@ impl<T: Copy> Storage<T> {
     /// size does not divide 16 bytes, the granularity of pooled blocks).
     ///
     /// ```
-    /// let mut s = forge::cpu::memory::Storage::<f64>::with_capacity(3);
+    /// let mut s = forge::runtime::Storage::<f64>::with_capacity(3);
     /// s.extend([1.0, 2.0, 3.0]);
     /// assert_eq!(s.len(), 3);
     /// assert!(s.capacity() >= 3);
@@ -100,10 +99,10 @@ impl<T: Copy> Storage<T> {
 
     /// Wraps a vector without copying. Its buffer did not come from the
     /// pool, so it is freed to the OS on drop (and counted in
-    /// [`PoolStats::wrapped`](super::PoolStats::wrapped)).
+    /// [`MemoryStats::wrapped`](crate::runtime::MemoryStats::wrapped)).
     ///
     /// ```
-    /// let s = forge::cpu::memory::Storage::from_vec(vec![1u8, 2]);
+    /// let s = forge::runtime::Storage::from_vec(vec![1u8, 2]);
     /// assert!(!s.is_pooled());
     /// ```
     pub fn from_vec(v: Vec<T>) -> Self {
@@ -116,7 +115,7 @@ impl<T: Copy> Storage<T> {
     /// `n` copies of `v`.
     ///
     /// ```
-    /// let s = forge::cpu::memory::Storage::filled(3, 7i64);
+    /// let s = forge::runtime::Storage::filled(3, 7i64);
     /// assert_eq!(&s[..], &[7, 7, 7]);
     /// ```
     pub fn filled(n: usize, v: T) -> Self {
@@ -136,7 +135,7 @@ impl<T: Copy> Storage<T> {
     /// `n` default values (zeros for numbers).
     ///
     /// ```
-    /// assert_eq!(&forge::cpu::memory::Storage::<f32>::zeroed(2)[..], &[0.0, 0.0]);
+    /// assert_eq!(&forge::runtime::Storage::<f32>::zeroed(2)[..], &[0.0, 0.0]);
     /// ```
     pub fn zeroed(n: usize) -> Self
     where
@@ -174,7 +173,7 @@ impl<T: Copy> Storage<T> {
     /// A pooled copy of `src`.
     ///
     /// ```
-    /// let s = forge::cpu::memory::Storage::from_slice(&[1, 2, 3]);
+    /// let s = forge::runtime::Storage::from_slice(&[1, 2, 3]);
     /// assert_eq!(s.to_vec(), vec![1, 2, 3]);
     /// ```
     pub fn from_slice(src: &[T]) -> Self {
@@ -186,7 +185,7 @@ impl<T: Copy> Storage<T> {
     /// `out[i] = f(src[i])`, written into a pooled buffer in one pass.
     ///
     /// ```
-    /// let s = forge::cpu::memory::Storage::map(&[1.0f32, 4.0], |x| x.sqrt());
+    /// let s = forge::runtime::Storage::map(&[1.0f32, 4.0], |x| x.sqrt());
     /// assert_eq!(&s[..], &[1.0, 2.0]);
     /// ```
     #[inline]
@@ -207,7 +206,7 @@ impl<T: Copy> Storage<T> {
     /// When the lengths differ.
     ///
     /// ```
-    /// let s = forge::cpu::memory::Storage::zip(&[1.0f32, 2.0], &[3.0, 4.0], |x, y| x * y);
+    /// let s = forge::runtime::Storage::zip(&[1.0f32, 2.0], &[3.0, 4.0], |x, y| x * y);
     /// assert_eq!(&s[..], &[3.0, 8.0]);
     /// ```
     #[inline]
@@ -227,7 +226,7 @@ impl<T: Copy> Storage<T> {
     /// Appends one element (growing like a `Vec` past the capacity).
     ///
     /// ```
-    /// let mut s = forge::cpu::memory::Storage::with_capacity(1);
+    /// let mut s = forge::runtime::Storage::with_capacity(1);
     /// s.push(5u32);
     /// assert_eq!(&s[..], &[5]);
     /// ```
@@ -252,7 +251,7 @@ impl<T: Copy> Storage<T> {
     /// When the length would overflow `usize`.
     ///
     /// ```
-    /// let mut s = forge::cpu::memory::Storage::<f32>::with_capacity(4);
+    /// let mut s = forge::runtime::Storage::<f32>::with_capacity(4);
     /// s.reserve(100);
     /// assert!(s.capacity() >= 100 && s.is_pooled());
     /// ```
@@ -286,7 +285,7 @@ impl<T: Copy> Storage<T> {
     /// Appends a slice.
     ///
     /// ```
-    /// let mut s = forge::cpu::memory::Storage::with_capacity(2);
+    /// let mut s = forge::runtime::Storage::with_capacity(2);
     /// s.extend_from_slice(&[1u8, 2]);
     /// assert_eq!(s.len(), 2);
     /// ```
@@ -303,7 +302,7 @@ impl<T: Copy> Storage<T> {
     /// The number of elements the buffer holds without growing.
     ///
     /// ```
-    /// assert!(forge::cpu::memory::Storage::<f32>::with_capacity(10).capacity() >= 10);
+    /// assert!(forge::runtime::Storage::<f32>::with_capacity(10).capacity() >= 10);
     /// ```
     pub fn capacity(&self) -> usize {
         self.cap
@@ -312,7 +311,7 @@ impl<T: Copy> Storage<T> {
     /// Whether the buffer came from the pool (and goes back on drop).
     ///
     /// ```
-    /// assert!(forge::cpu::memory::Storage::<f32>::zeroed(4).is_pooled());
+    /// assert!(forge::runtime::Storage::<f32>::zeroed(4).is_pooled());
     /// ```
     pub fn is_pooled(&self) -> bool {
         self.block > 0
@@ -322,7 +321,7 @@ impl<T: Copy> Storage<T> {
     /// before [`set_len`](Self::set_len) claims it.
     ///
     /// ```
-    /// let mut s = forge::cpu::memory::Storage::<f32>::with_capacity(2);
+    /// let mut s = forge::runtime::Storage::<f32>::with_capacity(2);
     /// for (i, slot) in s.spare_capacity_mut()[..2].iter_mut().enumerate() {
     ///     slot.write(i as f32);
     /// }
@@ -358,7 +357,7 @@ impl<T: Copy> Storage<T> {
     /// pool.
     ///
     /// ```
-    /// let s = forge::cpu::memory::Storage::from_slice(&[1, 2]);
+    /// let s = forge::runtime::Storage::from_slice(&[1, 2]);
     /// assert_eq!(s.into_vec(), vec![1, 2]);
     /// ```
     pub fn into_vec(self) -> Vec<T> {

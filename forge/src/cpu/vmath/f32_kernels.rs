@@ -38,12 +38,6 @@ fn pow2i(n: i32) -> f32 {
 
 /// `e^x` for `f32`, at most 1.22 ulp from the correctly rounded result
 /// (every finite input checked).
-///
-/// ```
-/// assert_eq!(forge::cpu::vmath::exp_f32(0.0), 1.0);
-/// assert_eq!(forge::cpu::vmath::exp_f32(f32::NEG_INFINITY), 0.0);
-/// assert_eq!(forge::cpu::vmath::exp_f32(100.0), f32::INFINITY);
-/// ```
 #[inline(always)]
 pub fn exp_f32(x: f32) -> f32 {
     // NaN fails both comparisons and flows through as NaN.
@@ -87,12 +81,6 @@ fn expm1_pos(z: f32) -> f32 {
 }
 
 /// `ln x` for `f32`, at most 1 ulp from the correctly rounded result.
-///
-/// ```
-/// assert_eq!(forge::cpu::vmath::ln_f32(1.0), 0.0);
-/// assert_eq!(forge::cpu::vmath::ln_f32(0.0), f32::NEG_INFINITY);
-/// assert!(forge::cpu::vmath::ln_f32(-1.0).is_nan());
-/// ```
 #[inline(always)]
 pub fn ln_f32(x: f32) -> f32 {
     let sub = x < f32::MIN_POSITIVE;
@@ -122,11 +110,6 @@ pub fn ln_f32(x: f32) -> f32 {
 }
 
 /// `tanh x` for `f32`, within 2.5 ulp of the correctly rounded result.
-///
-/// ```
-/// assert_eq!(forge::cpu::vmath::tanh_f32(0.0), 0.0);
-/// assert_eq!(forge::cpu::vmath::tanh_f32(-30.0), -1.0);
-/// ```
 #[inline(always)]
 pub fn tanh_f32(x: f32) -> f32 {
     let a = f32::from_bits(x.to_bits() & 0x7FFF_FFFF);
@@ -140,11 +123,6 @@ pub fn tanh_f32(x: f32) -> f32 {
 /// The logistic function `1 / (1 + e^-x)` for `f32`, at most 2 ulp from the
 /// correctly rounded result (also for large negative `x`, where it is
 /// `e^x / (1 + e^x)`).
-///
-/// ```
-/// assert_eq!(forge::cpu::vmath::sigmoid_f32(0.0), 0.5);
-/// assert_eq!(forge::cpu::vmath::sigmoid_f32(100.0), 1.0);
-/// ```
 #[inline(always)]
 pub fn sigmoid_f32(x: f32) -> f32 {
     let a = f32::from_bits(x.to_bits() & 0x7FFF_FFFF);
@@ -191,12 +169,6 @@ fn erfc_large(a: f32) -> f32 {
 
 /// The Gauss error function for `f32`, within 2.5 ulp of the correctly
 /// rounded result.
-///
-/// ```
-/// assert_eq!(forge::cpu::vmath::erf_f32(0.0), 0.0);
-/// assert_eq!(forge::cpu::vmath::erf_f32(5.0), 1.0);
-/// assert_eq!(forge::cpu::vmath::erf_f32(-5.0), -1.0);
-/// ```
 #[inline(always)]
 pub fn erf_f32(x: f32) -> f32 {
     let a = f32::from_bits(x.to_bits() & 0x7FFF_FFFF);
@@ -220,11 +192,6 @@ pub(super) fn two_phi(x: f32) -> f32 {
 }
 
 /// GELU (exact form) `x Phi(x)` for `f32`.
-///
-/// ```
-/// assert_eq!(forge::cpu::vmath::gelu_f32(0.0), 0.0);
-/// assert_eq!(forge::cpu::vmath::gelu_f32(20.0), 20.0);
-/// ```
 #[inline(always)]
 pub fn gelu_f32(x: f32) -> f32 {
     0.5 * x * two_phi(x)
@@ -236,11 +203,6 @@ pub(super) const GELU_K: f32 = 0.044_715;
 /// GELU (tanh form) for `f32`, as `x sigmoid(2 sqrt(2/pi) (x + 0.044715
 /// x^3))`, which equals `x/2 (1 + tanh(...))` without its cancellation for
 /// negative `x`.
-///
-/// ```
-/// assert_eq!(forge::cpu::vmath::gelu_tanh_f32(0.0), 0.0);
-/// assert_eq!(forge::cpu::vmath::gelu_tanh_f32(20.0), 20.0);
-/// ```
 #[inline(always)]
 pub fn gelu_tanh_f32(x: f32) -> f32 {
     x * sigmoid_f32(2.0 * GELU_C * (x + GELU_K * x * x * x))
@@ -256,11 +218,6 @@ fn ln1p_pos(y: f32) -> f32 {
 
 /// Softplus `ln(1 + e^(beta x)) / beta` for `f32`, `x` where `beta x >
 /// threshold`.
-///
-/// ```
-/// let y = forge::cpu::vmath::softplus_f32(0.0, 1.0, 20.0);
-/// assert!((y - std::f32::consts::LN_2).abs() <= f32::EPSILON);
-/// ```
 #[inline(always)]
 pub fn softplus_f32(x: f32, beta: f32, threshold: f32) -> f32 {
     let bx = beta * x;
@@ -271,11 +228,67 @@ pub fn softplus_f32(x: f32, beta: f32, threshold: f32) -> f32 {
 }
 
 /// SiLU `x sigmoid(x)` for `f32`.
-///
-/// ```
-/// assert_eq!(forge::cpu::vmath::silu_f32(0.0), 0.0);
-/// ```
 #[inline(always)]
 pub fn silu_f32(x: f32) -> f32 {
     x * sigmoid_f32(x)
+}
+
+/// The examples that documented these kernels while they were public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn exp_f32() {
+        assert_eq!(crate::cpu::vmath::exp_f32(0.0), 1.0);
+        assert_eq!(crate::cpu::vmath::exp_f32(f32::NEG_INFINITY), 0.0);
+        assert_eq!(crate::cpu::vmath::exp_f32(100.0), f32::INFINITY);
+    }
+
+    #[test]
+    fn ln_f32() {
+        assert_eq!(crate::cpu::vmath::ln_f32(1.0), 0.0);
+        assert_eq!(crate::cpu::vmath::ln_f32(0.0), f32::NEG_INFINITY);
+        assert!(crate::cpu::vmath::ln_f32(-1.0).is_nan());
+    }
+
+    #[test]
+    fn tanh_f32() {
+        assert_eq!(crate::cpu::vmath::tanh_f32(0.0), 0.0);
+        assert_eq!(crate::cpu::vmath::tanh_f32(-30.0), -1.0);
+    }
+
+    #[test]
+    fn sigmoid_f32() {
+        assert_eq!(crate::cpu::vmath::sigmoid_f32(0.0), 0.5);
+        assert_eq!(crate::cpu::vmath::sigmoid_f32(100.0), 1.0);
+    }
+
+    #[test]
+    fn erf_f32() {
+        assert_eq!(crate::cpu::vmath::erf_f32(0.0), 0.0);
+        assert_eq!(crate::cpu::vmath::erf_f32(5.0), 1.0);
+        assert_eq!(crate::cpu::vmath::erf_f32(-5.0), -1.0);
+    }
+
+    #[test]
+    fn gelu_f32() {
+        assert_eq!(crate::cpu::vmath::gelu_f32(0.0), 0.0);
+        assert_eq!(crate::cpu::vmath::gelu_f32(20.0), 20.0);
+    }
+
+    #[test]
+    fn gelu_tanh_f32() {
+        assert_eq!(crate::cpu::vmath::gelu_tanh_f32(0.0), 0.0);
+        assert_eq!(crate::cpu::vmath::gelu_tanh_f32(20.0), 20.0);
+    }
+
+    #[test]
+    fn softplus_f32() {
+        let y = crate::cpu::vmath::softplus_f32(0.0, 1.0, 20.0);
+        assert!((y - std::f32::consts::LN_2).abs() <= f32::EPSILON);
+    }
+
+    #[test]
+    fn silu_f32() {
+        assert_eq!(crate::cpu::vmath::silu_f32(0.0), 0.0);
+    }
 }

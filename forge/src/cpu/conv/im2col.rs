@@ -1,164 +1,37 @@
-//! Convolution kernels: `im2col` / `col2im` and the three products built on
+//! Convolution by `im2col` / `col2im` and gemm: the three products built on
 //! them (the forward convolution, its input gradient, which is also the
-//! transposed convolution, and its weight gradient).
+//! transposed convolution, and its weight gradient), for every geometry the
+//! direct kernels (`conv_small.rs`) do not take.
 //!
 //! Work is split over the batch in fixed chunks: each image is computed by
 //! one single-threaded call, and the weight gradient sums per-chunk partial
 //! results in chunk order, so results do not depend on the thread count.
 
-use super::gemm::prepared::{as_f32, gemm_into, GemmOut, PreparedA};
-use super::gemm::{gemm, Mat};
-use super::memory::Storage;
+use super::geom::ConvGeom;
 use crate::base::Float;
+use crate::cpu::buffers::{build, fill_init, for_each_chunk_mut, refill};
+use crate::cpu::gemm::prepared::{as_f32, gemm_into, GemmOut, PreparedA};
+use crate::cpu::gemm::{gemm, Mat};
+use crate::cpu::memory::Storage;
 
-use buffers::{build, refill};
 /// Images per chunk of the weight-gradient reduction. Fixed (never derived
 /// from the thread count) so the summation order is always the same.
-pub(crate) use buffers::{
-    build_chunks, build_planes, fill_init, for_each_chunk_mut, for_each_row_mut,
-};
-
 const WEIGHT_GRAD_CHUNK: usize = 4;
-
-/// The geometry of a 2-d convolution
-/// `x [n, c, h, w] (*) weight [o, c / groups, kh, kw] -> y [n, o, oh, ow]`,
-/// where input row `oy * stride - padding + i * dilation` meets kernel row `i`.
-///
-/// ```
-/// use forge::cpu::im2col::ConvGeom;
-/// let g = ConvGeom::new([1, 3, 8, 8], [4, 3, 3, 3], [1, 1], [1, 1], [1, 1], 1).unwrap();
-/// assert_eq!((g.oh, g.ow), (8, 8));
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ConvGeom {
-    /// Batch size.
-    pub n: usize,
-    /// Input channels.
-    pub c: usize,
-    /// Input height.
-    pub h: usize,
-    /// Input width.
-    pub w: usize,
-    /// Output channels.
-    pub o: usize,
-    /// Kernel height.
-    pub kh: usize,
-    /// Kernel width.
-    pub kw: usize,
-    /// Output height.
-    pub oh: usize,
-    /// Output width.
-    pub ow: usize,
-    /// Stride (rows, columns).
-    pub stride: [usize; 2],
-    /// Zero padding on each side (rows, columns).
-    pub padding: [usize; 2],
-    /// Kernel dilation (rows, columns).
-    pub dilation: [usize; 2],
-    /// Channel groups.
-    pub groups: usize,
-}
-
-/// `floor((len + 2 p - d (k - 1) - 1) / s) + 1`, or `None` when the padded
-/// input is smaller than the dilated kernel.
-///
-/// ```
-/// assert_eq!(forge::cpu::im2col::conv_out_len(7, 3, 2, 1, 1), Some(4));
-/// assert_eq!(forge::cpu::im2col::conv_out_len(2, 5, 1, 0, 1), None);
-/// ```
-pub fn conv_out_len(len: usize, k: usize, s: usize, p: usize, d: usize) -> Option<usize> {
-    (len + 2 * p)
-        .checked_sub(d * (k.max(1) - 1) + 1)
-        .map(|v| v / s.max(1) + 1)
-}
-
-impl ConvGeom {
-    /// The geometry of a convolution of an input of shape `x` with a weight
-    /// of shape `wt` (both NCHW), with the output size given by
-    /// [`conv_out_len`]. `None` when the output would be empty.
-    ///
-    /// ```
-    /// use forge::cpu::im2col::ConvGeom;
-    /// let g = ConvGeom::new([2, 4, 7, 8], [6, 2, 3, 2], [2, 1], [1, 0], [1, 2], 2).unwrap();
-    /// assert_eq!((g.oh, g.ow), (4, 6));
-    /// ```
-    pub fn new(
-        x: [usize; 4],
-        wt: [usize; 4],
-        stride: [usize; 2],
-        padding: [usize; 2],
-        dilation: [usize; 2],
-        groups: usize,
-    ) -> Option<Self> {
-        let oh = conv_out_len(x[2], wt[2], stride[0], padding[0], dilation[0])?;
-        let ow = conv_out_len(x[3], wt[3], stride[1], padding[1], dilation[1])?;
-        Some(ConvGeom {
-            n: x[0],
-            c: x[1],
-            h: x[2],
-            w: x[3],
-            o: wt[0],
-            kh: wt[2],
-            kw: wt[3],
-            oh,
-            ow,
-            stride,
-            padding,
-            dilation,
-            groups,
-        })
-    }
-
-    fn cg(&self) -> usize {
-        self.c / self.groups
-    }
-
-    fn og(&self) -> usize {
-        self.o / self.groups
-    }
-
-    /// Rows of one group's column matrix: `c / groups * kh * kw`.
-    fn k_len(&self) -> usize {
-        self.cg() * self.kh * self.kw
-    }
-
-    /// Output positions per image: `oh * ow`.
-    fn l(&self) -> usize {
-        self.oh * self.ow
-    }
-}
 
 /// Column-buffer budget, in elements, of the batched convolution paths
 /// (1 MiB of `f32`: a chunk's columns stay in a core's L2 cache while the
 /// gemm reads them).
 const COLS_BUDGET: usize = 1 << 18;
 
-/// The forward convolution: `y [n, o, oh, ow]` from `x [n, c, h, w]`,
-/// `weight [o, c / groups, kh, kw]` and an optional `bias [o]`, in a pooled
-/// buffer.
-///
-/// # Panics
-/// When a buffer's length does not match the geometry.
-///
-/// ```
-/// use forge::cpu::im2col::{conv2d_forward, ConvGeom};
-/// // A 1x1 convolution that doubles its single channel.
-/// let g = ConvGeom::new([1, 1, 2, 2], [1, 1, 1, 1], [1, 1], [0, 0], [1, 1], 1).unwrap();
-/// let y = conv2d_forward(&g, &[1.0f32, 2.0, 3.0, 4.0], &[2.0], Some(&[1.0]));
-/// assert_eq!(&y[..], &[3.0, 5.0, 7.0, 9.0]);
-/// ```
-pub fn conv2d_forward<E: Float>(
+/// [`conv2d_forward`](super::conv2d_forward) by im2col and gemm (lengths
+/// checked by the caller).
+pub(super) fn forward<E: Float>(
     g: &ConvGeom,
     x: &[E],
     weight: &[E],
     bias: Option<&[E]>,
 ) -> Storage<E> {
     let (k_len, l, og, cg) = (g.k_len(), g.l(), g.og(), g.cg());
-    assert_eq!(x.len(), g.n * g.c * g.h * g.w, "conv2d_forward: input");
-    assert_eq!(weight.len(), g.o * k_len, "conv2d_forward: weight");
-    if super::conv_small::applies(g) {
-        return super::conv_small::forward(g, x, weight, bias);
-    }
     if g.groups == 1 {
         if let Some(classes) = g.tap_plan() {
             return taps::forward_classes(g, &classes, x, weight, bias, COLS_BUDGET);
@@ -190,22 +63,9 @@ pub fn conv2d_forward<E: Float>(
     y
 }
 
-/// The gradient of the convolution with respect to its input, which is also
-/// the transposed convolution: `x_grad [n, c, h, w]` from
-/// `y_grad [n, o, oh, ow]` and `weight [o, c / groups, kh, kw]`, plus an
-/// optional per-input-channel `bias [c]` (used by the transposed
-/// convolution), in a pooled buffer.
-///
-/// # Panics
-/// When a buffer's length does not match the geometry.
-///
-/// ```
-/// use forge::cpu::im2col::{conv2d_backward_input, ConvGeom};
-/// let g = ConvGeom::new([1, 1, 2, 2], [1, 1, 1, 1], [1, 1], [0, 0], [1, 1], 1).unwrap();
-/// let gx = conv2d_backward_input(&g, &[1.0f32, 1.0, 1.0, 1.0], &[3.0], None);
-/// assert_eq!(&gx[..], &[3.0; 4]);
-/// ```
-pub fn conv2d_backward_input<E: Float>(
+/// [`conv2d_backward_input`](super::conv2d_backward_input) by gemm and
+/// col2im (lengths checked by the caller).
+pub(super) fn backward_input<E: Float>(
     g: &ConvGeom,
     y_grad: &[E],
     weight: &[E],
@@ -213,12 +73,6 @@ pub fn conv2d_backward_input<E: Float>(
 ) -> Storage<E> {
     let (k_len, l, og, cg) = (g.k_len(), g.l(), g.og(), g.cg());
     let plane = g.h * g.w;
-    assert_eq!(
-        y_grad.len(),
-        g.n * g.o * l,
-        "conv2d_backward_input: gradient"
-    );
-    assert_eq!(weight.len(), g.o * k_len, "conv2d_backward_input: weight");
     if g.groups == 1 {
         if let Some(classes) = g.tap_plan() {
             return taps::backward_input_classes(g, &classes, y_grad, weight, bias, COLS_BUDGET);
@@ -250,32 +104,11 @@ pub fn conv2d_backward_input<E: Float>(
     gx
 }
 
-/// The gradient of the convolution with respect to its weight:
-/// `weight_grad [o, c / groups, kh, kw]` from `x [n, c, h, w]` and
-/// `y_grad [n, o, oh, ow]`, summed over the batch in a fixed order, in a
-/// pooled buffer.
-///
-/// # Panics
-/// When a buffer's length does not match the geometry.
-///
-/// ```
-/// use forge::cpu::im2col::{conv2d_backward_weight, ConvGeom};
-/// let g = ConvGeom::new([1, 1, 2, 2], [1, 1, 1, 1], [1, 1], [0, 0], [1, 1], 1).unwrap();
-/// let gw = conv2d_backward_weight(&g, &[1.0f32, 2.0, 3.0, 4.0], &[1.0; 4]);
-/// assert_eq!(&gw[..], &[10.0]);
-/// ```
-pub fn conv2d_backward_weight<E: Float>(g: &ConvGeom, x: &[E], y_grad: &[E]) -> Storage<E> {
+/// [`conv2d_backward_weight`](super::conv2d_backward_weight) by im2col and
+/// gemm (lengths checked by the caller).
+pub(super) fn backward_weight<E: Float>(g: &ConvGeom, x: &[E], y_grad: &[E]) -> Storage<E> {
     let (k_len, l, og, cg) = (g.k_len(), g.l(), g.og(), g.cg());
     let img = g.c * g.h * g.w;
-    assert_eq!(x.len(), g.n * img, "conv2d_backward_weight: input");
-    assert_eq!(
-        y_grad.len(),
-        g.n * g.o * l,
-        "conv2d_backward_weight: gradient"
-    );
-    if super::conv_small::applies(g) {
-        return super::conv_small::backward_weight(g, x, y_grad);
-    }
     if g.groups == 1 {
         if let Some(classes) = g.weight_grad_plan() {
             return taps::backward_weight_classes(g, &classes, x, y_grad, COLS_BUDGET);
@@ -320,7 +153,7 @@ fn chunks(n: usize, per: usize) -> impl Iterator<Item = (usize, usize)> {
         .map(move |b0| (b0, per.min(n - b0)))
 }
 
-/// [`conv2d_forward`] for one group: per chunk of images, one product
+/// [`forward`] for one group: per chunk of images, one product
 /// `weight [o, k] x cols [k, nb l]`, the weight packed once per call
 /// ([`PreparedA`]) and one im2col into `cols [k, nb l]` per chunk. For
 /// `f32` on AVX-512 with whole 16-lane vectors of positions per image the
@@ -429,7 +262,7 @@ fn forward_direct<E: Float>(
     Some(y)
 }
 
-/// [`conv2d_backward_input`] for one group: per chunk of images, the output
+/// [`backward_input`] for one group: per chunk of images, the output
 /// gradient gathered channel-major `[o, nb l]` (used in place for a chunk
 /// of one image), one gemm `weight^T [k, o] x gy [o, nb l]` into columns,
 /// and a col2im per image.
@@ -473,7 +306,7 @@ fn backward_input_batched<E: Float>(
     })
 }
 
-/// [`conv2d_backward_weight`] for one group: per chunk of images, in order,
+/// [`backward_weight`] for one group: per chunk of images, in order,
 /// `weight_grad [o, k] += gy [o, nb l] x cols^T [nb l, k]` (the output
 /// gradient gathered channel-major, or used in place for one image).
 fn backward_weight_batched<E: Float>(
@@ -505,33 +338,6 @@ fn backward_weight_batched<E: Float>(
     gw
 }
 
-/// Per-channel sums of `g [n, c, l]`: `out[c] = sum_b sum_i g[b, c, i]`,
-/// in a fixed order (batch-major, each run of `l` summed left to right), in
-/// a pooled buffer; channels in parallel.
-///
-/// ```
-/// let g = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]; // [2, 2, 2]
-/// assert_eq!(&forge::cpu::im2col::channel_sums(&g, 2, 2, 2)[..], &[14.0, 22.0]);
-/// ```
-pub fn channel_sums<E: Float>(g: &[E], n: usize, c: usize, l: usize) -> Storage<E> {
-    assert_eq!(g.len(), n * c * l, "channel_sums: gradient");
-    // Channels per parallel chunk: about 16K values each (from the shape only).
-    let per = ((1 << 14) / (n * l).max(1)).clamp(1, c.max(1));
-    build(c, |out| {
-        for_each_chunk_mut(out, per, |ch, o| {
-            for (j, slot) in o.iter_mut().enumerate() {
-                let ci = ch * per + j;
-                let s = (0..n).fold(E::zero(), |a, b| {
-                    let run = &g[(b * c + ci) * l..(b * c + ci + 1) * l];
-                    a + run.iter().fold(E::zero(), |s, &v| s + v)
-                });
-                slot.write(s);
-            }
-        });
-    })
-}
-
-mod buffers;
 mod columns;
 mod taps;
 #[cfg(test)]

@@ -1,48 +1,13 @@
 //! Classification losses on integer class targets: [`cross_entropy_with`] and
 //! [`nll_loss`], with PyTorch's semantics (class dimension 1, K-dimensional
 //! inputs `(N, C, d1, ...)`, per-class weights, `ignore_index`, label
-//! smoothing). Both are one fused op (`loss_class.rs`, with the log-softmax
+//! smoothing). Both are one fused op (`class_fused.rs`, with the log-softmax
 //! kernels in `cross_entropy.rs`): a pass forward, a pass backward, the
 //! weight's gradient too when it is tracked.
 
-use super::loss_class::{class_loss_fused, Kind, Options};
+use super::class_fused::class_loss_fused;
+use super::spec::{Kind, Options, Reduction};
 use crate::tensor::{Device, Element, Float, Tensor};
-
-/// How a loss reduces its per-element values: PyTorch's `reduction`
-/// argument.
-///
-/// ```
-/// use forge::nn::functional::{mse_loss, Reduction};
-/// use forge::Tensor;
-/// let a = Tensor::<f64>::from_vec(vec![1.0, 3.0], &[2]);
-/// let b = Tensor::<f64>::zeros(&[2]);
-/// assert_eq!(mse_loss(&a, &b, Reduction::Mean).item(), 5.0);
-/// assert_eq!(mse_loss(&a, &b, Reduction::Sum).item(), 10.0);
-/// assert_eq!(mse_loss(&a, &b, Reduction::None).to_vec(), vec![1.0, 9.0]);
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Reduction {
-    /// The mean over the elements (weighted losses divide by the total weight).
-    #[default]
-    Mean,
-    /// The sum over the elements.
-    Sum,
-    /// No reduction: one value per element (per sample for class losses).
-    None,
-}
-
-/// Applies `reduction` to per-element losses (plain mean for `Mean`).
-#[track_caller]
-pub(crate) fn reduce<E: Float, D: Device>(
-    loss: Tensor<E, D>,
-    reduction: Reduction,
-) -> Tensor<E, D> {
-    match reduction {
-        Reduction::Mean => loss.mean(),
-        Reduction::Sum => loss.sum(),
-        Reduction::None => loss,
-    }
-}
 
 /// Options of [`nll_loss`], with PyTorch's defaults
 /// (`weight = None, ignore_index = -100, reduction = Mean`).

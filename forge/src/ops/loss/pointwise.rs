@@ -3,7 +3,7 @@
 //! differentiable tensor ops; piecewise formulas choose their branch with a
 //! constant mask (its derivative is zero almost everywhere).
 
-use super::loss::{reduce, Reduction};
+use super::spec::{reduce, Reduction};
 use crate::tensor::{Device, Float, Tensor};
 
 #[track_caller]

@@ -8,9 +8,9 @@
 //! (rows in order) and then over the blocks in order. So every result is
 //! the same for any number of threads.
 
-use super::norm::normalize;
-use super::softmax::{lane_dot, lane_sum, row_blocks_mut, ROW_BLOCK_ELEMS};
+use super::stats::normalize;
 use crate::cpu::Storage;
+use crate::ops::softmax::{lane_dot, lane_sum, row_blocks_mut, ROW_BLOCK_ELEMS};
 use crate::tensor::{Device, Float, Tensor};
 
 /// Layer normalisation over the trailing dimensions `normalized_shape`

@@ -28,70 +28,13 @@
 //! blocks' partial sums in block order, so every result is the same for
 //! any number of threads.
 //!
-//! [`cross_entropy_with`]: super::loss::cross_entropy_with
-//! [`nll_loss`]: super::loss::nll_loss
+//! [`cross_entropy_with`]: super::cross_entropy_with
+//! [`nll_loss`]: super::nll_loss
 
 use super::cross_entropy;
-use super::loss::Reduction;
-use super::softmax::{lane_sum, row_blocks_mut, zeroed_output, ROW_BLOCK_ELEMS};
+use super::spec::{Kind, Options, Reduction, Spec};
+use crate::ops::softmax::{lane_sum, row_blocks_mut, zeroed_output, ROW_BLOCK_ELEMS};
 use crate::tensor::{Device, Float, Tensor};
-
-/// Which loss: the input's meaning.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Kind {
-    /// Logits: `log p = x - lse` (`cross_entropy_with`).
-    CrossEntropy,
-    /// Log-probabilities: `log p = x` (`nll_loss`).
-    Nll,
-}
-
-impl Kind {
-    fn name(self) -> &'static str {
-        match self {
-            Kind::CrossEntropy => "cross_entropy",
-            Kind::Nll => "nll_loss",
-        }
-    }
-}
-
-/// The loss's constants, shared by the passes.
-pub(super) struct Spec<E> {
-    pub(super) kind: Kind,
-    /// Images (1 for `(C,)` input), classes, positions per image.
-    pub(super) n: usize,
-    pub(super) c: usize,
-    pub(super) inner: usize,
-    pub(super) ignore: i64,
-    /// The weight's values (tracked or not).
-    pub(super) w: Option<Vec<E>>,
-    /// `sum(w)` (`C` without weights).
-    pub(super) w_sum: E,
-    /// `1 - ls` and `ls / C`.
-    pub(super) keep: E,
-    pub(super) smooth: E,
-    pub(super) smoothing: bool,
-}
-
-impl<E: Float> Spec<E> {
-    /// The weight of class `k` (1 without weights).
-    pub(super) fn wc(&self, k: usize) -> E {
-        self.w.as_ref().map_or(E::one(), |w| w[k])
-    }
-
-    /// The flat index of class `k` at position `p` in the input.
-    fn at(&self, p: usize, k: usize) -> usize {
-        ((p / self.inner) * self.c + k) * self.inner + p % self.inner
-    }
-}
-
-/// A class loss's options, as given to the public functions.
-pub(super) struct Options<'a, E: Float, D: Device> {
-    pub(super) weight: Option<&'a Tensor<E, D>>,
-    pub(super) ignore_index: i64,
-    /// 0 for `nll_loss`.
-    pub(super) label_smoothing: f64,
-    pub(super) reduction: Reduction,
-}
 
 /// The fused loss (see the module docs); `axis` and `c` are the class axis
 /// and count of the checked `targets`. The weight's gradient is given when

@@ -28,9 +28,10 @@
 //! the instruction. Used for stride 1, undilated, ungrouped convolutions
 //! with at most [`MAX_CHANNELS`] input channels (see [`applies`]).
 
-use super::im2col::{build_chunks, ConvGeom};
-use super::memory::Storage;
+use super::geom::ConvGeom;
 use crate::base::Float;
+use crate::cpu::buffers::build_chunks;
+use crate::cpu::memory::Storage;
 use std::any::TypeId;
 use std::mem::MaybeUninit;
 
@@ -42,21 +43,13 @@ const OB: usize = 8;
 /// order never depends on the thread count).
 const WGRAD_CHUNK: usize = 4;
 /// The most input channels the direct path takes.
-pub const MAX_CHANNELS: usize = 3;
+pub(super) const MAX_CHANNELS: usize = 3;
 
 /// Whether the direct kernels take `g`: stride 1, no dilation, one group,
 /// at most [`MAX_CHANNELS`] input channels and 16 output channels, a kernel
 /// of at most 7x7, and at least 64 output positions per image (shapes
 /// only, never the thread count).
-///
-/// ```
-/// use forge::cpu::conv_small::applies;
-/// use forge::cpu::im2col::ConvGeom;
-/// let lenet1 = ConvGeom::new([128, 1, 28, 28], [6, 1, 5, 5], [1, 1], [2, 2], [1, 1], 1).unwrap();
-/// let lenet2 = ConvGeom::new([128, 6, 14, 14], [16, 6, 5, 5], [1, 1], [0, 0], [1, 1], 1).unwrap();
-/// assert!(applies(&lenet1) && !applies(&lenet2));
-/// ```
-pub fn applies(g: &ConvGeom) -> bool {
+pub(super) fn applies(g: &ConvGeom) -> bool {
     g.groups == 1
         && g.stride == [1, 1]
         && g.dilation == [1, 1]
@@ -288,16 +281,12 @@ fn forward_image<E: Float>(
 ///
 /// # Panics
 /// When a buffer's length does not match the geometry.
-///
-/// ```
-/// use forge::cpu::conv_small::forward;
-/// use forge::cpu::im2col::ConvGeom;
-/// // 3x3 box sums of a 10x10 image of ones, padding 1: 4 at the corners.
-/// let g = ConvGeom::new([1, 1, 10, 10], [1, 1, 3, 3], [1, 1], [1, 1], [1, 1], 1).unwrap();
-/// let y = forward(&g, &[1.0f32; 100], &[1.0; 9], Some(&[0.5]));
-/// assert_eq!((y[0], y[11]), (4.5, 9.5));
-/// ```
-pub fn forward<E: Float>(g: &ConvGeom, x: &[E], weight: &[E], bias: Option<&[E]>) -> Storage<E> {
+pub(super) fn forward<E: Float>(
+    g: &ConvGeom,
+    x: &[E],
+    weight: &[E],
+    bias: Option<&[E]>,
+) -> Storage<E> {
     forward_by(Kernel::best(), g, x, weight, bias)
 }
 
@@ -408,16 +397,7 @@ fn wgrad_tap_portable<E: Float>(
 ///
 /// # Panics
 /// When a buffer's length does not match the geometry.
-///
-/// ```
-/// use forge::cpu::conv_small::backward_weight;
-/// use forge::cpu::im2col::ConvGeom;
-/// // A 1x1 kernel's gradient is the sum of x * gy.
-/// let g = ConvGeom::new([1, 1, 8, 8], [1, 1, 1, 1], [1, 1], [0, 0], [1, 1], 1).unwrap();
-/// let gw = backward_weight(&g, &[2.0f32; 64], &[0.5; 64]);
-/// assert_eq!(gw[0], 64.0);
-/// ```
-pub fn backward_weight<E: Float>(g: &ConvGeom, x: &[E], gy: &[E]) -> Storage<E> {
+pub(super) fn backward_weight<E: Float>(g: &ConvGeom, x: &[E], gy: &[E]) -> Storage<E> {
     backward_weight_by(Kernel::best(), g, x, gy)
 }
 
@@ -526,3 +506,38 @@ mod avx512;
 
 #[cfg(test)]
 mod tests;
+
+/// The examples that documented these kernels while they were public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn applies() {
+        use crate::cpu::conv::conv_small::applies;
+        use crate::cpu::conv::ConvGeom;
+        let lenet1 =
+            ConvGeom::new([128, 1, 28, 28], [6, 1, 5, 5], [1, 1], [2, 2], [1, 1], 1).unwrap();
+        let lenet2 =
+            ConvGeom::new([128, 6, 14, 14], [16, 6, 5, 5], [1, 1], [0, 0], [1, 1], 1).unwrap();
+        assert!(applies(&lenet1) && !applies(&lenet2));
+    }
+
+    #[test]
+    fn forward() {
+        use crate::cpu::conv::conv_small::forward;
+        use crate::cpu::conv::ConvGeom;
+        // 3x3 box sums of a 10x10 image of ones, padding 1: 4 at the corners.
+        let g = ConvGeom::new([1, 1, 10, 10], [1, 1, 3, 3], [1, 1], [1, 1], [1, 1], 1).unwrap();
+        let y = forward(&g, &[1.0f32; 100], &[1.0; 9], Some(&[0.5]));
+        assert_eq!((y[0], y[11]), (4.5, 9.5));
+    }
+
+    #[test]
+    fn backward_weight() {
+        use crate::cpu::conv::conv_small::backward_weight;
+        use crate::cpu::conv::ConvGeom;
+        // A 1x1 kernel's gradient is the sum of x * gy.
+        let g = ConvGeom::new([1, 1, 8, 8], [1, 1, 1, 1], [1, 1], [0, 0], [1, 1], 1).unwrap();
+        let gw = backward_weight(&g, &[2.0f32; 64], &[0.5; 64]);
+        assert_eq!(gw[0], 64.0);
+    }
+}

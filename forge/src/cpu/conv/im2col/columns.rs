@@ -4,9 +4,9 @@
 //! convolutions), `col2im` (its adjoint, summed back into the planes), and
 //! the channel-major gathering of output gradients for the batched paths.
 
-use super::buffers::{for_each_row_mut, for_each_row_work, refill, uninit_mut};
-use super::ConvGeom;
 use crate::base::Float;
+use crate::cpu::buffers::{for_each_row_mut, for_each_row_work, refill, uninit_mut};
+use crate::cpu::conv::geom::ConvGeom;
 use crate::cpu::memory::Storage;
 use std::mem::MaybeUninit;
 

@@ -1,4 +1,7 @@
-//! One node of the tape.
+//! One node of the autograd tape: what a tracked tensor carries (its
+//! inputs and backward rule). It lives with [`Tensor`], which holds it, so
+//! that `tensor` does not import `autograd` while `autograd` (the backward
+//! pass over these nodes) imports `tensor`.
 
 use crate::tensor::{Device, Element, Tensor};
 use std::panic::Location;

@@ -1,9 +1,10 @@
-//! The buffers of the convolution kernels: pooled outputs filled in
-//! place (no memset), and the parallel loops that hand each chunk or row
-//! of an output buffer to one task. Every split comes from the lengths
-//! only, never the thread count, so results do not depend on it.
-use super::super::memory::Storage;
-use super::super::threads::{parallel_for, PARALLEL_MIN_NS};
+//! Output buffers for the kernels (convolution, pooling, normalisation,
+//! softmax, ...): pooled outputs filled in place (no memset), and the
+//! parallel loops that hand each chunk or row of an output buffer to one
+//! task. Every split comes from the lengths only, never the thread count,
+//! so results do not depend on it.
+use super::memory::Storage;
+use super::threads::{parallel_for, PARALLEL_MIN_NS};
 use crate::base::Float;
 use std::mem::MaybeUninit;
 
@@ -14,7 +15,7 @@ use std::mem::MaybeUninit;
 /// The caller must store only initialised values through the returned
 /// slice (`MaybeUninit::write`), so that `s` is still initialised when the
 /// borrow ends.
-pub(super) unsafe fn uninit_mut<E>(s: &mut [E]) -> &mut [MaybeUninit<E>] {
+pub(crate) unsafe fn uninit_mut<E>(s: &mut [E]) -> &mut [MaybeUninit<E>] {
     // SAFETY: `MaybeUninit<E>` has the layout of `E`; initialisation is
     // kept by the caller's contract.
     unsafe { &mut *(s as *mut [E] as *mut [MaybeUninit<E>]) }
@@ -24,7 +25,7 @@ pub(super) unsafe fn uninit_mut<E>(s: &mut [E]) -> &mut [MaybeUninit<E>] {
 /// `fill` writes (every one of them): on the first call the buffer is
 /// fresh and `fill` writes uninitialised memory, on later calls (with `len`
 /// at most the first call's) it overwrites earlier values. No memset.
-pub(super) fn refill<E: Float>(
+pub(crate) fn refill<E: Float>(
     s: &mut Storage<E>,
     len: usize,
     fill: impl FnOnce(&mut [MaybeUninit<E>]),
@@ -47,7 +48,7 @@ pub(super) fn refill<E: Float>(
 
 /// A pooled `n`-element output filled by `fill`, which must write every
 /// element of the slots it is given.
-pub(super) fn build<E: Float>(n: usize, fill: impl FnOnce(&mut [MaybeUninit<E>])) -> Storage<E> {
+pub(crate) fn build<E: Float>(n: usize, fill: impl FnOnce(&mut [MaybeUninit<E>])) -> Storage<E> {
     let mut s = Storage::with_capacity(n);
     refill(&mut s, n, fill);
     s
@@ -195,3 +196,6 @@ pub(crate) fn fill_init<E: Copy>(s: &mut [MaybeUninit<E>], v: E) -> &mut [E] {
     // has the layout of `E`.
     unsafe { &mut *(s as *mut [MaybeUninit<E>] as *mut [E]) }
 }
+
+#[cfg(test)]
+mod tests;

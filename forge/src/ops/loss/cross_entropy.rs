@@ -22,9 +22,9 @@
 //! from its own logits, in a fixed order, so every result is the same for
 //! any number of threads.
 
-use super::loss_class::Spec;
-use super::softmax::{exp_cost, lane_sum, row_blocks_mut, ROW_BLOCK_ELEMS};
+use super::spec::Spec;
 use crate::cpu::{vmath, Storage};
+use crate::ops::softmax::{exp_cost, lane_sum, row_blocks_mut, ROW_BLOCK_ELEMS};
 use crate::tensor::Float;
 
 /// `(lse, loss)` per position of the logits `x` (ignored positions: 0, 0).

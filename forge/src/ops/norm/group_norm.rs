@@ -25,10 +25,10 @@
 //! (eight lanes) and the weight and bias sums over the images in order. So
 //! every result is the same for any number of threads.
 
-use super::norm::{
+use super::stats::{
     lane_dot_dev, lane_sq_dev, normalize, per_channel, per_channel_par, per_run_par,
 };
-use super::softmax::lane_sum;
+use crate::ops::softmax::lane_sum;
 use crate::tensor::{Device, Float, Tensor};
 
 /// Group normalisation: the channels of `x` (`(N, C, ...)`) are split into

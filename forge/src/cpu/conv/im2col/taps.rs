@@ -21,10 +21,12 @@
 //! ([`ConvGeom::tap_plan`]), and every kernel here sums in a fixed order,
 //! so results do not depend on the thread count.
 
-use super::{
-    build, build_chunks, chunks, fill_init, for_each_chunk_mut, for_each_row_mut, refill, ConvGeom,
-};
+use super::chunks;
 use crate::base::Float;
+use crate::cpu::buffers::{
+    build, build_chunks, fill_init, for_each_chunk_mut, for_each_row_mut, refill,
+};
+use crate::cpu::conv::geom::ConvGeom;
 use crate::cpu::gemm::prepared::PreparedA;
 use crate::cpu::gemm::{gemm, Mat};
 use crate::cpu::memory::Storage;

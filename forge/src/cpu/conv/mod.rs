@@ -1,0 +1,150 @@
+//! 2-d convolution kernels: the entry points ([`conv2d_forward`],
+//! [`conv2d_backward_input`], [`conv2d_backward_weight`], [`channel_sums`])
+//! check the buffers against the geometry ([`ConvGeom`], in `geom.rs`) and
+//! pick a kernel from the shapes alone: the direct kernels of
+//! `conv_small.rs` for few input channels, im2col and gemm (`im2col.rs`)
+//! for everything else.
+//!
+//! The imports point one way: this file uses `conv_small` and `im2col`,
+//! both use `geom`, and neither uses the other.
+
+mod conv_small;
+mod geom;
+mod im2col;
+
+use crate::base::Float;
+use crate::cpu::buffers::{build, for_each_chunk_mut};
+use crate::cpu::memory::Storage;
+pub(crate) use geom::ConvGeom;
+
+/// The forward convolution: `y [n, o, oh, ow]` from `x [n, c, h, w]`,
+/// `weight [o, c / groups, kh, kw]` and an optional `bias [o]`, in a pooled
+/// buffer.
+///
+/// # Panics
+/// When a buffer's length does not match the geometry.
+pub(crate) fn conv2d_forward<E: Float>(
+    g: &ConvGeom,
+    x: &[E],
+    weight: &[E],
+    bias: Option<&[E]>,
+) -> Storage<E> {
+    assert_eq!(x.len(), g.n * g.c * g.h * g.w, "conv2d_forward: input");
+    assert_eq!(weight.len(), g.o * g.k_len(), "conv2d_forward: weight");
+    if conv_small::applies(g) {
+        conv_small::forward(g, x, weight, bias)
+    } else {
+        im2col::forward(g, x, weight, bias)
+    }
+}
+
+/// The gradient of the convolution with respect to its input, which is also
+/// the transposed convolution: `x_grad [n, c, h, w]` from
+/// `y_grad [n, o, oh, ow]` and `weight [o, c / groups, kh, kw]`, plus an
+/// optional per-input-channel `bias [c]` (used by the transposed
+/// convolution), in a pooled buffer.
+///
+/// # Panics
+/// When a buffer's length does not match the geometry.
+pub(crate) fn conv2d_backward_input<E: Float>(
+    g: &ConvGeom,
+    y_grad: &[E],
+    weight: &[E],
+    bias: Option<&[E]>,
+) -> Storage<E> {
+    assert_eq!(
+        y_grad.len(),
+        g.n * g.o * g.l(),
+        "conv2d_backward_input: gradient"
+    );
+    assert_eq!(
+        weight.len(),
+        g.o * g.k_len(),
+        "conv2d_backward_input: weight"
+    );
+    im2col::backward_input(g, y_grad, weight, bias)
+}
+
+/// The gradient of the convolution with respect to its weight:
+/// `weight_grad [o, c / groups, kh, kw]` from `x [n, c, h, w]` and
+/// `y_grad [n, o, oh, ow]`, summed over the batch in a fixed order, in a
+/// pooled buffer.
+///
+/// # Panics
+/// When a buffer's length does not match the geometry.
+pub(crate) fn conv2d_backward_weight<E: Float>(g: &ConvGeom, x: &[E], y_grad: &[E]) -> Storage<E> {
+    assert_eq!(
+        x.len(),
+        g.n * g.c * g.h * g.w,
+        "conv2d_backward_weight: input"
+    );
+    assert_eq!(
+        y_grad.len(),
+        g.n * g.o * g.l(),
+        "conv2d_backward_weight: gradient"
+    );
+    if conv_small::applies(g) {
+        conv_small::backward_weight(g, x, y_grad)
+    } else {
+        im2col::backward_weight(g, x, y_grad)
+    }
+}
+
+/// Per-channel sums of `g [n, c, l]`: `out[c] = sum_b sum_i g[b, c, i]`,
+/// in a fixed order (batch-major, each run of `l` summed left to right), in
+/// a pooled buffer; channels in parallel.
+pub(crate) fn channel_sums<E: Float>(g: &[E], n: usize, c: usize, l: usize) -> Storage<E> {
+    assert_eq!(g.len(), n * c * l, "channel_sums: gradient");
+    // Channels per parallel chunk: about 16K values each (from the shape only).
+    let per = ((1 << 14) / (n * l).max(1)).clamp(1, c.max(1));
+    build(c, |out| {
+        for_each_chunk_mut(out, per, |ch, o| {
+            for (j, slot) in o.iter_mut().enumerate() {
+                let ci = ch * per + j;
+                let s = (0..n).fold(E::zero(), |a, b| {
+                    let run = &g[(b * c + ci) * l..(b * c + ci + 1) * l];
+                    a + run.iter().fold(E::zero(), |s, &v| s + v)
+                });
+                slot.write(s);
+            }
+        });
+    })
+}
+
+/// The examples that documented these kernels while they were public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn conv2d_forward() {
+        use crate::cpu::conv::{conv2d_forward, ConvGeom};
+        // A 1x1 convolution that doubles its single channel.
+        let g = ConvGeom::new([1, 1, 2, 2], [1, 1, 1, 1], [1, 1], [0, 0], [1, 1], 1).unwrap();
+        let y = conv2d_forward(&g, &[1.0f32, 2.0, 3.0, 4.0], &[2.0], Some(&[1.0]));
+        assert_eq!(&y[..], &[3.0, 5.0, 7.0, 9.0]);
+    }
+
+    #[test]
+    fn conv2d_backward_input() {
+        use crate::cpu::conv::{conv2d_backward_input, ConvGeom};
+        let g = ConvGeom::new([1, 1, 2, 2], [1, 1, 1, 1], [1, 1], [0, 0], [1, 1], 1).unwrap();
+        let gx = conv2d_backward_input(&g, &[1.0f32, 1.0, 1.0, 1.0], &[3.0], None);
+        assert_eq!(&gx[..], &[3.0; 4]);
+    }
+
+    #[test]
+    fn conv2d_backward_weight() {
+        use crate::cpu::conv::{conv2d_backward_weight, ConvGeom};
+        let g = ConvGeom::new([1, 1, 2, 2], [1, 1, 1, 1], [1, 1], [0, 0], [1, 1], 1).unwrap();
+        let gw = conv2d_backward_weight(&g, &[1.0f32, 2.0, 3.0, 4.0], &[1.0; 4]);
+        assert_eq!(&gw[..], &[10.0]);
+    }
+
+    #[test]
+    fn channel_sums() {
+        let g = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]; // [2, 2, 2]
+        assert_eq!(
+            &crate::cpu::conv::channel_sums(&g, 2, 2, 2)[..],
+            &[14.0, 22.0]
+        );
+    }
+}

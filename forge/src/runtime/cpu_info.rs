@@ -1,0 +1,95 @@
+//! What this machine's CPU offers the kernels.
+
+use std::fmt;
+
+/// The vector instructions forge's hand-written `f32` kernels (gemm,
+/// small convolutions, max pooling, the recurrent cells, the
+/// transcendental functions) run with on this CPU, chosen once per
+/// process. Other element types and other CPUs run portable loops.
+///
+/// ```
+/// use forge::runtime::Simd;
+/// assert_eq!(Simd::Avx512.to_string(), "AVX-512F");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Simd {
+    /// AVX-512F: 16 `f32` lanes.
+    Avx512,
+    /// AVX2 with FMA: 8 `f32` lanes.
+    Avx2Fma,
+    /// Neither: the portable loops (what the compiler vectorises).
+    Portable,
+}
+
+impl fmt::Display for Simd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Simd::Avx512 => "AVX-512F",
+            Simd::Avx2Fma => "AVX2+FMA",
+            Simd::Portable => "portable",
+        })
+    }
+}
+
+/// A description of the CPU as the runtime sees it, from [`cpu_info`].
+///
+/// ```
+/// let c = forge::runtime::cpu_info();
+/// assert!(c.logical_cores >= 1);
+/// assert!(c.to_string().contains(c.arch));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuInfo {
+    /// The target architecture forge was compiled for (`"x86_64"`, ...).
+    pub arch: &'static str,
+    /// The widest vector instructions the kernels use here.
+    pub simd: Simd,
+    /// The logical cores the operating system lets this process use.
+    pub logical_cores: usize,
+    /// The threads the kernels use now ([`num_threads`](super::num_threads)).
+    pub threads: usize,
+}
+
+impl fmt::Display for CpuInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}, {} kernels, {} logical cores, {} threads",
+            self.arch, self.simd, self.logical_cores, self.threads
+        )
+    }
+}
+
+/// Describes this machine's CPU: the architecture, the vector
+/// instructions the kernels use (detected once), the logical cores
+/// available and the current thread count.
+///
+/// ```
+/// let c = forge::runtime::cpu_info();
+/// assert_eq!(c.threads, forge::runtime::num_threads());
+/// println!("{c}"); // e.g. "x86_64, AVX-512F kernels, 2 logical cores, 2 threads"
+/// ```
+pub fn cpu_info() -> CpuInfo {
+    CpuInfo {
+        arch: std::env::consts::ARCH,
+        simd: detect(),
+        logical_cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        threads: super::num_threads(),
+    }
+}
+
+/// The kernels' own test, widest first (as the gemm, convolution and
+/// pooling kernels choose theirs).
+fn detect() -> Simd {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            return Simd::Avx512;
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            return Simd::Avx2Fma;
+        }
+    }
+    Simd::Portable
+}

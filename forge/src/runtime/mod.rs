@@ -1,0 +1,135 @@
+//! The runtime the kernels run on: the worker threads, the buffer pool
+//! tensors draw their memory from, and what this machine's CPU offers.
+//!
+//! This is the whole of what forge exposes of its CPU back end; the kernels
+//! themselves are private. Results never depend on the thread count or on
+//! the pool's state, only speed and memory use do.
+//!
+//! - Threads: [`num_threads`], [`set_num_threads`] (default: the machine's
+//!   available parallelism, or `FORGE_NUM_THREADS`), and
+//!   [`pool_dispatches`] to see whether work went to the worker threads.
+//! - Memory: [`memory_stats`] ([`MemoryStats`]: reuses, requests to the
+//!   operating system, footprint, high-water mark, and the copies an
+//!   in-place update had to make), [`trim_memory`], [`set_memory_ceiling`]
+//!   and [`reset_high_water`]; [`Storage`] is the pooled buffer behind
+//!   every tensor.
+//! - The CPU: [`cpu_info`] names the vector instructions the kernels use.
+//!
+//! ```
+//! use forge::runtime;
+//! let before = runtime::memory_stats();
+//! let t = forge::Tensor::<f32>::zeros(&[1000]);
+//! let after = runtime::memory_stats();
+//! assert_eq!(after.hits + after.misses, before.hits + before.misses + 1);
+//! drop(t);
+//! assert!(runtime::num_threads() >= 1);
+//! println!("{}", runtime::cpu_info());
+//! ```
+
+mod cpu_info;
+
+pub use crate::cpu::memory::{MemoryStats, Storage};
+pub use cpu_info::{cpu_info, CpuInfo, Simd};
+
+/// The number of threads forge's kernels use. Defaults to the machine's
+/// available parallelism, or `FORGE_NUM_THREADS` when set.
+///
+/// ```
+/// assert!(forge::runtime::num_threads() >= 1);
+/// ```
+pub fn num_threads() -> usize {
+    crate::cpu::threads::num_threads()
+}
+
+/// Sets the number of threads forge's kernels use (clamped to `1..=256`).
+/// Results do not depend on it, only speed does. It takes effect at the
+/// next kernel; the first kernel run with a new count starts that count's
+/// worker threads, which then stay for the life of the process. The count
+/// is process-wide.
+///
+/// ```
+/// let before = forge::runtime::num_threads();
+/// forge::runtime::set_num_threads(1);
+/// assert_eq!(forge::runtime::num_threads(), 1);
+/// forge::runtime::set_num_threads(before);
+/// ```
+pub fn set_num_threads(n: usize) {
+    crate::cpu::threads::set_num_threads(n)
+}
+
+/// How many parallel calls made from the calling thread handed work to the
+/// worker threads. Calls that ran inline do not count: one thread, one
+/// chunk, a call nested in another, or an op too small to pay for waking a
+/// worker (about 40 µs of work). Per thread, so a caller can check whether
+/// an op of its own went parallel.
+///
+/// ```
+/// use forge::{runtime, Tensor};
+/// let before = runtime::pool_dispatches();
+/// let _ = Tensor::<f32>::ones(&[4]).exp(); // far too small to split
+/// assert_eq!(runtime::pool_dispatches(), before);
+/// ```
+pub fn pool_dispatches() -> u64 {
+    crate::cpu::threads::pool_dispatches()
+}
+
+/// A snapshot of the buffer pool's counters (see [`MemoryStats`]).
+///
+/// ```
+/// let s = forge::runtime::memory_stats();
+/// assert!(s.held_bytes <= s.high_water_bytes);
+/// ```
+pub fn memory_stats() -> MemoryStats {
+    crate::cpu::memory::stats()
+}
+
+/// Gives every free buffer of the pool back to the operating system and
+/// returns the number of bytes released, for example after training,
+/// before a long idle phase. Tensors alive keep their memory; the pool
+/// refills from the operating system as tensors are created again.
+///
+/// ```
+/// drop(forge::Tensor::<f32>::zeros(&[1 << 16]));
+/// let released = forge::runtime::trim_memory();
+/// // Another thread may free a buffer meanwhile; in a quiet process this is 0.
+/// let _ = (released, forge::runtime::memory_stats().held_bytes);
+/// ```
+pub fn trim_memory() -> usize {
+    crate::cpu::memory::trim()
+}
+
+/// The most bytes the pool's free lists hold when neither
+/// `FORGE_POOL_CEILING_MB` nor [`set_memory_ceiling`] says otherwise: 1 GiB.
+///
+/// ```
+/// assert_eq!(forge::runtime::DEFAULT_MEMORY_CEILING, 1 << 30);
+/// ```
+pub const DEFAULT_MEMORY_CEILING: usize = crate::cpu::memory::DEFAULT_CEILING_BYTES;
+
+/// Sets the most bytes the pool's free lists may hold. A freed buffer that
+/// would push the held bytes above it goes back to the operating system
+/// instead; lowering the ceiling below what is held releases the excess at
+/// once (largest buffers first). Buffers in use by tensors are never
+/// affected.
+///
+/// ```
+/// use forge::runtime;
+/// runtime::set_memory_ceiling(64 << 20);
+/// assert_eq!(runtime::memory_stats().ceiling_bytes, 64 << 20);
+/// runtime::set_memory_ceiling(runtime::DEFAULT_MEMORY_CEILING);
+/// ```
+pub fn set_memory_ceiling(bytes: usize) {
+    crate::cpu::memory::set_ceiling(bytes)
+}
+
+/// Restarts the pool's high-water mark at its current footprint
+/// (`live_bytes + held_bytes`), to measure the peak of one phase.
+///
+/// ```
+/// forge::runtime::reset_high_water();
+/// let s = forge::runtime::memory_stats();
+/// assert!(s.high_water_bytes >= s.live_bytes + s.held_bytes);
+/// ```
+pub fn reset_high_water() {
+    crate::cpu::memory::reset_high_water()
+}
