@@ -318,12 +318,15 @@ def render_readme(runs):
     caveat = ""
     if not run.full:
         caveat = " (a --quick or incomplete run: not a measurement to quote)"
+    # The date only: the README holds no times of day (tests/misc/readme_example.rs
+    # rejects "hh:mm UTC"); CURRENT.md has the run's start and end.
     out += [""] + textwrap.wrap(
-        f"forge's median step time over PyTorch's (below 1: forge is faster), both measured in one run"
-        f"{caveat}: {when(m)}, forge commit {commit_text(m)}, machine {m.get('machine', '?')} "
-        f"({cpu.get('model', '?')}, {cpu.get('hardware_threads', '?')} hardware threads, {widest_isa(m)}), PyTorch "
-        f"{m.get('torch') or '?'}, load average {load_text(m)}. Step times, the sgemm table and the "
-        f"raw data: [bench/results/CURRENT.md](bench/results/CURRENT.md).",
+        f"Measured on {m.get('date', '?')[:10]}{caveat} at forge commit {commit_text(m)} on "
+        f"{m.get('machine', '?')} ({cpu.get('model', '?')}, {cpu.get('hardware_threads', '?')} "
+        f"hardware threads, {widest_isa(m)}) against PyTorch {m.get('torch') or '?'}, load "
+        f"average {load_text(m)}: step times, the sgemm table and the machine's details in "
+        f"[bench/results/CURRENT.md](bench/results/CURRENT.md), the raw data in "
+        f"[bench/results/{run.name}/](bench/results/{run.name}/).",
         width=100, break_long_words=False, break_on_hyphens=False)
     return "\n".join(out) + "\n"
 
