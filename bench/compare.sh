@@ -113,6 +113,10 @@ write_meta() {
         --models "$models" --threads "$threads" --bench-bin "$bench_bin" || true
 }
 trap write_meta EXIT
+# A signal ends the run through `exit`, so the EXIT trap writes meta.json
+# (bash handles it once the block running in the foreground has finished).
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 # The FMA peak of this machine, now: `bench --json --models gemm` prints
 # the peak lines first; zero rounds and no warm-up skip the products.
@@ -124,12 +128,16 @@ peak() {
 # The load, and how far apart the host has put the two threads (a
 # cache-line round trip: tens of ns on a shared last-level cache, hundreds
 # across core complexes; `bench --only placement`). The uptime is read
-# first, so the reading's time is when the probe started.
+# first, so the reading's time is when the probe started. The probe takes
+# tens of ms on a quiet machine; when other processes hold the cores its
+# two spinning threads rarely run at once, it can take a minute and its
+# figure means nothing, so it is stopped after 10 s (no figure recorded).
 load() {
     local at up place
     at=$(date -u '+%Y-%m-%dT%H:%M:%SZ')
     up=$(uptime)
-    place=$("$bench_bin" --only placement --quick | sed -n 's/^placement: //p')
+    place=$(timeout 10 "$bench_bin" --only placement --quick | sed -n 's/^placement: //p' || true)
+    place="${place:-placement probe stopped after 10 s (the cores were busy)}"
     echo "$1: $up; $place" >&2
     python3 bench/run_meta.py load-line "$1" "$at" "$up" "$place" >> "$out/load.jsonl"
 }

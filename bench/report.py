@@ -307,7 +307,9 @@ def render_readme(runs):
     run = max(picked, key=lambda r: (r.full, r.meta.get("date", ""), r.name))
     m = run.meta
     rt = ratios(run)
-    rows = sorted({k[:3] for k in rt}, key=lambda k: step_key(k + (0,)))
+    # Rows that PyTorch's side does not time (resnet18 fwd/fwdbwd without
+    # --phases) have no ratio and stay in CURRENT.md only.
+    rows = sorted({k[:3] for k, r in rt.items() if r is not None}, key=lambda k: step_key(k + (0,)))
     threads = sorted({k[3] for k in rt})
     head = " | ".join(f"{t} thread{'s' if t != 1 else ''}" for t in threads)
     out = [f"| model | mode | batch | {head} |", "|---|---|---|" + "---|" * len(threads)]
