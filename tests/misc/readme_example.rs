@@ -13,7 +13,10 @@ const README: &str = include_str!("../../README.md");
 #[test]
 fn readme_is_at_most_250_lines() {
     let lines = README.lines().count();
-    assert!(lines <= 250, "README.md has {lines} lines; the guide in docs/ holds the rest");
+    assert!(
+        lines <= 250,
+        "README.md has {lines} lines; the guide in docs/ holds the rest"
+    );
 }
 
 /// Dated logs (`12:34 UTC`) belong in bench/results/ and bench/EXPERIMENTS.md.
@@ -57,6 +60,9 @@ fn readme_links_point_at_files_that_exist() {
             continue;
         }
         let file = t.split('#').next().unwrap();
-        assert!(root.join(file).exists(), "README.md links to {t}, which does not exist");
+        assert!(
+            root.join(file).exists(),
+            "README.md links to {t}, which does not exist"
+        );
     }
 }
