@@ -34,8 +34,9 @@ def load(paths):
     return rows
 
 
-def gemm_table(paths, peak_readme=117.0):
-    """sgemm GFLOP/s per (shape, threads): forge and torch medians, % of peak."""
+def gemm_table(paths):
+    """sgemm GFLOP/s per (shape, threads): forge and torch medians, % of the
+    FMA peak measured in the same run (the `peak` lines among `paths`)."""
     runs = defaultdict(list)
     peaks = []
     for path in paths:
@@ -72,8 +73,8 @@ def gemm_table(paths, peak_readme=117.0):
             return measured[t]
         return measured[1] * t if measured[1] else None
     print("| M x K x N | threads | PyTorch GFLOP/s | forge GFLOP/s | forge / PyTorch (time) "
-          f"| forge % of 117/core | forge % of measured {width}-bit peak |")
-    print("|---|---|---|---|---|---|---|")
+          f"| forge % of measured {width}-bit peak |")
+    print("|---|---|---|---|---|---|")
     keys = sorted({k[1:] for k in runs}, key=lambda k: (k[0] * k[1] * k[2] == 0, k))
     order = [(64, 64, 64), (256, 256, 256), (1024, 1024, 1024), (128, 784, 512), (128, 84, 10),
              (128, 512, 10), (1, 784, 512)]
@@ -86,16 +87,15 @@ def gemm_table(paths, peak_readme=117.0):
             g[fw] = flops / statistics.median(ms) / 1e6 if ms else None
         shape = f"{m}x{k}x{n}" + (" (x W^T)" if tb else "")
         ratio = f"**{g['torch'] / g['forge']:.2f}**" if g["torch"] and g["forge"] else "-"
-        pct = f"{100 * g['forge'] / (peak_readme * t):.0f}%" if g["forge"] else "-"
         pct512 = f"{100 * g['forge'] / peak(t):.0f}%" if g["forge"] and peak(t) else "-"
         fmt = lambda v: "-" if v is None else f"{v:.1f}"
-        print(f"| {shape} | {t} | {fmt(g['torch'])} | {fmt(g['forge'])} | {ratio} | {pct} | {pct512} |")
+        print(f"| {shape} | {t} | {fmt(g['torch'])} | {fmt(g['forge'])} | {ratio} | {pct512} |")
     print()
     def fig(v):
         return "-" if v is None else f"{v:.0f}"
 
-    print(f"Peak: 117 GFLOP/s per core is ../shared/bench/README.md's figure (the AMD kind). This run "
-          f"measured the FMA throughput (best of 5) at {fig(p512[1])} GFLOP/s on one thread and "
+    print(f"Peak: this run measured the FMA throughput (best of its readings, each the best of 5) "
+          f"at {fig(p512[1])} GFLOP/s on one thread and "
           f"{fig(p512[2])} on two at once with 512-bit vectors, {fig(p256[1])} and {fig(p256[2])} "
           f"with 256-bit vectors ('-': not measured). The last column uses the widest, for the "
           f"row's thread count (twice the one-thread figure where two threads were not measured).")

@@ -122,8 +122,8 @@ pub const GEMM_SHAPES: &[(usize, usize, usize, bool)] = &[
 /// All threads run together (a barrier starts them; the time runs from
 /// the first start to the last end, each read by its worker): a core's
 /// clock can be lower while the other runs vector code too, so the
-/// two-core peak is measured, not doubled. On the Intel kind, 2026-12-03:
-/// 134-155 GFLOP/s on one thread, 245-268 on two (512-bit).
+/// two-core peak is measured, not doubled (a Sapphire Rapids VM: 134-155
+/// GFLOP/s on one thread, 245-268 on two, 512-bit).
 #[allow(unreachable_code)]
 fn fma_peak(iters: usize, threads: usize) -> (Option<f64>, Option<f64>) {
     #[cfg(target_arch = "x86_64")]

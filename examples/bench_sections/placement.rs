@@ -8,8 +8,9 @@
 //! sockets) several times that, and every read of data the other thread
 //! has just written pays it too. The benchmark machine, a 2-vCPU virtual
 //! machine, shows both from minute to minute (55-75 ns and 330-370 ns on
-//! 2026-12-04), and its 2-thread training steps follow: `bench/compare.sh`
-//! records this figure before every run, next to the load.
+//! the AMD EPYC kind), and its 2-thread training steps follow:
+//! `bench/compare.sh` records this figure before and after every block,
+//! next to the load, in the run's `meta.json`.
 //!
 //! Not pinned: with two spinning threads on a 2-CPU machine the scheduler
 //! runs them on the two CPUs; on a larger one the figure is for whichever

@@ -9,11 +9,8 @@ use crate::cpu::threads::join;
 /// gradient of a small convolution splits poorly (ResNet-18's 1x1
 /// downsampling layers ran no faster on 2 threads than on 1) and the
 /// second waited for the first's last chunk. Sum of ResNet-18's
-/// convolution backward times at batch 16, 2 threads, per-op probe at
-/// 07:56 UTC (best of 30 steps, two runs each, a test build paused):
-/// 14.5-14.7 ms one after the other, 12.5-12.9 ms joined (the 1x1
-/// layers 0.20 -> 0.10 ms, the 64-channel 3x3 layers on 8x8 planes
-/// 2.9 -> 2.7 ms); 1 thread unchanged (22.0-22.5 ms).
+/// convolution backward times at batch 16 and 2 threads: 14.5-14.7 ms one
+/// after the other, 12.5-12.9 ms joined (commit cdbed9e).
 pub(super) fn both<A: Send, B: Send>(
     needs: [bool; 2],
     a: impl FnOnce() -> A + Send,

@@ -62,7 +62,7 @@ thread_local! {
 /// Multiply-adds per nanosecond one thread sustains with this CPU's
 /// kernel, for the parallel cost estimate: about 100 with AVX-512 (200
 /// GFLOP/s, measured for 256-1024 on a Zen 4 core), 40 with AVX2 + FMA
-/// (80 GFLOP/s on a Zen 3 core, 2026-12-02); 40 also where neither runs
+/// (80 GFLOP/s on a Zen 3 core; commit fdfb3bb); 40 also where neither runs
 /// (`matrixmultiply`'s AVX2 kernels are of that order).
 pub(super) fn macs_per_ns() -> usize {
     match Isa::detect() {
@@ -613,7 +613,7 @@ unsafe fn transpose16(isa: Isa, src: &[&[f32]; 16], dst: *mut f32, ld: usize, ma
 /// never read; a parallel product's packed `b` is larger than L2, and the
 /// first tile of every panel used to wait on its loads: 14% of a 2-thread
 /// 1024^3 product's samples on the panel's loads, 3% with the hint;
-/// Sapphire Rapids, 2026-12-02). The AVX2 kernel ignores it: on the same
+/// Sapphire Rapids, commit de3846d). The AVX2 kernel ignores it: on the same
 /// CPU with AVX2 forced it measured no better.
 ///
 /// # Safety

@@ -163,10 +163,9 @@ const HUGE_BYTES: usize = 2 << 20;
 /// `always`, as on Debian and most distributions). A 4 MiB operand on
 /// 4 KiB pages spans 1024 TLB entries, and a gemm's packing walks its
 /// rows a page apart: with its three matrices on huge pages a 1-thread
-/// 1024^3 product ran at 132-134 GFLOP/s against 79-92 (both binaries run
-/// at once on the two cores, then swapped), 2 threads at 281 against
-/// 178-181 (Sapphire Rapids, 2026-12-03). Elsewhere, and where the kernel
-/// refuses, nothing changes.
+/// 1024^3 product ran at 132-134 GFLOP/s against 79-92, 2 threads at 281
+/// against 178-181 (Sapphire Rapids, commit f22bf04). Elsewhere, and where
+/// the kernel refuses, nothing changes.
 fn advise_huge(ptr: NonNull<u8>, bytes: usize) {
     #[cfg(target_os = "linux")]
     {

@@ -45,8 +45,8 @@ pub(super) fn per_channel<E: Float, D: Device>(
 /// number of threads). Every sum is taken inside one channel, row or run,
 /// so the chunk size does not change any value either. At 16K, ResNet-18's
 /// `[16, 256, 2, 2]` layers (16,384 values) were one chunk, on one thread:
-/// 4K halved their 2-thread time (per-op probe, 08:13 UTC: backward of the
-/// four 0.30 -> 0.17-0.22 ms, forward 0.21 -> 0.12-0.17 ms).
+/// 4K halved their 2-thread time (backward of the four 0.30 -> 0.17-0.22
+/// ms, forward 0.21 -> 0.12-0.17 ms; commit eaf46a8).
 pub(super) const BN_CHUNK: usize = 1 << 12;
 
 /// `f(ch)` for every item `ch < c` (a channel of a batch norm; a row or

@@ -1,8 +1,8 @@
 //! The `f32` inner loops of the direct convolution with AVX2 and FMA
-//! intrinsics, for CPUs without AVX-512 (the AMD EPYC of 2026-12-01): each
-//! 16-lane block is two 8-lane halves, each lane computed with the
-//! `mul_add` of the portable loops in the same order (lanes are
-//! independent, so splitting a block changes no bits).
+//! intrinsics, for CPUs without AVX-512 (an AMD EPYC whose hypervisor
+//! hides it, for one): each 16-lane block is two 8-lane halves, each lane
+//! computed with the `mul_add` of the portable loops in the same order
+//! (lanes are independent, so splitting a block changes no bits).
 //!
 //! Eight output channels times two halves would be 16 accumulators, all of
 //! the 16 ymm registers, so the channels go in passes of at most 6

@@ -14,7 +14,7 @@ use std::arch::x86_64::*;
 /// The first `n <= 8` floats at `from` in the low lanes of a vector, zeros
 /// above, with plain loads: no `vmaskmovps`, which AMD's Zen cores run as
 /// microcode (the masked loads and stores were 18% of a GPT training step's
-/// samples there, 2026-12-02; Intel runs them at full speed, but these are
+/// samples there, commit e51d249; Intel runs them at full speed, but these are
 /// as fast there).
 ///
 /// # Safety
@@ -201,7 +201,7 @@ pub(super) unsafe fn pack_a_rows<const R: usize>(
     // `k` across all `R` rows at once (32 streams for a panel of `b`) left
     // the loads waiting on L3: for `x W^T` at 128 x 784 x 512 (a 1.6 MB
     // weight) the packing was 22% of a 1-thread product's perf samples,
-    // and is 12.5% so (AVX2 Zen, 2026-12-02).
+    // and is 12.5% so (AVX2 Zen, commit 6a26c49).
     let row = |i: usize, p0: usize| s.wrapping_add(i * rs + p0);
     for g in (0..R - R % 8).step_by(8) {
         let live = rows.saturating_sub(g).min(8);

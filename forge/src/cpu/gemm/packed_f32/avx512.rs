@@ -153,7 +153,7 @@ pub(super) unsafe fn tile<const R: usize>(
     // cache line): `c`'s rows are far apart (a row stride of 4 KiB at
     // n = 1024), so they miss every cache, and the loads and stores at the
     // end used to stall (18% of a 1024^3 product's samples in the stores,
-    // 7% after; Sapphire Rapids, 2026-12-02).
+    // 7% after; Sapphire Rapids, commit de3846d).
     let ahead = rows.min(kc);
     for p in 0..ahead {
         let at = c[0].wrapping_add(p * ldc);
