@@ -16,6 +16,8 @@ pub mod index;
 pub mod memory;
 pub mod pool;
 pub mod reduce;
+pub mod resample;
+pub mod scan;
 pub mod strided;
 pub mod threads;
 pub mod vmath;

@@ -15,10 +15,12 @@
 //! assert_eq!(g.get(&logits).unwrap().shape(), &[2, 2]);
 //! ```
 
+pub use crate::nn::instance_norm::instance_norm;
 pub use crate::ops::attention::scaled_dot_product_attention;
 pub use crate::ops::attention_qkv::qkv_attention;
 pub use crate::ops::dropout::dropout;
 pub use crate::ops::embedding::embedding;
+pub use crate::ops::interpolate::interpolate;
 pub use crate::ops::loss::{
     cross_entropy_with, nll_loss, CrossEntropyOptions, NllLossOptions, Reduction,
 };
@@ -27,7 +29,9 @@ pub use crate::ops::loss_pointwise::{
     l1_penalty, l2_penalty, mse_loss, smooth_l1_loss, KlDivReduction,
 };
 pub use crate::ops::norm::{batch_norm, group_norm, layer_norm};
+pub use crate::ops::rms_norm::rms_norm;
 pub use crate::ops::rnn_cell::{gru_sequence, lstm_sequence};
+pub use crate::ops::vector_norm::{cosine_similarity, normalize, pairwise_distance};
 
 use crate::tensor::{Device, Float, Tensor};
 
