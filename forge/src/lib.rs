@@ -42,6 +42,10 @@ pub mod tensor;
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
 
+/// The user guide's Rust blocks (`docs/src/*.md`), compiled as doc tests.
+#[cfg(doctest)]
+pub mod guide;
+
 pub use autograd::{gradcheck, is_grad_enabled, no_grad, Gradients, NoGradGuard};
 pub use error::{ForgeError, Result};
 /// The `half` crate, whose `f16` and `bf16` are forge element types.

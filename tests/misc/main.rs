@@ -5,6 +5,7 @@
 
 mod concurrency;
 mod distributed;
+mod docs_links;
 mod panic_messages;
 mod readme_example;
 mod usability;

@@ -1,0 +1,65 @@
+//! The user guide's chapters (`docs/src/*.md`), compiled and run as doc
+//! tests: each chapter is the documentation of one item here, so every
+//! ```` ```rust ```` block of the book runs under `cargo test`. A new
+//! chapter gets a line here and in `docs/src/SUMMARY.md`;
+//! `tests/misc/docs_links.rs` fails when either is missing.
+
+/// `docs/src/introduction.md`.
+#[doc = include_str!("../../docs/src/introduction.md")]
+pub struct Introduction;
+
+/// `docs/src/getting-started.md`.
+#[doc = include_str!("../../docs/src/getting-started.md")]
+pub struct GettingStarted;
+
+/// `docs/src/coming-from-pytorch.md`.
+#[doc = include_str!("../../docs/src/coming-from-pytorch.md")]
+pub struct ComingFromPytorch;
+
+/// `docs/src/tensors-autograd.md`.
+#[doc = include_str!("../../docs/src/tensors-autograd.md")]
+pub struct TensorsAutograd;
+
+/// `docs/src/layers.md`.
+#[doc = include_str!("../../docs/src/layers.md")]
+pub struct Layers;
+
+/// `docs/src/sequential.md`.
+#[doc = include_str!("../../docs/src/sequential.md")]
+pub struct Sequential;
+
+/// `docs/src/training-loop.md`.
+#[doc = include_str!("../../docs/src/training-loop.md")]
+pub struct TrainingLoop;
+
+/// `docs/src/data.md`.
+#[doc = include_str!("../../docs/src/data.md")]
+pub struct Data;
+
+/// `docs/src/checkpoints.md`.
+#[doc = include_str!("../../docs/src/checkpoints.md")]
+pub struct Checkpoints;
+
+/// `docs/src/models.md`.
+#[doc = include_str!("../../docs/src/models.md")]
+pub struct Models;
+
+/// `docs/src/distributed.md`.
+#[doc = include_str!("../../docs/src/distributed.md")]
+pub struct Distributed;
+
+/// `docs/src/runtime.md`.
+#[doc = include_str!("../../docs/src/runtime.md")]
+pub struct Runtime;
+
+/// `docs/src/reliability.md`.
+#[doc = include_str!("../../docs/src/reliability.md")]
+pub struct Reliability;
+
+/// `docs/src/performance.md`.
+#[doc = include_str!("../../docs/src/performance.md")]
+pub struct Performance;
+
+/// `docs/src/architecture.md`.
+#[doc = include_str!("../../docs/src/architecture.md")]
+pub struct Architecture;
