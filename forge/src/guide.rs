@@ -63,3 +63,7 @@ pub struct Performance;
 /// `docs/src/architecture.md`.
 #[doc = include_str!("../../docs/src/architecture.md")]
 pub struct Architecture;
+
+/// `docs/src/ops-coverage.md`.
+#[doc = include_str!("../../docs/src/ops-coverage.md")]
+pub struct OpsCoverage;

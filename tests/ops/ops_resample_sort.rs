@@ -79,21 +79,22 @@ fn interpolate_passes_gradcheck_and_its_gradient_is_differentiable() {
             1e-6,
         )
         .unwrap_or_else(|e| panic!("{}: {e}", f.name));
-        // The gradient as a function of the upstream gradient (the
-        // transposed map) is itself differentiable: double backward.
-        let gout = f.t("gout");
-        gradcheck(
-            |v| {
-                let xt = x.detach().requires_grad();
-                let g = interp(&f, &xt).backward_with(&v[0], true);
-                g.get(&xt).unwrap().clone()
-            },
-            &[gout],
-            1e-6,
-            1e-6,
-            1e-6,
-        )
-        .unwrap_or_else(|e| panic!("{} (double backward): {e}", f.name));
+        // Double backward: the gradient taken with `create_graph` is
+        // `A^T gout` for the op's matrix `A`; differentiating `v . A^T gout`
+        // in `gout` must give `A v`, the forward map again.
+        let xt = x.detach().requires_grad();
+        let gout = f.t("gout").requires_grad();
+        let g = interp(&f, &xt).backward_with(&gout, true);
+        let g = g.get(&xt).unwrap().clone();
+        let v = Tensor::<f64>::normal(x.shape(), 0.0, 1.0, &mut Rng::new(4));
+        let second = g.mul(&v).sum().backward();
+        common::assert_close(
+            &format!("{} (double backward)", f.name),
+            second.get(&gout).unwrap(),
+            &interp(&f, &v),
+            1e-12,
+            1e-12,
+        );
     }
 }
 
@@ -234,6 +235,13 @@ fn sort_and_topk_match_pytorch_in_f64_and_f32() {
 #[test]
 fn sort_and_topk_pass_gradcheck() {
     for f in sort_files() {
+        let mut vals = f.t("x").to_vec();
+        vals.sort_by(f64::total_cmp);
+        if vals.windows(2).any(|w| w[0] == w[1]) {
+            // Ties: a difference step reorders them. Their gradient is
+            // checked against PyTorch's in the parity test.
+            continue;
+        }
         gradcheck(|v| sort_op(&f, &v[0]).0, &[f.t("x")], 1e-6, 1e-6, 1e-6)
             .unwrap_or_else(|e| panic!("{}: {e}", f.name));
     }
