@@ -58,7 +58,8 @@ impl<E: Float, D: Device> Tensor<E, D> {
     }
 
     /// `relu6(x + 3) / 6` (`F.hardsigmoid`); gradient 1/6 strictly
-    /// inside `(-3, 3)`, 0 outside.
+    /// inside `(-3, 3)`, 0 outside (the float32 value of 1/6 in every
+    /// element type, as PyTorch's kernel).
     ///
     /// ```
     /// let t = forge::Tensor::<f32>::from_vec(vec![-4.0, 0.0, 4.0], &[3]);
@@ -69,11 +70,9 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let outside = self.mask_where(move |x| !(x > -three && x < three));
         self.map(move |x| (x + three).max(E::zero()).min(six) / six)
             .record("hardsigmoid", vec![self.clone()], move |ctx| {
-                vec![Some(
-                    ctx.grad
-                        .div_scalar(E::from_f64(6.0))
-                        .masked_fill(&outside, 0.0),
-                )]
+                // PyTorch's slope is the float32 1/6 in every precision.
+                let sixth = E::from_f64(f64::from(1.0f32 / 6.0f32));
+                vec![Some(ctx.grad.mul_scalar(sixth).masked_fill(&outside, 0.0))]
             })
     }
 
