@@ -1,7 +1,7 @@
 //! The integration tests' one binary: each area of `tests/` (autograd, io,
 //! misc, models, nn, ops, optim) is a module, declared from its
 //! `tests/<area>/main.rs`, and the helpers they share are declared once
-//! here (README, "Test layout"). Every test binary compiles at opt-level 3
+//! here (CONTRIBUTING.md, "The test layout"). Every test binary compiles at opt-level 3
 //! the part of forge's generic code it uses, so one binary for the seven
 //! areas builds that code once instead of seven times. A test is listed as
 //! `<area>::<file>::<name>`: `cargo test --test suite nn_conv_parity` runs
@@ -35,3 +35,5 @@ mod nn;
 mod ops;
 #[path = "optim/main.rs"]
 mod optim;
+#[path = "tools/main.rs"]
+mod tools;

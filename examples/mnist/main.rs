@@ -6,6 +6,7 @@
 //! cargo run --release --example mnist -- --model mlp --epochs 5
 //! cargo run --release --example mnist -- --save ck.safetensors --epochs 2
 //! cargo run --release --example mnist -- --resume ck.safetensors --epochs 4
+//! cargo run --release --example mnist -- --profile trace.json --epochs 1
 //! cargo run --release --example mnist -- --help
 //! ```
 //!
@@ -82,6 +83,15 @@ struct Args {
     /// build with `--features mpi`).
     #[arg(long)]
     distributed: bool,
+    /// Profile the first --profile-steps training steps (forward, loss,
+    /// backward, optimizer step; data loading left out): print a table of
+    /// the time per op and write a Chrome trace (Perfetto,
+    /// chrome://tracing) to this file.
+    #[arg(long)]
+    profile: Option<PathBuf>,
+    /// How many steps --profile records.
+    #[arg(long, default_value_t = 100, requires = "profile")]
+    profile_steps: u64,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -273,6 +283,10 @@ where
         }
     };
 
+    let mut profiled = args
+        .profile
+        .as_ref()
+        .map(|_| forge::tools::Profile::default());
     let mut curve = Vec::new();
     for epoch in loader.epochs_done() + 1..=args.epochs {
         let start = Instant::now();
@@ -283,19 +297,35 @@ where
         let bar = progress_bar(batches.len() as u64, epoch, args, comm);
         let (mut loss_sum, mut correct, mut seen) = (0.0f64, 0usize, 0usize);
         for (x, y) in batches {
-            let logits = model.forward(x);
-            let loss = cross_entropy(&logits, &y);
-            let grads = model.backward(&loss)?;
-            loss_sum += loss.item() as f64 * y.numel() as f64;
-            correct += metrics::correct(&logits, &y);
-            seen += y.numel();
-            // The graph holds the weights: dropped, the step updates them in place.
-            drop((logits, loss));
-            opt.step(&mut model, &grads)?;
+            let n = y.numel();
+            let body = || -> forge::Result<(f32, usize)> {
+                let logits = model.forward(x);
+                let loss = cross_entropy(&logits, &y);
+                let grads = model.backward(&loss)?;
+                let out = (loss.item(), metrics::correct(&logits, &y));
+                // The graph holds the weights: dropped, the step updates them in place.
+                drop((logits, loss));
+                opt.step(&mut model, &grads)?;
+                Ok(out)
+            };
+            let (batch_loss, batch_correct) = match &mut profiled {
+                Some(all) if step < args.profile_steps => {
+                    let (r, p) = forge::tools::profile(body);
+                    all.extend(p);
+                    r?
+                }
+                _ => body()?,
+            };
+            loss_sum += batch_loss as f64 * n as f64;
+            correct += batch_correct;
+            seen += n;
             if let Some(s) = &mut sched {
                 s.step(&mut opt);
             }
             step += 1;
+            if step == args.profile_steps {
+                finish_profile(args, profiled.take())?;
+            }
             bar.inc(1);
             bar.set_message(format!(
                 "loss {:.4}  acc {:.4}  {:.0} ex/s",
@@ -346,6 +376,8 @@ where
         curve.push(stats);
         save(&model, &opt, &sched, step)?;
     }
+    // A run shorter than --profile-steps: what it recorded.
+    finish_profile(args, profiled.take())?;
     if !comm.is_root() {
         return Ok(());
     }
@@ -362,6 +394,20 @@ where
     match plot::write_png(&png, &curve) {
         Ok(()) => println!("curve: {} and {}", csv.display(), png.display()),
         Err(e) => println!("curve: {} (no plot: {e})", csv.display()),
+    }
+    Ok(())
+}
+
+/// Prints the profile's table and writes its Chrome trace to --profile.
+fn finish_profile(args: &Args, profile: Option<forge::tools::Profile>) -> forge::Result<()> {
+    if let (Some(path), Some(p)) = (&args.profile, profile) {
+        eprintln!(
+            "profile of the first {} training steps (or all, if fewer):\n{}",
+            args.profile_steps,
+            p.table()
+        );
+        p.write_chrome_trace(path)?;
+        eprintln!("trace: {}", path.display());
     }
     Ok(())
 }

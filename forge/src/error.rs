@@ -111,6 +111,16 @@ pub enum ForgeError {
     /// disagree (different models, buffer sizes), a peer that is gone, or a
     /// launcher that does not match the MPI library.
     Distributed(String),
+    /// A NaN or an infinity where finite values are required: a gradient
+    /// given to an optimizer or to gradient clipping whose
+    /// `error_if_nonfinite` option is on. Nothing was changed.
+    NonFinite {
+        /// The tensor at fault (`gradient of fc1.weight`, `total norm of
+        /// the gradients`).
+        name: String,
+        /// What was found (`NaN at index 3`).
+        detail: String,
+    },
 }
 
 impl ForgeError {
@@ -255,6 +265,7 @@ impl fmt::Display for ForgeError {
             ForgeError::State { path, detail } => write!(f, "invalid state: {path}: {detail}"),
             ForgeError::Invalid { detail, .. } => write!(f, "invalid argument: {detail}"),
             ForgeError::Distributed(m) => write!(f, "distributed: {m}"),
+            ForgeError::NonFinite { name, detail } => write!(f, "non-finite {name}: {detail}"),
         }
     }
 }

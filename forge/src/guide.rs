@@ -64,6 +64,26 @@ pub struct Performance;
 #[doc = include_str!("../../docs/src/architecture.md")]
 pub struct Architecture;
 
+/// `docs/src/tools-anomaly.md`.
+#[doc = include_str!("../../docs/src/tools-anomaly.md")]
+pub struct ToolsAnomaly;
+
+/// `docs/src/tools-graph.md`.
+#[doc = include_str!("../../docs/src/tools-graph.md")]
+pub struct ToolsGraph;
+
+/// `docs/src/tools-custom-ops.md`.
+#[doc = include_str!("../../docs/src/tools-custom-ops.md")]
+pub struct ToolsCustomOps;
+
+/// `docs/src/tools-transforms.md`.
+#[doc = include_str!("../../docs/src/tools-transforms.md")]
+pub struct ToolsTransforms;
+
+/// `docs/src/tools-profiler.md`.
+#[doc = include_str!("../../docs/src/tools-profiler.md")]
+pub struct ToolsProfiler;
+
 /// `docs/src/ops-coverage.md`.
 #[doc = include_str!("../../docs/src/ops-coverage.md")]
 pub struct OpsCoverage;

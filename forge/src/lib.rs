@@ -36,6 +36,7 @@ pub mod ops;
 pub mod optim;
 pub mod prelude;
 pub mod tensor;
+pub mod tools;
 
 /// The repository README's Rust blocks, compiled as doc tests.
 #[cfg(doctest)]
@@ -52,3 +53,6 @@ pub use error::{ForgeError, Result};
 pub use half;
 pub use nn::{Forward, Layer};
 pub use tensor::{Cpu, DType, Device, Element, Float, Rng, Tensor};
+// The tools most reached for, at the crate root: `forge::profile(|| ...)`,
+// `forge::detect_anomaly(|| ...)`.
+pub use tools::{detect_anomaly, profile};

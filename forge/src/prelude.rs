@@ -3,8 +3,8 @@
 //! checkpoints, metrics, `no_grad`, `set_num_threads`).
 //!
 //! A classifier trained from a dataset of tensors, with a schedule,
-//! printed, evaluated and checkpointed (the README's "Coming from PyTorch"
-//! example, compiled here):
+//! printed, evaluated and checkpointed, each line beside its PyTorch
+//! counterpart (compiled here as a doc test):
 //!
 #![doc = include_str!("training_example.md")]
 

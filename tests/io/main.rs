@@ -2,8 +2,8 @@
 //! data loader, the fuzz corpus). `fuzz_corpus` installs a counting global
 //! allocator for the whole suite binary: it forwards every call to the
 //! system allocator unchanged and notes the largest request per thread.
-//! A module of the one suite binary (`tests/suite.rs`; README, "Test
-//! layout"), its files modules named as the files.
+//! A module of the one suite binary (`tests/suite.rs`; CONTRIBUTING.md,
+//! "The test layout"), its files modules named as the files.
 
 mod checkpoint;
 mod data_loader;

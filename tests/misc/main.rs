@@ -1,7 +1,7 @@
 //! The misc tests: concurrency, the distributed fallback on threads, panic
 //! messages, the README's examples and usability.
-//! A module of the one suite binary (`tests/suite.rs`; README, "Test
-//! layout"), its files modules named as the files.
+//! A module of the one suite binary (`tests/suite.rs`; CONTRIBUTING.md,
+//! "The test layout"), its files modules named as the files.
 
 mod concurrency;
 mod distributed;

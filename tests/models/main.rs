@@ -1,7 +1,7 @@
 //! The models tests: GPT, the seq2seq transformer, the vision models, half
 //! precision and the MNIST training.
-//! A module of the one suite binary (`tests/suite.rs`; README, "Test
-//! layout"), its files modules named as the files.
+//! A module of the one suite binary (`tests/suite.rs`; CONTRIBUTING.md,
+//! "The test layout"), its files modules named as the files.
 
 mod mnist_training;
 mod models_gpt_parity;

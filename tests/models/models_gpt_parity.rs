@@ -14,8 +14,8 @@
 //!
 //! Measured relative errors, max |forge - torch| / max |torch| over each
 //! tensor (2 threads; the figures printed by
-//! `cargo test --test suite models_gpt_parity -- --nocapture`), which the README
-//! quotes; the test asserts each with a 10x margin (`README_FIGURES`):
+//! `cargo test --test suite models_gpt_parity -- --nocapture`); the test
+//! asserts each with a 10x margin (`QUOTED_FIGURES`):
 //!
 //! | quantity | max rel. error |
 //! |---|---|
@@ -35,11 +35,11 @@ use forge::optim::{clip_grad_norm_with, AdamW, ParamGroup};
 use forge::{Rng, Tensor};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The README's quoted errors (logits, loss, worst gradient, clip norm,
+/// The quoted errors above (logits, loss, worst gradient, clip norm,
 /// worst parameter after the AdamW step); each is asserted with a 10x
 /// margin. The loss is quoted as bit-identical; its bound is 10 units of
 /// f64 round-off (2.2e-16) instead of 10 x 0.
-const README_FIGURES: [(&str, f64); 5] = [
+const QUOTED_FIGURES: [(&str, f64); 5] = [
     ("logits", 4.5e-16),
     ("loss", 2.2e-16),
     ("gradients", 2.4e-15),
@@ -48,15 +48,15 @@ const README_FIGURES: [(&str, f64); 5] = [
 ];
 
 fn assert_figure(what: &str, err: f64) {
-    let quoted = README_FIGURES
+    let quoted = QUOTED_FIGURES
         .iter()
         .find(|(n, _)| *n == what)
-        .unwrap_or_else(|| panic!("no README figure for {what}"))
+        .unwrap_or_else(|| panic!("no quoted figure for {what}"))
         .1;
-    eprintln!("{what}: max rel err {err:.2e} (README {quoted:.1e})");
+    eprintln!("{what}: max rel err {err:.2e} (quoted {quoted:.1e})");
     assert!(
         err <= 10.0 * quoted,
-        "{what}: relative error {err:e} exceeds 10x the README's {quoted:e}"
+        "{what}: relative error {err:e} exceeds 10x the quoted {quoted:e}"
     );
 }
 

@@ -1,6 +1,6 @@
 //! The nn tests: layers and their parity with PyTorch.
-//! A module of the one suite binary (`tests/suite.rs`; README, "Test
-//! layout"), its files modules named as the files.
+//! A module of the one suite binary (`tests/suite.rs`; CONTRIBUTING.md,
+//! "The test layout"), its files modules named as the files.
 
 mod nn_attention_parity;
 mod nn_cells_instance_norm;

@@ -1,6 +1,6 @@
 //! The ops tests: tensor ops, fused kernels and their parity with PyTorch.
-//! A module of the one suite binary (`tests/suite.rs`; README, "Test
-//! layout"), its files modules named as the files.
+//! A module of the one suite binary (`tests/suite.rs`; CONTRIBUTING.md,
+//! "The test layout"), its files modules named as the files.
 
 mod ops_activation_norm;
 mod ops_attention_masked;

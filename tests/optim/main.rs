@@ -1,6 +1,6 @@
 //! The optim tests: optimizers, schedules and their files.
-//! A module of the one suite binary (`tests/suite.rs`; README, "Test
-//! layout"), its files modules named as the files.
+//! A module of the one suite binary (`tests/suite.rs`; CONTRIBUTING.md,
+//! "The test layout"), its files modules named as the files.
 
 mod optim_behaviour;
 mod optim_files;

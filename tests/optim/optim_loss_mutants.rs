@@ -1,6 +1,6 @@
 //! Tests written to kill the mutants `cargo mutants` left alive in
-//! `forge/src/optim/` and `forge/src/ops/loss*.rs` (README, "How far the
-//! tests can be trusted"). Each names the mutants it kills; the expected
+//! `forge/src/optim/` and `forge/src/ops/loss*.rs` (CONTRIBUTING.md,
+//! "Mutation testing"). Each names the mutants it kills; the expected
 //! values are computed by hand from PyTorch's formulas, in f64 on shapes
 //! of a few elements.
 

@@ -147,16 +147,21 @@ impl<E: Element, D: Device> Tensor<E, D> {
     /// let g = y.sum().backward();
     /// assert_eq!(g.get(&x).unwrap().to_vec(), vec![3.0, 3.0]);
     /// ```
+    #[track_caller]
     pub fn record(
         self,
         name: &'static str,
         inputs: Vec<Tensor<E, D>>,
         f: impl Fn(&BackwardCtx<'_, E, D>) -> Vec<Option<Tensor<E, D>>> + Send + Sync + 'static,
     ) -> Self {
+        let origin = std::panic::Location::caller();
+        if crate::tools::hooks::active() {
+            crate::tools::hooks::forward(name, &self, &inputs, origin);
+        }
         if !is_grad_enabled() || !inputs.iter().any(|t| t.is_tracked()) {
             return self;
         }
-        let node = Node::op(name, inputs, Box::new(f));
+        let node = Node::op(name, inputs, Box::new(f), origin);
         Tensor::from_parts(self.data, self.shape, Some(Arc::new(node)))
     }
 }
@@ -269,7 +274,11 @@ impl<E: Float, D: Device> Tensor<E, D> {
                 inputs: &node.inputs,
                 create_graph,
             };
-            let grads = rule(&ctx);
+            let grads = if crate::tools::hooks::active() {
+                crate::tools::hooks::backward(node, &ctx, rule)
+            } else {
+                rule(&ctx)
+            };
             debug_assert_eq!(grads.len(), node.inputs.len(), "{}: rule arity", node.name);
             for (input, g) in node.inputs.iter().zip(grads) {
                 let (Some(p), Some(g)) = (&input.node, g) else {

@@ -18,4 +18,4 @@ pub use backward::Gradients;
 pub use grad_mode::{is_grad_enabled, no_grad, NoGradGuard};
 pub use gradcheck::{gradcheck, GradcheckReport};
 pub use node::BackwardCtx;
-pub(crate) use node::Node;
+pub(crate) use node::{BackwardFn, Node};

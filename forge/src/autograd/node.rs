@@ -1,6 +1,7 @@
 //! One node of the tape.
 
 use crate::tensor::{Device, Element, Tensor};
+use std::panic::Location;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -38,6 +39,10 @@ pub struct Node<E: Element, D: Device> {
     pub(crate) name: &'static str,
     pub(crate) inputs: Vec<Tensor<E, D>>,
     pub(crate) backward: Option<BackwardFn<E, D>>,
+    /// Where the op was called: the user's line when every function from
+    /// the public op down to [`Tensor::record`] is `#[track_caller]`,
+    /// otherwise a line inside forge. `None` for leaves.
+    pub(crate) origin: Option<&'static Location<'static>>,
 }
 
 impl<E: Element, D: Device> Node<E, D> {
@@ -47,15 +52,22 @@ impl<E: Element, D: Device> Node<E, D> {
             name: "leaf",
             inputs: Vec::new(),
             backward: None,
+            origin: None,
         }
     }
 
-    pub(crate) fn op(name: &'static str, inputs: Vec<Tensor<E, D>>, f: BackwardFn<E, D>) -> Self {
+    pub(crate) fn op(
+        name: &'static str,
+        inputs: Vec<Tensor<E, D>>,
+        f: BackwardFn<E, D>,
+        origin: &'static Location<'static>,
+    ) -> Self {
         Node {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             name,
             inputs,
             backward: Some(f),
+            origin: Some(origin),
         }
     }
 }

@@ -33,6 +33,8 @@
 //! assert_eq!(sum.load(Ordering::Relaxed), 4950);
 //! ```
 
+use crate::cpu::memory::freelists::settle_region;
+use crate::cpu::memory::reserve::Region;
 use rayon::{ThreadPool, ThreadPoolBuilder};
 use std::any::Any;
 use std::cell::Cell;
@@ -335,6 +337,9 @@ struct Task {
     caller: std::thread::Thread,
     /// The first panic of a chunk, re-raised on the calling thread.
     panic: Mutex<Option<Box<dyn Any + Send>>>,
+    /// The chunks' buffer-pool traffic, for the pool's reserve
+    /// (`memory::settle_region`).
+    region: Region,
 }
 
 // SAFETY: `f` points to a `Sync` closure and is only dereferenced while
@@ -360,6 +365,7 @@ impl Task {
             f,
             caller: std::thread::current(),
             panic: Mutex::new(None),
+            region: Region::default(),
         }
     }
 
@@ -369,6 +375,7 @@ impl Task {
         let _mark = InParallel::enter();
         let mut ran = 0;
         while let Some(i) = self.spans.claim(me) {
+            let _traffic = self.region.chunk();
             // SAFETY: chunk `i < chunks` was claimed by this thread alone,
             // and the caller of `parallel_for` keeps `f` alive until `done`
             // reaches `chunks`, which cannot happen before this chunk is
@@ -454,6 +461,7 @@ pub fn parallel_for(chunks: usize, f: impl Fn(usize) + Sync) {
             std::thread::park_timeout(SPIN);
         }
     }
+    settle_region(&task.region, threads);
     let panic = task.panic.lock().unwrap_or_else(|e| e.into_inner()).take();
     if let Some(p) = panic {
         resume_unwind(p);

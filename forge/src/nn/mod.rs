@@ -9,7 +9,7 @@
 //!
 //! A model is a Rust type. The derive writes the code that walks its
 //! tensors; parameters, freezing, state dicts, train/eval mode and
-//! optimizers are built on that walk. This is the README's example:
+//! optimizers are built on that walk. An example with every kind of field:
 //!
 #![doc = include_str!("example.md")]
 

@@ -6,6 +6,7 @@ use crate::tensor::{broadcast_shapes, Device, Float, Tensor};
 /// The attention probabilities `softmax(q k^T / sqrt(d) + mask)`, shape
 /// `(..., L, S)`, with `mask` applied inside the softmax kernel (no mask
 /// tensor is built); see [`scaled_dot_product_attention`].
+#[track_caller]
 pub(crate) fn attention_probs<E: Float, D: Device>(
     q: &Tensor<E, D>,
     k: &Tensor<E, D>,
@@ -92,6 +93,7 @@ fn check_qkv<E: Float, D: Device>(q: &Tensor<E, D>, k: &Tensor<E, D>, v: &Tensor
 /// let y = scaled_dot_product_attention(&q, &k, &v, None, true);
 /// assert_eq!(y.to_vec(), vec![1.0, 2.0, 2.0, 3.0]);
 /// ```
+#[track_caller]
 pub fn scaled_dot_product_attention<E: Float, D: Device>(
     q: &Tensor<E, D>,
     k: &Tensor<E, D>,

@@ -262,6 +262,7 @@ fn qkv_backward<E: Float>(x: &[E], p: &[E], g: &[E], dims: Dims) -> Storage<E> {
 /// The `qkv` gradient written in tensor ops (recorded under
 /// `backward_with_graph`, so it can be differentiated again): the same
 /// formulas on the composed form's split and permuted heads.
+#[track_caller]
 fn composed_backward<E: Float, D: Device>(
     qkv: &Tensor<E, D>,
     g: &Tensor<E, D>,

@@ -216,6 +216,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
             })
     }
 
+    #[track_caller]
     fn scalar_map(&self, f: impl Fn(E) -> E + Sync) -> Self {
         Tensor::from_parts(D::map(self.as_slice(), f), self.shape.clone(), None)
     }
@@ -226,6 +227,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f32>::ones(&[2]);
     /// assert_eq!(t.add_scalar(1.0).to_vec(), vec![2.0, 2.0]);
     /// ```
+    #[track_caller]
     pub fn add_scalar(&self, s: E) -> Self {
         self.scalar_map(|x| x + s)
             .record("add_scalar", vec![self.clone()], |ctx| {
@@ -239,6 +241,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f32>::ones(&[2]);
     /// assert_eq!(t.sub_scalar(1.0).to_vec(), vec![0.0, 0.0]);
     /// ```
+    #[track_caller]
     pub fn sub_scalar(&self, s: E) -> Self {
         self.add_scalar(-s)
     }
@@ -249,6 +252,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f32>::ones(&[2]);
     /// assert_eq!(t.rsub_scalar(3.0).to_vec(), vec![2.0, 2.0]);
     /// ```
+    #[track_caller]
     pub fn rsub_scalar(&self, s: E) -> Self {
         self.scalar_map(|x| s - x)
             .record("rsub_scalar", vec![self.clone()], |ctx| {
@@ -262,6 +266,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f32>::ones(&[2]);
     /// assert_eq!(t.mul_scalar(3.0).to_vec(), vec![3.0, 3.0]);
     /// ```
+    #[track_caller]
     pub fn mul_scalar(&self, s: E) -> Self {
         self.scalar_map(|x| x * s)
             .record("mul_scalar", vec![self.clone()], move |ctx| {
@@ -275,6 +280,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f32>::ones(&[2]);
     /// assert_eq!(t.div_scalar(2.0).to_vec(), vec![0.5, 0.5]);
     /// ```
+    #[track_caller]
     pub fn div_scalar(&self, s: E) -> Self {
         self.scalar_map(|x| x / s)
             .record("div_scalar", vec![self.clone()], move |ctx| {
@@ -288,6 +294,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f32>::from_vec(vec![2.0, 4.0], &[2]);
     /// assert_eq!(t.rdiv_scalar(1.0).to_vec(), vec![0.5, 0.25]);
     /// ```
+    #[track_caller]
     pub fn rdiv_scalar(&self, s: E) -> Self {
         self.scalar_map(|x| s / x)
             .record("rdiv_scalar", vec![self.clone()], move |ctx| {
@@ -303,6 +310,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f64>::from_vec(vec![1.0, 3.0], &[2]);
     /// assert_eq!(t.rpow_scalar(2.0).to_vec(), vec![2.0, 8.0]);
     /// ```
+    #[track_caller]
     pub fn rpow_scalar(&self, s: E) -> Self {
         self.scalar_map(|x| s.powf(x))
             .record("rpow_scalar", vec![self.clone()], move |ctx| {
@@ -314,6 +322,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
 
 /// Gradients of `maximum`/`minimum`: all of it to the operand that wins
 /// (`wins(a, b)`), half to each on a tie.
+#[track_caller]
 fn select_grads<E: Float, D: Device>(
     ctx: &crate::autograd::BackwardCtx<'_, E, D>,
     wins: impl Fn(E, E) -> bool + Sync,
@@ -459,6 +468,7 @@ scalar_lhs!(f64);
 
 impl<E: Float, D: Device> Neg for &Tensor<E, D> {
     type Output = Tensor<E, D>;
+    #[track_caller]
     fn neg(self) -> Tensor<E, D> {
         Tensor::neg(self)
     }
@@ -466,6 +476,7 @@ impl<E: Float, D: Device> Neg for &Tensor<E, D> {
 
 impl<E: Float, D: Device> Neg for Tensor<E, D> {
     type Output = Tensor<E, D>;
+    #[track_caller]
     fn neg(self) -> Tensor<E, D> {
         Tensor::neg(&self)
     }

@@ -87,6 +87,7 @@ impl<D: Device> Tensor<bool, D> {
     /// let m = forge::Tensor::<bool>::from_vec(vec![true, false], &[2]);
     /// assert_eq!(m.logical_not().to_vec(), vec![false, true]);
     /// ```
+    #[track_caller]
     pub fn logical_not(&self) -> Self {
         Tensor::from_parts(
             D::map(self.as_slice(), |x: bool| !x),

@@ -68,6 +68,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(y.shape(), &[1, 3, 4, 4]);
     /// assert_eq!(y.as_slice()[5], 18.0); // an interior window: 2 channels x 9 taps
     /// ```
+    #[track_caller]
     pub fn conv2d(
         &self,
         weight: &Self,
@@ -122,6 +123,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let y = x.conv1d(&w, None, 1, 0, 1, 1);
     /// assert_eq!(y.to_vec(), vec![-1.0, -1.0, -1.0]);
     /// ```
+    #[track_caller]
     pub fn conv1d(
         &self,
         weight: &Self,
@@ -182,6 +184,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(y.to_vec(), vec![1.0; 16]);
     /// ```
     #[allow(clippy::too_many_arguments)]
+    #[track_caller]
     pub fn conv_transpose2d(
         &self,
         weight: &Self,
@@ -252,6 +255,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
 }
 
 /// `conv(x, w) + b` over `geom`, recorded with its rule.
+#[track_caller]
 fn conv_apply<E: Float, D: Device>(
     x: &Tensor<E, D>,
     w: &Tensor<E, D>,
@@ -279,6 +283,7 @@ fn conv_apply<E: Float, D: Device>(
 
 /// The input gradient of `conv` over `geom` (the transposed convolution):
 /// maps `y [n, o, oh, ow]` to `[n, c, h, w]`, plus a per-channel bias `[c]`.
+#[track_caller]
 fn conv_t_apply<E: Float, D: Device>(
     y: &Tensor<E, D>,
     w: &Tensor<E, D>,
@@ -307,6 +312,7 @@ fn conv_t_apply<E: Float, D: Device>(
 /// The bias gradient: `g [n, c, h, w]` summed over batch and space to `[c]`
 /// (a contiguous pass per channel, much faster than a general `sum_dim`).
 /// Its rule broadcasts the incoming `[c]` gradient back to `g`'s shape.
+#[track_caller]
 fn channel_sum<E: Float, D: Device>(g: &Tensor<E, D>) -> Tensor<E, D> {
     let s = g.shape();
     let (n, c, l) = (s[0], s[1], s[2] * s[3]);
@@ -319,6 +325,7 @@ fn channel_sum<E: Float, D: Device>(g: &Tensor<E, D>) -> Tensor<E, D> {
 
 /// The weight gradient of `conv` over `geom`: maps `x [n, c, h, w]` and
 /// `y [n, o, oh, ow]` to `[o, c / groups, kh, kw]`.
+#[track_caller]
 fn conv_w_apply<E: Float, D: Device>(
     x: &Tensor<E, D>,
     y: &Tensor<E, D>,

@@ -9,6 +9,7 @@ use crate::tensor::{Device, Float, Tensor};
 
 /// Gathers rows `indices` of the `(V, dim)` matrix `w`; rows for index
 /// `zero_row` come out as zeros. The backward scatter skips `grad_skip`.
+#[track_caller]
 fn gather_rows<E: Float, D: Device>(
     w: &Tensor<E, D>,
     indices: &Tensor<i64, D>,
@@ -40,6 +41,7 @@ fn gather_rows<E: Float, D: Device>(
 /// Adds row `k` of `g` (viewed as `(n, dim)`) into row `indices[k]` of a
 /// `(rows, dim)` zero matrix, skipping index `skip`; in index order, so the
 /// sums are deterministic.
+#[track_caller]
 fn scatter_rows<E: Float, D: Device>(
     g: &Tensor<E, D>,
     indices: &Tensor<i64, D>,
@@ -87,6 +89,7 @@ fn scatter_rows<E: Float, D: Device>(
 /// let g = e.sum().backward();
 /// assert_eq!(g.get(&w).unwrap().to_vec(), vec![1.0, 1.0, 0.0, 0.0, 2.0, 2.0]);
 /// ```
+#[track_caller]
 pub fn embedding<E: Float, D: Device>(
     weight: &Tensor<E, D>,
     indices: &Tensor<i64, D>,

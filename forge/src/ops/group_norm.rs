@@ -47,6 +47,7 @@ use crate::tensor::{Device, Float, Tensor};
 /// let y = group_norm(&x, 2, None, None, 0.0);
 /// assert_eq!(y.to_vec(), vec![-1.0, 1.0, -1.0, 1.0]);
 /// ```
+#[track_caller]
 pub fn group_norm<E: Float, D: Device>(
     x: &Tensor<E, D>,
     groups: usize,
@@ -74,6 +75,7 @@ pub fn group_norm<E: Float, D: Device>(
 
 /// The fused op (see the module docs); `x` has rank >= 2, `groups` divides
 /// its channels, and the weight and bias have one value per channel.
+#[track_caller]
 fn group_norm_fused<E: Float, D: Device>(
     x: &Tensor<E, D>,
     groups: usize,
@@ -182,6 +184,7 @@ fn group_norm_fused<E: Float, D: Device>(
 
 /// The group-norm gradients in tensor ops (differentiable in `x`, `w` and
 /// the incoming gradient), for `create_graph`.
+#[track_caller]
 fn group_norm_backward_graph<E: Float, D: Device>(
     x: &Tensor<E, D>,
     w: Option<&Tensor<E, D>>,

@@ -28,6 +28,7 @@ use crate::tensor::{Device, Float, Tensor};
 /// let y = layer_norm(&x, &[2], None, None, 0.0);
 /// assert_eq!(y.to_vec(), vec![-1.0, 1.0, -1.0, 1.0]);
 /// ```
+#[track_caller]
 pub fn layer_norm<E: Float, D: Device>(
     x: &Tensor<E, D>,
     normalized_shape: &[usize],
@@ -89,6 +90,7 @@ fn pass_cost(len: usize) -> usize {
 /// backward pass for `x` (`rstd (gw - mean(gw) - xhat mean(gw xhat))`,
 /// `gw = g w`) plus column sums for `w` and `b`. Under `create_graph` the
 /// same formulas are written in tensor ops.
+#[track_caller]
 fn layer_norm_fused<E: Float, D: Device>(
     x: &Tensor<E, D>,
     m: usize,
@@ -251,6 +253,7 @@ unsafe impl<E: Send> Sync for PartPtr<E> {}
 
 /// The layer-norm gradients in tensor ops (differentiable in `x`, `w` and
 /// the incoming gradient), for `create_graph`.
+#[track_caller]
 fn layer_norm_backward_graph<E: Float, D: Device>(
     x: &Tensor<E, D>,
     w: Option<&Tensor<E, D>>,

@@ -14,6 +14,7 @@ use crate::cpu::index;
 use crate::cpu::strided::strided_read;
 use crate::tensor::{numel, Device, Element, Tensor};
 
+#[track_caller]
 fn with_shape<E: Element, D: Device>(t: &Tensor<E, D>, shape: &[usize]) -> Tensor<E, D> {
     assert!(
         numel(shape) == t.numel(),
@@ -24,6 +25,7 @@ fn with_shape<E: Element, D: Device>(t: &Tensor<E, D>, shape: &[usize]) -> Tenso
     Tensor::from_parts(t.data.clone(), shape.into(), None)
 }
 
+#[track_caller]
 fn read<E: Element, D: Device>(t: &Tensor<E, D>, v: View) -> Tensor<E, D> {
     let data = strided_read(t.as_slice(), v.offset, &v.shape, &v.strides);
     Tensor::from_parts(data, v.shape.into(), None)
@@ -41,6 +43,7 @@ macro_rules! int_layout {
             #[doc = concat!("let t = forge::Tensor::<", stringify!($t), ">::full(&[2, 6], ", stringify!($v), ");")]
             /// assert_eq!(t.reshape(&[3, -1]).shape(), &[3, 4]);
             /// ```
+            #[track_caller]
             pub fn reshape(&self, shape: &[isize]) -> Self {
                 with_shape(self, &plan::reshape(self.shape(), shape))
             }
@@ -54,6 +57,7 @@ macro_rules! int_layout {
             #[doc = concat!("let t = forge::Tensor::<", stringify!($t), ">::full(&[6], ", stringify!($v), ");")]
             /// assert_eq!(t.view(&[2, 3]).shape(), &[2, 3]);
             /// ```
+            #[track_caller]
             pub fn view(&self, shape: &[usize]) -> Self {
                 with_shape(self, shape)
             }
@@ -67,6 +71,7 @@ macro_rules! int_layout {
             #[doc = concat!("let t = forge::Tensor::<", stringify!($t), ">::full(&[2, 1], ", stringify!($v), ");")]
             /// assert_eq!(t.squeeze(1).shape(), &[2]);
             /// ```
+            #[track_caller]
             pub fn squeeze(&self, axis: isize) -> Self {
                 with_shape(self, &plan::squeeze(self.shape(), axis))
             }
@@ -80,6 +85,7 @@ macro_rules! int_layout {
             #[doc = concat!("let t = forge::Tensor::<", stringify!($t), ">::full(&[2, 5], ", stringify!($v), ");")]
             /// assert_eq!(t.unsqueeze(1).unsqueeze(1).shape(), &[2, 1, 1, 5]);
             /// ```
+            #[track_caller]
             pub fn unsqueeze(&self, axis: isize) -> Self {
                 with_shape(self, &plan::unsqueeze(self.shape(), axis))
             }
@@ -93,6 +99,7 @@ macro_rules! int_layout {
             #[doc = concat!("let t = forge::Tensor::<", stringify!($t), ">::full(&[2, 3, 4], ", stringify!($v), ");")]
             /// assert_eq!(t.flatten(0, 1).shape(), &[6, 4]);
             /// ```
+            #[track_caller]
             pub fn flatten(&self, start: isize, end: isize) -> Self {
                 with_shape(self, &plan::flatten(self.shape(), start, end))
             }
@@ -106,6 +113,7 @@ macro_rules! int_layout {
             #[doc = concat!("let t = forge::Tensor::<", stringify!($t), ">::from_vec(vec![", stringify!($v), ", ", stringify!($w), "], &[2, 1]);")]
             #[doc = concat!("assert_eq!(t.expand(&[2, 2]).to_vec(), vec![", stringify!($v), ", ", stringify!($v), ", ", stringify!($w), ", ", stringify!($w), "]);")]
             /// ```
+            #[track_caller]
             pub fn expand(&self, shape: &[usize]) -> Self {
                 plan::check_expand(self.shape(), shape);
                 let data = broadcast::expand(self.as_slice(), self.shape(), shape);
@@ -121,6 +129,7 @@ macro_rules! int_layout {
             #[doc = concat!("let t = forge::Tensor::<", stringify!($t), ">::from_vec(vec![", stringify!($v), ", ", stringify!($w), "], &[1, 2]);")]
             /// assert_eq!(t.permute(&[1, 0]).shape(), &[2, 1]);
             /// ```
+            #[track_caller]
             pub fn permute(&self, dims: &[isize]) -> Self {
                 read(self, plan::permute(self.shape(), dims).0)
             }
@@ -134,6 +143,7 @@ macro_rules! int_layout {
             #[doc = concat!("let t = forge::Tensor::<", stringify!($t), ">::from_vec(vec![", stringify!($v), ", ", stringify!($w), ", ", stringify!($w), ", ", stringify!($w), "], &[2, 2]);")]
             #[doc = concat!("assert_eq!(t.transpose(0, 1).to_vec(), vec![", stringify!($v), ", ", stringify!($w), ", ", stringify!($w), ", ", stringify!($w), "]);")]
             /// ```
+            #[track_caller]
             pub fn transpose(&self, a: isize, b: isize) -> Self {
                 self.permute(&plan::transpose(self.rank(), a, b))
             }
@@ -147,6 +157,7 @@ macro_rules! int_layout {
             #[doc = concat!("let t = forge::Tensor::<", stringify!($t), ">::from_vec(vec![", stringify!($v), ", ", stringify!($w), ", ", stringify!($v), "], &[3]);")]
             #[doc = concat!("assert_eq!(t.slice(0, -2, 3, 1).to_vec(), vec![", stringify!($w), ", ", stringify!($v), "]);")]
             /// ```
+            #[track_caller]
             pub fn slice(&self, axis: isize, start: isize, end: isize, step: usize) -> Self {
                 match plan::slice(self.shape(), axis, start, end, step) {
                     Some(v) => read(self, v),
@@ -163,6 +174,7 @@ macro_rules! int_layout {
             #[doc = concat!("let t = forge::Tensor::<", stringify!($t), ">::full(&[2, 5], ", stringify!($v), ");")]
             /// assert_eq!(t.narrow(1, 1, 3).shape(), &[2, 3]);
             /// ```
+            #[track_caller]
             pub fn narrow(&self, axis: isize, start: usize, len: usize) -> Self {
                 plan::check_narrow(self.shape(), axis, start, len);
                 self.slice(axis, start as isize, (start + len) as isize, 1)
@@ -179,6 +191,7 @@ macro_rules! int_layout {
             /// let i = Tensor::<i64>::from_vec(vec![1, 1, 0], &[3]);
             #[doc = concat!("assert_eq!(t.index_select(0, &i).to_vec(), vec![", stringify!($w), ", ", stringify!($w), ", ", stringify!($v), "]);")]
             /// ```
+            #[track_caller]
             pub fn index_select(&self, axis: isize, idx: &Tensor<i64, D>) -> Self {
                 let (a, ix, shape) =
                     plan::index_select(self.shape(), axis, idx.shape(), idx.as_slice());

@@ -32,6 +32,7 @@ pub enum Reduction {
 }
 
 /// Applies `reduction` to per-element losses (plain mean for `Mean`).
+#[track_caller]
 pub(crate) fn reduce<E: Float, D: Device>(
     loss: Tensor<E, D>,
     reduction: Reduction,
@@ -61,6 +62,7 @@ pub struct NllLossOptions<E: Element = f32, D: Device = crate::Cpu> {
 }
 
 impl<E: Element, D: Device> Default for NllLossOptions<E, D> {
+    #[track_caller]
     fn default() -> Self {
         NllLossOptions {
             weight: None,
@@ -91,6 +93,7 @@ pub struct CrossEntropyOptions<E: Element = f32, D: Device = crate::Cpu> {
 }
 
 impl<E: Element, D: Device> Default for CrossEntropyOptions<E, D> {
+    #[track_caller]
     fn default() -> Self {
         CrossEntropyOptions {
             weight: None,
@@ -138,6 +141,7 @@ fn class_axis(op: &str, shape: &[usize], target_shape: &[usize]) -> (usize, usiz
 /// let l = nll_loss(&logp, &t, NllLossOptions::default());
 /// assert_eq!(l.item(), 1.5);
 /// ```
+#[track_caller]
 pub fn nll_loss<E: Float, D: Device>(
     input: &Tensor<E, D>,
     targets: &Tensor<i64, D>,
@@ -175,6 +179,7 @@ pub fn nll_loss<E: Float, D: Device>(
 /// let l = cross_entropy_with(&logits, &t, CrossEntropyOptions::default());
 /// assert!((l.item() - 4f64.ln()).abs() < 1e-15);
 /// ```
+#[track_caller]
 pub fn cross_entropy_with<E: Float, D: Device>(
     logits: &Tensor<E, D>,
     targets: &Tensor<i64, D>,

@@ -312,6 +312,7 @@ fn smooth_sums<E: Float>(s: &Spec<E>, x: &[E], tv: &[i64], lse: &[E], scale: &[E
 
 /// `x` with the entries where `m` is 0 set to 0, times `m`: a `-inf` log
 /// probability that the loss does not use gives 0, not `-inf * 0 = NaN`.
+#[track_caller]
 fn pick<E: Float, D: Device>(x: &Tensor<E, D>, m: &Tensor<E, D>) -> Tensor<E, D> {
     let off: Vec<bool> = m.as_slice().iter().map(|&v| v == E::zero()).collect();
     x.masked_fill(&Tensor::<bool, D>::from_vec(off, m.shape()), 0.0)
@@ -323,6 +324,7 @@ fn pick<E: Float, D: Device>(x: &Tensor<E, D>, m: &Tensor<E, D>) -> Tensor<E, D>
 /// input viewed as `[N, C]` or `[N, C, d1 ... dk]` (flattened), the
 /// targets as constant masks, the weight (ones without) viewed along the
 /// class axis.
+#[track_caller]
 fn backward_graph<E: Float, D: Device>(
     s: &Spec<E>,
     x: &Tensor<E, D>,

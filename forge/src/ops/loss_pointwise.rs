@@ -17,6 +17,7 @@ fn same_shape<E: Float, D: Device>(op: &str, input: &Tensor<E, D>, target: &Tens
 }
 
 /// 1 where `pred(x)` holds, 0 elsewhere; a constant (untracked) tensor.
+#[track_caller]
 fn mask<E: Float, D: Device>(x: &Tensor<E, D>, pred: impl Fn(E) -> bool + Sync) -> Tensor<E, D> {
     x.detach()
         .map(|v| if pred(v) { E::one() } else { E::zero() })

@@ -73,6 +73,7 @@ pub(super) fn per_channel<E: Float, D: Device>(
 /// assert!((v.unwrap().item() - (0.9 + 0.1 * 2.0)).abs() < 1e-15);
 /// ```
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+#[track_caller]
 pub fn batch_norm<E: Float, D: Device>(
     x: &Tensor<E, D>,
     running_mean: Option<&Tensor<E, D>>,
@@ -338,6 +339,7 @@ fn grad_sums<E: Float>(
 }
 
 /// `[dx, dw?, db?]` from the input gradient and the [`grad_sums`].
+#[track_caller]
 fn affine_grads<E: Float, D: Device>(
     gx: Tensor<E, D>,
     sums: &Storage<(E, E)>,
@@ -370,6 +372,7 @@ fn affine_grads<E: Float, D: Device>(
 /// of images. Under `create_graph` the same formulas are written in tensor
 /// ops. Returns the output and the batch mean and biased variance
 /// (untracked, shape `(1, C, 1, ...)`).
+#[track_caller]
 fn batch_norm_train_fused<E: Float, D: Device>(
     x: &Tensor<E, D>,
     weight: Option<&Tensor<E, D>>,
@@ -466,6 +469,7 @@ fn batch_norm_train_fused<E: Float, D: Device>(
 /// `drm = -k sum(g)`, `drv = -k / (2 (rv + eps)) sum(g (x - rm)) / sqrt(rv +
 /// eps)`. Under `create_graph` the same formulas in tensor ops
 /// (differentiable in `x`, `g`, `w` and the statistics).
+#[track_caller]
 fn batch_norm_eval_fused<E: Float, D: Device>(
     x: &Tensor<E, D>,
     rm: &Tensor<E, D>,
@@ -545,6 +549,7 @@ fn batch_norm_eval_fused<E: Float, D: Device>(
 /// `create_graph`: `[dx, dw?, db?, drm?, drv?]` (the statistics' when
 /// `stats` is set).
 #[allow(clippy::too_many_arguments)]
+#[track_caller]
 fn batch_norm_eval_graph<E: Float, D: Device>(
     x: &Tensor<E, D>,
     g: &Tensor<E, D>,
@@ -580,6 +585,7 @@ fn batch_norm_eval_graph<E: Float, D: Device>(
 }
 
 /// The batch-norm (training) gradients in tensor ops, for `create_graph`.
+#[track_caller]
 fn batch_norm_backward_graph<E: Float, D: Device>(
     x: &Tensor<E, D>,
     w: Option<&Tensor<E, D>>,

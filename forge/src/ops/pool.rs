@@ -41,12 +41,14 @@ struct AvgSpec<E> {
     out_shape: Vec<usize>,
 }
 
+#[track_caller]
 fn gather_apply<E: Float, D: Device>(x: &Tensor<E, D>, spec: Arc<GatherSpec>) -> Tensor<E, D> {
     let data = gather(x.as_slice(), &spec.idx, spec.in_plane(), spec.out_plane());
     gather_record(x, data, spec)
 }
 
 /// Records `data`, the gather of `x` at `spec`'s positions, as that gather.
+#[track_caller]
 fn gather_record<E: Float, D: Device>(
     x: &Tensor<E, D>,
     data: Storage<E>,
@@ -59,6 +61,7 @@ fn gather_record<E: Float, D: Device>(
     )
 }
 
+#[track_caller]
 fn scatter_apply<E: Float, D: Device>(g: &Tensor<E, D>, spec: Arc<GatherSpec>) -> Tensor<E, D> {
     let planes = spec.in_shape[..2].iter().product();
     let data = scatter_add(
@@ -75,6 +78,7 @@ fn scatter_apply<E: Float, D: Device>(g: &Tensor<E, D>, spec: Arc<GatherSpec>) -
     )
 }
 
+#[track_caller]
 fn avg_apply<E: Float, D: Device>(x: &Tensor<E, D>, spec: Arc<AvgSpec<E>>) -> Tensor<E, D> {
     let data = avg_forward(&spec.win, x.as_slice(), &spec.div);
     Tensor::from_parts(data, spec.out_shape.clone().into(), None).record(
@@ -84,6 +88,7 @@ fn avg_apply<E: Float, D: Device>(x: &Tensor<E, D>, spec: Arc<AvgSpec<E>>) -> Te
     )
 }
 
+#[track_caller]
 fn avg_adjoint_apply<E: Float, D: Device>(g: &Tensor<E, D>, spec: Arc<AvgSpec<E>>) -> Tensor<E, D> {
     let data = avg_backward(&spec.win, g.as_slice(), &spec.div);
     Tensor::from_parts(data, spec.in_shape.clone().into(), None).record(
@@ -146,6 +151,7 @@ fn windows(
 }
 
 impl<E: Float, D: Device> Tensor<E, D> {
+    #[track_caller]
     fn max_pool_windows(&self, win: PoolWindows) -> Self {
         if !(is_grad_enabled() && self.is_tracked()) {
             // Nothing will be recorded: the positions would never be read.
@@ -161,6 +167,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
         gather_record(self, vals, Arc::new(spec))
     }
 
+    #[track_caller]
     fn avg_pool_windows(&self, win: PoolWindows, div: Option<E>) -> Self {
         let div = match div {
             Some(d) => vec![d; win.oh() * win.ow()],
@@ -173,6 +180,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
         self.avg_pool_divided(win, div)
     }
 
+    #[track_caller]
     fn avg_pool_divided(&self, win: PoolWindows, div: Vec<E>) -> Self {
         let spec = AvgSpec {
             out_shape: out_shape(self.shape(), &win),
@@ -185,6 +193,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
 
     /// Views `[N, C, L]` as `[N, C, 1, L]`, applies `f`, and drops the unit
     /// height again.
+    #[track_caller]
     fn as_2d(&self, f: impl FnOnce(&Self) -> Self) -> Self {
         let s = self.shape();
         let y = f(&self.view(&[s[0], s[1], 1, s[2]]));
@@ -207,6 +216,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let y = x.max_pool2d([2, 2], [2, 2], [0, 0]);
     /// assert_eq!(y.to_vec(), vec![5.0, 7.0, 13.0, 15.0]);
     /// ```
+    #[track_caller]
     pub fn max_pool2d(&self, kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> Self {
         self.max_pool2d_with(kernel, stride, padding, [1, 1], false)
     }
@@ -227,6 +237,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// // Ceil mode keeps the last element in a window of its own.
     /// assert_eq!(x.max_pool2d_with([1, 2], [1, 2], [0, 0], [1, 1], true).to_vec(), vec![1.0, 3.0, 4.0]);
     /// ```
+    #[track_caller]
     pub fn max_pool2d_with(
         &self,
         kernel: [usize; 2],
@@ -270,6 +281,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(incl.as_slice()[0], 4.0 / 9.0); // corner: 4 real of 9
     /// assert_eq!(excl.as_slice()[0], 1.0);
     /// ```
+    #[track_caller]
     pub fn avg_pool2d(
         &self,
         kernel: [usize; 2],
@@ -299,6 +311,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let y = x.avg_pool2d_with([1, 2], [1, 2], [0, 0], false, true, Some(4));
     /// assert_eq!(y.to_vec(), vec![0.75, 1.75]);
     /// ```
+    #[track_caller]
     pub fn avg_pool2d_with(
         &self,
         kernel: [usize; 2],
@@ -344,6 +357,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let x = Tensor::<f32>::from_vec(vec![1.0, 2.0, 3.0, 6.0], &[1, 1, 2, 2]);
     /// assert_eq!(x.adaptive_avg_pool2d([1, 1]).to_vec(), vec![3.0]);
     /// ```
+    #[track_caller]
     pub fn adaptive_avg_pool2d(&self, output: [usize; 2]) -> Self {
         let win = adaptive_windows("adaptive_avg_pool2d", self.shape(), 4, &output);
         self.avg_pool_windows(win, None)
@@ -361,6 +375,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let x = Tensor::<f32>::from_vec(vec![1.0, 2.0, 3.0, 6.0], &[1, 1, 2, 2]);
     /// assert_eq!(x.adaptive_max_pool2d([1, 2]).to_vec(), vec![3.0, 6.0]);
     /// ```
+    #[track_caller]
     pub fn adaptive_max_pool2d(&self, output: [usize; 2]) -> Self {
         let win = adaptive_windows("adaptive_max_pool2d", self.shape(), 4, &output);
         self.max_pool_windows(win)
@@ -376,6 +391,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let x = Tensor::<f32>::from_vec(vec![1.0, 3.0, 2.0, 0.0, 5.0], &[1, 1, 5]);
     /// assert_eq!(x.max_pool1d(2, 2, 0).to_vec(), vec![3.0, 2.0]);
     /// ```
+    #[track_caller]
     pub fn max_pool1d(&self, kernel: usize, stride: usize, padding: usize) -> Self {
         let op = "max_pool1d";
         check_sliding(op, self.shape(), 3, &[kernel], &[stride]);
@@ -398,6 +414,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let x = Tensor::<f64>::from_vec(vec![1.0, 3.0, 2.0, 0.0], &[1, 1, 4]);
     /// assert_eq!(x.avg_pool1d(2, 2, 0, true).to_vec(), vec![2.0, 1.0]);
     /// ```
+    #[track_caller]
     pub fn avg_pool1d(
         &self,
         kernel: usize,
@@ -425,6 +442,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let x = Tensor::<f64>::from_vec(vec![1.0, 3.0, 2.0, 0.0], &[1, 1, 4]);
     /// assert_eq!(x.adaptive_avg_pool1d(2).to_vec(), vec![2.0, 1.0]);
     /// ```
+    #[track_caller]
     pub fn adaptive_avg_pool1d(&self, output: usize) -> Self {
         adaptive_windows("adaptive_avg_pool1d", self.shape(), 3, &[output]);
         self.as_2d(|x| x.adaptive_avg_pool2d([1, output]))
@@ -440,6 +458,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let x = Tensor::<f64>::from_vec(vec![1.0, 3.0, 2.0, 0.0], &[1, 1, 4]);
     /// assert_eq!(x.adaptive_max_pool1d(2).to_vec(), vec![3.0, 2.0]);
     /// ```
+    #[track_caller]
     pub fn adaptive_max_pool1d(&self, output: usize) -> Self {
         adaptive_windows("adaptive_max_pool1d", self.shape(), 3, &[output]);
         self.as_2d(|x| x.adaptive_max_pool2d([1, output]))

@@ -169,6 +169,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
 
 /// `1 / (number of extrema in the slice)` where `x` equals the slice's
 /// extremum `ext` (given in the `keepdim` layout `kept`), 0 elsewhere.
+#[track_caller]
 fn tie_weights<E: Float, D: Device>(
     x: &Tensor<E, D>,
     ext: &[E],

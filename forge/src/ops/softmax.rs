@@ -318,6 +318,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f64>::from_vec(vec![1000.0, 1000.0], &[2]);
     /// assert!((t.logsumexp().item() - (1000.0 + 2f64.ln())).abs() < 1e-12);
     /// ```
+    #[track_caller]
     pub fn logsumexp(&self) -> Self {
         self.logsumexp_dim(&[], false)
     }
@@ -334,6 +335,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(l.shape(), &[2, 1]);
     /// assert!((l.to_vec()[0] - 4f64.ln()).abs() < 1e-15);
     /// ```
+    #[track_caller]
     pub fn logsumexp_dim(&self, dims: &[isize], keepdim: bool) -> Self {
         let axes = reduce_axes("logsumexp", dims, self.rank());
         let kept = kept_shape(self.shape(), &axes);
@@ -376,6 +378,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(y[1], -800.0);
     /// assert_eq!(y[2], 0.0);
     /// ```
+    #[track_caller]
     pub fn log_sigmoid(&self) -> Self {
         self.map(|x| x.min(E::zero()) - (-x.abs()).exp().ln_1p())
             .record("log_sigmoid", vec![self.clone()], |ctx| {

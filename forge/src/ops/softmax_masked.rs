@@ -32,6 +32,7 @@ pub(crate) struct MaskTerm<D: Device> {
 impl<D: Device> MaskTerm<D> {
     /// `mask` broadcast (aligned on the right, as in NumPy) over scores of
     /// shape `scores`, or `None` when it does not broadcast to that shape.
+    #[track_caller]
     pub(crate) fn broadcast(
         mask: &Tensor<bool, D>,
         scores: &[usize],
@@ -63,6 +64,7 @@ impl<D: Device> MaskTerm<D> {
     /// `mask` read with explicit `strides` (one per score axis; 0 repeats
     /// the mask along that axis). The caller checks that every index stays
     /// inside the mask.
+    #[track_caller]
     pub(crate) fn with_strides(mask: &Tensor<bool, D>, strides: Vec<usize>, blocked: bool) -> Self {
         MaskTerm {
             mask: mask.clone(),
@@ -127,6 +129,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     ///
     /// # Panics
     /// When the rank is below 2 or a mask term's strides do not match it.
+    #[track_caller]
     pub(crate) fn softmax_masked(&self, mask: &ScoreMask<D>) -> Self {
         assert!(
             self.rank() >= 2 && mask.terms.iter().all(|t| t.strides.len() == self.rank()),

@@ -17,6 +17,7 @@ use crate::tensor::{numel, Device, Float, Tensor};
 impl<E: Float, D: Device> Tensor<E, D> {
     /// The strided view `(offset, shape, strides)` of `self`'s buffer as a
     /// new tensor, recorded as `name`. The view must be injective.
+    #[track_caller]
     pub(crate) fn strided_view(
         &self,
         name: &'static str,
@@ -41,6 +42,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// A tensor of `shape` filled with `fill` whose strided view
     /// `(offset, self.shape(), strides)` holds `self`, recorded as `name`.
     /// The view must be injective.
+    #[track_caller]
     pub(crate) fn strided_embed(
         &self,
         name: &'static str,

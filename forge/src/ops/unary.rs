@@ -14,6 +14,7 @@ type Rule<E, D> = fn(&Tensor<E, D>, &Tensor<E, D>, &Tensor<E, D>) -> Tensor<E, D
 
 impl<E: Float, D: Device> Tensor<E, D> {
     /// Applies `f` elementwise with no recording.
+    #[track_caller]
     pub(crate) fn map(&self, f: impl Fn(E) -> E + Sync) -> Self {
         Tensor::from_parts(D::map(self.as_slice(), f), self.shape.clone(), None)
     }
@@ -21,6 +22,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// Applies a slice kernel (`crate::cpu::vmath`) to a copy of the data,
     /// with no recording; in parallel fixed chunks when large
     /// ([`elementwise::map_slices`]).
+    #[track_caller]
     pub(crate) fn map_slice(&self, f: impl Fn(&mut [E]) + Sync) -> Self {
         let data = elementwise::map_slices(self.as_slice(), f);
         Tensor::from_parts(data, self.shape.clone(), None)
@@ -30,6 +32,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// a copy of the data, `z` (same shape) read at the same indices, with
     /// no recording; in parallel fixed chunks when large
     /// ([`elementwise::zip_slices`]).
+    #[track_caller]
     pub(crate) fn zip_slice(&self, z: &Self, f: impl Fn(&[E], &mut [E]) + Sync) -> Self {
         let data = elementwise::zip_slices(z.as_slice(), self.as_slice(), f);
         Tensor::from_parts(data, self.shape.clone(), None)
@@ -39,6 +42,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// fused pass `raw(z, grad)`, where `z` is the input or (when
     /// `on_output`) the saved output. Under `create_graph` it falls back to
     /// the composed, differentiable `rule(grad, x, fwd(x))`.
+    #[track_caller]
     fn unary_fused(
         &self,
         name: &'static str,
@@ -66,6 +70,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
 
     /// `y = f(x)`; the rule maps `(grad, x, y)` to the input gradient, and
     /// `fwd` recomputes `y` on the tape for higher-order gradients.
+    #[track_caller]
     fn unary(
         &self,
         name: &'static str,
@@ -96,6 +101,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f32>::from_vec(vec![1.0, -2.0], &[2]);
     /// assert_eq!(t.neg().to_vec(), vec![-1.0, 2.0]);
     /// ```
+    #[track_caller]
     pub fn neg(&self) -> Self {
         self.map(|x| -x)
             .record("neg", vec![self.clone()], |ctx| vec![Some(ctx.grad.neg())])
@@ -107,6 +113,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f64>::zeros(&[1]);
     /// assert_eq!(t.exp().item(), 1.0);
     /// ```
+    #[track_caller]
     pub fn exp(&self) -> Self {
         let y = self.map_slice(vmath::exp);
         let saved = y.clone();
@@ -126,6 +133,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f64>::ones(&[1]);
     /// assert_eq!(t.log().item(), 0.0);
     /// ```
+    #[track_caller]
     pub fn log(&self) -> Self {
         self.map_slice(vmath::ln)
             .record("log", vec![self.clone()], |ctx| {
@@ -139,6 +147,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f64>::zeros(&[1]);
     /// assert_eq!(t.log1p().item(), 0.0);
     /// ```
+    #[track_caller]
     pub fn log1p(&self) -> Self {
         self.unary(
             "log1p",
@@ -154,6 +163,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f64>::from_vec(vec![4.0], &[1]);
     /// assert_eq!(t.sqrt().item(), 2.0);
     /// ```
+    #[track_caller]
     pub fn sqrt(&self) -> Self {
         self.unary(
             "sqrt",
@@ -169,6 +179,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f64>::from_vec(vec![4.0], &[1]);
     /// assert_eq!(t.rsqrt().item(), 0.5);
     /// ```
+    #[track_caller]
     pub fn rsqrt(&self) -> Self {
         // d/dx x^(-1/2) = -1/2 y^3
         self.unary(
@@ -185,6 +196,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f32>::from_vec(vec![-3.0], &[1]);
     /// assert_eq!(t.abs().item(), 3.0);
     /// ```
+    #[track_caller]
     pub fn abs(&self) -> Self {
         self.unary("abs", |x| x.abs(), |t| t.abs(), |g, x, _| g.mul(&x.sign()))
     }
@@ -196,6 +208,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f32>::from_vec(vec![-3.0, 0.0, 2.0], &[3]);
     /// assert_eq!(t.sign().to_vec(), vec![-1.0, 0.0, 1.0]);
     /// ```
+    #[track_caller]
     pub fn sign(&self) -> Self {
         self.map(|x| {
             if x > E::zero() {
@@ -216,6 +229,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     /// assert_eq!(forge::Tensor::<f64>::zeros(&[1]).sin().item(), 0.0);
     /// ```
+    #[track_caller]
     pub fn sin(&self) -> Self {
         self.unary("sin", |x| x.sin(), |t| t.sin(), |g, x, _| g.mul(&x.cos()))
     }
@@ -225,6 +239,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     /// assert_eq!(forge::Tensor::<f64>::zeros(&[1]).cos().item(), 1.0);
     /// ```
+    #[track_caller]
     pub fn cos(&self) -> Self {
         self.unary(
             "cos",
@@ -239,6 +254,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     /// assert_eq!(forge::Tensor::<f64>::zeros(&[1]).tan().item(), 0.0);
     /// ```
+    #[track_caller]
     pub fn tan(&self) -> Self {
         self.unary(
             "tan",
@@ -253,6 +269,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     /// assert_eq!(forge::Tensor::<f64>::zeros(&[1]).tanh().item(), 0.0);
     /// ```
+    #[track_caller]
     pub fn tanh(&self) -> Self {
         self.unary_fused(
             "tanh",
@@ -269,6 +286,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     /// assert_eq!(forge::Tensor::<f64>::zeros(&[1]).sigmoid().item(), 0.5);
     /// ```
+    #[track_caller]
     pub fn sigmoid(&self) -> Self {
         self.unary_fused(
             "sigmoid",
@@ -286,6 +304,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f32>::from_vec(vec![-1.0, 2.0], &[2]);
     /// assert_eq!(t.relu().to_vec(), vec![0.0, 2.0]);
     /// ```
+    #[track_caller]
     pub fn relu(&self) -> Self {
         self.unary(
             "relu",
@@ -301,6 +320,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f32>::from_vec(vec![-1.0, 2.0], &[2]);
     /// assert_eq!(t.leaky_relu(0.1).to_vec(), vec![-0.1, 2.0]);
     /// ```
+    #[track_caller]
     pub fn leaky_relu(&self, slope: f64) -> Self {
         let s = E::from_f64(slope);
         self.map(|x| if x > E::zero() { x } else { x * s }).record(
@@ -319,6 +339,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f64>::from_vec(vec![2.0], &[1]);
     /// assert_eq!(t.elu(1.0).item(), 2.0);
     /// ```
+    #[track_caller]
     pub fn elu(&self, alpha: f64) -> Self {
         let a = E::from_f64(alpha);
         self.map(|x| if x > E::zero() { x } else { a * x.exp_m1() })
@@ -337,6 +358,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     /// assert_eq!(forge::Tensor::<f64>::zeros(&[1]).erf().item(), 0.0);
     /// ```
+    #[track_caller]
     pub fn erf(&self) -> Self {
         self.unary_fused(
             "erf",
@@ -357,6 +379,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     /// assert_eq!(forge::Tensor::<f64>::zeros(&[1]).gelu().item(), 0.0);
     /// ```
+    #[track_caller]
     pub fn gelu(&self) -> Self {
         let half = E::from_f64(0.5);
         let r2 = E::from_f64(std::f64::consts::FRAC_1_SQRT_2);
@@ -381,6 +404,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     /// assert_eq!(forge::Tensor::<f64>::zeros(&[1]).gelu_tanh().item(), 0.0);
     /// ```
+    #[track_caller]
     pub fn gelu_tanh(&self) -> Self {
         let half = E::from_f64(0.5);
         let c = E::from_f64((2.0 / std::f64::consts::PI).sqrt());
@@ -412,6 +436,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     /// assert_eq!(forge::Tensor::<f64>::zeros(&[1]).silu().item(), 0.0);
     /// ```
+    #[track_caller]
     pub fn silu(&self) -> Self {
         self.map_slice(vmath::silu)
             .record("silu", vec![self.clone()], |ctx| {
@@ -431,6 +456,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     /// assert_eq!(forge::Tensor::<f64>::zeros(&[1]).mish().item(), 0.0);
     /// ```
+    #[track_caller]
     pub fn mish(&self) -> Self {
         self.map_slice(vmath::mish)
             .record("mish", vec![self.clone()], |ctx| {
@@ -452,6 +478,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let y = forge::Tensor::<f64>::zeros(&[1]).softplus(1.0, 20.0).item();
     /// assert!((y - 2f64.ln()).abs() < 1e-15);
     /// ```
+    #[track_caller]
     pub fn softplus(&self, beta: f64, threshold: f64) -> Self {
         let (b, th) = (E::from_f64(beta), E::from_f64(threshold));
         self.map_slice(|v| vmath::softplus(v, b, th)).record(
@@ -483,6 +510,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f32>::from_vec(vec![3.0], &[1]);
     /// assert_eq!(t.square().item(), 9.0);
     /// ```
+    #[track_caller]
     pub fn square(&self) -> Self {
         self.map(|x| x * x)
             .record("square", vec![self.clone()], |ctx| {
@@ -498,6 +526,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f32>::from_vec(vec![4.0], &[1]);
     /// assert_eq!(t.reciprocal().item(), 0.25);
     /// ```
+    #[track_caller]
     pub fn reciprocal(&self) -> Self {
         self.unary(
             "reciprocal",
@@ -513,6 +542,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f64>::from_vec(vec![4.0], &[1]);
     /// assert_eq!(t.powf(1.5).item(), 8.0);
     /// ```
+    #[track_caller]
     pub fn powf(&self, p: f64) -> Self {
         let pe = E::from_f64(p);
         self.map(|x| x.powf(pe))
@@ -529,6 +559,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let t = forge::Tensor::<f32>::from_vec(vec![-2.0, 0.5, 3.0], &[3]);
     /// assert_eq!(t.clamp(Some(-1.0), Some(1.0)).to_vec(), vec![-1.0, 0.5, 1.0]);
     /// ```
+    #[track_caller]
     pub fn clamp(&self, min: Option<f64>, max: Option<f64>) -> Self {
         let lo = min.map(E::from_f64);
         let hi = max.map(E::from_f64);

@@ -3,6 +3,7 @@
 
 use crate::autograd::Gradients;
 use crate::tensor::{Element, Float};
+use crate::{ForgeError, Result};
 
 /// Scales every gradient so that their total (L2) norm is at most
 /// `max_norm`, and returns the total norm before clipping: PyTorch's
@@ -47,11 +48,67 @@ pub fn clip_grad_norm<E: Float>(grads: &mut Gradients<E>, max_norm: f64) -> E {
 /// assert!((c[0] - 0.6).abs() < 1e-6 && (c[1] - 0.8).abs() < 1e-6);
 /// ```
 pub fn clip_grad_norm_with<E: Float>(grads: &mut Gradients<E>, max_norm: f64, norm_type: f64) -> E {
+    let total = total_norm(grads, norm_type);
+    scale_by(grads, max_norm, total)
+}
+
+/// [`clip_grad_norm_with`] with PyTorch's `error_if_nonfinite` option:
+/// when it is on and the total norm is NaN or infinite, nothing is changed
+/// and the error says so (naming the first gradient that holds a
+/// non-finite value, by its position in ascending tensor-id order).
+///
+/// # Errors
+/// [`ForgeError::NonFinite`] when `error_if_nonfinite` is on and the total
+/// norm is not finite.
+///
+/// # Panics
+/// When `norm_type` is not positive (or NaN).
+///
+/// ```
+/// use forge::{ForgeError, Gradients, Tensor};
+/// use forge::optim::try_clip_grad_norm;
+/// let w = Tensor::<f32>::zeros(&[2]).requires_grad();
+/// let mut g = Gradients::new();
+/// g.insert(&w, Tensor::from_vec(vec![3.0, f32::NAN], &[2]));
+/// let err = try_clip_grad_norm(&mut g, 1.0, 2.0, true).unwrap_err();
+/// assert!(matches!(err, ForgeError::NonFinite { .. }));
+/// assert_eq!(g.get(&w).unwrap().to_vec()[0], 3.0); // unchanged
+/// // Off, it behaves as clip_grad_norm_with: the NaN spreads.
+/// assert!(try_clip_grad_norm(&mut g, 1.0, 2.0, false).unwrap().is_nan());
+/// ```
+pub fn try_clip_grad_norm<E: Float>(
+    grads: &mut Gradients<E>,
+    max_norm: f64,
+    norm_type: f64,
+    error_if_nonfinite: bool,
+) -> Result<E> {
+    let total = total_norm(grads, norm_type);
+    if error_if_nonfinite && !total.is_finite() {
+        let culprit = grads
+            .iter()
+            .enumerate()
+            .find_map(|(k, g)| crate::tools::first_nonfinite(g.as_slice()).map(|(i, v)| (k, i, v)));
+        let detail = match culprit {
+            Some((k, i, v)) => format!(
+                "the {norm_type}-norm is {total}: gradient {k} (in tensor-id order) holds {v} at index {i}"
+            ),
+            None => format!("the {norm_type}-norm is {total} (the sum overflowed)"),
+        };
+        return Err(ForgeError::NonFinite {
+            name: "total norm of the gradients".into(),
+            detail,
+        });
+    }
+    Ok(scale_by(grads, max_norm, total))
+}
+
+/// The total `norm_type`-norm of every gradient, in ascending id order.
+fn total_norm<E: Float>(grads: &Gradients<E>, norm_type: f64) -> f64 {
     assert!(
         norm_type > 0.0,
         "clip_grad_norm: norm_type must be positive, got {norm_type}"
     );
-    let total = if norm_type == f64::INFINITY {
+    if norm_type == f64::INFINITY {
         grads
             .iter()
             .flat_map(|g| g.as_slice().iter())
@@ -71,7 +128,12 @@ pub fn clip_grad_norm_with<E: Float>(grads: &mut Gradients<E>, max_norm: f64, no
             .map(|g| lp_norm(g.as_slice().iter().map(|x| Element::to_f64(*x)), p))
             .collect();
         lp_norm(norms.into_iter(), p)
-    };
+    }
+}
+
+/// Multiplies every gradient by `min(max_norm / (total + 1e-6), 1)` and
+/// returns `total`.
+fn scale_by<E: Float>(grads: &mut Gradients<E>, max_norm: f64, total: f64) -> E {
     // PyTorch clamps with `clamp(max=1)`, which keeps a NaN (a NaN gradient
     // then turns every gradient into NaN); `f64::min` would pick 1.0.
     let raw = max_norm / (total + 1e-6);

@@ -17,7 +17,8 @@
 //! - [`schedule`]: [`StepLr`], [`MultiStepLr`], [`ExponentialLr`],
 //!   [`CosineAnnealingLr`], [`LinearLr`], [`SequentialLr`], [`OneCycleLr`],
 //!   [`NoamLr`].
-//! - [`clip_grad_norm`] (and [`clip_grad_norm_with`] for other norms) and
+//! - [`clip_grad_norm`] (and [`clip_grad_norm_with`] for other norms,
+//!   [`try_clip_grad_norm`] with `error_if_nonfinite`) and
 //!   [`clip_grad_value`].
 //!
 //! ```
@@ -53,7 +54,7 @@ mod state;
 pub use adadelta::{Adadelta, AdadeltaConfig, AdadeltaState};
 pub use adagrad::{Adagrad, AdagradConfig, AdagradState};
 pub use adam::{Adam, AdamConfig, AdamState, AdamW, AdamWConfig};
-pub use clip::{clip_grad_norm, clip_grad_norm_with, clip_grad_value};
+pub use clip::{clip_grad_norm, clip_grad_norm_with, clip_grad_value, try_clip_grad_norm};
 pub use group::{ParamGroup, PathFn, PathMatch};
 pub use optimizer::{GradPrep, GradSource, Hyper, NoState, Optimizer, Update, UpdateRule};
 pub use persist::{Persist, StoredOptimizer, StoredParam, FORMAT_VERSION, MAGIC};

@@ -25,7 +25,9 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
     ///
     /// # Errors
     /// As [`step_params`](Self::step_params): [`ForgeError::State`] when a
-    /// weight's shape differs from its state's (state of another model).
+    /// weight's shape differs from its state's (state of another model);
+    /// [`ForgeError::NonFinite`] for a NaN or infinite gradient when
+    /// [`error_if_nonfinite`](Self::error_if_nonfinite) is on.
     ///
     /// ```
     /// use forge::optim::Sgd;

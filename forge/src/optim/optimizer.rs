@@ -248,6 +248,9 @@ pub struct Optimizer<R: UpdateRule, E: Float = f32> {
     pub(crate) rule: R,
     pub(crate) groups: Vec<ParamGroup>,
     pub(crate) state: BTreeMap<String, ParamState<R::State<E>>>,
+    /// Refuse a step whose gradients hold a NaN or an infinity (not saved:
+    /// a run-time check, like PyTorch's `error_if_nonfinite`).
+    pub(crate) error_if_nonfinite: bool,
 }
 
 impl<R: UpdateRule, E: Float> Optimizer<R, E> {
@@ -265,7 +268,29 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
             rule,
             groups: Vec::new(),
             state: BTreeMap::new(),
+            error_if_nonfinite: false,
         }
+    }
+
+    /// With `on`, a step whose gradients hold a NaN or an infinity is
+    /// refused with [`ForgeError::NonFinite`] naming the parameter, and no
+    /// parameter or state changes (the option of PyTorch's
+    /// `clip_grad_norm_`, here on every optimizer). Off by default, as in
+    /// PyTorch, where such a step silently writes NaN into the weights.
+    ///
+    /// ```
+    /// use forge::optim::Sgd;
+    /// use forge::{ForgeError, Tensor};
+    /// let mut w = Tensor::<f32>::ones(&[2]).requires_grad();
+    /// let grads = w.log().neg().log().sum().backward(); // log(-0) = -inf: gradient inf
+    /// let mut opt = Sgd::new(0.1).error_if_nonfinite(true);
+    /// let err = opt.step_params(vec![("w", &mut w)], &grads).unwrap_err();
+    /// assert!(matches!(&err, ForgeError::NonFinite { name, .. } if name == "gradient of w"));
+    /// assert_eq!(w.to_vec(), vec![1.0, 1.0]);
+    /// ```
+    pub fn error_if_nonfinite(mut self, on: bool) -> Self {
+        self.error_if_nonfinite = on;
+        self
     }
 
     /// Sets the weight decay for every parameter that no group overrides
@@ -491,6 +516,14 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
                 found: g.shape().to_vec(),
             });
         }
+        if self.error_if_nonfinite
+            && let Some((i, v)) = crate::tools::first_nonfinite(g.as_slice())
+        {
+            return Err(ForgeError::NonFinite {
+                name: format!("gradient of {path}"),
+                detail: format!("{v} at index {i} of shape {:?}", g.shape()),
+            });
+        }
         if let Some(s) = self.state.get(path) {
             if s.shape != param.shape() {
                 return Err(ForgeError::state(
@@ -606,7 +639,9 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
     /// its state was created for, or its step counter cannot advance;
     /// [`ForgeError::Shape`] when a gradient's shape differs from its
     /// parameter's; [`ForgeError::Invalid`] for out-of-range
-    /// hyperparameters.
+    /// hyperparameters; [`ForgeError::NonFinite`] when a gradient holds
+    /// a NaN or an infinity and [`error_if_nonfinite`](Self::error_if_nonfinite)
+    /// is on.
     ///
     /// ```
     /// use forge::optim::Adam;

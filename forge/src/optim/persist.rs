@@ -275,6 +275,7 @@ impl<R: UpdateRule, E: Float + Serialize + DeserializeOwned> Persist for Optimiz
             rule: f.rule,
             groups: f.groups,
             state: BTreeMap::new(),
+            error_if_nonfinite: false,
         };
         opt.check_loaded()?;
         // Every buffer the rule keeps from its first step on must be in

@@ -1,6 +1,7 @@
 //! The process-wide free lists, their counters, the ceiling and trim.
 
 use super::classes::{class_bytes, class_of, CLASSES, MAX_POOLED};
+use super::reserve::{self, Region};
 use std::alloc::{alloc, alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;
 use std::sync::Mutex;
@@ -203,34 +204,69 @@ pub(crate) fn take(bytes: usize, align: usize) -> Block {
         p.stats.live_bytes += size;
         got
     });
+    reserve::note(slot, 1);
     let ptr = match reused {
         Some(Free(ptr)) => ptr,
-        None => {
-            let l = layout(class, align);
-            // Zeroed, so that every byte of a pooled block is initialised
-            // from the start and stays so (it is only ever overwritten with
-            // values): `Storage::stale` relies on it.
-            if size >= HUGE_BYTES {
-                // Advised before its first write, so that the first touch
-                // of each 2 MiB faults in a huge page; then zeroed (the
-                // allocator may hand back memory it has used).
-                // SAFETY: `l` has a non-zero size.
-                let raw = unsafe { alloc(l) };
-                let ptr = NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(l));
-                advise_huge(ptr, size);
-                // SAFETY: the block is `size` bytes, not yet handed out.
-                unsafe { ptr.as_ptr().write_bytes(0, size) };
-                ptr
-            } else {
-                // SAFETY: `l` has a non-zero size (every class is >= 64 bytes).
-                let raw = unsafe { alloc_zeroed(l) };
-                let ptr = NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(l));
-                fault_in(ptr, size);
-                ptr
-            }
-        }
+        None => fresh(class, align),
     };
     Block { ptr, bytes: size }
+}
+
+/// A new block of `class` for alignment `align`, from the OS: zeroed and
+/// resident.
+fn fresh(class: usize, align: usize) -> NonNull<u8> {
+    let size = class_bytes(class);
+    let l = layout(class, align);
+    // Zeroed, so that every byte of a pooled block is initialised
+    // from the start and stays so (it is only ever overwritten with
+    // values): `Storage::stale` relies on it.
+    if size >= HUGE_BYTES {
+        // Advised before its first write, so that the first touch
+        // of each 2 MiB faults in a huge page; then zeroed (the
+        // allocator may hand back memory it has used).
+        // SAFETY: `l` has a non-zero size.
+        let raw = unsafe { alloc(l) };
+        let ptr = NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(l));
+        advise_huge(ptr, size);
+        // SAFETY: the block is `size` bytes, not yet handed out.
+        unsafe { ptr.as_ptr().write_bytes(0, size) };
+        ptr
+    } else {
+        // SAFETY: `l` has a non-zero size (every class is >= 64 bytes).
+        let raw = unsafe { alloc_zeroed(l) };
+        let ptr = NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(l));
+        fault_in(ptr, size);
+        ptr
+    }
+}
+
+/// Ends a parallel region run on up to `threads` threads (see
+/// [`reserve`]): outermost, each free list the region used gets the
+/// buffers it lacked for the region's worst-case overlap, so the next run
+/// of the same region takes nothing from the OS however its chunks
+/// interleave. Never above the ceiling.
+pub(crate) fn settle_region(region: &Region, threads: usize) {
+    reserve::settle(region, threads, |slot, worst, net| {
+        let (align, class) = (1usize << (slot / CLASSES), slot % CLASSES);
+        let size = class_bytes(class);
+        let missing = with_pool(|p| {
+            let room = p.stats.ceiling_bytes.saturating_sub(p.stats.held_bytes) / size;
+            let n = reserve::lacking(p.lists[slot].len(), worst, net).min(room);
+            if n > 0 {
+                p.stats.misses += n as u64;
+                p.stats.high_water_bytes = p
+                    .stats
+                    .high_water_bytes
+                    .max(p.stats.live_bytes + p.stats.held_bytes + n * size);
+                p.stats.held_bytes += n * size;
+            }
+            n
+        });
+        for _ in 0..missing {
+            let ptr = fresh(class, align);
+            with_pool(|p| p.lists[slot].push(Free(ptr)));
+        }
+    });
 }
 
 /// Writes a zero into every page of a fresh block of `bytes` bytes, so
@@ -261,6 +297,7 @@ pub(crate) unsafe fn give(ptr: NonNull<u8>, bytes: usize, align: usize) {
     let class = class_of(bytes);
     debug_assert_eq!(class_bytes(class), bytes);
     let slot = align_index(align) * CLASSES + class;
+    reserve::note(slot, -1);
     let keep = with_pool(|p| {
         p.stats.live_bytes -= bytes;
         if p.stats.held_bytes + bytes <= p.stats.ceiling_bytes {

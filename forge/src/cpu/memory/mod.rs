@@ -40,7 +40,8 @@
 //! ```
 
 mod classes;
-mod freelists;
+pub(crate) mod freelists;
+pub(crate) mod reserve;
 mod storage;
 
 pub use freelists::{reset_high_water, set_ceiling, stats, trim, PoolStats, DEFAULT_CEILING_BYTES};

@@ -2,6 +2,7 @@
 //! parallel loops shared with the other half's thread once it is done.
 
 use super::{num_threads, parallel_for, wait_a_little, Task, IN_PARALLEL};
+use crate::cpu::memory::freelists::settle_region;
 use std::cell::Cell;
 use std::panic::resume_unwind;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -106,6 +107,9 @@ impl Halves {
             wait_a_little(start.elapsed(), &mut yielded);
         }
         *self.slots[i].lock().unwrap_or_else(|e| e.into_inner()) = None;
+        // Two threads may run its chunks: this half's and the other's,
+        // once that one is done.
+        settle_region(&task.region, 2);
         let panic = task.panic.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(p) = panic {
             resume_unwind(p);

@@ -1,0 +1,129 @@
+//! The profiler counts exactly the ops that ran (forward, including
+//! untracked ones) and the backward rules that ran, not the ops a rule
+//! calls inside, nor ops of other threads; its Chrome trace parses.
+
+use forge::tools::{profile, Graph, Phase};
+use forge::Tensor;
+use std::collections::BTreeMap;
+
+#[test]
+fn op_counts_equal_the_ops_run() {
+    let w1 = Tensor::<f32>::full(&[8, 16], 0.01).requires_grad();
+    let w2 = Tensor::<f32>::full(&[16, 4], 0.02).requires_grad();
+    let x = Tensor::<f32>::ones(&[5, 8]);
+    let mut forward = BTreeMap::<&str, u64>::new();
+    let ((loss, grads), prof) = profile(|| {
+        let mut h = x.matmul(&w1);
+        *forward.entry("matmul").or_default() += 1;
+        for _ in 0..3 {
+            h = h.tanh();
+            h = &h * 1.5;
+            *forward.entry("tanh").or_default() += 1;
+            *forward.entry("mul_scalar").or_default() += 1;
+        }
+        let y = h.matmul(&w2).relu();
+        *forward.entry("matmul").or_default() += 1;
+        *forward.entry("relu").or_default() += 1;
+        let loss = y.square().sum();
+        *forward.entry("square").or_default() += 1;
+        *forward.entry("sum").or_default() += 1;
+        // Untracked ops are ops too.
+        let _plain = x.exp();
+        *forward.entry("exp").or_default() += 1;
+        let grads = loss.backward();
+        (loss, grads)
+    });
+    assert_eq!(grads.len(), 2);
+    let seen: BTreeMap<&str, u64> = prof
+        .rows()
+        .iter()
+        .filter(|r| r.forward_calls > 0)
+        .map(|r| (r.op, r.forward_calls))
+        .collect();
+    assert_eq!(seen, forward);
+    // One backward rule per recorded op (every one lies on the loss's
+    // path); the ops the rules call inside are not counted as forward ops.
+    let graph = Graph::of(&loss);
+    let mut recorded = BTreeMap::<String, u64>::new();
+    for n in graph
+        .nodes
+        .iter()
+        .filter(|n| n.kind == forge::tools::NodeKind::Op)
+    {
+        *recorded.entry(n.label.clone()).or_default() += 1;
+    }
+    let backward: BTreeMap<String, u64> = prof
+        .rows()
+        .iter()
+        .filter(|r| r.backward_calls > 0)
+        .map(|r| (r.op.to_string(), r.backward_calls))
+        .collect();
+    assert_eq!(backward, recorded);
+    assert_eq!(prof.calls("exp", Phase::Backward), 0);
+    // The matmuls know their FLOPs: 2 m n k each, forward.
+    let fwd_matmul: u64 = prof
+        .events()
+        .iter()
+        .filter(|e| e.op == "matmul" && e.phase == Phase::Forward)
+        .map(|e| e.flops.unwrap())
+        .sum();
+    assert_eq!(fwd_matmul, 2 * 5 * 16 * 8 + 2 * 5 * 4 * 16);
+    // Every event knows its call site in this file.
+    assert!(prof
+        .events()
+        .iter()
+        .filter(|e| e.phase == Phase::Forward)
+        .all(|e| e.site.unwrap().file() == file!()));
+    // The table lists every op once.
+    let table = prof.table();
+    for op in forward.keys() {
+        assert_eq!(
+            table
+                .lines()
+                .filter(|l| l.split_whitespace().next() == Some(op))
+                .count(),
+            1,
+            "{table}"
+        );
+    }
+}
+
+#[test]
+fn other_threads_and_later_ops_are_not_recorded() {
+    let x = Tensor::<f64>::ones(&[4]).requires_grad();
+    let (_, prof) = profile(|| {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let _ = x.sin().cos();
+            });
+        });
+        x.exp()
+    });
+    let _ = x.log();
+    let ops: Vec<&str> = prof.events().iter().map(|e| e.op).collect();
+    assert_eq!(ops, ["exp"]);
+}
+
+#[test]
+fn the_chrome_trace_parses_with_one_track_per_thread() {
+    let w = Tensor::<f32>::ones(&[3, 3]).requires_grad();
+    let (_, prof) = profile(|| w.matmul(&w).sum().backward());
+    let trace: serde_json::Value = serde_json::from_str(&prof.chrome_trace()).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let complete: Vec<&serde_json::Value> = events.iter().filter(|e| e["ph"] == "X").collect();
+    assert_eq!(complete.len(), prof.events().len());
+    assert_eq!(complete.len(), 4); // matmul, sum; their two rules
+    for e in &complete {
+        assert!(e["ts"].as_f64().unwrap() >= 0.0 && e["dur"].as_f64().unwrap() >= 0.0);
+        assert!(["forward", "backward"].contains(&e["cat"].as_str().unwrap()));
+    }
+    let tracks: Vec<&serde_json::Value> = events.iter().filter(|e| e["ph"] == "M").collect();
+    assert_eq!(tracks.len(), 1);
+    assert_eq!(tracks[0]["tid"], complete[0]["tid"]);
+    // Written to a file, it reads back the same.
+    let path = std::env::temp_dir().join(format!("forge-trace-{}.json", std::process::id()));
+    prof.write_chrome_trace(&path).unwrap();
+    let back: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(back, trace);
+    std::fs::remove_file(path).unwrap();
+}
