@@ -40,6 +40,10 @@ pub struct Data;
 #[doc = include_str!("../../docs/src/checkpoints.md")]
 pub struct Checkpoints;
 
+/// `docs/src/checkpoint-integrity.md`.
+#[doc = include_str!("../../docs/src/checkpoint-integrity.md")]
+pub struct CheckpointIntegrity;
+
 /// `docs/src/models.md`.
 #[doc = include_str!("../../docs/src/models.md")]
 pub struct Models;

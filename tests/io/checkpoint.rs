@@ -1,6 +1,7 @@
 //! Checkpoints: resumed training equals uninterrupted training bit for bit,
-//! a failed save leaves the previous checkpoint intact, optimizer state
-//! survives freezing, and bad checkpoints are `ForgeError`s.
+//! a failed or killed save leaves the previous checkpoint intact (and the
+//! next save removes what a killed one left), optimizer state survives
+//! freezing, and bad checkpoints are `ForgeError`s.
 
 use forge::checkpoint::TrainingCheckpoint;
 use forge::io::{atomic_write_with, write_safetensors, AnyTensor};
@@ -298,10 +299,11 @@ fn optimizer_state_of_another_model_is_refused_and_the_model_kept() {
     std::fs::remove_file(&path).unwrap();
 }
 
-/// The child half of `a_killed_save_leaves_the_previous_checkpoint`: when
-/// run with `FORGE_CKPT_CHILD=<path>`, it writes a new checkpoint to
-/// `<path>` slowly (1 KiB per millisecond) so that the parent can kill it
-/// part-way. Without the variable it does nothing.
+/// The child half of `a_killed_save_then_a_save_leaves_one_good_file`:
+/// when run with `FORGE_CKPT_CHILD=<path>`, it writes a new checkpoint
+/// (padded to 4 MiB) to `<path>` through the atomic writer in 64 KiB
+/// chunks, and after half of them waits to be killed, so that the parent
+/// kills it mid-write every time. Without the variable it does nothing.
 #[test]
 fn killed_save_child() {
     let Ok(path) = std::env::var("FORGE_CKPT_CHILD") else {
@@ -310,21 +312,35 @@ fn killed_save_child() {
     let (mut m, mut opt, mut sched) = (mlp(1), optimizer(), schedule());
     train(&mut m, &mut opt, &mut sched, 5);
     let mut bytes = TrainingCheckpoint::to_bytes(&m, &opt, Some(&sched), None, 5).unwrap();
-    bytes.resize(bytes.len().max(4 << 20), 0); // at least 4 MiB: seconds to write
+    bytes.resize(bytes.len().max(4 << 20), 0);
     let _ = atomic_write_with(&path, |w| {
-        for chunk in bytes.chunks(1024) {
+        let chunks: Vec<&[u8]> = bytes.chunks(64 << 10).collect();
+        for (i, chunk) in chunks.iter().enumerate() {
             w.write_all(chunk)?;
-            w.flush()?;
-            std::thread::sleep(std::time::Duration::from_millis(1));
+            if i == chunks.len() / 2 {
+                w.flush()?;
+                // The parent kills this process while it sleeps here.
+                loop {
+                    std::thread::sleep(std::time::Duration::from_secs(1));
+                }
+            }
         }
         Ok(())
     });
     panic!("the parent should have killed this process");
 }
 
+/// Issue 42: a child process killed by SIGKILL in the middle of a save
+/// leaves the previous checkpoint intact and its temporary file behind;
+/// the next save removes that file, so the folder holds exactly the
+/// checkpoint, which loads and holds the new state. (Unix: elsewhere
+/// stale temporary files are not removed.)
+#[cfg(unix)]
 #[test]
-fn a_killed_save_leaves_the_previous_checkpoint() {
-    let path = tmp("killed.safetensors");
+fn a_killed_save_then_a_save_leaves_one_good_file() {
+    let dir = tmp("killed");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("b.ckpt");
     let (mut m, mut opt, mut sched) = (mlp(1), optimizer(), schedule());
     train(&mut m, &mut opt, &mut sched, 2);
     TrainingCheckpoint::save(&path, &m, &opt, Some(&sched), 2).unwrap();
@@ -339,54 +355,57 @@ fn a_killed_save_leaves_the_previous_checkpoint() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    // Wait until the child's temporary file exists and has grown, then kill.
-    let dir = path.parent().unwrap().to_path_buf();
-    let stem = path.file_name().unwrap().to_string_lossy().to_string();
-    let tmp_files = || -> Vec<std::path::PathBuf> {
-        std::fs::read_dir(&dir)
+    let files = || -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(&dir)
             .unwrap()
-            .filter_map(|e| e.ok())
-            .map(|e| e.path())
-            .filter(|p| {
-                let n = p.file_name().unwrap().to_string_lossy().to_string();
-                n.contains(&stem) && n != stem
-            })
-            .collect()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
     };
+    // Wait until the child has written half its file (it then pauses).
+    let half = 2 << 20;
     let start = std::time::Instant::now();
-    loop {
-        let grown = tmp_files().iter().any(|p| {
-            std::fs::metadata(p)
-                .map(|m| m.len() > 64 * 1024)
-                .unwrap_or(false)
+    let temp = loop {
+        let grown = files().into_iter().find(|n| {
+            n != "b.ckpt" && std::fs::metadata(dir.join(n)).is_ok_and(|m| m.len() >= half)
         });
-        if grown {
-            break;
+        if let Some(t) = grown {
+            break t;
         }
+        // A guard against a hang, not a measurement.
         assert!(
-            start.elapsed().as_secs() < 60,
-            "the child never started writing"
+            start.elapsed().as_secs() < 120,
+            "the child never wrote half its file"
         );
         assert!(
             child.try_wait().unwrap().is_none(),
             "the child exited early"
         );
         std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    child.kill().unwrap();
+    };
+    child.kill().unwrap(); // SIGKILL on Unix
     child.wait().unwrap();
+    assert!(temp.starts_with(".b.ckpt.tmp-"), "{temp}");
+    assert_eq!(files(), [temp.clone(), "b.ckpt".to_string()]);
     assert_eq!(
         std::fs::read(&path).unwrap(),
         before,
         "previous checkpoint unchanged"
     );
-    let mut fresh = mlp(3);
-    let step = TrainingCheckpoint::load_into(&path, &mut fresh, &mut optimizer(), None);
-    assert_eq!(step.unwrap(), 2);
-    for p in tmp_files() {
-        std::fs::remove_file(p).unwrap(); // the killed writer's temporary file
-    }
-    std::fs::remove_file(&path).unwrap();
+
+    // A normal save of a newer state.
+    train(&mut m, &mut opt, &mut sched, 3);
+    TrainingCheckpoint::save(&path, &m, &opt, Some(&sched), 5).unwrap();
+    assert_eq!(files(), ["b.ckpt"], "the killed writer's file is gone");
+    let (mut fresh, mut fresh_opt, mut fresh_sched) = (mlp(3), optimizer(), schedule());
+    let step =
+        TrainingCheckpoint::load_into(&path, &mut fresh, &mut fresh_opt, Some(&mut fresh_sched));
+    assert_eq!(step.unwrap(), 5);
+    assert_eq!(values(&fresh), values(&m));
+    assert_eq!(fresh_opt.to_bytes().unwrap(), opt.to_bytes().unwrap());
+    assert_eq!(fresh_sched, sched);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// A model with dropout, trained from a shuffled loader, checkpointed in

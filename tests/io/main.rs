@@ -6,6 +6,7 @@
 //! "The test layout"), its files modules named as the files.
 
 mod checkpoint;
+mod checksums;
 mod data_loader;
 mod fuzz_corpus;
 mod io_idx;

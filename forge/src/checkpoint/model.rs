@@ -1,8 +1,6 @@
 //! A model's tensors as safetensors keyed by tensor path ([`LayerIo`]).
 
-use crate::io::{
-    atomic_write, read_safetensors, serialize_safetensors, AnyTensor, SafeTensorsData,
-};
+use crate::io::{read_safetensors, write_safetensors, AnyTensor, SafeTensorsData};
 use crate::nn::Layer;
 use crate::tensor::{DType, Float, Tensor};
 use crate::{ForgeError, Result};
@@ -25,7 +23,9 @@ use std::path::Path;
 /// std::fs::remove_file(&path).unwrap();
 /// ```
 pub trait LayerIo<E: Float>: Layer<E> {
-    /// Writes every tensor in the model's own element type, atomically.
+    /// Writes every tensor in the model's own element type, atomically,
+    /// with a checksum of each (verified by every load; see
+    /// [`CHECKSUM_PREFIX`](crate::io::CHECKSUM_PREFIX)).
     ///
     /// # Errors
     /// [`ForgeError::Io`] with the path.
@@ -64,7 +64,7 @@ pub trait LayerIo<E: Float>: Layer<E> {
     /// ```
     fn save_as(&self, path: impl AsRef<Path>, dtype: DType) -> Result<()> {
         let tensors = tensors_as(&self.state_dict(), "", dtype)?;
-        atomic_write(path, &serialize_safetensors(&tensors, &BTreeMap::new()))
+        write_safetensors(path, &tensors, &BTreeMap::new())
     }
 
     /// Replaces the model's tensors by a file's, converting any float
@@ -120,7 +120,8 @@ pub trait LayerIo<E: Float>: Layer<E> {
 
 impl<E: Float, L: Layer<E> + ?Sized> LayerIo<E> for L {}
 
-/// Converts a state dict to file tensors of `dtype`, keys prefixed.
+/// Converts a state dict to file tensors of `dtype`, keys prefixed. A
+/// tensor already of `dtype` shares its storage (no copy).
 pub(crate) fn tensors_as<E: Float>(
     dict: &BTreeMap<String, Tensor<E>>,
     prefix: &str,
@@ -128,6 +129,30 @@ pub(crate) fn tensors_as<E: Float>(
 ) -> Result<BTreeMap<String, AnyTensor>> {
     let mut out = BTreeMap::new();
     for (k, t) in dict {
+        let same: &dyn std::any::Any = t;
+        let shared = match dtype {
+            DType::F16 => same
+                .downcast_ref::<Tensor<half::f16>>()
+                .cloned()
+                .map(AnyTensor::F16),
+            DType::BF16 => same
+                .downcast_ref::<Tensor<half::bf16>>()
+                .cloned()
+                .map(AnyTensor::BF16),
+            DType::F32 => same
+                .downcast_ref::<Tensor<f32>>()
+                .cloned()
+                .map(AnyTensor::F32),
+            DType::F64 => same
+                .downcast_ref::<Tensor<f64>>()
+                .cloned()
+                .map(AnyTensor::F64),
+            _ => None,
+        };
+        if let Some(any) = shared {
+            out.insert(format!("{prefix}{k}"), any);
+            continue;
+        }
         let any = match dtype {
             DType::F16 => AnyTensor::F16(t.cast()),
             DType::BF16 => AnyTensor::BF16(t.cast()),

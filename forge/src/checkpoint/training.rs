@@ -5,7 +5,7 @@
 use super::model::{float_dict, tensors_as};
 use crate::data::{DataLoader, Dataset, LoaderState};
 use crate::io::{
-    atomic_write, parse_safetensors, read_safetensors, serialize_safetensors, AnyTensor,
+    parse_safetensors, read_safetensors, serialize_safetensors, write_safetensors, AnyTensor,
     SafeTensorsData,
 };
 use crate::nn::Layer;
@@ -131,6 +131,12 @@ fn schedule_name(s: &Schedule) -> &'static str {
 /// A run resumed from it is `==` the uninterrupted run, mid-epoch included
 /// (`tests/io/checkpoint.rs`).
 ///
+/// Every tensor of the file carries a CRC-32C checksum in the metadata
+/// (see [`CHECKSUM_PREFIX`](crate::io::CHECKSUM_PREFIX)), and loading
+/// refuses a file whose data does not match, naming the file and the
+/// tensor; a checkpoint written before checksums existed loads unverified.
+/// The guide's chapter "Checkpoint integrity" says what is guaranteed.
+///
 /// Nothing to spell: the optimizer and the schedule are whatever the
 /// caller has, and loading fills the caller's objects.
 ///
@@ -205,6 +211,25 @@ impl TrainingCheckpoint {
         R: UpdateRule,
         L: Layer<E> + ?Sized,
     {
+        let (tensors, meta) = Self::contents(model, optimizer, schedule, loader, step)?;
+        Ok(serialize_safetensors(&tensors, &meta))
+    }
+
+    /// The file's tensors and metadata: the model's tensors (sharing their
+    /// storage), the optimizer, schedule, random generators and loader
+    /// position as postcard blobs, and the format version and step.
+    fn contents<E, R, L>(
+        model: &L,
+        optimizer: &Optimizer<R, E>,
+        schedule: Option<&dyn ScheduleState>,
+        loader: Option<&LoaderState>,
+        step: u64,
+    ) -> Result<(BTreeMap<String, AnyTensor>, BTreeMap<String, String>)>
+    where
+        E: Float + Serialize + DeserializeOwned,
+        R: UpdateRule,
+        L: Layer<E> + ?Sized,
+    {
         let encode = |what: &str, r: std::result::Result<Vec<u8>, postcard::Error>| {
             r.map_err(|e| {
                 ForgeError::format(
@@ -232,7 +257,7 @@ impl TrainingCheckpoint {
         let mut meta = BTreeMap::new();
         meta.insert(FORMAT_KEY.to_string(), CHECKPOINT_VERSION.to_string());
         meta.insert("step".to_string(), step.to_string());
-        Ok(serialize_safetensors(&tensors, &meta))
+        Ok((tensors, meta))
     }
 
     /// Saves model (tensors and random generators), optimizer, schedule
@@ -260,10 +285,8 @@ impl TrainingCheckpoint {
         R: UpdateRule,
         L: Layer<E> + ?Sized,
     {
-        atomic_write(
-            path,
-            &Self::to_bytes(model, optimizer, schedule, None, step)?,
-        )
+        let (tensors, meta) = Self::contents(model, optimizer, schedule, None, step)?;
+        write_safetensors(path, &tensors, &meta)
     }
 
     /// As [`save`](Self::save), with the data loader's epoch, permutation
@@ -305,10 +328,8 @@ impl TrainingCheckpoint {
         D: Dataset,
     {
         let state = loader.state();
-        atomic_write(
-            path,
-            &Self::to_bytes(model, optimizer, schedule, Some(&state), step)?,
-        )
+        let (tensors, meta) = Self::contents(model, optimizer, schedule, Some(&state), step)?;
+        write_safetensors(path, &tensors, &meta)
     }
 
     /// Loads a checkpoint into the caller's model, optimizer and schedule
@@ -323,7 +344,8 @@ impl TrainingCheckpoint {
     ///
     /// # Errors
     /// [`ForgeError::Io`] with the path; [`ForgeError::Format`] for corrupt
-    /// bytes or a file that is not a training checkpoint;
+    /// bytes (data that fails its checksum included: the message names the
+    /// file and the tensor) or a file that is not a training checkpoint;
     /// [`ForgeError::Version`] for a newer format; [`ForgeError::StateDict`]
     /// for a model that does not fit (every key listed);
     /// [`ForgeError::State`] for optimizer state of another model or

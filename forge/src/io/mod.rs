@@ -14,11 +14,10 @@
 mod atomic;
 mod idx;
 mod safetensors;
-mod safetensors_header;
 
 pub use atomic::{atomic_write, atomic_write_with};
 pub use idx::{parse_idx, parse_idx_limited, read_idx, IdxArray, MAX_IDX_BYTES};
 pub use safetensors::{
     parse_safetensors, read_safetensors, serialize_safetensors, write_safetensors, AnyTensor,
-    SafeTensorsData, MAX_HEADER_BYTES, MAX_RANK,
+    SafeTensorsData, CHECKSUM_PREFIX, MAX_HEADER_BYTES, MAX_RANK,
 };

@@ -1,18 +1,36 @@
-//! forge's strict reading of a safetensors JSON header, with `serde_json`.
+//! The safetensors JSON header: its limits, forge's strict reading of it
+//! (with `serde_json`, in one pass) and its writing.
 //!
-//! The `safetensors` crate reads the header into hash maps, so it keeps the
-//! last of two entries with the same name (or two fields with the same key)
-//! without a word, accepts dtypes forge does not store, and shapes of any
-//! rank. This pass runs first and refuses all of that, with a message that
-//! names the tensor and the field; the crate then reads the data.
+//! The reading refuses what a reader into hash maps would let through: two
+//! entries with the same name (or two fields with the same key), dtypes
+//! forge does not store, shapes of more than [`MAX_RANK`] dimensions, with
+//! a message that names the tensor and the field.
 
-use super::safetensors::{MAX_RANK, METADATA_KEY};
 use crate::tensor::DType;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use std::collections::BTreeMap;
 use std::fmt;
 
+/// The largest JSON header accepted, in bytes (the reference implementation
+/// uses the same 100 MB cap).
+///
+/// ```
+/// assert_eq!(forge::io::MAX_HEADER_BYTES, 100_000_000);
+/// ```
+pub const MAX_HEADER_BYTES: usize = 100_000_000;
+
+/// The most dimensions a tensor may have (PyTorch's limit too).
+///
+/// ```
+/// assert_eq!(forge::io::MAX_RANK, 64);
+/// ```
+pub const MAX_RANK: usize = 64;
+
+/// The reserved header key holding the string metadata.
+pub(super) const METADATA_KEY: &str = "__metadata__";
+
 /// One header entry, before it is checked against the data.
+#[derive(Debug)]
 pub(super) struct Entry {
     pub dtype: DType,
     pub shape: Vec<usize>,
@@ -271,4 +289,59 @@ impl Visitor<'_> for DimVisitor {
             )))
         }
     }
+}
+
+/// The header text of a file holding `entries` (name, dtype, shape, data
+/// offsets, in the order of the data) and `metadata`: `__metadata__`
+/// first (omitted when empty), then the entries, as the reference crate
+/// writes them; padded with spaces to a multiple of 8 bytes so that the
+/// data that follows starts aligned.
+pub(super) fn write_header<'a>(
+    entries: impl Iterator<Item = (&'a str, DType, &'a [usize], usize, usize)>,
+    metadata: &BTreeMap<String, String>,
+) -> String {
+    // A `String` is valid JSON text for serde_json, and serde_json never
+    // fails on strings and integers written to a `Vec`.
+    let json = |out: &mut Vec<u8>, s: &str| {
+        serde_json::to_writer(out, s).expect("a string encodes as JSON");
+    };
+    let mut out = Vec::new();
+    out.push(b'{');
+    let mut first = true;
+    if !metadata.is_empty() {
+        json(&mut out, METADATA_KEY);
+        out.extend_from_slice(b":{");
+        for (i, (k, v)) in metadata.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            json(&mut out, k);
+            out.push(b':');
+            json(&mut out, v);
+        }
+        out.push(b'}');
+        first = false;
+    }
+    for (name, dtype, shape, start, end) in entries {
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        json(&mut out, name);
+        out.extend_from_slice(b":{\"dtype\":\"");
+        out.extend_from_slice(dtype.name().as_bytes());
+        out.extend_from_slice(b"\",\"shape\":[");
+        for (i, d) in shape.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(d.to_string().as_bytes());
+        }
+        out.extend_from_slice(format!("],\"data_offsets\":[{start},{end}]}}").as_bytes());
+    }
+    out.push(b'}');
+    while out.len() % 8 != 0 {
+        out.push(b' ');
+    }
+    String::from_utf8(out).expect("JSON text is UTF-8")
 }

@@ -1,4 +1,8 @@
+use super::header::METADATA_KEY;
 use super::*;
+use crate::error::ForgeError;
+use crate::tensor::Tensor;
+use std::collections::BTreeMap;
 
 /// A file from a literal header and data.
 fn file(header: &str, data: &[u8]) -> Vec<u8> {
@@ -8,13 +12,36 @@ fn file(header: &str, data: &[u8]) -> Vec<u8> {
     v
 }
 
+/// The message of the format error `bytes` give, checking that reading
+/// them from a file (header first, then tensor by tensor) gives the same
+/// one, with the file's path in front.
 fn err(bytes: &[u8]) -> String {
-    match parse_safetensors(bytes) {
+    let m = match parse_safetensors(bytes) {
         Err(ForgeError::Format { origin, detail }) if origin.is_empty() => detail,
         Err(ForgeError::Format { origin, detail }) => format!("{origin}: {detail}"),
         other => panic!("expected a format error, got {other:?}"),
+    };
+    let n = FILES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!("forge-st-err-{}-{n}", std::process::id()));
+    std::fs::write(&path, bytes).unwrap();
+    let from_file = read_safetensors(&path);
+    std::fs::remove_file(&path).unwrap();
+    match from_file {
+        Err(ForgeError::Format { origin, detail }) => {
+            let p = path.display().to_string();
+            let m2 = match origin.strip_prefix(&p).expect("the path first") {
+                "" => detail,
+                inner => format!("{}: {detail}", inner.strip_prefix(": ").unwrap()),
+            };
+            assert_eq!(m2, m, "file and memory disagree");
+        }
+        other => panic!("expected a format error from the file, got {other:?}"),
     }
+    m
 }
+
+/// Numbers the scratch files of [`err`].
+static FILES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 fn all_dtypes() -> BTreeMap<String, AnyTensor> {
     use half::{bf16, f16};
@@ -272,4 +299,42 @@ fn metadata_is_written_in_key_order_whatever_the_map() {
     }
     let back = parse_safetensors(&first).unwrap();
     assert_eq!((back.tensors, back.metadata), (t, meta));
+}
+
+#[test]
+fn reading_a_file_equals_parsing_its_bytes() {
+    let t = all_dtypes();
+    let meta = BTreeMap::from([("k".to_string(), "v".to_string())]);
+    let path = std::env::temp_dir().join(format!("forge-st-read-{}", std::process::id()));
+    write_safetensors(&path, &t, &meta).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(bytes, serialize_safetensors(&t, &meta));
+    let a = read_safetensors(&path).unwrap();
+    assert_eq!(a, parse_safetensors(&bytes).unwrap());
+    assert_eq!((a.tensors, a.metadata), (t, meta));
+    // A file cut short: the layout check finds it before any data is read.
+    std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
+    let e = read_safetensors(&path).unwrap_err().to_string();
+    assert!(e.contains("cover"), "{e}");
+    std::fs::remove_file(&path).unwrap();
+}
+
+/// The writer's layout is the reference crate's: same order of the data,
+/// same header entries; only the metadata (the checksums) is added.
+#[test]
+fn the_layout_is_the_reference_crates() {
+    let t = all_dtypes();
+    let ours = serialize_safetensors(&t, &BTreeMap::new());
+    let st = ::safetensors::SafeTensors::deserialize(&ours).unwrap();
+    let views = st.tensors();
+    let theirs = ::safetensors::serialize(views.iter().map(|(n, v)| (n, v.clone())), None).unwrap();
+    let n = |b: &[u8]| 8 + u64::from_le_bytes(b[..8].try_into().unwrap()) as usize;
+    assert_eq!(&ours[n(&ours)..], &theirs[n(&theirs)..], "the data");
+    let (_, a) = ::safetensors::SafeTensors::read_metadata(&ours).unwrap();
+    let (_, b) = ::safetensors::SafeTensors::read_metadata(&theirs).unwrap();
+    for (name, info) in a.tensors() {
+        let other = b.info(&name).unwrap();
+        assert_eq!(info.data_offsets, other.data_offsets, "{name}");
+        assert_eq!(info.shape, other.shape, "{name}");
+    }
 }
