@@ -87,3 +87,7 @@ pub struct ToolsTransforms;
 /// `docs/src/tools-profiler.md`.
 #[doc = include_str!("../../docs/src/tools-profiler.md")]
 pub struct ToolsProfiler;
+
+/// `docs/src/ops-coverage.md`.
+#[doc = include_str!("../../docs/src/ops-coverage.md")]
+pub struct OpsCoverage;

@@ -2,6 +2,7 @@
 //! A module of the one suite binary (`tests/suite.rs`; CONTRIBUTING.md,
 //! "The test layout"), its files modules named as the files.
 
+mod ops_activation_norm;
 mod ops_attention_masked;
 mod ops_attention_qkv;
 mod ops_binary_parity;
@@ -14,7 +15,9 @@ mod ops_layout_int;
 mod ops_linear;
 mod ops_matmul_parity;
 mod ops_reduce_parity;
+mod ops_resample_sort;
 mod ops_rnn_cells;
+mod ops_scan_round;
 mod ops_shape_gradcheck;
 mod ops_shape_parity;
 mod ops_shape_semantics;

@@ -17,6 +17,8 @@ pub(crate) mod index;
 pub(crate) mod memory;
 pub(crate) mod pool;
 pub(crate) mod reduce;
+pub(crate) mod resample;
+pub(crate) mod scan;
 pub(crate) mod strided;
 pub(crate) mod threads;
 pub(crate) mod vmath;

@@ -14,9 +14,11 @@
 #![doc = include_str!("example.md")]
 
 mod activation;
+mod activation_extra;
 mod attention;
 mod buffer;
 mod builder;
+mod cells;
 mod conv;
 mod conv_transpose;
 mod display;
@@ -27,23 +29,31 @@ mod forward;
 pub mod functional;
 mod gru;
 pub mod init;
+mod instance_norm;
 mod layer;
 mod linear;
 mod lstm;
 mod norm;
 mod pool;
+mod rms_norm;
 mod rnn;
 mod sequential;
+mod shape_extra;
 mod shape_layers;
 mod summary;
 mod transformer;
+mod upsample;
 mod visit;
 
 pub use activation::{
     Elu, Gelu, GeluTanh, LeakyRelu, LogSoftmax, Mish, Relu, Sigmoid, Silu, Softmax, Softplus, Tanh,
 };
+pub use activation_extra::{
+    Celu, Glu, Hardsigmoid, Hardswish, Hardtanh, LogSigmoid, PRelu, Relu6, Selu, Softsign,
+};
 pub use attention::{MultiheadAttention, PositionalEncoding};
 pub use buffer::Buffer;
+pub use cells::{GruCell, LstmCell, RnnCell};
 pub use conv::{Conv1d, Conv2d, IntoPair};
 pub use conv_transpose::ConvTranspose2d;
 pub use display::SeqDisplay;
@@ -51,6 +61,7 @@ pub use dropout::Dropout;
 pub use embedding::Embedding;
 pub use forward::Forward;
 pub use gru::Gru;
+pub use instance_norm::{InstanceNorm1d, InstanceNorm2d};
 pub use layer::{enter_layer, enter_layer_mut, Layer};
 pub use linear::Linear;
 pub use lstm::Lstm;
@@ -59,14 +70,17 @@ pub use pool::{
     AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d,
     AvgPool2d, MaxPool1d, MaxPool2d,
 };
+pub use rms_norm::RmsNorm;
 pub use rnn::{CellWeights, Rnn, RnnConfig, RnnNonlinearity};
 pub use sequential::{SeqChain, SeqForward, SeqVisit, Sequential};
+pub use shape_extra::{Identity, PixelShuffle, PixelUnshuffle, Unflatten};
 pub use shape_layers::{Flatten, Lambda, Reshape};
 pub use summary::{record_output, summary, OutputShape, Summary, SummaryRow};
 pub use transformer::{
     Activation, DecoderMasks, EncoderMasks, TransformerConfig, TransformerDecoder,
     TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer,
 };
+pub use upsample::Upsample;
 pub use visit::{
     join_path, AsFrozen, Scoped, TensorKind, TensorVisitor, TensorVisitorMut, Visit, Visitable,
 };

@@ -3,32 +3,44 @@
 //! so that every rule is itself differentiable. See `README.md` beside this
 //! file for the pattern to follow when adding an op.
 
+mod activation_extra;
 pub(crate) mod attention;
 pub(crate) mod attention_qkv;
 mod binary;
 mod compare;
 mod concat;
 mod conv;
+mod cumulative;
 pub(crate) mod dropout;
 pub(crate) mod embedding;
 mod grads;
 mod index;
+pub(crate) mod interpolate;
 mod layout;
 mod layout_int;
 mod linear;
 pub(crate) mod loss;
+mod masked_select;
 mod matmul;
 pub(crate) mod norm;
+mod pixel_shuffle;
 mod plan;
 mod pool;
+mod rearrange;
 mod reduce;
 mod reduce_minmax;
 mod reduce_stats;
+pub(crate) mod rms_norm;
 pub(crate) mod rnn_cell;
+mod rounding;
 mod shape;
 mod softmax;
 pub(crate) mod softmax_masked;
+mod sort;
 mod strided;
 mod unary;
+pub(crate) mod vector_norm;
 
+pub use activation_extra::{SELU_ALPHA, SELU_SCALE};
 pub use binary::ScalarOperand;
+pub use interpolate::{Interpolate, InterpolateMode};

@@ -201,8 +201,8 @@ impl<E: Float, D: Device> Tensor<E, D> {
         self.unary("abs", |x| x.abs(), |t| t.abs(), |g, x, _| g.mul(&x.sign()))
     }
 
-    /// The sign of each element (-1, 0 or 1). Not differentiable (its
-    /// gradient is zero almost everywhere): the result is detached.
+    /// The sign of each element (-1, 0 or 1). Its gradient is zero (as
+    /// PyTorch's, the derivative almost everywhere).
     ///
     /// ```
     /// let t = forge::Tensor::<f32>::from_vec(vec![-3.0, 0.0, 2.0], &[3]);
@@ -218,6 +218,9 @@ impl<E: Float, D: Device> Tensor<E, D> {
             } else {
                 E::zero()
             }
+        })
+        .record("sign", vec![self.clone()], |ctx| {
+            vec![Some(Tensor::zeros(ctx.grad.shape()))]
         })
     }
 

@@ -2,8 +2,8 @@
 //! its leaves and the untracked inputs) as data and as Graphviz DOT.
 
 use super::anomaly::CallSite;
-use crate::tensor::node::Node;
 use crate::nn::Layer;
+use crate::tensor::node::Node;
 use crate::tensor::{Device, Element, Float, Tensor};
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;

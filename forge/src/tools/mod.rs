@@ -11,8 +11,8 @@ mod custom;
 mod func;
 mod graph;
 pub(crate) mod hooks;
-mod switch;
 mod profiler;
+mod switch;
 
 pub(crate) use anomaly::first_nonfinite;
 
@@ -23,4 +23,3 @@ pub use custom::{apply_op, BackwardArgs, CustomOp, ForwardCtx};
 pub use func::{grad, hessian, hvp, jacobian, jvp, per_sample_grads, vjp};
 pub use graph::{to_dot, Graph, GraphNode, NodeKind};
 pub use profiler::{profile, Event, OpRow, Phase, Profile, Profiler};
-

@@ -23,4 +23,3 @@ pub(crate) fn acquire() {
 pub(crate) fn release() {
     ACTIVE.fetch_sub(1, Ordering::Relaxed);
 }
-
