@@ -94,7 +94,8 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// use forge::Tensor;
     /// let t = Tensor::<f64>::from_vec(vec![0.5, -1.0, 2.0, 0.0], &[2, 2]);
     /// assert_eq!(t.argsort(1, false).to_vec(), vec![1, 0, 1, 0]);
-    /// assert_eq!(t.argsort(0, true).to_vec(), vec![1, 0, 0, 1]);
+    /// // each column, largest first: [0.5, 2.0] -> [1, 0], [-1.0, 0.0] -> [1, 0]
+    /// assert_eq!(t.argsort(0, true).to_vec(), vec![1, 1, 0, 0]);
     /// ```
     #[track_caller]
     pub fn argsort(&self, dim: isize, descending: bool) -> Tensor<i64, D> {

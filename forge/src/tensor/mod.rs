@@ -79,7 +79,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
     /// When `data.len()` differs from the product of `shape`.
     ///
     /// ```
-    /// use forge::{cpu::Storage, Tensor};
+    /// use forge::{runtime::Storage, Tensor};
     /// let t = Tensor::<f32>::from_storage(Storage::map(&[1.0f32, 2.0], |x| x * 3.0), &[2]);
     /// assert_eq!(t.to_vec(), vec![3.0, 6.0]);
     /// ```
