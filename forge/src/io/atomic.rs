@@ -48,9 +48,10 @@ pub fn atomic_write(path: impl AsRef<Path>, bytes: &[u8]) -> Result<()> {
 /// when `f` and the flush and `fsync` that follow all succeed.
 ///
 /// Before writing, the temporary files of earlier writes to `path` whose
-/// writers died are removed (on Unix; see the [module docs](self)): a
-/// killed save leaves a file behind only until the next save. Files of
-/// writers still running are never touched.
+/// writers died are removed (on Unix, where each writer holds an advisory
+/// lock on its temporary file until the rename, so a file no one holds
+/// locked is an orphan): a killed save leaves a file behind only until the
+/// next save. Files of writers still running are never touched.
 ///
 /// # Errors
 /// [`ForgeError::Io`] when `f` fails or the file cannot be created, synced
