@@ -154,14 +154,25 @@ fn unbind_matches_pytorch() {
 
 #[test]
 fn classification_tests_match_pytorch() {
-    let f = Fixture::load("ops/classify_nan_inf.safetensors");
-    let x = f.t("x");
+    let files = common::fixtures_with_prefix("ops", "classify_");
+    assert!(!files.is_empty(), "no classify_* fixtures");
     let as_i64 = |t: Tensor<bool>| t.to_vec().iter().map(|&b| b as i64).collect::<Vec<_>>();
-    assert_eq!(as_i64(x.isnan()), f.i("isnan").to_vec());
-    assert_eq!(as_i64(x.isinf()), f.i("isinf").to_vec());
-    assert_eq!(as_i64(x.isfinite()), f.i("isfinite").to_vec());
-    let x32 = x.cast::<f32>();
-    assert_eq!(as_i64(x32.isfinite()), f.i("isfinite").to_vec());
+    for file in files {
+        let f = Fixture::load(&file);
+        let x = f.t("x");
+        // Each file names the classifications it holds (`op`, `outputs`).
+        for out in f.meta_list("outputs") {
+            let want = f.i(&out).to_vec();
+            let (got, got32) = match out.as_str() {
+                "isnan" => (x.isnan(), x.cast::<f32>().isnan()),
+                "isinf" => (x.isinf(), x.cast::<f32>().isinf()),
+                "isfinite" => (x.isfinite(), x.cast::<f32>().isfinite()),
+                other => panic!("{file}: unknown classification {other}"),
+            };
+            assert_eq!(as_i64(got), want, "{file}: {out}");
+            assert_eq!(as_i64(got32), want, "{file}: {out} in f32");
+        }
+    }
 }
 
 #[test]
