@@ -121,6 +121,29 @@ pub enum ForgeError {
         /// What was found (`NaN at index 3`).
         detail: String,
     },
+    /// Something this build does not support: a checkpoint's
+    /// `model_type`, a configuration option, an element type, a CPU class.
+    /// Nothing falls back to a silent default.
+    Unsupported {
+        /// What is unsupported (`model_type`, `hidden_act`, `dtype`).
+        what: String,
+        /// The value met and what is supported instead.
+        detail: String,
+    },
+    /// A call that a progress handler stopped by answering `Flow::Cancel`.
+    /// What the call had changed is left consistent (see the call's docs).
+    Cancelled {
+        /// The call that stopped (`evaluate`, `fit`, `generate`).
+        call: String,
+        /// How far it got (`batch 3 of 10`).
+        detail: String,
+    },
+    /// A `try_` call that found its executor or arena busy and did not
+    /// queue.
+    Contended {
+        /// What was busy (`executor`, `arena`).
+        resource: String,
+    },
 }
 
 impl ForgeError {
@@ -199,6 +222,46 @@ impl ForgeError {
         }
     }
 
+    /// An [`Unsupported`](ForgeError::Unsupported) error.
+    ///
+    /// ```
+    /// let e = forge::ForgeError::unsupported("model_type", "'t5' (supported: gpt2, llama, bert)");
+    /// assert_eq!(e.to_string(), "unsupported model_type: 't5' (supported: gpt2, llama, bert)");
+    /// assert_eq!(e.kind(), "unsupported");
+    /// ```
+    pub fn unsupported(what: impl Into<String>, detail: impl Into<String>) -> Self {
+        ForgeError::Unsupported {
+            what: what.into(),
+            detail: detail.into(),
+        }
+    }
+
+    /// A stable, lower-case spelling of the variant, for logs, metrics and
+    /// bindings; it never changes once released.
+    ///
+    /// ```
+    /// let e = forge::ForgeError::missing("loader", "training checkpoint");
+    /// assert_eq!(e.kind(), "missing_key");
+    /// ```
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ForgeError::Io { .. } => "io",
+            ForgeError::Format { .. } => "format",
+            ForgeError::Shape { .. } => "shape",
+            ForgeError::DType { .. } => "dtype",
+            ForgeError::StateDict { .. } => "state_dict",
+            ForgeError::Version { .. } => "version",
+            ForgeError::MissingKey { .. } => "missing_key",
+            ForgeError::State { .. } => "state",
+            ForgeError::Invalid { .. } => "invalid",
+            ForgeError::Distributed(_) => "distributed",
+            ForgeError::NonFinite { .. } => "non_finite",
+            ForgeError::Unsupported { .. } => "unsupported",
+            ForgeError::Cancelled { .. } => "cancelled",
+            ForgeError::Contended { .. } => "contended",
+        }
+    }
+
     /// An [`Invalid`](ForgeError::Invalid) error.
     ///
     /// ```
@@ -266,6 +329,14 @@ impl fmt::Display for ForgeError {
             ForgeError::Invalid { detail, .. } => write!(f, "invalid argument: {detail}"),
             ForgeError::Distributed(m) => write!(f, "distributed: {m}"),
             ForgeError::NonFinite { name, detail } => write!(f, "non-finite {name}: {detail}"),
+            ForgeError::Unsupported { what, detail } => write!(f, "unsupported {what}: {detail}"),
+            ForgeError::Cancelled { call, detail } if detail.is_empty() => {
+                write!(f, "{call}: cancelled")
+            }
+            ForgeError::Cancelled { call, detail } => write!(f, "{call}: cancelled at {detail}"),
+            ForgeError::Contended { resource } => {
+                write!(f, "{resource} is busy (a try_ call does not queue)")
+            }
         }
     }
 }
