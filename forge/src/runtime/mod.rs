@@ -133,3 +133,23 @@ pub fn set_memory_ceiling(bytes: usize) {
 pub fn reset_high_water() {
     crate::cpu::memory::reset_high_water()
 }
+
+/// Tunes glibc's `malloc` for kernels that allocate their own scratch
+/// (the gemm's packing buffers): the mmap threshold goes to 32 MiB and the
+/// trim threshold to 512 MiB, so freed scratch stays mapped for the next
+/// call instead of being faulted in again. Returns whether the settings
+/// changed (glibc on Linux only; elsewhere nothing happens).
+///
+/// This changes the allocator of the whole process, so forge never calls
+/// it by itself: a program that owns its process may call it once at
+/// start-up (or set `FORGE_MALLOC_TUNE=1`). A library embedding forge
+/// should leave it to the program.
+///
+/// ```
+/// // In a program's main, before the first model runs:
+/// let tuned = forge::runtime::tune_malloc();
+/// assert_eq!(tuned, cfg!(all(target_os = "linux", target_env = "gnu")));
+/// ```
+pub fn tune_malloc() -> bool {
+    crate::cpu::memory::freelists::tune_malloc()
+}
