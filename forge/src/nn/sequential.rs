@@ -2,10 +2,10 @@
 //! tuple, and the [`sequential!`](crate::sequential) macro that builds one.
 
 use super::forward::Forward;
-use crate::base::context::enter;
 use super::layer::{enter_layer, enter_layer_mut, Layer};
 use super::summary::{key_of, record_last_as, recording_mark};
 use super::visit::{TensorVisitor, TensorVisitorMut, Visit, Visitable};
+use crate::base::context::enter;
 use crate::tensor::Float;
 
 /// Layers applied in order, stored as a cons list `(A, (B, (C, ())))` so that

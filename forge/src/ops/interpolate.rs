@@ -241,7 +241,8 @@ fn plan_sizes(shape: &[usize], o: &Interpolate) -> (Vec<usize>, Vec<Option<f64>>
         }
         _ => shape_panic!(
             "interpolate: give exactly one of size ({:?}) and scale_factor ({:?})",
-            o.size, o.scale_factor
+            o.size,
+            o.scale_factor
         ),
     }
 }

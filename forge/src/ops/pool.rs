@@ -398,7 +398,11 @@ impl<E: Float, D: Device> Tensor<E, D> {
         check_padding(op, &[kernel], &[padding]);
         let s = self.shape();
         PoolWindows::sliding([1, s[2]], [1, kernel], [1, stride], [0, padding]).unwrap_or_else(
-            || shape_panic!("{op}: input {s:?} padded by {padding} is smaller than the kernel {kernel}"),
+            || {
+                shape_panic!(
+                    "{op}: input {s:?} padded by {padding} is smaller than the kernel {kernel}"
+                )
+            },
         );
         self.as_2d(|x| x.max_pool2d([1, kernel], [1, stride], [0, padding]))
     }
@@ -427,7 +431,11 @@ impl<E: Float, D: Device> Tensor<E, D> {
         check_padding(op, &[kernel], &[padding]);
         let s = self.shape();
         PoolWindows::sliding([1, s[2]], [1, kernel], [1, stride], [0, padding]).unwrap_or_else(
-            || shape_panic!("{op}: input {s:?} padded by {padding} is smaller than the kernel {kernel}"),
+            || {
+                shape_panic!(
+                    "{op}: input {s:?} padded by {padding} is smaller than the kernel {kernel}"
+                )
+            },
         );
         self.as_2d(|x| x.avg_pool2d([1, kernel], [1, stride], [0, padding], count_include_pad))
     }

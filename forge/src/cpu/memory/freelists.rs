@@ -104,7 +104,9 @@ pub fn tune_malloc() -> bool {
         // SAFETY: mallopt only sets allocator parameters; these two take
         // any non-negative byte count (an out-of-range value is refused
         // with a 0 return, which leaves the default in place).
-        unsafe { mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, 512 << 20) == 1 }
+        unsafe {
+            mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, 512 << 20) == 1
+        }
     }
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
     false

@@ -166,7 +166,9 @@ impl WideRows for Block<'_> {
         let rows = b.c.len() / h;
         shape_assert!(b.xp.len() >= rows * g4 && b.hw.len() >= rows * g4);
         shape_assert!(b.y_stride >= h, "lstm: output rows overlap");
-        shape_assert!(b.cp.len() >= rows * h && (rows == 0 || b.y.len() >= (rows - 1) * b.y_stride + h));
+        shape_assert!(
+            b.cp.len() >= rows * h && (rows == 0 || b.y.len() >= (rows - 1) * b.y_stride + h)
+        );
         if b.tc.is_some() || !AVX512 {
             shape_assert!(b.gates.len() >= rows * g4, "lstm: gate buffer length");
         }
