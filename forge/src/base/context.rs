@@ -83,8 +83,11 @@ pub(crate) fn fail(args: fmt::Arguments<'_>) -> ! {
 /// `assert!` whose message names the layers the thread is inside (see
 /// [`fail`]); the form without a message says which condition failed.
 macro_rules! shape_assert {
+    // The condition is bound first: `!(a >= b)` on floats would read as
+    // `a < b`, which it is not for NaN.
     ($cond:expr $(,)?) => {
-        if !$cond {
+        let holds: bool = $cond;
+        if !holds {
             $crate::base::context::fail(format_args!(
                 "assertion failed: {}",
                 stringify!($cond)
@@ -92,7 +95,8 @@ macro_rules! shape_assert {
         }
     };
     ($cond:expr, $($arg:tt)+) => {
-        if !$cond {
+        let holds: bool = $cond;
+        if !holds {
             $crate::base::context::fail(format_args!($($arg)+))
         }
     };
