@@ -9,6 +9,7 @@ mod ops_binary_parity;
 mod ops_compare;
 mod ops_conv_t1d_bilinear;
 mod ops_einsum_pad;
+mod ops_embedding_bag;
 mod ops_fused_class_loss;
 mod ops_fused_kernels;
 mod ops_fused_norm_loss;

@@ -103,7 +103,12 @@ fn conv_transpose1d_and_bilinear_pass_gradcheck_and_second_order_checks() {
                 let y = run(&f, &v);
                 y.mul(&gout).sum().mul(&y.sum())
             };
-            common::assert_hvp(scalar, &xs[k], 31 + k as u64, &format!("{} (input {k})", f.name));
+            common::assert_hvp(
+                scalar,
+                &xs[k],
+                31 + k as u64,
+                &format!("{} (input {k})", f.name),
+            );
         }
     }
 }

@@ -115,7 +115,12 @@ fn check_grads(f: &Fixture, op: Op<f64>) {
             v[k] = x.clone();
             op(f, &v).mul(&gout).sum().mul(&op(f, &v).sum())
         };
-        common::assert_hvp(scalar, &xs[k], 5 + k as u64, &format!("{} (operand {k})", f.name));
+        common::assert_hvp(
+            scalar,
+            &xs[k],
+            5 + k as u64,
+            &format!("{} (operand {k})", f.name),
+        );
     }
 }
 
@@ -156,7 +161,10 @@ fn einsum_errors_name_the_equation_and_shapes() {
         .unwrap_or_default()
     };
     let m = err("ij,jk->ik", vec![a.clone(), b.clone()]);
-    assert!(m.contains("einsum") && m.contains("subscript j has sizes 3 and 4"), "{m}");
+    assert!(
+        m.contains("einsum") && m.contains("subscript j has sizes 3 and 4"),
+        "{m}"
+    );
     assert!(err("ij,jk", vec![a.clone()]).contains("2 input terms for 1 operands"));
     assert!(err("i->i", vec![a.clone()]).contains("1 subscripts for an operand of rank 2"));
     assert!(err("ij->ii", vec![a.clone()]).contains("more than once"));

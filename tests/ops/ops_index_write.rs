@@ -66,12 +66,12 @@ fn op_for<E: Float>(f: &Fixture) -> Op<E> {
                 get("x").scatter_value(dim, &idx, f.meta_f64("value"))
             }]
         },
-        "index_copy" => |f, get| {
-            vec![get("x").index_copy(f.parse("dim"), &f.i("index"), &get("source"))]
-        },
-        "index_fill" => |f, get| {
-            vec![get("x").index_fill(f.parse("dim"), &f.i("index"), f.meta_f64("value"))]
-        },
+        "index_copy" => {
+            |f, get| vec![get("x").index_copy(f.parse("dim"), &f.i("index"), &get("source"))]
+        }
+        "index_fill" => {
+            |f, get| vec![get("x").index_fill(f.parse("dim"), &f.i("index"), f.meta_f64("value"))]
+        }
         "index_put" => |f, get| {
             let idx = index_tensors(f);
             let refs: Vec<&Tensor<i64>> = idx.iter().collect();
@@ -160,7 +160,12 @@ fn check_grads(f: &Fixture) {
             let y = run(&v)[0].clone();
             y.mul(&gout).sum().mul(&y.sum())
         };
-        common::assert_hvp(scalar, &xs[k], 11 + k as u64, &format!("{} (input {k})", f.name));
+        common::assert_hvp(
+            scalar,
+            &xs[k],
+            11 + k as u64,
+            &format!("{} (input {k})", f.name),
+        );
     }
 }
 
@@ -183,7 +188,12 @@ fn index_writes_and_unfold_match_pytorch_in_f64_and_f32() {
             if f.meta("op") == "index_mask" {
                 let mask = f.i("mask").to_vec().iter().map(|&m| m != 0).collect();
                 let mask = Tensor::<bool>::from_vec(mask, f.i("mask").shape());
-                assert_eq!(mask.nonzero().to_vec(), f.i("nonzero").to_vec(), "{}", f.name);
+                assert_eq!(
+                    mask.nonzero().to_vec(),
+                    f.i("nonzero").to_vec(),
+                    "{}",
+                    f.name
+                );
                 assert_eq!(mask.nonzero().shape(), f.i("nonzero").shape(), "{}", f.name);
             }
         }
@@ -210,7 +220,10 @@ fn scatter_into_a_larger_source_gives_zero_gradient_to_the_rest() {
     let y = x.scatter(1, &idx, &src, ScatterReduce::None);
     assert_eq!(y.to_vec(), vec![0.0, 0.0, 1.0, 3.0, 0.0, 0.0]);
     let g = y
-        .mul(&Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]))
+        .mul(&Tensor::from_vec(
+            vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+            &[2, 3],
+        ))
         .sum()
         .backward();
     assert_eq!(g.get(&src).unwrap().to_vec(), vec![3.0, 0.0, 4.0, 0.0]);
@@ -229,7 +242,10 @@ fn index_errors_name_the_op_and_shapes() {
         let i = Tensor::<i64>::from_vec(vec![3], &[1]);
         Tensor::<f32>::zeros(&[3, 2]).index(&[&i]);
     }));
-    assert!(m.contains("index: index 3 is out of range for dimension 0 of size 3"), "{m}");
+    assert!(
+        m.contains("index: index 3 is out of range for dimension 0 of size 3"),
+        "{m}"
+    );
     let m = err(Box::new(|| {
         let i = Tensor::<i64>::from_vec(vec![0, 1], &[2]);
         let v = Tensor::<f32>::zeros(&[3]);

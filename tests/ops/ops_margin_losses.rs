@@ -166,7 +166,12 @@ fn margin_and_likelihood_losses_pass_gradcheck_and_second_order_checks() {
                 let y = run(&v);
                 y.mul(&gout).sum().mul(&y.sum())
             };
-            common::assert_hvp(scalar, &xs[k], 21 + k as u64, &format!("{} ({})", f.name, grads[k]));
+            common::assert_hvp(
+                scalar,
+                &xs[k],
+                21 + k as u64,
+                &format!("{} ({})", f.name, grads[k]),
+            );
         }
     }
 }

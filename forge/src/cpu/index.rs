@@ -111,7 +111,16 @@ pub fn scatter_add<E: Copy + Add<Output = E>>(
     src: &[E],
     src_shape: &[usize],
 ) {
-    scatter_with(dst, dst_shape, axis, idx, idx_shape, src, src_shape, |d, s| d + s);
+    scatter_with(
+        dst,
+        dst_shape,
+        axis,
+        idx,
+        idx_shape,
+        src,
+        src_shape,
+        |d, s| d + s,
+    );
 }
 
 /// [`scatter_add`] with `combine(old, new)` in place of the sum (the

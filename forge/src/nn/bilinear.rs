@@ -43,7 +43,12 @@ impl<E: Float> Bilinear<E> {
     /// assert_eq!(l.weight.shape(), &[3, 4, 2]);
     /// assert!(l.weight.to_vec().iter().all(|w| w.abs() <= 0.5)); // 1/sqrt(4)
     /// ```
-    pub fn new(in1_features: usize, in2_features: usize, out_features: usize, rng: &mut Rng) -> Self {
+    pub fn new(
+        in1_features: usize,
+        in2_features: usize,
+        out_features: usize,
+        rng: &mut Rng,
+    ) -> Self {
         assert!(
             in1_features > 0 && in2_features > 0 && out_features > 0,
             "Bilinear: sizes ({in1_features}, {in2_features}, {out_features}) must be positive"

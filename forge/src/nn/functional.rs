@@ -17,10 +17,11 @@
 
 pub use crate::nn::instance_norm::instance_norm;
 pub use crate::ops::attention::scaled_dot_product_attention;
-pub use crate::ops::bilinear::bilinear;
 pub use crate::ops::attention_qkv::qkv_attention;
+pub use crate::ops::bilinear::bilinear;
 pub use crate::ops::dropout::dropout;
 pub use crate::ops::embedding::embedding;
+pub use crate::ops::embedding_bag::{embedding_bag, BagMode};
 pub use crate::ops::interpolate::interpolate;
 pub use crate::ops::loss::{
     binary_cross_entropy, binary_cross_entropy_with_logits, cosine_embedding_loss,

@@ -90,9 +90,17 @@ fn contract<E: Float, D: Device>(a: Term<E, D>, b: Term<E, D>, keep: &[Label]) -
     let prod = |v: &[usize]| v.iter().product::<usize>() as isize;
     let order_a: Vec<Label> = [&batch[..], &a_only, &summed].concat();
     let order_b: Vec<Label> = [&batch[..], &summed, &b_only].concat();
-    let am = a.arrange(&order_a).reshape(&[prod(&bs), prod(&ms), prod(&ks)]);
-    let bm = b.arrange(&order_b).reshape(&[prod(&bs), prod(&ks), prod(&ns)]);
-    let shape: Vec<isize> = [&bs[..], &ms, &ns].concat().iter().map(|&d| d as isize).collect();
+    let am = a
+        .arrange(&order_a)
+        .reshape(&[prod(&bs), prod(&ms), prod(&ks)]);
+    let bm = b
+        .arrange(&order_b)
+        .reshape(&[prod(&bs), prod(&ks), prod(&ns)]);
+    let shape: Vec<isize> = [&bs[..], &ms, &ns]
+        .concat()
+        .iter()
+        .map(|&d| d as isize)
+        .collect();
     Term {
         t: am.matmul(&bm).reshape(&shape),
         labels: [&batch[..], &a_only, &b_only].concat(),
@@ -143,7 +151,10 @@ impl<E: Float, D: Device> Tensor<E, D> {
                     "einsum: {equation:?}: subscript {} has sizes {} and {d} (operand shapes {:?})",
                     spell(l),
                     *s,
-                    operands.iter().map(|t| t.shape().to_vec()).collect::<Vec<_>>()
+                    operands
+                        .iter()
+                        .map(|t| t.shape().to_vec())
+                        .collect::<Vec<_>>()
                 );
             }
         }
@@ -170,8 +181,8 @@ impl<E: Float, D: Device> Tensor<E, D> {
             }
             // Size-1 dimensions of a label that is larger elsewhere: the
             // operand is constant along it.
-            while let Some(p) =
-                (0..term.labels.len()).find(|&p| term.t.shape()[p] == 1 && size[&term.labels[p]] > 1)
+            while let Some(p) = (0..term.labels.len())
+                .find(|&p| term.t.shape()[p] == 1 && size[&term.labels[p]] > 1)
             {
                 term.t = term.t.squeeze(p as isize);
                 term.labels.remove(p);

@@ -28,7 +28,10 @@ struct Term {
 
 impl Term {
     fn letters(&self) -> impl Iterator<Item = Label> + '_ {
-        self.before.iter().chain(self.after.iter().flatten()).copied()
+        self.before
+            .iter()
+            .chain(self.after.iter().flatten())
+            .copied()
     }
 }
 
@@ -88,9 +91,7 @@ pub(super) fn parse(eq: &str, ranks: &[usize]) -> Equation {
             Some(_) => r.checked_sub(named),
             None => (named == r).then_some(0),
         }
-        .unwrap_or_else(|| {
-            panic!("einsum: {eq:?}: {named} subscripts for an operand of rank {r}")
-        });
+        .unwrap_or_else(|| panic!("einsum: {eq:?}: {named} subscripts for an operand of rank {r}"));
         ell = ell.max(k);
         ell_dims.push(k);
     }

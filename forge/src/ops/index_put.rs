@@ -11,7 +11,11 @@ use crate::tensor::{broadcast_shapes, Device, Float, Tensor};
 /// The row of `shape[..k]` each broadcast index position names (negative
 /// indices count from the end), and the broadcast index shape.
 #[track_caller]
-fn rows<D: Device>(op: &str, shape: &[usize], indices: &[&Tensor<i64, D>]) -> (Vec<i64>, Vec<usize>) {
+fn rows<D: Device>(
+    op: &str,
+    shape: &[usize],
+    indices: &[&Tensor<i64, D>],
+) -> (Vec<i64>, Vec<usize>) {
     let k = indices.len();
     let shapes: Vec<Vec<usize>> = indices.iter().map(|t| t.shape().to_vec()).collect();
     assert!(

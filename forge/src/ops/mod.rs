@@ -17,6 +17,7 @@ pub(crate) mod dropout;
 mod einsum;
 mod einsum_parse;
 pub(crate) mod embedding;
+pub(crate) mod embedding_bag;
 mod grads;
 mod index;
 mod index_put;

@@ -88,9 +88,7 @@ impl Unfold {
             self.dilation,
             1,
         )
-        .unwrap_or_else(|| {
-            panic!("{op}: image {h}x{w} with {self:?} has no complete block")
-        })
+        .unwrap_or_else(|| panic!("{op}: image {h}x{w} with {self:?} has no complete block"))
     }
 }
 
@@ -128,11 +126,17 @@ impl<E: Float, D: Device> Tensor<E, D> {
             vec![rows, (g.oh * g.ow)]
         };
         let opts = *opts;
-        Tensor::from_parts(data, shape.into(), None).record("unfold", vec![self.clone()], move |ctx| {
-            let x = &ctx.inputs[0];
-            let r = x.rank();
-            vec![Some(ctx.grad.fold([x.shape()[r - 2], x.shape()[r - 1]], &opts))]
-        })
+        Tensor::from_parts(data, shape.into(), None).record(
+            "unfold",
+            vec![self.clone()],
+            move |ctx| {
+                let x = &ctx.inputs[0];
+                let r = x.rank();
+                vec![Some(
+                    ctx.grad.fold([x.shape()[r - 2], x.shape()[r - 1]], &opts),
+                )]
+            },
+        )
     }
 
     /// `F.fold`: columns `[N, C * kh * kw, L]` (or `[C * kh * kw, L]`)
@@ -179,7 +183,10 @@ impl<E: Float, D: Device> Tensor<E, D> {
             vec![c, h, w]
         };
         let opts = *opts;
-        Tensor::from_parts(data, shape.into(), None)
-            .record("fold", vec![self.clone()], move |ctx| vec![Some(ctx.grad.unfold(&opts))])
+        Tensor::from_parts(data, shape.into(), None).record(
+            "fold",
+            vec![self.clone()],
+            move |ctx| vec![Some(ctx.grad.unfold(&opts))],
+        )
     }
 }

@@ -342,7 +342,11 @@ fn backward_weight_batched<E: Float>(
 /// columns, `[n, c * kh * kw, oh * ow]` (the geometry's `o` and `groups`
 /// are ignored). In parallel over planes.
 pub(super) fn unfold<E: Float>(g: &ConvGeom, x: &[E]) -> Storage<E> {
-    let one = ConvGeom { c: 1, groups: 1, ..*g };
+    let one = ConvGeom {
+        c: 1,
+        groups: 1,
+        ..*g
+    };
     let (plane, cols) = (g.h * g.w, g.kh * g.kw * g.l());
     let mut out = Storage::filled(g.n * g.c * cols, E::zero());
     for_each_chunk_mut(&mut out, cols, |p, c| {
@@ -354,7 +358,11 @@ pub(super) fn unfold<E: Float>(g: &ConvGeom, x: &[E]) -> Storage<E> {
 /// `F.fold`, the adjoint of [`unfold`]: the columns `[n, c * kh * kw,
 /// oh * ow]` summed back onto `[n, c, h, w]`. In parallel over planes.
 pub(super) fn fold<E: Float>(g: &ConvGeom, cols: &[E]) -> Storage<E> {
-    let one = ConvGeom { c: 1, groups: 1, ..*g };
+    let one = ConvGeom {
+        c: 1,
+        groups: 1,
+        ..*g
+    };
     let (plane, len) = (g.h * g.w, g.kh * g.kw * g.l());
     let mut out = Storage::filled(g.n * g.c * plane, E::zero());
     for_each_chunk_mut(&mut out, plane, |p, x| {

@@ -180,8 +180,6 @@ pub fn multilabel_soft_margin_loss<E: Float, D: Device>(
         l = l.mul(w);
     }
     let c = input.shape()[input.rank() - 1];
-    let per_sample = l
-        .sum_dim(&[-1], false)
-        .div_scalar(E::from_f64(c as f64));
+    let per_sample = l.sum_dim(&[-1], false).div_scalar(E::from_f64(c as f64));
     reduce(per_sample, reduction)
 }

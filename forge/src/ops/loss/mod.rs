@@ -19,12 +19,12 @@ mod pointwise;
 mod spec;
 
 pub use class::{cross_entropy_with, nll_loss, CrossEntropyOptions, NllLossOptions};
-pub use pointwise::{
-    binary_cross_entropy, binary_cross_entropy_with_logits, huber_loss, kl_div, l1_loss,
-    l1_penalty, l2_penalty, mse_loss, smooth_l1_loss, KlDivReduction,
-};
 pub use likelihood::{gaussian_nll_loss, poisson_nll_loss};
 pub use margin::{
     cosine_embedding_loss, margin_ranking_loss, multilabel_soft_margin_loss, triplet_margin_loss,
+};
+pub use pointwise::{
+    binary_cross_entropy, binary_cross_entropy_with_logits, huber_loss, kl_div, l1_loss,
+    l1_penalty, l2_penalty, mse_loss, smooth_l1_loss, KlDivReduction,
 };
 pub use spec::Reduction;
