@@ -83,19 +83,22 @@ pub(crate) fn fail(args: fmt::Arguments<'_>) -> ! {
 /// `assert!` whose message names the layers the thread is inside (see
 /// [`fail`]); the form without a message says which condition failed.
 macro_rules! shape_assert {
-    ($cond:expr $(,)?) => {
-        if !$cond {
+    ($cond:expr $(,)?) => {{
+        // Through a binding: `!(a < b)` on floats trips a clippy lint.
+        let ok: bool = $cond;
+        if !ok {
             $crate::base::context::fail(format_args!(
                 "assertion failed: {}",
                 stringify!($cond)
             ))
         }
-    };
-    ($cond:expr, $($arg:tt)+) => {
-        if !$cond {
+    }};
+    ($cond:expr, $($arg:tt)+) => {{
+        let ok: bool = $cond;
+        if !ok {
             $crate::base::context::fail(format_args!($($arg)+))
         }
-    };
+    }};
 }
 
 /// `panic!` whose message names the layers the thread is inside (see
