@@ -84,7 +84,8 @@ pub(crate) fn fail(args: fmt::Arguments<'_>) -> ! {
 /// [`fail`]); the form without a message says which condition failed.
 macro_rules! shape_assert {
     ($cond:expr $(,)?) => {{
-        // Through a binding: `!(a < b)` on floats trips a clippy lint.
+        // The condition is bound first: `!(a >= b)` on floats would read
+        // as `a < b` (clippy's lint), which it is not for NaN.
         let ok: bool = $cond;
         if !ok {
             $crate::base::context::fail(format_args!(
