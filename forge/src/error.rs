@@ -41,6 +41,9 @@ pub enum ForgeError {
         origin: String,
         /// What is wrong, naming the tensor or field at fault.
         detail: String,
+        /// The decoder's own error (postcard, JSON), when one said so:
+        /// what [`source`](std::error::Error::source) answers.
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
     /// A tensor whose shape differs from the one expected.
     Shape {
@@ -171,6 +174,30 @@ impl ForgeError {
         ForgeError::Format {
             origin: origin.into(),
             detail: detail.into(),
+            source: None,
+        }
+    }
+
+    /// The same error with `source` as its cause: a
+    /// [`Format`](ForgeError::Format) error keeps the decoder's error
+    /// (postcard, JSON) for [`source`](std::error::Error::source); other
+    /// variants are returned as they are (an [`Io`](ForgeError::Io) error
+    /// has its own).
+    ///
+    /// ```
+    /// use std::error::Error;
+    /// let json = serde_json::from_str::<u8>("x").unwrap_err();
+    /// let e = forge::ForgeError::format("config.json", json.to_string()).with_source(json);
+    /// assert!(e.source().unwrap().to_string().contains("expected value"));
+    /// ```
+    pub fn with_source(self, cause: impl std::error::Error + Send + Sync + 'static) -> Self {
+        match self {
+            ForgeError::Format { origin, detail, .. } => ForgeError::Format {
+                origin,
+                detail,
+                source: Some(Box::new(cause)),
+            },
+            other => other,
         }
     }
 
@@ -184,14 +211,22 @@ impl ForgeError {
     /// ```
     pub fn in_file(self, path: impl AsRef<std::path::Path>) -> Self {
         match self {
-            ForgeError::Format { origin, detail } => {
+            ForgeError::Format {
+                origin,
+                detail,
+                source,
+            } => {
                 let path = path.as_ref().display();
                 let origin = if origin.is_empty() {
                     path.to_string()
                 } else {
                     format!("{path}: {origin}")
                 };
-                ForgeError::Format { origin, detail }
+                ForgeError::Format {
+                    origin,
+                    detail,
+                    source,
+                }
             }
             other => other,
         }
@@ -298,10 +333,10 @@ impl fmt::Display for ForgeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ForgeError::Io { path, source } => write!(f, "{}: {source}", path.display()),
-            ForgeError::Format { origin, detail } if origin.is_empty() => {
+            ForgeError::Format { origin, detail, .. } if origin.is_empty() => {
                 write!(f, "invalid format: {detail}")
             }
-            ForgeError::Format { origin, detail } => {
+            ForgeError::Format { origin, detail, .. } => {
                 write!(f, "invalid format: {origin}: {detail}")
             }
             ForgeError::Shape {
@@ -374,6 +409,9 @@ impl std::error::Error for ForgeError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             ForgeError::Io { source, .. } => Some(source),
+            ForgeError::Format {
+                source: Some(s), ..
+            } => Some(s.as_ref()),
             _ => None,
         }
     }

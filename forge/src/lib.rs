@@ -55,6 +55,8 @@ pub use error::{ForgeError, Result};
 /// The `half` crate, whose `f16` and `bf16` are forge element types.
 pub use half;
 pub use nn::{Forward, Layer};
+// What the runtime is and holds, at the crate root: `forge::describe()`.
+pub use runtime::describe;
 pub use tensor::{Cpu, DType, Device, Element, Float, Rng, Tensor};
 // The tools most reached for, at the crate root: `forge::profile(|| ...)`,
 // `forge::detect_anomaly(|| ...)`.

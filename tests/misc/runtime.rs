@@ -6,7 +6,7 @@
 use forge::data::{evaluate, fit, DataLoader, InMemoryDataset};
 use forge::nn::functional::cross_entropy;
 use forge::nn::RnnConfig;
-use forge::optim::Adam;
+use forge::optim::{Adam, Persist, Sgd};
 use forge::prelude::*;
 use forge::runtime::{Deferred, Executor, Flow, Simd, Status};
 use std::future::Future;
@@ -338,4 +338,20 @@ fn a_cancelled_fit_resumes_from_its_checkpoint_to_the_same_bits() {
     assert_eq!(rest.len(), 8);
     assert_eq!(bits(&model.weight), want);
     assert_eq!(rest[..], all[7..]);
+}
+
+#[test]
+fn errors_name_their_kind_type_their_fields_and_chain_their_source() {
+    use std::error::Error;
+    let mut bytes = Sgd::<f32>::new(0.1).to_bytes().unwrap();
+    bytes.truncate(bytes.len() - 1);
+    let e = Sgd::<f32>::from_bytes(&bytes).unwrap_err();
+    assert_eq!(e.kind(), "format", "{e}");
+    let cause = e.source().expect("the postcard error is the source");
+    assert!(e.to_string().contains(&cause.to_string()), "{e} / {cause}");
+    let e = ForgeError::dtype("w", &[DType::F32], DType::I64);
+    assert!(
+        matches!(&e, ForgeError::DType { expected, found: DType::I64, .. } if expected == &[DType::F32])
+    );
+    assert!(e.source().is_none());
 }

@@ -83,23 +83,23 @@ pub(crate) fn fail(args: fmt::Arguments<'_>) -> ! {
 /// `assert!` whose message names the layers the thread is inside (see
 /// [`fail`]); the form without a message says which condition failed.
 macro_rules! shape_assert {
-    // The condition is bound first: `!(a >= b)` on floats would read as
-    // `a < b`, which it is not for NaN.
-    ($cond:expr $(,)?) => {
-        let holds: bool = $cond;
-        if !holds {
+    ($cond:expr $(,)?) => {{
+        // The condition is bound first: `!(a >= b)` on floats would read
+        // as `a < b` (clippy's lint), which it is not for NaN.
+        let ok: bool = $cond;
+        if !ok {
             $crate::base::context::fail(format_args!(
                 "assertion failed: {}",
                 stringify!($cond)
             ))
         }
-    };
-    ($cond:expr, $($arg:tt)+) => {
-        let holds: bool = $cond;
-        if !holds {
+    }};
+    ($cond:expr, $($arg:tt)+) => {{
+        let ok: bool = $cond;
+        if !ok {
             $crate::base::context::fail(format_args!($($arg)+))
         }
-    };
+    }};
 }
 
 /// `panic!` whose message names the layers the thread is inside (see

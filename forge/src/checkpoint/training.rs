@@ -236,6 +236,7 @@ impl TrainingCheckpoint {
                     "training checkpoint",
                     format!("cannot encode the {what}: {e}"),
                 )
+                .with_source(e)
             })
         };
         let mut tensors = tensors_as(&model.state_dict(), "model.", E::DTYPE)?;
@@ -507,7 +508,7 @@ impl TrainingCheckpoint {
             blob(name).unwrap_or_else(|| Err(ForgeError::missing(name, "training checkpoint")))
         };
         let decode_err = |what: &str, e: postcard::Error| {
-            ForgeError::format("training checkpoint", format!("corrupt {what}: {e}"))
+            ForgeError::format("training checkpoint", format!("corrupt {what}: {e}")).with_source(e)
         };
 
         // Decode and check everything before anything changes.

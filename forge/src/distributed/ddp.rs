@@ -495,6 +495,7 @@ fn broadcast_rngs<E: Float, L: Layer<E>, C: Communicator>(comm: &C, module: &mut
                 "random generators",
                 format!("cannot encode the random generators: {e}"),
             )
+            .with_source(e)
         })?
     } else {
         Vec::new()

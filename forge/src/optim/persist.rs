@@ -80,6 +80,7 @@ pub trait Persist: Serialize + Sized {
         out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
         let body = postcard::to_allocvec(&(Self::kind(), self)).map_err(|e| {
             ForgeError::format(Self::kind(), format!("cannot encode {}: {e}", Self::kind()))
+                .with_source(e)
         })?;
         out.extend_from_slice(&body);
         Ok(out)
@@ -99,8 +100,9 @@ pub trait Persist: Serialize + Sized {
     /// ```
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let body = check_header(bytes, &Self::kind())?;
-        let (kind, rest): (String, &[u8]) = postcard::take_from_bytes(body)
-            .map_err(|e| ForgeError::format("optimizer file", format!("corrupt kind: {e}")))?;
+        let (kind, rest): (String, &[u8]) = postcard::take_from_bytes(body).map_err(|e| {
+            ForgeError::format("optimizer file", format!("corrupt kind: {e}")).with_source(e)
+        })?;
         if kind != Self::kind() {
             return Err(ForgeError::state(
                 "",
@@ -110,6 +112,7 @@ pub trait Persist: Serialize + Sized {
         let (value, rest): (Self::Stored, &[u8]) =
             postcard::take_from_bytes(rest).map_err(|e| {
                 ForgeError::format(format!("{kind} file"), format!("corrupt or truncated: {e}"))
+                    .with_source(e)
             })?;
         if !rest.is_empty() {
             return Err(ForgeError::format(

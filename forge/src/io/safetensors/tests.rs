@@ -17,8 +17,8 @@ fn file(header: &str, data: &[u8]) -> Vec<u8> {
 /// one, with the file's path in front.
 fn err(bytes: &[u8]) -> String {
     let m = match parse_safetensors(bytes) {
-        Err(ForgeError::Format { origin, detail }) if origin.is_empty() => detail,
-        Err(ForgeError::Format { origin, detail }) => format!("{origin}: {detail}"),
+        Err(ForgeError::Format { origin, detail, .. }) if origin.is_empty() => detail,
+        Err(ForgeError::Format { origin, detail, .. }) => format!("{origin}: {detail}"),
         other => panic!("expected a format error, got {other:?}"),
     };
     let n = FILES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -27,7 +27,7 @@ fn err(bytes: &[u8]) -> String {
     let from_file = read_safetensors(&path);
     std::fs::remove_file(&path).unwrap();
     match from_file {
-        Err(ForgeError::Format { origin, detail }) => {
+        Err(ForgeError::Format { origin, detail, .. }) => {
             let p = path.display().to_string();
             let m2 = match origin.strip_prefix(&p).expect("the path first") {
                 "" => detail,
