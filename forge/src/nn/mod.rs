@@ -89,6 +89,7 @@ pub use rnn::{CellWeights, Rnn, RnnConfig, RnnNonlinearity};
 pub use sequential::{SeqChain, SeqForward, SeqVisit, Sequential};
 pub use shape_extra::{Identity, PixelShuffle, PixelUnshuffle, Unflatten};
 pub use shape_layers::{Flatten, Lambda, Reshape};
+pub(crate) use summary::capture_outputs;
 pub use summary::{record_output, summary, OutputShape, Summary, SummaryRow};
 pub use transformer::{
     Activation, DecoderMasks, EncoderMasks, TransformerConfig, TransformerDecoder,
