@@ -5,6 +5,7 @@
 //! "The test layout"), its files modules named as the files.
 
 mod concurrency;
+mod coverage;
 mod distributed;
 mod docs_links;
 mod import_cycles;
