@@ -10,6 +10,7 @@ mod distributed;
 mod docs_links;
 mod import_cycles;
 mod panic_messages;
+mod papercuts;
 mod public_api;
 mod readme_example;
 mod usability;
