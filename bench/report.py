@@ -30,6 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from compare_table import fmt_ms  # noqa: E402  (the same number format as compare.sh's table)
+from run_meta import json_lines  # noqa: E402  (one reader of the raw JSON lines)
 
 BEGIN = "<!-- bench-table:begin -->"
 END = "<!-- bench-table:end -->"
@@ -37,21 +38,6 @@ MODEL_ORDER = ["tiny", "mlp", "lenet", "gpt", "gpt_naive", "resnet18", "lstm"]
 MODE_ORDER = ["train", "fwdbwd", "fwd", "infer"]
 GEMM_ORDER = [(64, 64, 64), (256, 256, 256), (1024, 1024, 1024), (128, 784, 512), (128, 84, 10),
               (128, 512, 10), (1, 784, 512)]
-
-
-def json_lines(path):
-    rows = []
-    if not os.path.exists(path):
-        return rows
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if line.startswith("{"):
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError:
-                    pass
-    return rows
 
 
 class Run:

@@ -13,4 +13,5 @@ mod panic_messages;
 mod papercuts;
 mod public_api;
 mod readme_example;
+mod runtime;
 mod usability;

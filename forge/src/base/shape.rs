@@ -141,6 +141,6 @@ impl<T: Dims + ?Sized> Dims for &T {
 #[track_caller]
 pub(crate) fn sizes(op: &str, dims: &impl Dims) -> Vec<usize> {
     let d = dims.to_dims();
-    assert!(d.iter().all(|&x| x >= 0), "{op}: negative size in {d:?}");
+    shape_assert!(d.iter().all(|&x| x >= 0), "{op}: negative size in {d:?}");
     d.into_iter().map(|x| x as usize).collect()
 }

@@ -36,7 +36,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     #[track_caller]
     pub fn view(&self, shape: impl Dims) -> Self {
         let shape = &crate::base::sizes("view", &shape)[..];
-        assert!(
+        shape_assert!(
             numel(shape) == self.numel(),
             "view: cannot view shape {:?} as {:?}",
             self.shape(),
@@ -65,7 +65,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     #[track_caller]
     pub fn expand(&self, shape: impl Dims) -> Self {
         let shape = &crate::base::sizes("expand", &shape)[..];
-        assert!(
+        shape_assert!(
             broadcast_shapes(self.shape(), shape).as_deref() == Some(shape),
             "expand: shape {:?} cannot be broadcast to {:?}",
             self.shape(),
@@ -95,7 +95,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
         if shape == self.shape() {
             return self.clone();
         }
-        assert!(
+        shape_assert!(
             broadcast_shapes(shape, self.shape()).as_deref() == Some(self.shape()),
             "sum_to: shape {:?} does not broadcast to {:?}",
             shape,
@@ -172,7 +172,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     #[track_caller]
     pub fn t(&self) -> Self {
-        assert!(
+        shape_assert!(
             self.rank() >= 2,
             "t: tensor of shape {:?} has rank below 2",
             self.shape()

@@ -87,7 +87,7 @@ impl<E: Element> Tensor<E, Cpu> {
     /// ```
     #[track_caller]
     pub fn arange(start: f64, end: f64, step: f64) -> Self {
-        assert!(
+        shape_assert!(
             step != 0.0 && ((end - start) / step).is_finite(),
             "arange: invalid step {step} for range {start}..{end}"
         );
@@ -138,7 +138,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
     #[track_caller]
     pub(crate) fn from_vec_in(data: Vec<E>, shape: &[usize]) -> Self {
         let n = numel(shape);
-        assert!(
+        shape_assert!(
             data.len() == n,
             "from_vec: {} values do not fill shape {:?} ({} elements)",
             data.len(),
@@ -152,7 +152,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
     #[track_caller]
     pub(crate) fn from_storage_in(data: Storage<E>, shape: &[usize]) -> Self {
         let n = numel(shape);
-        assert!(
+        shape_assert!(
             data.len() == n,
             "from_storage: {} values do not fill shape {:?} ({} elements)",
             data.len(),
