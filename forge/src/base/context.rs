@@ -84,7 +84,8 @@ pub(crate) fn fail(args: fmt::Arguments<'_>) -> ! {
 /// [`fail`]); the form without a message says which condition failed.
 macro_rules! shape_assert {
     ($cond:expr $(,)?) => {
-        if !$cond {
+        let holds: bool = $cond;
+        if !holds {
             $crate::base::context::fail(format_args!(
                 "assertion failed: {}",
                 stringify!($cond)
@@ -92,7 +93,10 @@ macro_rules! shape_assert {
         }
     };
     ($cond:expr, $($arg:tt)+) => {
-        if !$cond {
+        // Bound first: `!(a >= b)` on floats trips clippy's
+        // neg_cmp_op_on_partial_ord at every call site.
+        let holds: bool = $cond;
+        if !holds {
             $crate::base::context::fail(format_args!($($arg)+))
         }
     };

@@ -118,22 +118,20 @@ fn check_kind(data: &SafeTensorsData, path: &Path, schedule_given: bool) -> Resu
              `LayerIo::load_weights` (or `TrainingCheckpoint::load_model`)",
         ));
     }
-    if !schedule_given {
-        if let Some(t) = data.tensors.get("schedule") {
-            let held = t
-                .get::<u8>()
-                .and_then(|b| Schedule::from_bytes(&b.to_vec()).ok())
-                .map_or("a", |s| schedule_name(&s));
-            return Err(ForgeError::state(
-                "schedule",
-                format!(
-                    "{} holds a {held} schedule but `TrainingCheckpoint::load_into` was given \
-                     none: pass `Some(&mut schedule)` to restore it, or load the model alone \
-                     with `TrainingCheckpoint::load_model`",
-                    path.display()
-                ),
-            ));
-        }
+    if let (false, Some(t)) = (schedule_given, data.tensors.get("schedule")) {
+        let held = t
+            .get::<u8>()
+            .and_then(|b| Schedule::from_bytes(&b.to_vec()).ok())
+            .map_or("a", |s| schedule_name(&s));
+        return Err(ForgeError::state(
+            "schedule",
+            format!(
+                "{} holds a {held} schedule but `TrainingCheckpoint::load_into` was given \
+                 none: pass `Some(&mut schedule)` to restore it, or load the model alone \
+                 with `TrainingCheckpoint::load_model`",
+                path.display()
+            ),
+        ));
     }
     Ok(())
 }
