@@ -83,6 +83,8 @@ pub(crate) fn fail(args: fmt::Arguments<'_>) -> ! {
 /// `assert!` whose message names the layers the thread is inside (see
 /// [`fail`]); the form without a message says which condition failed.
 macro_rules! shape_assert {
+    // The condition is bound first: `!(a >= b)` on floats would read as
+    // `a < b`, which it is not for NaN.
     ($cond:expr $(,)?) => {
         let holds: bool = $cond;
         if !holds {
@@ -93,8 +95,6 @@ macro_rules! shape_assert {
         }
     };
     ($cond:expr, $($arg:tt)+) => {
-        // Bound first: `!(a >= b)` on floats trips clippy's
-        // neg_cmp_op_on_partial_ord at every call site.
         let holds: bool = $cond;
         if !holds {
             $crate::base::context::fail(format_args!($($arg)+))
