@@ -99,3 +99,7 @@ pub struct ToolsLayerDiff;
 /// `docs/src/ops-coverage.md`.
 #[doc = include_str!("../../docs/src/ops-coverage.md")]
 pub struct OpsCoverage;
+
+/// `docs/src/coverage.md`.
+#[doc = include_str!("../../docs/src/coverage.md")]
+pub struct Coverage;

@@ -149,7 +149,12 @@ fn a_save_failing_part_way_leaves_the_previous_checkpoint() {
             "after failing at {n} bytes"
         );
         let mut fresh = mlp(7);
-        let step = TrainingCheckpoint::load_into(&path, &mut fresh, &mut optimizer(), None);
+        let step = TrainingCheckpoint::load_into(
+            &path,
+            &mut fresh,
+            &mut optimizer(),
+            Some(&mut schedule()),
+        );
         assert_eq!(step.unwrap(), 3);
     }
     // No temporary file is left behind.
@@ -285,7 +290,8 @@ fn optimizer_state_of_another_model_is_refused_and_the_model_kept() {
     let mut target = mlp(2);
     let before = values(&target);
     let mut target_opt = optimizer();
-    let r = TrainingCheckpoint::load_into(&path, &mut target, &mut target_opt, None);
+    let r =
+        TrainingCheckpoint::load_into(&path, &mut target, &mut target_opt, Some(&mut schedule()));
     assert!(matches!(r, Err(ForgeError::State { .. })));
     assert_eq!(values(&target), before, "model unchanged");
     assert!(

@@ -114,7 +114,8 @@ fn a_flipped_bit_in_any_tensor_of_a_training_checkpoint_is_refused() {
     }
     std::fs::write(&path, &good).unwrap();
     let (mut m2, mut opt2) = (net(9), Adam::new(0.01));
-    let step = TrainingCheckpoint::load_into(&path, &mut m2, &mut opt2, None).unwrap();
+    let mut sched2 = StepLr::for_optimizer(&mut opt2, 2, 0.5);
+    let step = TrainingCheckpoint::load_into(&path, &mut m2, &mut opt2, Some(&mut sched2)).unwrap();
     assert_eq!(step, 3);
     std::fs::remove_file(&path).unwrap();
 }

@@ -5,10 +5,12 @@
 //! "The test layout"), its files modules named as the files.
 
 mod concurrency;
+mod coverage;
 mod distributed;
 mod docs_links;
 mod import_cycles;
 mod panic_messages;
+mod papercuts;
 mod public_api;
 mod readme_example;
 mod runtime;

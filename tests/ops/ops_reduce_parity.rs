@@ -68,11 +68,18 @@ fn whole_tensor_forms_match_dim_forms() {
         let pos: Vec<isize> = (0..r).collect();
         let neg: Vec<isize> = (-r..0).collect();
         assert_eq!(x.max().to_vec(), x.max_dim(&pos, false).to_vec(), "{file}");
-        assert_eq!(x.min().to_vec(), x.min_dim(&[], false).to_vec(), "{file}");
+        assert_eq!(
+            x.min().to_vec(),
+            x.min_dim(&[] as &[isize], false).to_vec(),
+            "{file}"
+        );
         assert_eq!(x.max().shape(), &[] as &[usize]);
         assert_eq!(x.sum().to_vec(), x.sum_dim(&neg, false).to_vec(), "{file}");
         for c in [0, 1] {
-            assert_eq!(x.var(c).to_vec(), x.var_dim(&[], c, false).to_vec());
+            assert_eq!(
+                x.var(c).to_vec(),
+                x.var_dim(&[] as &[isize], c, false).to_vec()
+            );
             assert_eq!(x.std(c).to_vec(), x.std_dim(&neg, c, false).to_vec());
         }
     }

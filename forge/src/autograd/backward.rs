@@ -189,7 +189,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
             "backward: called on a tensor of shape {:?}; it needs one element (use backward_with)",
             self.shape()
         );
-        self.run_backward(Tensor::ones(self.shape()), false)
+        self.run_backward(Tensor::ones_in(self.shape()), false)
     }
 
     /// Like [`backward`](Self::backward), but the returned gradients are
@@ -211,7 +211,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
             "backward_with_graph: called on a tensor of shape {:?}; it needs one element",
             self.shape()
         );
-        self.run_backward(Tensor::ones(self.shape()), true)
+        self.run_backward(Tensor::ones_in(self.shape()), true)
     }
 
     /// The vector-Jacobian product with an upstream gradient `gout` of

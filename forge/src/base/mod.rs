@@ -19,4 +19,5 @@ mod shape;
 
 pub use element::{DType, Element, Float};
 pub(crate) use shape::norm_axes;
-pub use shape::{broadcast_shapes, norm_axis, numel, strides};
+pub(crate) use shape::sizes;
+pub use shape::{broadcast_shapes, norm_axis, numel, strides, Dims};

@@ -85,3 +85,62 @@ pub(crate) fn norm_axes(op: &str, axes: &[isize], rank: usize) -> Vec<usize> {
     }
     out
 }
+
+/// What a shape or axes argument takes: a slice, array or `Vec` of
+/// `usize`, `isize`, `i32` or `i64` (or a reference to one), so that
+/// `x.reshape(y.shape())`, `x.reshape(&[2, -1])`, `Tensor::zeros(&dims)`
+/// and `x.sum_dim(&[0, 1], false)` all take what is at hand. Sizes must be
+/// non-negative where the op takes sizes (`reshape` alone infers one `-1`);
+/// axes may be negative (counted from the end).
+///
+/// ```
+/// use forge::Tensor;
+/// let x = Tensor::<f32>::zeros(&[2, 3]);
+/// let y = Tensor::<f32>::ones(&[3, 2]);
+/// assert_eq!(y.reshape(x.shape()).shape(), &[2, 3]);
+/// assert_eq!(y.reshape(&[-1]).shape(), &[6]);
+/// let dims: Vec<usize> = vec![6, 1];
+/// assert_eq!(Tensor::<f32>::zeros(&dims).shape(), &[6, 1]);
+/// ```
+pub trait Dims {
+    /// The values as signed integers, in order.
+    fn to_dims(&self) -> Vec<isize>;
+}
+
+macro_rules! dims_for {
+    ($($t:ty),*) => {$(
+        impl Dims for [$t] {
+            fn to_dims(&self) -> Vec<isize> {
+                self.iter().map(|&x| x as isize).collect()
+            }
+        }
+        impl<const N: usize> Dims for [$t; N] {
+            fn to_dims(&self) -> Vec<isize> {
+                self.as_slice().to_dims()
+            }
+        }
+        impl Dims for Vec<$t> {
+            fn to_dims(&self) -> Vec<isize> {
+                self.as_slice().to_dims()
+            }
+        }
+    )*};
+}
+dims_for!(usize, isize, i32, i64);
+
+impl<T: Dims + ?Sized> Dims for &T {
+    fn to_dims(&self) -> Vec<isize> {
+        (**self).to_dims()
+    }
+}
+
+/// `dims` as sizes for `op`.
+///
+/// # Panics
+/// When a size is negative; the message names `op` and the sizes.
+#[track_caller]
+pub(crate) fn sizes(op: &str, dims: &impl Dims) -> Vec<usize> {
+    let d = dims.to_dims();
+    shape_assert!(d.iter().all(|&x| x >= 0), "{op}: negative size in {d:?}");
+    d.into_iter().map(|x| x as usize).collect()
+}

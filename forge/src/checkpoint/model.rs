@@ -7,6 +7,10 @@ use crate::{ForgeError, Result};
 use std::collections::BTreeMap;
 use std::path::Path;
 
+/// What identifies a training checkpoint in the safetensors metadata (its
+/// value is the format version).
+pub(crate) const TRAINING_FORMAT_KEY: &str = "forge_training_checkpoint";
+
 /// Saving and loading a model's tensors (weights and `#[frozen]` tensors)
 /// as safetensors keyed by tensor path, for every [`Layer`].
 ///
@@ -75,7 +79,8 @@ pub trait LayerIo<E: Float>: Layer<E> {
     /// [`ForgeError::StateDict`] listing every missing, unexpected and
     /// mis-shaped key at once; [`ForgeError::DType`] for a non-float
     /// tensor; [`ForgeError::Format`] / [`ForgeError::Io`] for unreadable
-    /// files.
+    /// files, and a [`ForgeError::Format`] naming the path and
+    /// `TrainingCheckpoint::load_into` for a training checkpoint.
     ///
     /// ```
     /// use forge::checkpoint::LayerIo;
@@ -88,7 +93,16 @@ pub trait LayerIo<E: Float>: Layer<E> {
     /// std::fs::remove_file(&path).unwrap();
     /// ```
     fn load_weights(&mut self, path: impl AsRef<Path>) -> Result<()> {
+        let path = path.as_ref();
         let data = read_safetensors(path)?;
+        if data.metadata.contains_key(TRAINING_FORMAT_KEY) {
+            return Err(ForgeError::format(
+                path.display().to_string(),
+                "a training checkpoint, not a model weights file: load it with \
+                 `TrainingCheckpoint::load_into` (or `TrainingCheckpoint::load_model` \
+                 for the model alone)",
+            ));
+        }
         let dict = float_dict(&data, "")?;
         self.load_state_dict(&dict)
     }

@@ -2,7 +2,7 @@
 //! data loader position, step) in one safetensors file
 //! ([`TrainingCheckpoint`]).
 
-use super::model::{float_dict, tensors_as};
+use super::model::{float_dict, tensors_as, TRAINING_FORMAT_KEY as FORMAT_KEY};
 use crate::data::{DataLoader, Dataset, LoaderState};
 use crate::io::{
     parse_safetensors, read_safetensors, serialize_safetensors, write_safetensors, AnyTensor,
@@ -20,8 +20,6 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// What identifies a training checkpoint in the safetensors metadata.
-const FORMAT_KEY: &str = "forge_training_checkpoint";
 /// The training-checkpoint format version this build writes and the
 /// newest it reads. Version 2 added the random generators and the data
 /// loader's position; version-1 files load without them.
@@ -106,6 +104,36 @@ concrete_schedule_state! {
     SequentialLr => Sequential,
     OneCycleLr => OneCycle,
     NoamLr => Noam,
+}
+
+/// Refuses, before anything is decoded, a file `load_into` cannot take as
+/// asked: a model weights file (no training-checkpoint metadata), or a
+/// checkpoint holding a schedule when none was given (it would be dropped
+/// without a word). The message names the path and the loader to use.
+fn check_kind(data: &SafeTensorsData, path: &Path, schedule_given: bool) -> Result<()> {
+    if !data.metadata.contains_key(FORMAT_KEY) {
+        return Err(ForgeError::format(
+            path.display().to_string(),
+            "a model weights file, not a training checkpoint: load it with \
+             `LayerIo::load_weights` (or `TrainingCheckpoint::load_model`)",
+        ));
+    }
+    if let (false, Some(t)) = (schedule_given, data.tensors.get("schedule")) {
+        let held = t
+            .get::<u8>()
+            .and_then(|b| Schedule::from_bytes(&b.to_vec()).ok())
+            .map_or("a", |s| schedule_name(&s));
+        return Err(ForgeError::state(
+            "schedule",
+            format!(
+                "{} holds a {held} schedule but `TrainingCheckpoint::load_into` was given \
+                 none: pass `Some(&mut schedule)` to restore it, or load the model alone \
+                 with `TrainingCheckpoint::load_model`",
+                path.display()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The schedule type a [`Schedule`] holds, for messages.
@@ -351,7 +379,12 @@ impl TrainingCheckpoint {
     /// for a model that does not fit (every key listed);
     /// [`ForgeError::State`] for optimizer state of another model or
     /// optimizer type, another schedule type, a schedule asked for but not
-    /// saved, or other random generators.
+    /// saved, a schedule saved but not asked for (`None` given: pass the
+    /// schedule, or load the model alone with
+    /// [`load_model`](Self::load_model)), or other random generators. A
+    /// model weights file (written by [`LayerIo::save`](super::LayerIo::save))
+    /// is a [`ForgeError::Format`] naming the path and
+    /// [`LayerIo::load_weights`](super::LayerIo::load_weights).
     ///
     /// ```
     /// use forge::prelude::*;
@@ -371,7 +404,9 @@ impl TrainingCheckpoint {
         R: UpdateRule,
         L: Layer<E> + ?Sized,
     {
+        let path = path.as_ref();
         let data = read_safetensors(path)?;
+        check_kind(&data, path, schedule.is_some())?;
         Self::from_data(&data, model, optimizer, schedule, None)
     }
 
@@ -407,7 +442,9 @@ impl TrainingCheckpoint {
         L: Layer<E> + ?Sized,
         D: Dataset,
     {
+        let path = path.as_ref();
         let data = read_safetensors(path)?;
+        check_kind(&data, path, schedule.is_some())?;
         Self::from_data(&data, model, optimizer, schedule, Some(loader))
     }
 

@@ -1,6 +1,7 @@
 //! [`Buffer`]: a frozen tensor that a layer replaces while computing its
 //! output (a batch norm's running statistics).
 
+use super::summary::summary_running;
 use super::visit::{TensorKind, TensorVisitor, TensorVisitorMut, Visit, Visitable};
 use crate::tensor::{Float, Tensor};
 use std::sync::{RwLock, RwLockReadGuard};
@@ -9,9 +10,10 @@ use std::sync::{RwLock, RwLockReadGuard};
 /// and that a layer may replace from `forward(&self)`: batch norm updates
 /// its running statistics while it computes its output, and
 /// [`Forward::forward`](super::Forward::forward) takes `&self` (so models
-/// can be shared by threads). The traversal reports it as
-/// [`TensorKind::Frozen`] under the field's name, like a `#[frozen]`
-/// tensor; replacing it through the traversal (`load_state_dict`) needs
+/// can be shared by threads). The traversal reports it through
+/// [`TensorVisitor::visit_buffer`], which visitors that do not tell buffers
+/// apart take as [`TensorKind::Frozen`] under the field's name, like a
+/// `#[frozen]` tensor; replacing it through the traversal (`load_state_dict`) needs
 /// `&mut`, updating it from `forward` goes through a lock.
 ///
 /// ```
@@ -55,7 +57,9 @@ impl<E: Float> Buffer<E> {
         self.read().clone()
     }
 
-    /// Replaces the value (stored detached).
+    /// Replaces the value (stored detached). While
+    /// [`summary`](super::summary) runs its forward pass on this thread, it
+    /// does nothing: a summary leaves the model as it was.
     ///
     /// ```
     /// let b = forge::nn::Buffer::new(forge::Tensor::<f32>::zeros(&[1]));
@@ -63,6 +67,9 @@ impl<E: Float> Buffer<E> {
     /// assert_eq!(b.get().item(), 1.0);
     /// ```
     pub fn set(&self, t: Tensor<E>) {
+        if summary_running() {
+            return;
+        }
         *self.0.write().unwrap_or_else(|e| e.into_inner()) = t.detach();
     }
 }
@@ -84,7 +91,7 @@ impl<E: Float> Visitable for Buffer<E> {}
 
 impl<E: Float> Visit<E> for Buffer<E> {
     fn visit(&self, name: &str, v: &mut dyn TensorVisitor<E>) {
-        v.visit(name, &self.read(), TensorKind::Frozen)
+        v.visit_buffer(name, &self.read())
     }
     fn visit_mut(&mut self, name: &str, v: &mut dyn TensorVisitorMut<E>) {
         let t = self.0.get_mut().unwrap_or_else(|e| e.into_inner());

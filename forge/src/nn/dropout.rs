@@ -2,7 +2,7 @@
 
 use super::forward::Forward;
 use super::layer::{enter_layer, enter_layer_mut};
-use super::summary::record_output;
+use super::summary::{record_output, summary_running};
 use super::visit::{TensorVisitor, TensorVisitorMut, Visit, Visitable};
 use super::Layer;
 use crate::tensor::{Float, Rng, Tensor};
@@ -115,6 +115,11 @@ impl<E: Float> Forward<Tensor<E>> for Dropout {
             return record_output(self, x);
         }
         let mut rng = self.rng.lock().unwrap_or_else(|e| e.into_inner());
+        if summary_running() {
+            // A summary leaves the generator where it was.
+            let mut copy = rng.clone();
+            return record_output(self, x.dropout(self.p, true, &mut copy));
+        }
         record_output(self, x.dropout(self.p, true, &mut rng))
     }
 }

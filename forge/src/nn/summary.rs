@@ -103,6 +103,14 @@ thread_local! {
     static RECORDS: RefCell<Vec<Record>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Whether a [`summary`] is running its forward pass on this thread: layers
+/// then leave their state alone (a [`Buffer`](super::Buffer) keeps its
+/// value, a [`Dropout`](super::Dropout) draws from a copy of its
+/// generator), so that a summary does not change the model.
+pub(crate) fn summary_running() -> bool {
+    RECORDING.with(Cell::get)
+}
+
 /// The address of a value, as the traversal and the records both key it.
 fn address_of<L: ?Sized>(layer: &L) -> usize {
     (layer as *const L).cast::<()>() as usize
@@ -297,8 +305,11 @@ pub struct SummaryRow {
     pub output_shape: Option<Vec<usize>>,
     /// Trainable elements under it.
     pub trainable: usize,
-    /// Frozen or untracked elements under it.
+    /// Frozen or untracked elements under it (buffers not included).
     pub frozen: usize,
+    /// Elements of the [`Buffer`](super::Buffer)s under it (batch norm's
+    /// running statistics): state, not parameters.
+    pub buffers: usize,
 }
 
 /// What [`summary`] returns: a row per sublayer, the output shape for the
@@ -313,9 +324,12 @@ pub struct Summary {
     pub output_shape: Vec<usize>,
     /// Trainable elements in all.
     pub trainable: usize,
-    /// Frozen (and untracked) elements in all.
+    /// Frozen (and untracked) elements in all, buffers not included.
     pub frozen: usize,
-    /// Bytes of all stored tensors.
+    /// Elements of all [`Buffer`](super::Buffer)s (not counted as
+    /// parameters, as PyTorch's `parameters()` leaves buffers out).
+    pub buffers: usize,
+    /// Bytes of all stored tensors (buffers included).
     pub bytes: usize,
 }
 
@@ -326,9 +340,15 @@ fn short_name(full: &str) -> String {
 }
 
 /// A torchinfo-style summary: every sublayer's path, type, output shape and
-/// parameter count (trainable and frozen), the output shape for an input of
-/// `input_shape` (one forward pass on zeros, under `no_grad`, in the
-/// model's current mode), and the totals in elements and bytes.
+/// parameter count (trainable and frozen) and buffer elements, the output
+/// shape for an input of `input_shape` (one forward pass on zeros, under
+/// `no_grad`, in the model's current mode), and the totals in elements and
+/// bytes.
+///
+/// The model is left as it was: during the pass [`Buffer`](super::Buffer)s
+/// keep their values (a batch norm in training mode normalises with the
+/// batch's statistics but does not move its running ones) and dropout
+/// draws from a copy of its generator.
 ///
 /// Rows with an output shape: every layer of `forge::nn`, the blocks of
 /// `forge::models`, every `Sequential` whose last element has one, and the
@@ -365,32 +385,52 @@ where
     /// Rows (with each sublayer's address and full type name) and totals.
     struct Rows<E> {
         rows: Vec<(SummaryRow, usize, &'static str)>,
-        totals: (usize, usize, usize),
+        /// Trainable, frozen and buffer elements, bytes.
+        totals: (usize, usize, usize, usize),
         _e: std::marker::PhantomData<E>,
+    }
+    /// Which count a tensor adds to.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Count {
+        Trainable,
+        Frozen,
+        Buffer,
+    }
+    impl<E: Float> Rows<E> {
+        fn add(&mut self, path: &str, n: usize, count: Count) {
+            for (row, _, _) in self.rows.iter_mut() {
+                let inside = !row.path.is_empty()
+                    && path
+                        .strip_prefix(row.path.as_str())
+                        .is_some_and(|r| r.starts_with('.'));
+                if inside {
+                    match count {
+                        Count::Trainable => row.trainable += n,
+                        Count::Frozen => row.frozen += n,
+                        Count::Buffer => row.buffers += n,
+                    }
+                }
+            }
+            match count {
+                Count::Trainable => self.totals.0 += n,
+                Count::Frozen => self.totals.1 += n,
+                Count::Buffer => self.totals.2 += n,
+            }
+            self.totals.3 += n * std::mem::size_of::<E>();
+        }
     }
     impl<E: Float> TensorVisitor<E> for Rows<E> {
         fn visit(&mut self, path: &str, t: &Tensor<E>, kind: TensorKind) {
             let trainable = kind == TensorKind::Weight && t.is_tracked();
-            let n = t.numel();
-            for (row, _, _) in self.rows.iter_mut() {
-                let inside = row.path.is_empty()
-                    || path
-                        .strip_prefix(row.path.as_str())
-                        .is_some_and(|r| r.starts_with('.'));
-                if inside && !row.path.is_empty() {
-                    if trainable {
-                        row.trainable += n;
-                    } else {
-                        row.frozen += n;
-                    }
-                }
-            }
-            if trainable {
-                self.totals.0 += n;
+            let count = if trainable {
+                Count::Trainable
             } else {
-                self.totals.1 += n;
-            }
-            self.totals.2 += n * std::mem::size_of::<E>();
+                Count::Frozen
+            };
+            self.add(path, t.numel(), count);
+        }
+        fn visit_buffer(&mut self, path: &str, t: &Tensor<E>) {
+            self.add(path, t.numel(), Count::Buffer);
         }
         fn visit_layer(&mut self, path: &str, type_name: &'static str) {
             self.visit_layer_at(path, type_name, 0)
@@ -402,6 +442,7 @@ where
                 output_shape: None,
                 trainable: 0,
                 frozen: 0,
+                buffers: 0,
             };
             self.rows.push((row, address, type_name));
         }
@@ -412,14 +453,15 @@ where
         output_shape: None,
         trainable: 0,
         frozen: 0,
+        buffers: 0,
     };
     let mut v = Rows {
         rows: vec![(model_row, address_of(model), std::any::type_name::<L>())],
-        totals: (0, 0, 0),
+        totals: (0, 0, 0, 0),
         _e: std::marker::PhantomData,
     };
     model.visit_tensors(&mut v);
-    let (trainable, frozen, bytes) = v.totals;
+    let (trainable, frozen, buffers, bytes) = v.totals;
     let recording = Recording::start();
     let output = crate::autograd::no_grad(|| model.forward(Tensor::zeros(input_shape)));
     let records = recording.take();
@@ -444,6 +486,7 @@ where
     }
     rows[0].trainable = trainable;
     rows[0].frozen = frozen;
+    rows[0].buffers = buffers;
     rows[0].output_shape = Some(output.shape().to_vec());
     Summary {
         rows,
@@ -451,6 +494,7 @@ where
         output_shape: output.shape().to_vec(),
         trainable,
         frozen,
+        buffers,
         bytes,
     }
 }
@@ -462,7 +506,8 @@ fn shape_text(shape: &Option<Vec<usize>>) -> String {
 
 impl fmt::Display for Summary {
     /// A table: layer (path and type), output shape, trainable and frozen
-    /// parameters, then the input and output shapes and the totals.
+    /// parameters, buffer elements, then the input and output shapes and
+    /// the totals.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let name = |r: &SummaryRow| {
             if r.path.is_empty() {
@@ -486,22 +531,23 @@ impl fmt::Display for Summary {
             .max()
             .unwrap_or(0)
             .max("Output shape".len());
-        let rule = "-".repeat(width + shape_width + 30);
+        let rule = "-".repeat(width + shape_width + 44);
         writeln!(f, "{rule}")?;
         writeln!(
             f,
-            "{:<width$}  {:<shape_width$} {:>13} {:>13}",
-            "Layer", "Output shape", "Trainable", "Frozen"
+            "{:<width$}  {:<shape_width$} {:>13} {:>13} {:>13}",
+            "Layer", "Output shape", "Trainable", "Frozen", "Buffers"
         )?;
         writeln!(f, "{rule}")?;
         for r in &self.rows {
             writeln!(
                 f,
-                "{:<width$}  {:<shape_width$} {:>13} {:>13}",
+                "{:<width$}  {:<shape_width$} {:>13} {:>13} {:>13}",
                 name(r),
                 shape_text(&r.output_shape),
                 r.trainable,
-                r.frozen
+                r.frozen,
+                r.buffers
             )?;
         }
         writeln!(f, "{rule}")?;
@@ -510,6 +556,7 @@ impl fmt::Display for Summary {
         writeln!(f, "Trainable params: {}", self.trainable)?;
         writeln!(f, "Frozen params: {}", self.frozen)?;
         writeln!(f, "Total params: {}", self.trainable + self.frozen)?;
+        writeln!(f, "Buffers: {}", self.buffers)?;
         if self.bytes >= 1_000_000 {
             write!(f, "Params size: {:.2} MB", self.bytes as f64 / 1e6)
         } else {

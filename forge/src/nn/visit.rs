@@ -86,6 +86,15 @@ pub trait TensorVisitor<E: Float> {
         self.visit_layer(path, type_name)
     }
 
+    /// A [`Buffer`](crate::nn::Buffer) at `path`: state a layer updates
+    /// from `forward` (batch norm's running statistics), neither a weight
+    /// nor a `#[frozen]` tensor. The default reports it as
+    /// [`TensorKind::Frozen`] through [`visit`](Self::visit) (how the state
+    /// dict saves it); [`summary`](crate::nn::summary) counts it apart.
+    fn visit_buffer(&mut self, path: &str, tensor: &Tensor<E>) {
+        self.visit(path, tensor, TensorKind::Frozen)
+    }
+
     /// A layer's own random generator (a [`Dropout`](crate::nn::Dropout)'s
     /// mask generator) at `path` and its state (does nothing by default):
     /// what [`Layer::rng_states`](crate::nn::Layer::rng_states) collects for
@@ -191,6 +200,10 @@ impl<E: Float, V: TensorVisitor<E> + ?Sized> TensorVisitor<E> for Scoped<'_, V> 
     fn visit_rng(&mut self, path: &str, rng: &Rng) {
         self.inner.visit_rng(&join_path(self.prefix, path), rng)
     }
+    fn visit_buffer(&mut self, path: &str, tensor: &Tensor<E>) {
+        self.inner
+            .visit_buffer(&join_path(self.prefix, path), tensor)
+    }
 }
 
 impl<E: Float, V: TensorVisitorMut<E> + ?Sized> TensorVisitorMut<E> for Scoped<'_, V> {
@@ -249,6 +262,9 @@ impl<E: Float, V: TensorVisitor<E> + ?Sized> TensorVisitor<E> for AsFrozen<'_, V
     }
     fn visit_rng(&mut self, path: &str, rng: &Rng) {
         self.inner.visit_rng(path, rng)
+    }
+    fn visit_buffer(&mut self, path: &str, tensor: &Tensor<E>) {
+        self.inner.visit_buffer(path, tensor)
     }
 }
 

@@ -1,14 +1,53 @@
-//! Joining and splitting: cat, stack, split, split_sizes, chunk. The
-//! gradient of `cat` narrows the output gradient back to each input; the
-//! pieces of a split are narrows, whose gradients pad back.
+//! Joining and splitting: cat, stack (any element type; `f32`/`f64`
+//! tracked), split, split_sizes, chunk. The gradient of `cat` narrows the
+//! output gradient back to each input; the pieces of a split are narrows,
+//! whose gradients pad back.
 
 use super::plan;
 use crate::cpu::index::concat;
-use crate::tensor::{norm_axis, numel, Device, Float, Tensor};
+use crate::tensor::{norm_axis, numel, Device, Element, Float, Tensor};
+use std::any::{Any, TypeId};
 
-impl<E: Float, D: Device> Tensor<E, D> {
+/// `tensors` as tensors of the float type `F` when `E` is `F`, else `None`.
+fn as_float<'a, E: Element, F: Float, D: Device>(
+    tensors: &[&'a Tensor<E, D>],
+) -> Option<Vec<&'a Tensor<F, D>>> {
+    if TypeId::of::<E>() != TypeId::of::<F>() {
+        return None;
+    }
+    tensors
+        .iter()
+        .map(|&t| (t as &dyn Any).downcast_ref::<Tensor<F, D>>())
+        .collect()
+}
+
+/// A tensor of the float type `F` back as the `Tensor<E, D>` it is.
+fn from_float<E: Element, F: Float, D: Device>(t: Tensor<F, D>) -> Tensor<E, D> {
+    *(Box::new(t) as Box<dyn Any>)
+        .downcast::<Tensor<E, D>>()
+        .unwrap_or_else(|_| unreachable!("as_float checked that the element types agree"))
+}
+
+/// The values of `tensors` joined along axis `a` (checked), untracked.
+fn cat_values<E: Element, D: Device>(tensors: &[&Tensor<E, D>], a: usize) -> Tensor<E, D> {
+    let first = tensors[0];
+    let outer = numel(&first.shape()[..a]);
+    let inner = numel(&first.shape()[a + 1..]);
+    let parts: Vec<(&[E], usize)> = tensors
+        .iter()
+        .map(|t| (t.as_slice(), t.shape()[a]))
+        .collect();
+    let data = concat(&parts, outer, inner);
+    let mut shape = first.shape().to_vec();
+    shape[a] = tensors.iter().map(|t| t.shape()[a]).sum();
+    Tensor::from_parts(data, shape.into(), None)
+}
+
+impl<E: Element, D: Device> Tensor<E, D> {
     /// Concatenates tensors along an existing axis. Every tensor has the
-    /// same rank and the same size in every other dimension.
+    /// same rank and the same size in every other dimension. Any element
+    /// type (`f32`/`f64` tensors are recorded for autograd; the others,
+    /// indices and masks, are never tracked).
     ///
     /// # Panics
     /// When `tensors` is empty or the shapes do not fit.
@@ -20,26 +59,73 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// let c = Tensor::cat(&[&a, &b], 1);
     /// assert_eq!(c.shape(), &[2, 4]);
     /// assert_eq!(c.to_vec()[3], 1.0);
+    /// // Indices too.
+    /// let i = Tensor::from_vec(vec![1i64, 2], &[2]);
+    /// assert_eq!(Tensor::cat(&[&i, &i], 0).to_vec(), vec![1, 2, 1, 2]);
     /// ```
     #[track_caller]
     pub fn cat(tensors: &[&Self], axis: isize) -> Self {
+        if let Some(ts) = as_float::<E, f32, D>(tensors) {
+            return from_float(Tensor::cat_tracked(&ts, axis));
+        }
+        if let Some(ts) = as_float::<E, f64, D>(tensors) {
+            return from_float(Tensor::cat_tracked(&ts, axis));
+        }
+        let shapes: Vec<&[usize]> = tensors.iter().map(|t| t.shape()).collect();
+        let a = plan::check_cat(&shapes, axis);
+        cat_values(tensors, a)
+    }
+
+    /// Joins tensors of one shape along a new axis `axis` (which may be
+    /// `rank`; negative counts from the end of the result). Any element
+    /// type, as [`cat`](Self::cat).
+    ///
+    /// # Panics
+    /// When `tensors` is empty or the shapes differ.
+    ///
+    /// ```
+    /// use forge::Tensor;
+    /// let a = Tensor::<f32>::zeros(&[2, 3]);
+    /// assert_eq!(Tensor::stack(&[&a, &a, &a], 1).shape(), &[2, 3, 3]);
+    /// let m = Tensor::from_vec(vec![true, false], &[2]);
+    /// assert_eq!(Tensor::stack(&[&m, &m], 0).shape(), &[2, 2]);
+    /// ```
+    #[track_caller]
+    pub fn stack(tensors: &[&Self], axis: isize) -> Self {
+        let shapes: Vec<&[usize]> = tensors.iter().map(|t| t.shape()).collect();
+        let a = plan::check_stack(&shapes, axis) as usize;
+        let parts: Vec<Self> = tensors.iter().map(|t| t.unsqueeze_any(a)).collect();
+        let refs: Vec<&Self> = parts.iter().collect();
+        Self::cat(&refs, a as isize)
+    }
+
+    /// `self` with a new axis of size 1 at `a` (in range), sharing its
+    /// data; a float tensor keeps its place on the tape.
+    fn unsqueeze_any(&self, a: usize) -> Self {
+        if let Some(t) = (self as &dyn Any).downcast_ref::<Tensor<f32, D>>() {
+            return from_float(t.unsqueeze(a as isize));
+        }
+        if let Some(t) = (self as &dyn Any).downcast_ref::<Tensor<f64, D>>() {
+            return from_float(t.unsqueeze(a as isize));
+        }
+        let mut shape = self.shape().to_vec();
+        shape.insert(a, 1);
+        Tensor::from_parts(self.data.clone(), shape.into(), None)
+    }
+}
+
+impl<E: Float, D: Device> Tensor<E, D> {
+    /// [`cat`](Self::cat) for a float type, recorded on the tape.
+    #[track_caller]
+    fn cat_tracked(tensors: &[&Self], axis: isize) -> Self {
         let shapes: Vec<&[usize]> = tensors.iter().map(|t| t.shape()).collect();
         let a = plan::check_cat(&shapes, axis);
         let first = tensors[0];
         if tensors.len() == 1 {
             return first.clone();
         }
-        let outer = numel(&first.shape()[..a]);
-        let inner = numel(&first.shape()[a + 1..]);
-        let parts: Vec<(&[E], usize)> = tensors
-            .iter()
-            .map(|t| (t.as_slice(), t.shape()[a]))
-            .collect();
-        let data = concat(&parts, outer, inner);
         let lens: Vec<usize> = tensors.iter().map(|t| t.shape()[a]).collect();
-        let mut shape = first.shape().to_vec();
-        shape[a] = lens.iter().sum();
-        Tensor::from_parts(data, shape.into(), None).record(
+        cat_values(tensors, a).record(
             "cat",
             tensors.iter().map(|&t| t.clone()).collect(),
             move |ctx| {
@@ -54,26 +140,6 @@ impl<E: Float, D: Device> Tensor<E, D> {
                     .collect()
             },
         )
-    }
-
-    /// Joins tensors of one shape along a new axis `axis` (which may be
-    /// `rank`; negative counts from the end of the result).
-    ///
-    /// # Panics
-    /// When `tensors` is empty or the shapes differ.
-    ///
-    /// ```
-    /// use forge::Tensor;
-    /// let a = Tensor::<f32>::zeros(&[2, 3]);
-    /// assert_eq!(Tensor::stack(&[&a, &a, &a], 1).shape(), &[2, 3, 3]);
-    /// ```
-    #[track_caller]
-    pub fn stack(tensors: &[&Self], axis: isize) -> Self {
-        let shapes: Vec<&[usize]> = tensors.iter().map(|t| t.shape()).collect();
-        let a = plan::check_stack(&shapes, axis);
-        let parts: Vec<Self> = tensors.iter().map(|t| t.unsqueeze(a)).collect();
-        let refs: Vec<&Self> = parts.iter().collect();
-        Self::cat(&refs, a)
     }
 
     /// Splits into pieces of `size` along `axis`; the last piece is smaller

@@ -79,7 +79,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
                     return vec![Some(cumprod_grad_composed(x, ctx.grad, axis))];
                 }
                 let g = cumprod_grad_raw(x.as_slice(), ctx.grad.as_slice(), outer, len, inner);
-                vec![Some(Tensor::from_vec(g, x.shape()))]
+                vec![Some(Tensor::from_vec_in(g, x.shape()))]
             },
         )
     }
@@ -136,7 +136,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
         if !keepdim {
             shape.remove(axis);
         }
-        Tensor::from_vec(out, &shape).record("prod", vec![self.clone()], move |ctx| {
+        Tensor::from_vec_in(out, &shape).record("prod", vec![self.clone()], move |ctx| {
             let x = &ctx.inputs[0];
             let g = ctx.grad.view(&kept);
             let others = exclusive_cumprod(x, axis, false).mul(&exclusive_cumprod(x, axis, true));
@@ -212,9 +212,10 @@ fn cumprod_grad_composed<E: Float, D: Device>(
     square.push(n);
     let rank = square.len() as isize;
     let xj = xt.unsqueeze(-2).expand(&square);
-    let below = Tensor::<bool, D>::from_vec((0..n * n).map(|k| k % n <= k / n).collect(), &[n, n]);
+    let below =
+        Tensor::<bool, D>::from_vec_in((0..n * n).map(|k| k % n <= k / n).collect(), &[n, n]);
     let before_diagonal =
-        Tensor::<bool, D>::from_vec((0..n * n).map(|k| k % n < k / n).collect(), &[n, n]);
+        Tensor::<bool, D>::from_vec_in((0..n * n).map(|k| k % n < k / n).collect(), &[n, n]);
     // m[i, j] = prod_{i<k<=j} x_k for j > i, 1 for j <= i.
     let m = xj.masked_fill(&below, 1.0).cumprod(rank - 1);
     let s = m

@@ -38,7 +38,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let mask: Vec<E> = (0..self.numel())
             .map(|_| if rng.uniform() >= p { scale } else { E::zero() })
             .collect();
-        self.mul(&Tensor::from_vec(mask, self.shape()))
+        self.mul(&Tensor::from_vec_in(mask, self.shape()))
     }
 }
 

@@ -137,18 +137,21 @@ pub fn embedding_bag<E: Float, D: Device>(
     }
     let m = kept.len();
     let nb = ranges.len();
-    let mut picked = weight.index_select(0, &Tensor::from_vec(rows_of, &[m]));
+    let mut picked = weight.index_select(0, &Tensor::from_vec_in(rows_of, &[m]));
     if let Some(p) = per_sample_weights {
         let w = p
             .reshape(&[-1])
-            .index_select(0, &Tensor::from_vec(kept, &[m]))
+            .index_select(0, &Tensor::from_vec_in(kept, &[m]))
             .unsqueeze(1);
         picked = picked.mul(&w);
     }
     match mode {
         BagMode::Sum | BagMode::Mean => {
-            let sum =
-                Tensor::zeros(&[nb, dim]).index_add(0, &Tensor::from_vec(bag_of, &[m]), &picked);
+            let sum = Tensor::zeros_in(&[nb, dim]).index_add(
+                0,
+                &Tensor::from_vec_in(bag_of, &[m]),
+                &picked,
+            );
             if mode == BagMode::Sum {
                 return sum;
             }
@@ -156,7 +159,7 @@ pub fn embedding_bag<E: Float, D: Device>(
                 .iter()
                 .map(|&c| E::from_f64(1.0 / c.max(1) as f64))
                 .collect();
-            sum.mul(&Tensor::from_vec(scale, &[nb, 1]))
+            sum.mul(&Tensor::from_vec_in(scale, &[nb, 1]))
         }
         BagMode::Max => {
             let mut start = 0;
@@ -164,7 +167,7 @@ pub fn embedding_bag<E: Float, D: Device>(
                 .iter()
                 .map(|&c| {
                     let r = if c == 0 {
-                        Tensor::zeros(&[dim])
+                        Tensor::zeros_in(&[dim])
                     } else {
                         picked.narrow(0, start, c).max_dim(&[0], false)
                     };
@@ -174,7 +177,7 @@ pub fn embedding_bag<E: Float, D: Device>(
                 .collect();
             let refs: Vec<&Tensor<E, D>> = maxes.iter().collect();
             if refs.is_empty() {
-                return Tensor::zeros(&[0, dim]);
+                return Tensor::zeros_in(&[0, dim]);
             }
             Tensor::stack(&refs, 0)
         }

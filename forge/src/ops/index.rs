@@ -70,7 +70,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
             move |ctx| {
                 let x = &ctx.inputs[0];
                 vec![Some(
-                    Tensor::zeros(x.shape()).index_add(a as isize, &idx, ctx.grad),
+                    Tensor::zeros_in(x.shape()).index_add(a as isize, &idx, ctx.grad),
                 )]
             },
         )
@@ -157,7 +157,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
             move |ctx| {
                 let x = &ctx.inputs[0];
                 vec![Some(
-                    Tensor::zeros(x.shape()).scatter_add(a as isize, &idx, ctx.grad),
+                    Tensor::zeros_in(x.shape()).scatter_add(a as isize, &idx, ctx.grad),
                 )]
             },
         )

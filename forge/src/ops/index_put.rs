@@ -69,7 +69,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let n = lin.len();
         let picked = self
             .reshape(&[rows_n, inner])
-            .index_select(0, &Tensor::from_vec(lin, &[n]));
+            .index_select(0, &Tensor::from_vec_in(lin, &[n]));
         let shape: Vec<isize> = b
             .iter()
             .chain(&self.shape()[k..])
@@ -117,7 +117,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
             values.expand(&target)
         }
         .reshape(&[n as isize, inner]);
-        let lin = Tensor::from_vec(lin, &[n]);
+        let lin = Tensor::from_vec_in(lin, &[n]);
         let x = self.reshape(&[rows_n, inner]);
         let out = if accumulate {
             x.index_add(0, &lin, &v)
@@ -157,7 +157,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
             .map(|d| {
                 let c: Vec<i64> = nz.as_slice().iter().skip(d).step_by(k).copied().collect();
                 let n = c.len();
-                Tensor::from_vec(c, &[n])
+                Tensor::from_vec_in(c, &[n])
             })
             .collect();
         let refs: Vec<&Tensor<i64, D>> = cols.iter().collect();
@@ -193,7 +193,7 @@ impl<D: Device> Tensor<bool, D> {
                 n += 1;
             }
         }
-        Tensor::from_vec(out, &[n, r])
+        Tensor::from_vec_in(out, &[n, r])
     }
 }
 

@@ -212,7 +212,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
             self.shape()
         );
         let (n, m) = (self.shape[self.rank() - 2], self.shape[self.rank() - 1]);
-        let mask = Tensor::<bool, D>::from_fn(&[n, m], |p| {
+        let mask = Tensor::<bool, D>::from_fn_in(&[n, m], |p| {
             drop((p / m.max(1)) as isize, (p % m.max(1)) as isize)
         });
         self.masked_fill(&mask, 0.0)

@@ -4,11 +4,12 @@
 //! never differentiated). For example, a `[B, T]` key-padding mask becomes
 //! `[B, 1, 1, T]` with `unsqueeze`, and `[B, T]` labels flatten to `[B*T]`.
 //!
-//! `cat` and `stack` stay float-only: they are associated functions
-//! (`Tensor::cat(..)`), and a second definition for another element type
-//! would make every unannotated call ambiguous.
+//! `cat` and `stack` are one definition for every element type
+//! (`ops/concat.rs`): a second, per-type definition would make every
+//! unannotated `Tensor::cat(..)` call ambiguous.
 
 use super::plan::{self, View};
+use crate::base::Dims;
 use crate::cpu::broadcast;
 use crate::cpu::index;
 use crate::cpu::strided::strided_read;
@@ -44,7 +45,8 @@ macro_rules! int_layout {
             /// assert_eq!(t.reshape(&[3, -1]).shape(), &[3, 4]);
             /// ```
             #[track_caller]
-            pub fn reshape(&self, shape: &[isize]) -> Self {
+            pub fn reshape(&self, shape: impl Dims) -> Self {
+                let shape = &shape.to_dims()[..];
                 with_shape(self, &plan::reshape(self.shape(), shape))
             }
 
@@ -58,7 +60,8 @@ macro_rules! int_layout {
             /// assert_eq!(t.view(&[2, 3]).shape(), &[2, 3]);
             /// ```
             #[track_caller]
-            pub fn view(&self, shape: &[usize]) -> Self {
+            pub fn view(&self, shape: impl Dims) -> Self {
+                let shape = &crate::base::sizes("view", &shape)[..];
                 with_shape(self, shape)
             }
 
@@ -114,7 +117,8 @@ macro_rules! int_layout {
             #[doc = concat!("assert_eq!(t.expand(&[2, 2]).to_vec(), vec![", stringify!($v), ", ", stringify!($v), ", ", stringify!($w), ", ", stringify!($w), "]);")]
             /// ```
             #[track_caller]
-            pub fn expand(&self, shape: &[usize]) -> Self {
+            pub fn expand(&self, shape: impl Dims) -> Self {
+                let shape = &crate::base::sizes("expand", &shape)[..];
                 plan::check_expand(self.shape(), shape);
                 let data = broadcast::expand(self.as_slice(), self.shape(), shape);
                 Tensor::from_parts(data, shape.into(), None)
@@ -130,7 +134,8 @@ macro_rules! int_layout {
             /// assert_eq!(t.permute(&[1, 0]).shape(), &[2, 1]);
             /// ```
             #[track_caller]
-            pub fn permute(&self, dims: &[isize]) -> Self {
+            pub fn permute(&self, dims: impl Dims) -> Self {
+                let dims = &dims.to_dims()[..];
                 read(self, plan::permute(self.shape(), dims).0)
             }
 

@@ -48,6 +48,6 @@ impl<E: Float, D: Device> Tensor<E, D> {
             .collect();
         let n = idx.len();
         x.view(&[x.numel()])
-            .index_select(0, &Tensor::from_vec(idx, &[n]))
+            .index_select(0, &Tensor::from_vec_in(idx, &[n]))
     }
 }

@@ -136,7 +136,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
                 .map(|j| mode.source(j, lo, n) as i64)
                 .collect();
             let len = idx.len();
-            out = out.index_select(axis as isize, &Tensor::<i64, D>::from_vec(idx, &[len]));
+            out = out.index_select(axis as isize, &Tensor::<i64, D>::from_vec_in(idx, &[len]));
         }
         out
     }

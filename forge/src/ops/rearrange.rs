@@ -114,7 +114,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
             .flat_map(|(i, &r)| std::iter::repeat_n(i as i64, r))
             .collect();
         let len = idx.len();
-        x.index_select(axis as isize, &Tensor::from_vec(idx, &[len]))
+        x.index_select(axis as isize, &Tensor::from_vec_in(idx, &[len]))
     }
 
     /// The slices along `dim`, each without that dimension

@@ -1,6 +1,7 @@
 //! Reductions over any set of axes.
 
 use crate::base::norm_axes;
+use crate::base::Dims;
 use crate::cpu::reduce::{fold_axes, kept_shape};
 use crate::tensor::{Device, Float, Tensor};
 
@@ -40,7 +41,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     #[track_caller]
     pub fn sum(&self) -> Self {
-        self.sum_dim(&[], false)
+        self.sum_dim(&[] as &[isize], false)
     }
 
     /// The sum over `dims` (all dimensions when empty); `keepdim` keeps
@@ -55,7 +56,8 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(t.sum_dim(&[-1], false).shape(), &[2, 3]);
     /// ```
     #[track_caller]
-    pub fn sum_dim(&self, dims: &[isize], keepdim: bool) -> Self {
+    pub fn sum_dim(&self, dims: impl Dims, keepdim: bool) -> Self {
+        let dims = &dims.to_dims()[..];
         let axes = reduce_axes("sum", dims, self.rank());
         let data = fold_axes(self.as_slice(), self.shape(), &axes, E::zero(), |a, x| {
             a + x
@@ -75,7 +77,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     #[track_caller]
     pub fn mean(&self) -> Self {
-        self.mean_dim(&[], false)
+        self.mean_dim(&[] as &[isize], false)
     }
 
     /// The mean over `dims` (all when empty).
@@ -88,7 +90,8 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(t.mean_dim(&[1], false).to_vec(), vec![2.0, 6.0]);
     /// ```
     #[track_caller]
-    pub fn mean_dim(&self, dims: &[isize], keepdim: bool) -> Self {
+    pub fn mean_dim(&self, dims: impl Dims, keepdim: bool) -> Self {
+        let dims = &dims.to_dims()[..];
         let axes = reduce_axes("mean", dims, self.rank());
         let count: usize = axes.iter().map(|&a| self.shape[a]).product();
         self.sum_dim(dims, keepdim)

@@ -4,6 +4,7 @@
 //! differentiable).
 
 use super::reduce::{reduce_axes, reduced_shape};
+use crate::base::Dims;
 use crate::cpu::broadcast::zip_broadcast;
 use crate::cpu::reduce::{arg_best, fold_axes, kept_shape};
 use crate::tensor::{norm_axis, Device, Element, Float, Tensor};
@@ -109,7 +110,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     #[track_caller]
     pub fn max(&self) -> Self {
-        self.max_dim(&[], false)
+        self.max_dim(&[] as &[isize], false)
     }
 
     /// The smallest element, as a 0-d tensor (`torch.amin` over every
@@ -124,7 +125,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     #[track_caller]
     pub fn min(&self) -> Self {
-        self.min_dim(&[], false)
+        self.min_dim(&[] as &[isize], false)
     }
 
     /// The maximum over `dims` (all dimensions when empty; negative axes
@@ -144,7 +145,8 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(x.max_dim(&[0], true).to_vec(), vec![7.0, 5.0, 3.0]);
     /// ```
     #[track_caller]
-    pub fn max_dim(&self, dims: &[isize], keepdim: bool) -> Self {
+    pub fn max_dim(&self, dims: impl Dims, keepdim: bool) -> Self {
+        let dims = &dims.to_dims()[..];
         self.extreme_dim(dims, keepdim, Extreme::Max)
     }
 
@@ -162,7 +164,8 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(x.min_dim(&[-1], true).to_vec(), vec![1.0, 0.0]);
     /// ```
     #[track_caller]
-    pub fn min_dim(&self, dims: &[isize], keepdim: bool) -> Self {
+    pub fn min_dim(&self, dims: impl Dims, keepdim: bool) -> Self {
+        let dims = &dims.to_dims()[..];
         self.extreme_dim(dims, keepdim, Extreme::Min)
     }
 }

@@ -3,6 +3,7 @@
 
 use super::reduce::{reduce_axes, reduced_shape};
 use super::shape::gather_strided;
+use crate::base::Dims;
 use crate::cpu::reduce::{kept_shape, var_rows};
 use crate::cpu::Storage;
 use crate::tensor::{numel, strides, Device, Float, Tensor};
@@ -91,7 +92,8 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(x.var_dim(&[0], 0, true).to_vec(), vec![2.25, 1.0, 0.25]);
     /// ```
     #[track_caller]
-    pub fn var_dim(&self, dims: &[isize], correction: usize, keepdim: bool) -> Self {
+    pub fn var_dim(&self, dims: impl Dims, correction: usize, keepdim: bool) -> Self {
+        let dims = &dims.to_dims()[..];
         let plan = Plan::new("var", self.shape(), dims, correction, keepdim);
         let data = plan.variances(self, correction);
         let shape = plan.shape.clone();
@@ -121,7 +123,8 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(x.std_dim(&[-1], 0, false).to_vec(), vec![1.0, 0.0]);
     /// ```
     #[track_caller]
-    pub fn std_dim(&self, dims: &[isize], correction: usize, keepdim: bool) -> Self {
+    pub fn std_dim(&self, dims: impl Dims, correction: usize, keepdim: bool) -> Self {
+        let dims = &dims.to_dims()[..];
         let plan = Plan::new("std", self.shape(), dims, correction, keepdim);
         let data: Vec<E> = plan
             .variances(self, correction)
@@ -163,7 +166,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     #[track_caller]
     pub fn var(&self, correction: usize) -> Self {
-        self.var_dim(&[], correction, false)
+        self.var_dim(&[] as &[isize], correction, false)
     }
 
     /// The standard deviation of every element, as a 0-d tensor.
@@ -175,6 +178,6 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     #[track_caller]
     pub fn std(&self, correction: usize) -> Self {
-        self.std_dim(&[], correction, false)
+        self.std_dim(&[] as &[isize], correction, false)
     }
 }

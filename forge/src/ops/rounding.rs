@@ -12,7 +12,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// Piecewise-constant `f` with a zero gradient.
     fn stepwise(&self, name: &'static str, f: impl Fn(E) -> E + Sync) -> Self {
         self.map(f).record(name, vec![self.clone()], |ctx| {
-            vec![Some(Tensor::zeros(ctx.grad.shape()))]
+            vec![Some(Tensor::zeros_in(ctx.grad.shape()))]
         })
     }
 

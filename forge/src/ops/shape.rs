@@ -1,6 +1,7 @@
 //! Shape ops that the core needs: reshape, broadcast (`expand`) and its
 //! adjoint `sum_to`, transpose and permute.
 
+use crate::base::Dims;
 use crate::cpu::broadcast;
 use crate::cpu::reduce::fold_axes;
 use crate::cpu::Storage;
@@ -18,7 +19,8 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(t.reshape(&[3, -1]).shape(), &[3, 4]);
     /// ```
     #[track_caller]
-    pub fn reshape(&self, shape: &[isize]) -> Self {
+    pub fn reshape(&self, shape: impl Dims) -> Self {
+        let shape = &shape.to_dims()[..];
         self.view(&super::plan::reshape(self.shape(), shape))
     }
 
@@ -32,7 +34,8 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(t.view(&[2, 3]).shape(), &[2, 3]);
     /// ```
     #[track_caller]
-    pub fn view(&self, shape: &[usize]) -> Self {
+    pub fn view(&self, shape: impl Dims) -> Self {
+        let shape = &crate::base::sizes("view", &shape)[..];
         shape_assert!(
             numel(shape) == self.numel(),
             "view: cannot view shape {:?} as {:?}",
@@ -60,7 +63,8 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(t.expand(&[2, 3]).to_vec(), vec![1.0, 1.0, 1.0, 2.0, 2.0, 2.0]);
     /// ```
     #[track_caller]
-    pub fn expand(&self, shape: &[usize]) -> Self {
+    pub fn expand(&self, shape: impl Dims) -> Self {
+        let shape = &crate::base::sizes("expand", &shape)[..];
         shape_assert!(
             broadcast_shapes(self.shape(), shape).as_deref() == Some(shape),
             "expand: shape {:?} cannot be broadcast to {:?}",
@@ -120,7 +124,8 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert_eq!(t.permute(&[1, 0]).to_vec(), vec![0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
     /// ```
     #[track_caller]
-    pub fn permute(&self, dims: &[isize]) -> Self {
+    pub fn permute(&self, dims: impl Dims) -> Self {
+        let dims = &dims.to_dims()[..];
         let (view, inv) = super::plan::permute(self.shape(), dims);
         if inv.iter().enumerate().all(|(i, &d)| i as isize == d) {
             return self.clone();

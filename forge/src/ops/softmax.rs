@@ -7,6 +7,7 @@
 //! `d logsumexp = g * exp(x - lse)`.
 
 use super::reduce::{reduce_axes, reduced_shape};
+use crate::base::Dims;
 use crate::cpu::buffers::for_each_chunk_mut;
 use crate::cpu::reduce::{fold_axes, kept_shape};
 use crate::cpu::threads::PARALLEL_MIN_NS;
@@ -320,7 +321,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     #[track_caller]
     pub fn logsumexp(&self) -> Self {
-        self.logsumexp_dim(&[], false)
+        self.logsumexp_dim(&[] as &[isize], false)
     }
 
     /// `log(sum(exp(x)))` over `dims` (every axis when empty), shifted by the
@@ -336,7 +337,8 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert!((l.to_vec()[0] - 4f64.ln()).abs() < 1e-15);
     /// ```
     #[track_caller]
-    pub fn logsumexp_dim(&self, dims: &[isize], keepdim: bool) -> Self {
+    pub fn logsumexp_dim(&self, dims: impl Dims, keepdim: bool) -> Self {
+        let dims = &dims.to_dims()[..];
         let axes = reduce_axes("logsumexp", dims, self.rank());
         let kept = kept_shape(self.shape(), &axes);
         let shape = reduced_shape(self.shape(), &axes, keepdim);

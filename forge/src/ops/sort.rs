@@ -101,11 +101,11 @@ impl<E: Float, D: Device> Tensor<E, D> {
     pub fn argsort(&self, dim: isize, descending: bool) -> Tensor<i64, D> {
         let axis = norm_axis("argsort", dim, self.rank());
         if self.rank() == 0 {
-            return Tensor::from_vec(vec![0], &[]);
+            return Tensor::from_vec_in(vec![0], &[]);
         }
         let len = self.shape()[axis];
         let data = line_order(self.as_slice(), self.shape(), axis, len, descending, true);
-        Tensor::from_vec(data, self.shape())
+        Tensor::from_vec_in(data, self.shape())
     }
 
     /// The `k` largest (or, with `largest = false`, smallest) elements
@@ -150,12 +150,12 @@ impl<E: Float, D: Device> Tensor<E, D> {
         );
         if self.rank() == 0 {
             shape_assert!(k == 1, "topk: k = {k} for a 0-d tensor (must be 1)");
-            return (self.clone(), Tensor::from_vec(vec![0], &[]));
+            return (self.clone(), Tensor::from_vec_in(vec![0], &[]));
         }
         let data = line_order(self.as_slice(), self.shape(), axis, k, largest, sorted);
         let mut shape = self.shape().to_vec();
         shape[axis] = k;
-        let idx = Tensor::from_vec(data, &shape);
+        let idx = Tensor::from_vec_in(data, &shape);
         (self.take_along(dim, &idx), idx)
     }
 

@@ -220,7 +220,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
             }
         })
         .record("sign", vec![self.clone()], |ctx| {
-            vec![Some(Tensor::zeros(ctx.grad.shape()))]
+            vec![Some(Tensor::zeros_in(ctx.grad.shape()))]
         })
     }
 

@@ -1,9 +1,9 @@
 //! Tensor creation: constants, ranges, identity.
 
-use super::{numel, Device, Element, Tensor};
+use super::{numel, Cpu, Device, Dims, Element, Tensor};
 use crate::cpu::Storage;
 
-impl<E: Element, D: Device> Tensor<E, D> {
+impl<E: Element> Tensor<E, Cpu> {
     /// A 0-d tensor (shape `[]`) holding one value.
     ///
     /// ```
@@ -11,7 +11,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
     /// assert_eq!(s.shape(), &[] as &[usize]);
     /// ```
     pub fn scalar(v: E) -> Self {
-        Self::from_parts(D::filled(1, v), [].into(), None)
+        Self::from_parts(Cpu::filled(1, v), [].into(), None)
     }
 
     /// A tensor filled with `v`.
@@ -19,8 +19,9 @@ impl<E: Element, D: Device> Tensor<E, D> {
     /// ```
     /// assert_eq!(forge::Tensor::<f32>::full(&[2], 7.0).to_vec(), vec![7.0, 7.0]);
     /// ```
-    pub fn full(shape: &[usize], v: E) -> Self {
-        Self::from_parts(D::filled(numel(shape), v), shape.into(), None)
+    pub fn full(shape: impl Dims, v: E) -> Self {
+        let shape = &crate::base::sizes("full", &shape)[..];
+        Self::from_parts(Cpu::filled(numel(shape), v), shape.into(), None)
     }
 
     /// A tensor of zeros.
@@ -28,7 +29,8 @@ impl<E: Element, D: Device> Tensor<E, D> {
     /// ```
     /// assert_eq!(forge::Tensor::<f32>::zeros(&[3]).to_vec(), vec![0.0; 3]);
     /// ```
-    pub fn zeros(shape: &[usize]) -> Self {
+    pub fn zeros(shape: impl Dims) -> Self {
+        let shape = &crate::base::sizes("zeros", &shape)[..];
         Self::full(shape, E::ZERO)
     }
 
@@ -37,7 +39,8 @@ impl<E: Element, D: Device> Tensor<E, D> {
     /// ```
     /// assert_eq!(forge::Tensor::<f32>::ones(&[3]).to_vec(), vec![1.0; 3]);
     /// ```
-    pub fn ones(shape: &[usize]) -> Self {
+    pub fn ones(shape: impl Dims) -> Self {
+        let shape = &crate::base::sizes("ones", &shape)[..];
         Self::full(shape, E::ONE)
     }
 
@@ -125,5 +128,63 @@ impl<E: Element, D: Device> Tensor<E, D> {
     /// ```
     pub fn eye(n: usize) -> Self {
         Self::from_fn(&[n, n], |i| if i / n == i % n { E::ONE } else { E::ZERO })
+    }
+}
+
+/// The constructors for any device, for forge's own generic code (the
+/// public ones are written for [`Cpu`], so that they infer their device).
+impl<E: Element, D: Device> Tensor<E, D> {
+    /// [`from_vec`](Tensor::from_vec) on `D`.
+    #[track_caller]
+    pub(crate) fn from_vec_in(data: Vec<E>, shape: &[usize]) -> Self {
+        let n = numel(shape);
+        shape_assert!(
+            data.len() == n,
+            "from_vec: {} values do not fill shape {:?} ({} elements)",
+            data.len(),
+            shape,
+            n
+        );
+        Self::from_parts(data, shape.into(), None)
+    }
+
+    /// [`from_storage`](Tensor::from_storage) on `D`.
+    #[track_caller]
+    pub(crate) fn from_storage_in(data: Storage<E>, shape: &[usize]) -> Self {
+        let n = numel(shape);
+        shape_assert!(
+            data.len() == n,
+            "from_storage: {} values do not fill shape {:?} ({} elements)",
+            data.len(),
+            shape,
+            n
+        );
+        Self::from_parts(data, shape.into(), None)
+    }
+
+    /// [`full`](Tensor::full) on `D`.
+    pub(crate) fn full_in(shape: &[usize], v: E) -> Self {
+        Self::from_parts(D::filled(numel(shape), v), shape.into(), None)
+    }
+
+    /// [`zeros`](Tensor::zeros) on `D`.
+    pub(crate) fn zeros_in(shape: &[usize]) -> Self {
+        Self::full_in(shape, E::ZERO)
+    }
+
+    /// [`ones`](Tensor::ones) on `D`.
+    pub(crate) fn ones_in(shape: &[usize]) -> Self {
+        Self::full_in(shape, E::ONE)
+    }
+
+    /// [`scalar`](Tensor::scalar) on `D`.
+    pub(crate) fn scalar_in(v: E) -> Self {
+        Self::from_parts(D::filled(1, v), [].into(), None)
+    }
+
+    /// [`from_fn`](Tensor::from_fn) on `D`.
+    pub(crate) fn from_fn_in(shape: &[usize], f: impl FnMut(usize) -> E) -> Self {
+        let data: Storage<E> = (0..numel(shape)).map(f).collect();
+        Self::from_parts(data, shape.into(), None)
     }
 }

@@ -214,8 +214,9 @@ impl<E: Element, D: Device> Tensor<E, D> {
 }
 
 impl<E: Element, D: Device> fmt::Display for Tensor<E, D> {
-    /// Prints the values as PyTorch does, then `shape=[..]`, `dtype=..` and
-    /// `tracked` when the tensor is on the tape.
+    /// Prints the values as PyTorch does, then `shape=[..]`, `dtype=..` and,
+    /// for a tensor on the tape, `requires_grad=True` (a leaf) or
+    /// `grad_fn=<op>` naming the op that made it (PyTorch's `grad_fn`).
     ///
     /// ```
     /// use forge::Tensor;
@@ -239,7 +240,9 @@ impl<E: Element, D: Device> fmt::Display for Tensor<E, D> {
     /// let t = Tensor::<f32>::from_vec(vec![0.0, 1.0, f32::NAN, f32::NEG_INFINITY], &[4]);
     /// assert_eq!(t.to_string(), "tensor([0., 1., nan, -inf], shape=[4], dtype=float32)");
     /// let w = Tensor::<f32>::ones(&[1]).requires_grad();
-    /// assert_eq!(w.to_string(), "tensor([1.], shape=[1], dtype=float32, tracked)");
+    /// assert_eq!(w.to_string(), "tensor([1.], shape=[1], dtype=float32, requires_grad=True)");
+    /// let y = w.mul_scalar(2.0);
+    /// assert_eq!(y.to_string(), "tensor([2.], shape=[1], dtype=float32, grad_fn=<mul_scalar>)");
     /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -249,8 +252,12 @@ impl<E: Element, D: Device> fmt::Display for Tensor<E, D> {
             self.shape(),
             E::DTYPE
         )?;
-        if self.is_tracked() {
-            write!(f, ", tracked")?;
+        // PyTorch's suffixes: a leaf that records its gradient, or the op
+        // that made a tensor on the tape.
+        match &self.node {
+            Some(node) if node.name == "leaf" => write!(f, ", requires_grad=True")?,
+            Some(node) => write!(f, ", grad_fn=<{}>", node.name)?,
+            None => {}
         }
         write!(f, ")")
     }

@@ -7,7 +7,7 @@ mod display;
 pub(crate) mod node;
 mod random;
 
-pub use crate::base::{broadcast_shapes, norm_axis, numel, strides};
+pub use crate::base::{broadcast_shapes, norm_axis, numel, strides, Dims};
 pub use crate::base::{DType, Element, Float};
 pub use device::{Cpu, Device};
 pub use random::Rng;
@@ -49,7 +49,10 @@ impl<E: Element, D: Device> Clone for Tensor<E, D> {
     }
 }
 
-impl<E: Element, D: Device> Tensor<E, D> {
+// The constructors are written for the one device, `Cpu`, so that a call
+// without a turbofish (`Tensor::from_vec(vec![1.0f32, 2.0], &[2])`) has
+// its device: Rust does not use a type parameter's default to infer one.
+impl<E: Element> Tensor<E, Cpu> {
     /// Builds a tensor from row-major data and a shape.
     ///
     /// # Panics
@@ -95,7 +98,9 @@ impl<E: Element, D: Device> Tensor<E, D> {
         );
         Self::from_parts(data, shape.into(), None)
     }
+}
 
+impl<E: Element, D: Device> Tensor<E, D> {
     /// The constructor every op ends with. `data` is a pooled [`Storage`]
     /// (preferred), a shared one, or a `Vec` (wrapped, not pooled).
     pub(crate) fn from_parts(

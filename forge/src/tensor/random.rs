@@ -2,7 +2,7 @@
 //! seeded through SplitMix64). The same seed gives the same numbers on every
 //! platform and thread.
 
-use super::{numel, Device, Float, Tensor};
+use super::{numel, Cpu, Float, Tensor};
 use crate::cpu::memory::Storage;
 
 /// A seedable pseudo-random generator.
@@ -108,7 +108,7 @@ impl Rng {
     }
 }
 
-impl<E: Float, D: Device> Tensor<E, D> {
+impl<E: Float> Tensor<E, Cpu> {
     /// Values drawn uniformly from `[low, high)`.
     ///
     /// ```

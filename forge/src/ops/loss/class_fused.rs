@@ -94,11 +94,11 @@ pub(super) fn class_loss_fused<E: Float, D: Device>(
     let reduction = options.reduction;
     let sum = || per.iter().fold(E::zero(), |a, &v| a + v);
     let (out, mean) = match reduction {
-        Reduction::None => (Tensor::from_vec(per.clone(), targets.shape()), None),
-        Reduction::Sum => (Tensor::scalar(sum()), None),
+        Reduction::None => (Tensor::from_vec_in(per.clone(), targets.shape()), None),
+        Reduction::Sum => (Tensor::scalar_in(sum()), None),
         Reduction::Mean => {
             let m = sum() / total_w;
-            (Tensor::scalar(m), Some(m))
+            (Tensor::scalar_in(m), Some(m))
         }
     };
     let mut inputs = vec![input.clone()];
@@ -139,7 +139,7 @@ pub(super) fn class_loss_fused<E: Float, D: Device>(
         let mut out = vec![gx];
         if w.is_some() {
             out.push(need_w.then(|| {
-                Tensor::from_vec(weight_grad(&spec, xs, tv, &lse, &scale, mean), &[spec.c])
+                Tensor::from_vec_in(weight_grad(&spec, xs, tv, &lse, &scale, mean), &[spec.c])
             }));
         }
         out
@@ -258,7 +258,7 @@ fn smooth_sums<E: Float>(s: &Spec<E>, x: &[E], tv: &[i64], lse: &[E], scale: &[E
 #[track_caller]
 fn pick<E: Float, D: Device>(x: &Tensor<E, D>, m: &Tensor<E, D>) -> Tensor<E, D> {
     let off: Vec<bool> = m.as_slice().iter().map(|&v| v == E::zero()).collect();
-    x.masked_fill(&Tensor::<bool, D>::from_vec(off, m.shape()), 0.0)
+    x.masked_fill(&Tensor::<bool, D>::from_vec_in(off, m.shape()), 0.0)
         .mul(m)
 }
 
@@ -300,12 +300,12 @@ fn backward_graph<E: Float, D: Device>(
             factor[s.at(p, t as usize)] += s.keep;
         }
     }
-    let onehot = Tensor::<E, D>::from_vec(onehot, &dims);
-    let valid = Tensor::<E, D>::from_vec(valid, &per_pos);
-    let factor = Tensor::<E, D>::from_vec(factor, &dims);
+    let onehot = Tensor::<E, D>::from_vec_in(onehot, &dims);
+    let valid = Tensor::<E, D>::from_vec_in(valid, &per_pos);
+    let factor = Tensor::<E, D>::from_vec_in(factor, &dims);
     let wrow = match w {
         Some(w) => w.view(&per_class),
-        None => Tensor::ones(&per_class),
+        None => Tensor::ones_in(&per_class),
     };
     let wmask = onehot.mul(&wrow);
     let wt = wmask.sum_dim(&[1], true);

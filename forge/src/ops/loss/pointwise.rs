@@ -310,7 +310,9 @@ pub fn l1_penalty<'a, E: Float, D: Device>(
 ) -> Tensor<E, D> {
     params
         .into_iter()
-        .fold(Tensor::scalar(E::zero()), |acc, p| acc.add(&p.abs().sum()))
+        .fold(Tensor::scalar_in(E::zero()), |acc, p| {
+            acc.add(&p.abs().sum())
+        })
 }
 
 /// The L2 penalty `sum_p sum p^2` (the squared norm, without a `1/2`) over
@@ -329,7 +331,7 @@ pub fn l2_penalty<'a, E: Float, D: Device>(
 ) -> Tensor<E, D> {
     params
         .into_iter()
-        .fold(Tensor::scalar(E::zero()), |acc, p| {
+        .fold(Tensor::scalar_in(E::zero()), |acc, p| {
             acc.add(&p.square().sum())
         })
 }

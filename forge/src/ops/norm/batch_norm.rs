@@ -218,13 +218,13 @@ fn affine_grads<E: Float, D: Device>(
     let c = sums.len();
     let mut grads = vec![Some(gx)];
     if has_w {
-        grads.push(Some(Tensor::from_storage(
+        grads.push(Some(Tensor::from_storage_in(
             Storage::map(sums, |s| s.1),
             &[c],
         )));
     }
     if has_b {
-        grads.push(Some(Tensor::from_storage(
+        grads.push(Some(Tensor::from_storage_in(
             Storage::map(sums, |s| s.0),
             &[c],
         )));
@@ -283,8 +283,8 @@ fn batch_norm_train_fused<E: Float, D: Device>(
     );
     let mut stat_shape = vec![1usize; shape.len()];
     stat_shape[1] = c;
-    let mean_t = Tensor::from_storage(Storage::map(&stats, |s| s.0), &stat_shape);
-    let var_t = Tensor::from_storage(Storage::map(&stats, |s| s.1), &stat_shape);
+    let mean_t = Tensor::from_storage_in(Storage::map(&stats, |s| s.0), &stat_shape);
+    let var_t = Tensor::from_storage_in(Storage::map(&stats, |s| s.1), &stat_shape);
     let mean: Vec<E> = stats.iter().map(|s| s.0).collect();
     let mut inputs = vec![x.clone()];
     inputs.extend(weight.cloned());
@@ -407,8 +407,8 @@ fn batch_norm_eval_fused<E: Float, D: Device>(
             let drv = (0..c)
                 .map(|ch| -(half * k[ch] * rstd[ch] * sums[ch].1))
                 .collect();
-            grads.push(Some(Tensor::from_vec(drm, &[c])));
-            grads.push(Some(Tensor::from_vec(drv, &[c])));
+            grads.push(Some(Tensor::from_vec_in(drm, &[c])));
+            grads.push(Some(Tensor::from_vec_in(drv, &[c])));
         }
         grads
     })
@@ -581,10 +581,12 @@ mod tests {
         ] {
             let len: usize = shape.iter().product();
             let to32 = |v: Vec<f64>| v.into_iter().map(|x| x as f32).collect::<Vec<f32>>();
-            let x = Tensor::<f32>::from_vec(to32(values(len, 1)), &shape).requires_grad();
-            let w = Tensor::<f32>::from_vec(to32(values(shape[1], 2)), &[shape[1]]).requires_grad();
-            let b = Tensor::<f32>::from_vec(to32(values(shape[1], 3)), &[shape[1]]).requires_grad();
-            let gy = Tensor::<f32>::from_vec(to32(values(len, 4)), &shape);
+            let x = Tensor::<f32>::from_vec_in(to32(values(len, 1)), &shape).requires_grad();
+            let w =
+                Tensor::<f32>::from_vec_in(to32(values(shape[1], 2)), &[shape[1]]).requires_grad();
+            let b =
+                Tensor::<f32>::from_vec_in(to32(values(shape[1], 3)), &[shape[1]]).requires_grad();
+            let gy = Tensor::<f32>::from_vec_in(to32(values(len, 4)), &shape);
             let run = |threads| {
                 set_num_threads(threads);
                 let before = pool_dispatches();

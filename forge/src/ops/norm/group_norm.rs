@@ -173,10 +173,10 @@ fn group_norm_fused<E: Float, D: Device>(
         }
         let mut grads = vec![Some(Tensor::from_parts(gx, x.shape.clone(), None))];
         if has_w {
-            grads.push(Some(Tensor::from_vec(dw, &[c])));
+            grads.push(Some(Tensor::from_vec_in(dw, &[c])));
         }
         if has_b {
-            grads.push(Some(Tensor::from_vec(db, &[c])));
+            grads.push(Some(Tensor::from_vec_in(db, &[c])));
         }
         grads
     })

@@ -449,7 +449,7 @@ fn lstm_graph_backward<E: Float, D: Device>(
             (Some(a), Some(b)) => a.add(&b),
             (Some(a), None) => a,
             (None, Some(b)) => b,
-            (None, None) => Tensor::zeros(&[n, h]),
+            (None, None) => Tensor::zeros_in(&[n, h]),
         };
         let through = dht.mul(o).mul(&tc.square().rsub_scalar(one));
         let dct = match dc.take() {
