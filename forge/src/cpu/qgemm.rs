@@ -111,7 +111,12 @@ impl PackedI8 {
     /// # Panics
     /// When `b.len() != n * k`.
     pub(crate) fn new(n: usize, k: usize, b: &[i8]) -> Self {
-        assert_eq!(b.len(), n * k, "qgemm: weight of {} bytes is not {n} x {k}", b.len());
+        assert_eq!(
+            b.len(),
+            n * k,
+            "qgemm: weight of {} bytes is not {n} x {k}",
+            b.len()
+        );
         let quads = padded_k(k) / 4;
         let panels = n.div_ceil(PANEL);
         let mut data = vec![0i8; panels * quads * PANEL * 4];
@@ -121,8 +126,17 @@ impl PackedI8 {
                 data[((panel * quads + p / 4) * PANEL + lane) * 4 + p % 4] = b[j * k + p];
             }
         }
-        let row_sums = b.chunks(k.max(1)).take(n).map(|r| r.iter().map(|&v| v as i32).sum()).collect();
-        PackedI8 { n, k, data, row_sums }
+        let row_sums = b
+            .chunks(k.max(1))
+            .take(n)
+            .map(|r| r.iter().map(|&v| v as i32).sum())
+            .collect();
+        PackedI8 {
+            n,
+            k,
+            data,
+            row_sums,
+        }
     }
 
     /// The number of rows (output channels).
@@ -152,7 +166,8 @@ impl PackedI8 {
         for j in 0..self.n {
             let (panel, lane) = (j / PANEL, j % PANEL);
             for p in 0..self.k {
-                out[j * self.k + p] = self.data[((panel * quads + p / 4) * PANEL + lane) * 4 + p % 4];
+                out[j * self.k + p] =
+                    self.data[((panel * quads + p / 4) * PANEL + lane) * 4 + p % 4];
             }
         }
         out
@@ -172,8 +187,17 @@ impl PackedI8 {
     /// [`gemm`](Self::gemm) on a given path (which the CPU must have).
     pub(crate) fn gemm_with(&self, isa: Isa, m: usize, a: &[u8], c: &mut [i32]) {
         let kp = padded_k(self.k);
-        assert!(a.len() >= m * kp, "qgemm: activations of {} bytes for {m} x {kp}", a.len());
-        assert!(c.len() >= m * self.n, "qgemm: output of {} for {m} x {}", c.len(), self.n);
+        assert!(
+            a.len() >= m * kp,
+            "qgemm: activations of {} bytes for {m} x {kp}",
+            a.len()
+        );
+        assert!(
+            c.len() >= m * self.n,
+            "qgemm: output of {} for {m} x {}",
+            c.len(),
+            self.n
+        );
         if m == 0 || self.n == 0 {
             return;
         }
@@ -233,11 +257,17 @@ fn tile_with(
     panels: usize,
     acc: &mut [[i32; PANEL * PANELS]; ROWS],
 ) {
-    assert!(w.len() >= panels * quads * PANEL * 4, "qgemm: packed weight too small");
+    assert!(
+        w.len() >= panels * quads * PANEL * 4,
+        "qgemm: packed weight too small"
+    );
     match isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512Vnni => {
-            assert!(Isa::all().contains(&isa), "qgemm: this CPU lacks AVX-512 VNNI");
+            assert!(
+                Isa::all().contains(&isa),
+                "qgemm: this CPU lacks AVX-512 VNNI"
+            );
             // SAFETY: the CPU has AVX-512F and VNNI (checked); the kernel
             // reads `quads * 4` bytes of each row and `panels` panels of
             // `w`, both checked above.

@@ -26,7 +26,10 @@ pub(super) unsafe fn tile_vnni(
             // SAFETY: panel `p`, quad `q` lies inside `w` (caller).
             let (w0, w1) = unsafe {
                 let at = wp.add(p * stride + q * 64);
-                (_mm256_loadu_si256(at.cast()), _mm256_loadu_si256(at.add(32).cast()))
+                (
+                    _mm256_loadu_si256(at.cast()),
+                    _mm256_loadu_si256(at.add(32).cast()),
+                )
             };
             for r in 0..ROWS {
                 // SAFETY: bytes `4q..4q+4` lie inside row `r` (caller).
@@ -73,7 +76,9 @@ pub(super) unsafe fn tile_widen(
             for (g, v) in wv.iter_mut().enumerate() {
                 // SAFETY: panel `p`, quad `q` lies inside `w` (caller).
                 *v = unsafe {
-                    _mm256_cvtepi8_epi16(_mm_loadu_si128(wp.add(p * stride + q * 64 + 16 * g).cast()))
+                    _mm256_cvtepi8_epi16(_mm_loadu_si128(
+                        wp.add(p * stride + q * 64 + 16 * g).cast(),
+                    ))
                 };
             }
             for r in 0..ROWS {

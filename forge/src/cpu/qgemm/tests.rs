@@ -5,7 +5,9 @@ fn reference(m: usize, k: usize, n: usize, a: &[u8], b: &[i8]) -> Vec<i32> {
     let mut c = vec![0i32; m * n];
     for i in 0..m {
         for j in 0..n {
-            let s: i64 = (0..k).map(|p| a[i * k + p] as i64 * b[j * k + p] as i64).sum();
+            let s: i64 = (0..k)
+                .map(|p| a[i * k + p] as i64 * b[j * k + p] as i64)
+                .sum();
             c[i * n + j] = i32::try_from(s).expect("the test sizes cannot overflow");
         }
     }
@@ -24,10 +26,14 @@ fn padded(m: usize, k: usize, a: &[u8]) -> Vec<u8> {
 
 /// Bytes from a small linear congruential generator.
 fn bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     (0..len)
         .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (s >> 33) as u8
         })
         .collect()
@@ -51,7 +57,10 @@ fn every_path_equals_the_reference() {
     assert_eq!(paths.last(), Some(&Isa::Portable));
     for (t, &(m, k, n)) in SIZES.iter().enumerate() {
         let a = bytes(m * k, t as u64);
-        let b: Vec<i8> = bytes(n * k, 100 + t as u64).into_iter().map(|v| v as i8).collect();
+        let b: Vec<i8> = bytes(n * k, 100 + t as u64)
+            .into_iter()
+            .map(|v| v as i8)
+            .collect();
         let want = reference(m, k, n, &a, &b);
         let packed = PackedI8::new(n, k, &b);
         assert_eq!(packed.unpack(), b);
@@ -89,7 +98,10 @@ fn row_sums_and_thread_counts() {
     let a = padded(m, k, &bytes(m * k, 7));
     let b: Vec<i8> = bytes(n * k, 8).into_iter().map(|v| v as i8).collect();
     let packed = PackedI8::new(n, k, &b);
-    assert_eq!(packed.row_sums()[3], b[3 * k..4 * k].iter().map(|&v| v as i32).sum::<i32>());
+    assert_eq!(
+        packed.row_sums()[3],
+        b[3 * k..4 * k].iter().map(|&v| v as i32).sum::<i32>()
+    );
     let mut one = vec![0i32; m * n];
     crate::cpu::set_num_threads(1);
     packed.gemm(m, &a, &mut one);
