@@ -189,7 +189,7 @@ where
 }
 
 #[test]
-#[ignore = "trains the MLP for 2 epochs and LeNet-5 for 1 (about a minute); the accuracy table of docs/src/quantization.md"]
+#[ignore = "trains the MLP for 2 epochs and LeNet-5 for 1 (under 2 minutes); the accuracy table of docs/src/quantization.md"]
 fn quantized_models_keep_their_accuracy() {
     let data = mnist();
     let mut mlp = MnistMlp::new(&mut Rng::new(0));

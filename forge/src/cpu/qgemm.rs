@@ -126,10 +126,8 @@ impl PackedI8 {
                 data[((panel * quads + p / 4) * PANEL + lane) * 4 + p % 4] = b[j * k + p];
             }
         }
-        let row_sums = b
-            .chunks(k.max(1))
-            .take(n)
-            .map(|r| r.iter().map(|&v| v as i32).sum())
+        let row_sums = (0..n)
+            .map(|j| b[j * k..(j + 1) * k].iter().map(|&v| v as i32).sum())
             .collect();
         PackedI8 {
             n,
@@ -198,6 +196,10 @@ impl PackedI8 {
             c.len(),
             self.n
         );
+        assert!(
+            Isa::all().contains(&isa),
+            "qgemm: this CPU cannot run {isa:?}"
+        );
         if m == 0 || self.n == 0 {
             return;
         }
@@ -248,7 +250,8 @@ impl SharedOut {
 
 /// One micro-tile: `acc[r][16 p + l] = sum_q dot(a_rows[r][4q..4q+4],
 /// w[panel p][quad q][lane l])` for `panels` panels of `w` (the panels
-/// after the first start `quads * 64` bytes apart).
+/// after the first start `quads * 64` bytes apart). The CPU must have
+/// `isa` ([`PackedI8::gemm_with`] checks it once per product).
 fn tile_with(
     isa: Isa,
     quads: usize,
@@ -264,25 +267,21 @@ fn tile_with(
     match isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512Vnni => {
-            assert!(
-                Isa::all().contains(&isa),
-                "qgemm: this CPU lacks AVX-512 VNNI"
-            );
-            // SAFETY: the CPU has AVX-512F and VNNI (checked); the kernel
-            // reads `quads * 4` bytes of each row and `panels` panels of
-            // `w`, both checked above.
+            // SAFETY: the CPU has AVX-512F and VNNI (`gemm_with` checks);
+            // the kernel reads `quads * 4` bytes of each row (each is a
+            // slice of that length) and `panels` panels of `w` (checked
+            // above).
             unsafe { avx512::tile(quads, a_rows, w, panels, acc) }
         }
         #[cfg(target_arch = "x86_64")]
         Isa::AvxVnni => {
-            assert!(Isa::all().contains(&isa), "qgemm: this CPU lacks AVX-VNNI");
-            // SAFETY: the CPU has AVX2 and AVX-VNNI (checked); bounds as above.
+            // SAFETY: the CPU has AVX2 and AVX-VNNI (`gemm_with` checks);
+            // bounds as above.
             unsafe { avx2::tile_vnni(quads, a_rows, w, panels, acc) }
         }
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => {
-            assert!(Isa::all().contains(&isa), "qgemm: this CPU lacks AVX2");
-            // SAFETY: the CPU has AVX2 (checked); bounds as above.
+            // SAFETY: the CPU has AVX2 (`gemm_with` checks); bounds as above.
             unsafe { avx2::tile_widen(quads, a_rows, w, panels, acc) }
         }
         _ => tile_portable(quads, a_rows, w, panels, acc),
