@@ -60,6 +60,10 @@ pub struct Distributed;
 #[doc = include_str!("../../docs/src/runtime.md")]
 pub struct Runtime;
 
+/// `docs/src/serving.md`.
+#[doc = include_str!("../../docs/src/serving.md")]
+pub struct Serving;
+
 /// `docs/src/reliability.md`.
 #[doc = include_str!("../../docs/src/reliability.md")]
 pub struct Reliability;

@@ -9,7 +9,8 @@
 //! The activations are read in place, one row per output row, with a row
 //! stride that is a multiple of 4 and zero padding ([`padded_k`]).
 //!
-//! Paths, chosen once at run time from the CPU (widest first):
+//! Paths, chosen at every product from what the CPU has and the CPU class
+//! in force allows (`cpu_has!`), widest first:
 //! - AVX-512 VNNI: `vpdpbusd` on 512-bit registers, a 4-row x 64-column tile.
 //! - AVX-VNNI: the same instruction on 256-bit registers.
 //! - AVX2: bytes widened to 16 bits (`vpmovzxbw` / `vpmovsxbw`) and
@@ -32,7 +33,6 @@ mod avx512;
 mod tests;
 
 use super::threads::parallel_for_cost;
-use std::sync::OnceLock;
 
 /// Output channels per packed panel.
 pub(crate) const PANEL: usize = 16;
@@ -76,10 +76,23 @@ impl Isa {
         all
     }
 
-    /// The widest path of this CPU, detected once.
+    /// The widest path this CPU has and the CPU class in force on this
+    /// thread allows (`crate::cpu::class`; every path gives the same bits).
     pub(crate) fn detect() -> Isa {
-        static ISA: OnceLock<Isa> = OnceLock::new();
-        *ISA.get_or_init(|| Isa::all()[0])
+        #[cfg(target_arch = "x86_64")]
+        {
+            use crate::cpu::class::cpu_has;
+            if cpu_has!("avx512f") && cpu_has!("avx512vnni") {
+                return Isa::Avx512Vnni;
+            }
+            if cpu_has!("avx2") && cpu_has!("avxvnni") {
+                return Isa::AvxVnni;
+            }
+            if cpu_has!("avx2") {
+                return Isa::Avx2;
+            }
+        }
+        Isa::Portable
     }
 }
 
