@@ -247,15 +247,16 @@ impl Int8Weight {
             .collect()
     }
 
-    /// Bytes held in memory: the packed int8 matrix (rows padded to 16,
-    /// columns to 4), its row sums and the scales.
+    /// Bytes held in memory by the integers: the packed int8 matrix (rows
+    /// padded to 16, columns to 4) and its row sums. The scales are not
+    /// counted: a layer reports them as their own tensor (`weight_scale`).
     ///
     /// ```
     /// let q = forge::quant::Int8Weight::from_values(&[0; 32 * 64], vec![1.0], 32, 64);
-    /// assert_eq!(q.bytes(), 32 * 64 + 4 * 32 + 4);
+    /// assert_eq!(q.bytes(), 32 * 64 + 4 * 32);
     /// ```
     pub fn bytes(&self) -> usize {
-        self.packed.bytes() + 4 * self.scales.len()
+        self.packed.bytes()
     }
 
     /// The integer values as a `[out, in]` tensor of `E` (exact): how the
