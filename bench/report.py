@@ -200,6 +200,7 @@ def run_section(run, rel):
         # convolutions) also show the rate and its share of this run's
         # measured FMA peak at that thread count: the distance to the limit.
         peak_cols = bool(gflop)
+        over_peak = False
         head = ("| model | mode | batch | threads | PyTorch ms | forge ms | forge / PyTorch | PyTorch rounds "
                 "| forge rounds | forge faults/step |")
         rule = "|---|---|---|---|---|---|---|---|---|---|"
@@ -218,8 +219,12 @@ def run_section(run, rel):
                 g, p = gflop.get(k), run.peak(k[3])
                 rate = g / f_med * 1e3 if g and f_med else None
                 row += (f" {rate:.1f} |" if rate else " - |") + (f" {100 * rate / p:.0f}% |" if rate and p else " - |")
+                over_peak = over_peak or bool(rate and p and rate > p)
             out.append(row)
         out.append("")
+        if over_peak:
+            out += ["Steps above 100% of peak: the run's peak readings were held down (by the load, or the host) "
+                    "while the steps ran at other moments, so its percentages overstate them.", ""]
     gemm = run.gemm()
     if gemm:
         out += [f"| M x K x N | threads | PyTorch GFLOP/s | forge GFLOP/s | forge / PyTorch (time) "

@@ -575,8 +575,7 @@ fn run(model: &str, mode: &str, batch: usize, o: &JsonOpts, warmup: usize, block
             o.round,
             ms.join(", "),
             py_float((faults[ti] as f64 / n as f64 * 1e4).round() / 1e4),
-            step_gflop(model, mode, batch)
-                .map_or("null".to_string(), |g| py_float((g * 1e6).round() / 1e6))
+            step_gflop(model, mode, batch).map_or("null".to_string(), py_float)
         );
     }
 }

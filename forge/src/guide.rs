@@ -96,6 +96,10 @@ pub struct ToolsTransforms;
 #[doc = include_str!("../../docs/src/tools-profiler.md")]
 pub struct ToolsProfiler;
 
+/// `docs/src/tools-layer-diff.md`.
+#[doc = include_str!("../../docs/src/tools-layer-diff.md")]
+pub struct ToolsLayerDiff;
+
 /// `docs/src/ops-coverage.md`.
 #[doc = include_str!("../../docs/src/ops-coverage.md")]
 pub struct OpsCoverage;

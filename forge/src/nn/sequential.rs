@@ -167,7 +167,11 @@ impl<I> SeqForward<I> for () {
 impl<I, H: Forward<I>, T: SeqForward<H::Output>> SeqForward<I> for (H, T) {
     type Output = T::Output;
     fn forward_from(&self, x: I, index: usize) -> T::Output {
-        let y = forward_named(&self.0, x, index);
+        let y = {
+            // The profiler's layer path (nothing while no tool is on).
+            let _frame = crate::tools::scope::enter_index(index);
+            forward_named(&self.0, x, index)
+        };
         self.1.forward_from(y, index + 1)
     }
 }

@@ -199,6 +199,17 @@ pub(crate) fn pooled(bytes: usize, align: usize) -> bool {
     bytes > 0 && bytes <= MAX_POOLED && align <= 16
 }
 
+thread_local! {
+    /// Buffers this thread took from the pool: (all, fresh from the OS).
+    static TAKEN: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// How many buffers the calling thread has taken from the pool, and how
+/// many of them came fresh from the OS (the profiler's per-op counts).
+pub(crate) fn thread_takes() -> (u64, u64) {
+    TAKEN.with(std::cell::Cell::get)
+}
+
 /// Takes a buffer of at least `bytes` bytes from the free lists, or from
 /// the OS when the class's list is empty. `pooled(bytes, align)` must hold.
 pub(crate) fn take(bytes: usize, align: usize) -> Block {
@@ -221,6 +232,10 @@ pub(crate) fn take(bytes: usize, align: usize) -> Block {
         got
     });
     reserve::note(slot, 1);
+    TAKEN.with(|t| {
+        let (all, fresh) = t.get();
+        t.set((all + 1, fresh + u64::from(reused.is_none())));
+    });
     let ptr = match reused {
         Some(Free(ptr)) => ptr,
         None => fresh(class, align),
