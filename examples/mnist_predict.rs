@@ -6,13 +6,18 @@
 //! ```sh
 //! cargo run --release --example mnist -- --model lenet --epochs 3 --save lenet.safetensors
 //! cargo run --release --example mnist_predict -- --model lenet --checkpoint lenet.safetensors
+//! cargo run --release --example mnist_predict -- --model mlp --checkpoint mlp.safetensors --precision int8
 //! ```
+//!
+//! With a `--precision` other than `f32` it also prints the largest and
+//! the mean difference of the logits from the f32 model's.
 
 use clap::{Parser, ValueEnum};
 use forge::data::mnist::{Mnist, MnistOptions};
 use forge::models::mnist::{argmax_rows, LeNet5, MnistMlp};
 use forge::models::precision::round_weights;
 use forge::prelude::*;
+use forge::quant::{quantize_dynamic, Granularity};
 use std::path::PathBuf;
 
 /// Classify MNIST digits with a checkpoint written by the `mnist` example.
@@ -31,7 +36,8 @@ struct Opts {
     /// The checkpoint was trained with --no-normalize.
     #[arg(long)]
     no_normalize: bool,
-    /// Round the loaded weights to this storage type (arithmetic stays f32).
+    /// Round the loaded weights to this storage type (arithmetic stays
+    /// f32), or quantize the linear layers to int8 (`forge::quant`).
     #[arg(long, value_enum, default_value_t = Precision::F32)]
     precision: Precision,
 }
@@ -49,6 +55,10 @@ enum Precision {
     F32,
     Bf16,
     F16,
+    /// Dynamic int8, one weight scale per output channel.
+    Int8,
+    /// Dynamic int8, one weight scale per layer.
+    Int8PerTensor,
 }
 
 fn main() {
@@ -65,16 +75,25 @@ fn main() {
 
 fn run<M>(mut model: M, opts: &Opts) -> Result<(), Box<dyn std::error::Error>>
 where
-    M: Layer + Forward<Tensor, Output = Tensor>,
+    M: Layer + Forward<Tensor, Output = Tensor> + Clone,
 {
     TrainingCheckpoint::load_model(&opts.checkpoint, &mut model)?;
+    let mut reference = model.clone();
+    reference.eval();
     match opts.precision {
         Precision::F32 => {}
         Precision::Bf16 => round_weights::<forge::half::bf16, f32, M>(&mut model),
         Precision::F16 => round_weights::<forge::half::f16, f32, M>(&mut model),
+        Precision::Int8 => {
+            quantize_dynamic(&mut model, Granularity::PerChannel);
+        }
+        Precision::Int8PerTensor => {
+            quantize_dynamic(&mut model, Granularity::PerTensor);
+        }
     }
     println!("weights stored as {:?}", opts.precision);
     model.eval();
+    let (mut max_err, mut sum_err, mut count) = (0f32, 0f64, 0usize);
     let normalize = !opts.no_normalize;
     let data = Mnist::load_with(&opts.data, MnistOptions { normalize })?;
     let test: &InMemoryDataset = &data.test;
@@ -82,8 +101,17 @@ where
     let loader = DataLoader::new(test, 500);
     no_grad(|| {
         for (x, y) in loader.iter() {
-            let logits = model.forward(x);
+            let logits = model.forward(x.clone());
             debug_assert!(!logits.is_tracked());
+            if !matches!(opts.precision, Precision::F32) {
+                let exact = reference.forward(x);
+                for (a, b) in logits.as_slice().iter().zip(exact.as_slice()) {
+                    let e = (a - b).abs();
+                    max_err = max_err.max(e);
+                    sum_err += f64::from(e);
+                    count += 1;
+                }
+            }
             for (p, &t) in argmax_rows(&logits).into_iter().zip(y.as_slice()) {
                 confusion[t as usize][p] += 1;
             }
@@ -96,6 +124,12 @@ where
         test.len(),
         correct as f64 / test.len() as f64
     );
+    if count > 0 {
+        println!(
+            "logits against f32: max |error| {max_err:.5}, mean |error| {:.6}",
+            sum_err / count as f64
+        );
+    }
     println!("\nconfusion matrix (rows: true digit, columns: predicted)");
     print!("     ");
     for p in 0..10 {

@@ -13,7 +13,8 @@
 //! optimizer step (forge has no `zero_grad`: gradients are returned, not
 //! accumulated in the parameters); `fwdbwd` = forward, loss, backward;
 //! `fwd` = forward and loss with the tape recording; `infer` = eval mode
-//! under `no_grad`.
+//! under `no_grad`; `infer_int8` = the same after `quantize_dynamic` (the
+//! Linear layers in int8, as `infer_bench.py`'s rows).
 
 use forge::models::gpt::{Gpt, GptConfig};
 use forge::models::mnist::{LeNet5, MnistMlp};
@@ -21,6 +22,7 @@ use forge::models::resnet::resnet18;
 use forge::nn::functional::{cross_entropy_with, mse_loss, Reduction};
 use forge::nn::{Forward, Layer, Linear, Lstm, RnnConfig};
 use forge::optim::{Adam, AdamW, Optimizer, Sgd, UpdateRule};
+use forge::quant::{quantize_dynamic, Granularity};
 use forge::runtime::set_num_threads;
 use forge::{no_grad, Rng, Tensor};
 use std::hint::black_box;
@@ -82,7 +84,13 @@ pub const DEFAULT_MODELS: &[&str] = &["tiny", "mlp", "lenet", "gpt", "resnet18",
 fn plan(model: &str) -> Option<&'static [(&'static str, usize)]> {
     Some(match model {
         "tiny" => &[("train", 1), ("infer", 1)],
-        "mlp" => &[("train", 128), ("fwdbwd", 128), ("fwd", 128), ("infer", 1)],
+        "mlp" => &[
+            ("train", 128),
+            ("fwdbwd", 128),
+            ("fwd", 128),
+            ("infer", 1),
+            ("infer_int8", 128),
+        ],
         "lenet" => &[("train", 128)],
         "gpt" => &[("train", 16), ("fwdbwd", 16), ("fwd", 16), ("infer", 1)],
         // fwd/fwdbwd: PyTorch's side is bench/torch_phases.py (compare.sh --phases)
@@ -93,7 +101,7 @@ fn plan(model: &str) -> Option<&'static [(&'static str, usize)]> {
             ("infer", 1),
             ("infer", 32),
         ],
-        "lstm" => &[("train", 64), ("infer", 64)],
+        "lstm" => &[("train", 64), ("infer", 64), ("infer_int8", 64)],
         _ => return None,
     })
 }
@@ -326,6 +334,16 @@ where
         }),
         "infer" => {
             m.eval();
+            Box::new(move || {
+                black_box(no_grad(|| m.forward(x.clone())));
+            })
+        }
+        // infer_bench.py's int8 rows: the Linear layers dynamically
+        // quantized (per tensor, PyTorch's default qconfig); forge does not
+        // quantize LSTM layers yet, so the lstm row's LSTM stays f32
+        "infer_int8" => {
+            m.eval();
+            quantize_dynamic(&mut m, Granularity::PerTensor);
             Box::new(move || {
                 black_box(no_grad(|| m.forward(x.clone())));
             })
@@ -575,11 +593,11 @@ pub fn run_all(o: &JsonOpts) {
         for &(mode, batch) in rows {
             let skip = (!o.modes.is_empty() && !o.modes.iter().any(|m| m == mode))
                 || o.batch.is_some_and(|b| b != batch);
-            if skip || mode == "infer" && o.no_infer {
+            if skip || mode.starts_with("infer") && o.no_infer {
                 continue;
             }
             // tiny / batch-1 inference are sub-ms: more steps, as the script
-            let long = model == "tiny" || (mode == "infer" && batch == 1);
+            let long = model == "tiny" || (mode.starts_with("infer") && batch == 1);
             let block = o.block * if long { 10 } else { 1 };
             let warmup = o.warmup * if long { 10 } else { 1 };
             run(model, mode, batch, o, warmup, block);

@@ -48,6 +48,10 @@ pub struct CheckpointIntegrity;
 #[doc = include_str!("../../docs/src/models.md")]
 pub struct Models;
 
+/// `docs/src/quantization.md`.
+#[doc = include_str!("../../docs/src/quantization.md")]
+pub struct Quantization;
+
 /// `docs/src/distributed.md`.
 #[doc = include_str!("../../docs/src/distributed.md")]
 pub struct Distributed;

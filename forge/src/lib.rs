@@ -37,6 +37,7 @@ pub mod nn;
 pub mod ops;
 pub mod optim;
 pub mod prelude;
+pub mod quant;
 pub mod runtime;
 pub mod tensor;
 pub mod tools;

@@ -127,3 +127,79 @@ fn full_lenet_run_reaches_97_percent() {
     eprintln!("LeNet-5, 10 epochs: test accuracy {acc:.4}");
     assert!(acc >= 0.97, "LeNet-5 test accuracy {acc} after 10 epochs");
 }
+
+/// Largest and mean `|a - b|` over two models' logits on the test split.
+fn logit_errors<A, B>(a: &A, b: &B, test: &InMemoryDataset) -> (f32, f64)
+where
+    A: Layer + Forward<Tensor, Output = Tensor>,
+    B: Layer + Forward<Tensor, Output = Tensor>,
+{
+    let loader = DataLoader::new(test, 500);
+    let (mut max, mut sum, mut n) = (0f32, 0f64, 0usize);
+    forge::no_grad(|| {
+        for (x, _) in loader.iter() {
+            let (ya, yb) = (a.forward(x.clone()), b.forward(x));
+            for (p, q) in ya.as_slice().iter().zip(yb.as_slice()) {
+                max = max.max((p - q).abs());
+                sum += f64::from((p - q).abs());
+                n += 1;
+            }
+        }
+    });
+    (max, sum / n as f64)
+}
+
+/// The accuracy table of docs/src/quantization.md: `model` trained, then
+/// evaluated as trained (f32), with bf16-rounded weights, and with its
+/// linear layers in int8 (per channel and per tensor). The int8 models
+/// must stay within 0.5 percentage points of the f32 accuracy.
+fn precision_table<M>(name: &str, model: &mut M, test: &InMemoryDataset)
+where
+    M: Layer + Forward<Tensor, Output = Tensor> + Clone,
+{
+    use forge::models::precision::round_weights;
+    use forge::quant::{quantize_dynamic, resident_bytes, Granularity};
+    model.eval();
+    let f32_acc = accuracy(&predict(model, test), test);
+    model.eval();
+    let f32_bytes = resident_bytes(model);
+    eprintln!("| {name} | f32 | {f32_acc:.4} | 0 | 0 | {f32_bytes} |");
+    let mut bf16 = model.clone();
+    round_weights::<forge::half::bf16, f32, M>(&mut bf16);
+    let acc = accuracy(&predict(&mut bf16, test), test);
+    bf16.eval();
+    let (max, mean) = logit_errors(&bf16, model, test);
+    eprintln!("| {name} | bf16 weights | {acc:.4} | {max:.5} | {mean:.6} | {f32_bytes} |");
+    for (label, g) in [
+        ("int8 per channel", Granularity::PerChannel),
+        ("int8 per tensor", Granularity::PerTensor),
+    ] {
+        let mut q = model.clone();
+        assert!(quantize_dynamic(&mut q, g) > 0);
+        let acc = accuracy(&predict(&mut q, test), test);
+        q.eval();
+        let (max, mean) = logit_errors(&q, model, test);
+        let bytes = resident_bytes(&q);
+        eprintln!("| {name} | {label} | {acc:.4} | {max:.5} | {mean:.6} | {bytes} |");
+        assert!(
+            acc >= f32_acc - 0.005,
+            "{name} {label}: {acc} vs f32 {f32_acc}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "trains the MLP for 2 epochs and LeNet-5 for 1 (under 2 minutes); the accuracy table of docs/src/quantization.md"]
+fn quantized_models_keep_their_accuracy() {
+    let data = mnist();
+    let mut mlp = MnistMlp::new(&mut Rng::new(0));
+    fit(&mut mlp, &data.train, 2 * 938, 1);
+    let mut lenet = LeNet5::new(&mut Rng::new(0));
+    fit(&mut lenet, &data.train, 938, 1);
+    eprintln!(
+        "| model | weights | test accuracy | max logit error | mean logit error | resident bytes |"
+    );
+    eprintln!("|---|---|---|---|---|---|");
+    precision_table("MLP", &mut mlp, &data.test);
+    precision_table("LeNet-5", &mut lenet, &data.test);
+}

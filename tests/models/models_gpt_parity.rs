@@ -278,3 +278,72 @@ fn logits_loss_and_gradients_match_pytorch_in_f32() {
         f.check_as(&format!("grad.{name}"), grads.get(&p).unwrap());
     }
 }
+
+/// The trained GPT with its `Linear` layers in int8 (`forge::quant`; the
+/// tied output head and the embeddings stay f32) and with bf16-rounded
+/// weights: loss and logit errors against the f32 model on the fixture's
+/// batch (the table in docs/src/quantization.md). The int8 loss must stay
+/// within 2% of the f32 loss.
+#[test]
+fn int8_and_bf16_gpt_stay_close_to_f32() {
+    use forge::models::precision::round_weights;
+    use forge::quant::{quantize_dynamic, resident_bytes, Granularity};
+    let f = Fixture::load("models/gpt.safetensors");
+    let mut gpt = Gpt::<f32>::new(config(&f), &mut Rng::new(0));
+    let sd: BTreeMap<String, Tensor<f32>> = f
+        .meta_list("params")
+        .into_iter()
+        .map(|p| {
+            let t = f.input::<f32>(&p);
+            (p, t)
+        })
+        .collect();
+    gpt.load_state_dict(&sd).unwrap();
+    gpt.eval();
+    let (idx, targets) = (f.i("idx"), f.i("targets"));
+    let (logits, loss) = forge::no_grad(|| gpt.logits_and_loss(&idx, &targets));
+    let loss = loss.item();
+    let f32_bytes = resident_bytes(&gpt);
+    eprintln!("| GPT | f32 | loss {loss:.5} | 0 | 0 | {f32_bytes} |");
+    let errors = |other: &Tensor<f32>| {
+        let (a, b) = (logits.as_slice(), other.as_slice());
+        let max = a
+            .iter()
+            .zip(b)
+            .map(|(p, q)| (p - q).abs())
+            .fold(0f32, f32::max);
+        let mean = a
+            .iter()
+            .zip(b)
+            .map(|(p, q)| f64::from((p - q).abs()))
+            .sum::<f64>()
+            / a.len() as f64;
+        (max, mean)
+    };
+    let mut bf16 = gpt.clone();
+    round_weights::<forge::half::bf16, f32, _>(&mut bf16);
+    let (l16, loss16) = forge::no_grad(|| bf16.logits_and_loss(&idx, &targets));
+    let (max, mean) = errors(&l16);
+    eprintln!(
+        "| GPT | bf16 weights | loss {:.5} | {max:.5} | {mean:.6} | {f32_bytes} |",
+        loss16.item()
+    );
+    for (label, g) in [
+        ("int8 per channel", Granularity::PerChannel),
+        ("int8 per tensor", Granularity::PerTensor),
+    ] {
+        let mut q = gpt.clone();
+        assert_eq!(quantize_dynamic(&mut q, g), 4 * config(&f).n_layer);
+        let (l8, loss8) = forge::no_grad(|| q.logits_and_loss(&idx, &targets));
+        let (max, mean) = errors(&l8);
+        let loss8 = loss8.item();
+        eprintln!(
+            "| GPT | {label} | loss {loss8:.5} | {max:.5} | {mean:.6} | {} |",
+            resident_bytes(&q)
+        );
+        assert!(
+            (loss8 - loss).abs() <= 0.02 * loss,
+            "{label}: loss {loss8} vs {loss}"
+        );
+    }
+}

@@ -14,5 +14,6 @@ mod nn_lstm_inference;
 mod nn_norm_layers;
 mod nn_norm_parity;
 mod nn_pool_parity;
+mod nn_quant;
 mod nn_rnn_parity;
 mod nn_transformer;

@@ -48,9 +48,12 @@ fn call(function: &str, v: &BTreeMap<String, Tensor<f64>>) -> Tensor<f64> {
 /// under nanoGPT's names, with the heads the fixture's metadata names.
 fn gpt_block(v: &BTreeMap<String, Tensor<f64>>) -> Block<f64> {
     let n_head = v["n_head"].item() as usize;
-    let linear = |p: &str| Linear {
-        weight: v[&format!("{p}.weight")].clone(),
-        bias: Some(v[&format!("{p}.bias")].clone()),
+    let linear = |p: &str| {
+        Linear::from_weights(
+            v[&format!("{p}.weight")].clone(),
+            Some(v[&format!("{p}.bias")].clone()),
+        )
+        .unwrap()
     };
     let norm = |p: &str| LayerNorm {
         weight: Some(v[&format!("{p}.weight")].clone()),

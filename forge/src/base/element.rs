@@ -25,6 +25,8 @@ pub enum DType {
     I64,
     /// Unsigned byte.
     U8,
+    /// Signed byte (int8 quantized weights).
+    I8,
     /// Boolean (one byte, 0 or 1), the result of comparisons.
     Bool,
 }
@@ -40,7 +42,7 @@ impl DType {
             DType::F16 | DType::BF16 => 2,
             DType::F32 | DType::I32 => 4,
             DType::F64 | DType::I64 => 8,
-            DType::U8 | DType::Bool => 1,
+            DType::U8 | DType::I8 | DType::Bool => 1,
         }
     }
 
@@ -58,6 +60,7 @@ impl DType {
             DType::I32 => "I32",
             DType::I64 => "I64",
             DType::U8 => "U8",
+            DType::I8 => "I8",
             DType::Bool => "BOOL",
         }
     }
@@ -76,6 +79,7 @@ impl DType {
             DType::I32 => "int32",
             DType::I64 => "int64",
             DType::U8 => "uint8",
+            DType::I8 => "int8",
             DType::Bool => "bool",
         }
     }
@@ -135,6 +139,7 @@ element!(f64, DType::F64, 0.0, 1.0, |x| x, |v| v);
 element!(i32, DType::I32, 0, 1, |x| x as f64, |v| v.round() as i32);
 element!(i64, DType::I64, 0, 1, |x| x as f64, |v| v.round() as i64);
 element!(u8, DType::U8, 0, 1, |x| x as f64, |v| v.round() as u8);
+element!(i8, DType::I8, 0, 1, |x| x as f64, |v| v.round() as i8);
 element!(bool, DType::Bool, false, true, |x| x as u8 as f64, |v| v
     != 0.0);
 element!(

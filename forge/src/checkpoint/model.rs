@@ -1,7 +1,8 @@
 //! A model's tensors as safetensors keyed by tensor path ([`LayerIo`]).
 
 use crate::io::{read_safetensors, write_safetensors, AnyTensor, SafeTensorsData};
-use crate::nn::Layer;
+use crate::nn::{Layer, TensorKind, TensorVisitor};
+use crate::quant::Int8Weight;
 use crate::tensor::{DType, Float, Tensor};
 use crate::{ForgeError, Result};
 use std::collections::BTreeMap;
@@ -67,7 +68,11 @@ pub trait LayerIo<E: Float>: Layer<E> {
     /// std::fs::remove_file(&path).unwrap();
     /// ```
     fn save_as(&self, path: impl AsRef<Path>, dtype: DType) -> Result<()> {
-        let tensors = tensors_as(&self.state_dict(), "", dtype)?;
+        let int8 = int8_tensors(self);
+        let mut dict = self.state_dict();
+        dict.retain(|k, _| !int8.contains_key(k));
+        let mut tensors = tensors_as(&dict, "", dtype)?;
+        tensors.extend(int8);
         write_safetensors(path, &tensors, &BTreeMap::new())
     }
 
@@ -134,6 +139,25 @@ pub trait LayerIo<E: Float>: Layer<E> {
 
 impl<E: Float, L: Layer<E> + ?Sized> LayerIo<E> for L {}
 
+/// The model's int8 weights ([`crate::quant`]) by path, as `I8` tensors:
+/// what a checkpoint stores of them whatever the dtype of the rest.
+fn int8_tensors<E: Float, L: Layer<E> + ?Sized>(model: &L) -> BTreeMap<String, AnyTensor> {
+    struct Collect(BTreeMap<String, AnyTensor>);
+    impl<E: Float> TensorVisitor<E> for Collect {
+        fn visit(&mut self, _: &str, _: &Tensor<E>, _: TensorKind) {}
+        fn visit_int8(&mut self, path: &str, weight: &Int8Weight) {
+            let t = Tensor::from_vec(
+                weight.values(),
+                &[weight.out_features(), weight.in_features()],
+            );
+            self.0.insert(path.to_string(), AnyTensor::I8(t));
+        }
+    }
+    let mut v = Collect(BTreeMap::new());
+    model.visit_tensors(&mut v);
+    v.0
+}
+
 /// Converts a state dict to file tensors of `dtype`, keys prefixed. A
 /// tensor already of `dtype` shares its storage (no copy).
 pub(crate) fn tensors_as<E: Float>(
@@ -199,7 +223,9 @@ pub(crate) fn float_dict<E: Float>(
             continue;
         };
         match t.dtype() {
-            DType::F16 | DType::BF16 | DType::F32 | DType::F64 => {
+            // int8 tensors are quantized weights: their integer values
+            // load into the layer that holds them (see `forge::quant`)
+            DType::F16 | DType::BF16 | DType::F32 | DType::F64 | DType::I8 => {
                 dict.insert(key.to_string(), t.to_float::<E>());
             }
             other => {

@@ -17,6 +17,7 @@ pub(crate) mod gemm;
 pub(crate) mod index;
 pub(crate) mod memory;
 pub(crate) mod pool;
+pub(crate) mod qgemm;
 pub(crate) mod reduce;
 pub(crate) mod resample;
 pub(crate) mod scan;

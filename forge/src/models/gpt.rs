@@ -145,7 +145,7 @@ impl<E: Float> Forward<Tensor<E>> for CausalSelfAttention<E> {
     /// # Panics
     /// When the input is not `[B, T, n_embd]`.
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
-        let c = self.c_proj.weight.shape()[0];
+        let c = self.c_proj.out_features();
         assert!(
             x.rank() == 3 && x.shape()[2] == c,
             "CausalSelfAttention(n_embd {c}): expected input [B, T, {c}], got {:?}",

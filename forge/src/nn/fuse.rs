@@ -147,7 +147,8 @@ pub fn fuse_conv_bn_eval<E: Float>(conv: &Conv2d<E>, bn: &BatchNorm2d<E>) -> Con
 ///
 /// # Panics
 /// When the batch norm is in training mode, or its feature count differs
-/// from the layer's output features.
+/// from the layer's output features, or the layer is already int8
+/// ([`quantize_dynamic`](crate::quant::quantize_dynamic) comes after folding).
 ///
 /// ```
 /// use forge::prelude::*;
@@ -164,6 +165,10 @@ pub fn fuse_conv_bn_eval<E: Float>(conv: &Conv2d<E>, bn: &BatchNorm2d<E>) -> Con
 pub fn fuse_linear_bn_eval<E: Float>(linear: &Linear<E>, bn: &BatchNorm1d<E>) -> Linear<E> {
     let op = "fuse_linear_bn_eval";
     check_training(op, bn.training);
+    assert!(
+        linear.int8().is_none(),
+        "{op}: the linear layer is quantized to int8; fold the batch norm before quantize_dynamic"
+    );
     let out = linear.weight.shape()[0];
     check_channels(op, "linear layer", out, bn.num_features());
     let s = Stats::new(
@@ -184,8 +189,7 @@ pub fn fuse_linear_bn_eval<E: Float>(linear: &Linear<E>, bn: &BatchNorm1d<E>) ->
     let tracked =
         linear.bias.as_ref().is_some_and(Tensor::is_tracked) || linear.weight.is_tracked();
     let bias = Tensor::from_vec(fused_b, &[out]);
-    Linear {
-        weight: scale_rows(&linear.weight, &scale),
-        bias: Some(if tracked { bias.requires_grad() } else { bias }),
-    }
+    let bias = Some(if tracked { bias.requires_grad() } else { bias });
+    Linear::from_weights(scale_rows(&linear.weight, &scale), bias)
+        .expect("the fused weight and bias keep the layer's shapes")
 }

@@ -1,10 +1,13 @@
 //! [`Linear`]: `y = x W^T + b`.
 
 use super::forward::Forward;
+use super::layer::{enter_layer, enter_layer_mut, Layer};
 use super::summary::record_output;
+use super::visit::{TensorKind, TensorVisitor, TensorVisitorMut, Visit, Visitable};
 use crate::error::{ForgeError, Result};
-use crate::tensor::{Float, Rng, Tensor};
-use forge_macros::Layer;
+use crate::quant::{Granularity, Int8Weight, Quantizable};
+use crate::tensor::{Element, Float, Rng, Tensor};
+use std::sync::Arc;
 
 /// A fully connected layer, `y = x W^T + b`, with PyTorch's names and
 /// layout so that PyTorch checkpoints load by name.
@@ -21,12 +24,20 @@ use forge_macros::Layer;
 /// let y = fc.forward(Tensor::ones(&[4, 5, 3]));
 /// assert_eq!(y.shape(), &[4, 5, 2]);
 /// ```
-#[derive(Layer, Clone, Debug)]
+///
+/// # Int8
+/// [`quantize_dynamic`](crate::quant::quantize_dynamic) converts the weight
+/// to int8 ([`Linear::int8`]); `weight` is then empty (`[0, in_features]`)
+/// and the state dict holds the integer values as `weight` and their
+/// scales as `weight_scale`.
+#[derive(Clone, Debug)]
 pub struct Linear<E: Float = f32> {
-    /// `[out_features, in_features]`.
+    /// `[out_features, in_features]` (`[0, in_features]` once quantized).
     pub weight: Tensor<E>,
     /// `[out_features]`, if the layer has a bias.
     pub bias: Option<Tensor<E>>,
+    /// The int8 weight, once quantized.
+    int8: Option<Arc<Int8Weight>>,
 }
 
 impl<E: Float> Linear<E> {
@@ -50,6 +61,7 @@ impl<E: Float> Linear<E> {
         Linear {
             weight: weight.requires_grad(),
             bias: Some(bias.requires_grad()),
+            int8: None,
         }
     }
 
@@ -71,6 +83,7 @@ impl<E: Float> Linear<E> {
         Linear {
             weight: weight.requires_grad(),
             bias: None,
+            int8: None,
         }
     }
 
@@ -111,7 +124,11 @@ impl<E: Float> Linear<E> {
                 found: b.shape().to_vec(),
             });
         }
-        Ok(Linear { weight, bias })
+        Ok(Linear {
+            weight,
+            bias,
+            int8: None,
+        })
     }
 
     /// The input size (`weight.shape()[1]`).
@@ -131,9 +148,141 @@ impl<E: Float> Linear<E> {
     /// assert_eq!(fc.out_features(), 2);
     /// ```
     pub fn out_features(&self) -> usize {
-        self.weight.shape()[0]
+        match &self.int8 {
+            Some(q) => q.out_features(),
+            None => self.weight.shape()[0],
+        }
+    }
+
+    /// The int8 weight, once the layer is quantized.
+    ///
+    /// ```
+    /// use forge::prelude::*;
+    /// use forge::quant::{Granularity, Quantizable};
+    /// let mut fc = Linear::<f32>::new(3, 2, &mut Rng::new(0));
+    /// assert!(fc.int8().is_none());
+    /// fc.quantize_int8(Granularity::PerChannel);
+    /// assert_eq!(fc.int8().unwrap().scales().len(), 2);
+    /// assert_eq!(fc.out_features(), 2);
+    /// ```
+    pub fn int8(&self) -> Option<&Int8Weight> {
+        self.int8.as_deref()
+    }
+
+    /// The int8 forward pass: `x` to `f32`, the dynamic int8 product, back.
+    fn forward_int8(&self, q: &Int8Weight, x: &Tensor<E>) -> Tensor<E> {
+        let xs: Vec<f32> = x
+            .as_slice()
+            .iter()
+            .map(|&v| Element::to_f64(v) as f32)
+            .collect();
+        let bias: Option<Vec<f32>> = self.bias.as_ref().map(|b| {
+            b.as_slice()
+                .iter()
+                .map(|&v| Element::to_f64(v) as f32)
+                .collect()
+        });
+        let y = q.linear(&xs, bias.as_deref());
+        let mut shape = x.shape().to_vec();
+        *shape.last_mut().expect("checked rank") = q.out_features();
+        Tensor::from_vec(
+            y.into_iter().map(|v| E::from_f64(f64::from(v))).collect(),
+            &shape,
+        )
     }
 }
+
+impl<E: Float> Quantizable for Linear<E> {
+    fn quantize_int8(&mut self, granularity: Granularity) -> bool {
+        if self.int8.is_some() {
+            return false;
+        }
+        let (out, fan_in) = (self.out_features(), self.in_features());
+        let w: Vec<f32> = self
+            .weight
+            .as_slice()
+            .iter()
+            .map(|&v| Element::to_f64(v) as f32)
+            .collect();
+        self.int8 = Some(Arc::new(Int8Weight::quantize(&w, out, fan_in, granularity)));
+        self.weight = Tensor::zeros(&[0, fan_in]);
+        true
+    }
+}
+
+impl<E: Float> Layer<E> for Linear<E> {
+    fn visit_tensors(&self, v: &mut dyn TensorVisitor<E>) {
+        match &self.int8 {
+            Some(q) => {
+                v.visit_int8("weight", q);
+                v.visit("weight_scale", &q.scale_tensor(), TensorKind::Frozen);
+            }
+            None => v.visit("weight", &self.weight, TensorKind::Weight),
+        }
+        if let Some(b) = &self.bias {
+            v.visit("bias", b, TensorKind::Weight);
+        }
+    }
+
+    fn visit_tensors_mut(&mut self, v: &mut dyn TensorVisitorMut<E>) {
+        v.visit_quantizable("", self);
+        match &mut self.int8 {
+            Some(q) => {
+                // the values and scales as tensors; a visitor that replaces
+                // them (loading a checkpoint) gets them quantized back
+                let (values, scales) = (q.values_tensor::<E>(), q.scale_tensor::<E>());
+                let (mut w, mut s) = (values.clone(), scales.clone());
+                v.visit("weight", &mut w, TensorKind::Frozen);
+                v.visit("weight_scale", &mut s, TensorKind::Frozen);
+                if !Arc::ptr_eq(&w.data, &values.data) || !Arc::ptr_eq(&s.data, &scales.data) {
+                    *q = Arc::new(int8_from_tensors(&w, &s));
+                }
+            }
+            None => v.visit("weight", &mut self.weight, TensorKind::Weight),
+        }
+        if let Some(b) = &mut self.bias {
+            v.visit("bias", b, TensorKind::Weight);
+        }
+    }
+}
+
+/// An int8 weight from tensors of its integer values (`[out, in]`,
+/// rounded and clamped to `i8`) and scales (`[1]` or `[out]`).
+///
+/// # Panics
+/// When the shapes do not fit (a checkpoint's shapes are checked against
+/// the model's before anything is replaced).
+fn int8_from_tensors<E: Float>(w: &Tensor<E>, s: &Tensor<E>) -> Int8Weight {
+    assert_eq!(
+        w.rank(),
+        2,
+        "Linear: an int8 weight is 2-D, got {:?}",
+        w.shape()
+    );
+    let values: Vec<i8> = w
+        .as_slice()
+        .iter()
+        .map(|&v| <i8 as Element>::from_f64(Element::to_f64(v)))
+        .collect();
+    let scales = s
+        .as_slice()
+        .iter()
+        .map(|&v| Element::to_f64(v) as f32)
+        .collect();
+    Int8Weight::from_values(&values, scales, w.shape()[0], w.shape()[1])
+}
+
+impl<E: Float> Visit<E> for Linear<E> {
+    fn visit(&self, name: &str, v: &mut dyn TensorVisitor<E>) {
+        enter_layer(self, name, v)
+    }
+    fn visit_mut(&mut self, name: &str, v: &mut dyn TensorVisitorMut<E>) {
+        enter_layer_mut(self, name, v)
+    }
+}
+
+#[diagnostic::do_not_recommend]
+impl<E: Float> Visitable for Linear<E> {}
 
 impl<E: Float> Forward<Tensor<E>> for Linear<E> {
     type Output = Tensor<E>;
@@ -151,7 +300,10 @@ impl<E: Float> Forward<Tensor<E>> for Linear<E> {
             self.out_features(),
             x.shape()
         );
-        let y = x.linear(&self.weight, self.bias.as_ref());
+        let y = match &self.int8 {
+            Some(q) => self.forward_int8(q, &x),
+            None => x.linear(&self.weight, self.bias.as_ref()),
+        };
         record_output(self, y)
     }
 }

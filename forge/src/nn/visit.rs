@@ -2,6 +2,7 @@
 //! field is walked), [`Visitable`] (the compile-time check on field types)
 //! and [`join_path`], the one function that builds tensor paths.
 
+use crate::quant::{Int8Weight, Quantizable};
 use crate::tensor::{Element, Float, Rng, Tensor};
 
 /// The role of a stored tensor.
@@ -102,6 +103,25 @@ pub trait TensorVisitor<E: Float> {
     fn visit_rng(&mut self, path: &str, rng: &Rng) {
         let _ = (path, rng);
     }
+
+    /// An int8 weight at `path` (a quantized [`Linear`](crate::nn::Linear)'s,
+    /// see [`crate::quant`]). The default reports its integer values as a
+    /// frozen tensor of `E` to [`visit`](Self::visit) (exact), which is how
+    /// it appears in a state dict; a checkpoint writer overrides it to
+    /// store the bytes as `I8`.
+    ///
+    /// ```
+    /// use forge::prelude::*;
+    /// use forge::quant::{quantize_dynamic, Granularity};
+    /// let mut fc = Linear::<f32>::from_weights(Tensor::from_vec(vec![1.0, -0.5], &[1, 2]), None).unwrap();
+    /// quantize_dynamic(&mut fc, Granularity::PerTensor);
+    /// let dict = fc.state_dict();
+    /// assert_eq!(dict["weight"].to_vec(), vec![127.0, -64.0]);
+    /// assert_eq!(dict["weight_scale"].to_vec(), vec![1.0 / 127.5]);
+    /// ```
+    fn visit_int8(&mut self, path: &str, weight: &Int8Weight) {
+        self.visit(path, &weight.values_tensor::<E>(), TensorKind::Frozen)
+    }
 }
 
 impl<E: Float, F: FnMut(&str, &Tensor<E>, TensorKind)> TensorVisitor<E> for F {
@@ -140,6 +160,31 @@ pub trait TensorVisitorMut<E: Float> {
     /// assign to `*rng` to restore its state.
     fn visit_rng(&mut self, path: &str, rng: &mut Rng) {
         let _ = (path, rng);
+    }
+
+    /// A layer that can be quantized to int8, at `path` (does nothing by
+    /// default): what [`quantize_dynamic`](crate::quant::quantize_dynamic)
+    /// converts. A layer reports itself before its tensors.
+    ///
+    /// ```
+    /// use forge::prelude::*;
+    /// use forge::nn::{TensorKind, TensorVisitorMut};
+    /// use forge::quant::Quantizable;
+    /// struct Paths(Vec<String>);
+    /// impl TensorVisitorMut<f32> for Paths {
+    ///     fn visit(&mut self, _: &str, _: &mut Tensor, _: TensorKind) {}
+    ///     fn visit_quantizable(&mut self, path: &str, _: &mut dyn Quantizable) {
+    ///         self.0.push(path.to_string());
+    ///     }
+    /// }
+    /// let mut rng = Rng::new(0);
+    /// let mut m = sequential![Linear::<f32>::new(2, 2, &mut rng), Relu, Linear::new(2, 1, &mut rng)];
+    /// let mut v = Paths(vec![]);
+    /// m.visit_tensors_mut(&mut v);
+    /// assert_eq!(v.0, ["0", "2"]);
+    /// ```
+    fn visit_quantizable(&mut self, path: &str, layer: &mut dyn Quantizable) {
+        let _ = (path, layer);
     }
 }
 
@@ -204,6 +249,9 @@ impl<E: Float, V: TensorVisitor<E> + ?Sized> TensorVisitor<E> for Scoped<'_, V> 
         self.inner
             .visit_buffer(&join_path(self.prefix, path), tensor)
     }
+    fn visit_int8(&mut self, path: &str, weight: &Int8Weight) {
+        self.inner.visit_int8(&join_path(self.prefix, path), weight)
+    }
 }
 
 impl<E: Float, V: TensorVisitorMut<E> + ?Sized> TensorVisitorMut<E> for Scoped<'_, V> {
@@ -217,6 +265,14 @@ impl<E: Float, V: TensorVisitorMut<E> + ?Sized> TensorVisitorMut<E> for Scoped<'
     }
     fn visit_rng(&mut self, path: &str, rng: &mut Rng) {
         self.inner.visit_rng(&join_path(self.prefix, path), rng)
+    }
+    fn visit_quantizable(&mut self, path: &str, layer: &mut dyn Quantizable) {
+        let full = if path.is_empty() {
+            self.prefix.to_string()
+        } else {
+            join_path(self.prefix, path)
+        };
+        self.inner.visit_quantizable(&full, layer)
     }
 }
 
@@ -266,6 +322,9 @@ impl<E: Float, V: TensorVisitor<E> + ?Sized> TensorVisitor<E> for AsFrozen<'_, V
     fn visit_buffer(&mut self, path: &str, tensor: &Tensor<E>) {
         self.inner.visit_buffer(path, tensor)
     }
+    fn visit_int8(&mut self, path: &str, weight: &Int8Weight) {
+        self.inner.visit_int8(path, weight)
+    }
 }
 
 impl<E: Float, V: TensorVisitorMut<E> + ?Sized> TensorVisitorMut<E> for AsFrozen<'_, V> {
@@ -277,6 +336,9 @@ impl<E: Float, V: TensorVisitorMut<E> + ?Sized> TensorVisitorMut<E> for AsFrozen
     }
     fn visit_rng(&mut self, path: &str, rng: &mut Rng) {
         self.inner.visit_rng(path, rng)
+    }
+    fn visit_quantizable(&mut self, path: &str, layer: &mut dyn Quantizable) {
+        self.inner.visit_quantizable(path, layer)
     }
 }
 

@@ -33,6 +33,8 @@ pub enum AnyTensor {
     I64(Tensor<i64>),
     /// Bytes.
     U8(Tensor<u8>),
+    /// Signed bytes (int8 quantized weights).
+    I8(Tensor<i8>),
     /// Booleans (one byte each, 0 or 1).
     Bool(Tensor<bool>),
 }
@@ -48,6 +50,7 @@ macro_rules! with_tensor {
             AnyTensor::I32($t) => $body,
             AnyTensor::I64($t) => $body,
             AnyTensor::U8($t) => $body,
+            AnyTensor::I8($t) => $body,
             AnyTensor::Bool($t) => $body,
         }
     };
@@ -160,6 +163,7 @@ impl AnyTensor {
             DType::I32 => AnyTensor::I32(rd(name, shape, fill, check)?),
             DType::I64 => AnyTensor::I64(rd(name, shape, fill, check)?),
             DType::U8 => AnyTensor::U8(rd(name, shape, fill, check)?),
+            DType::I8 => AnyTensor::I8(rd(name, shape, fill, check)?),
             DType::Bool => AnyTensor::Bool(rd(name, shape, fill, check)?),
         })
     }
@@ -185,7 +189,7 @@ macro_rules! from_tensor {
     )*};
 }
 from_tensor!(half::f16 => F16, half::bf16 => BF16, f32 => F32, f64 => F64,
-    i32 => I32, i64 => I64, u8 => U8, bool => Bool);
+    i32 => I32, i64 => I64, u8 => U8, i8 => I8, bool => Bool);
 
 /// The little-endian encoding of a slice of elements.
 trait LeBytes: Element {
@@ -238,7 +242,7 @@ macro_rules! plain_le_bytes {
         }
     )*};
 }
-plain_le_bytes!(half::f16, half::bf16, f32, f64, i32, i64, u8);
+plain_le_bytes!(half::f16, half::bf16, f32, f64, i32, i64, u8, i8);
 
 /// A `bool` is one byte, 0 or 1: written as a view, read with a check.
 impl LeBytes for bool {

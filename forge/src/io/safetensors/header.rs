@@ -69,6 +69,7 @@ fn dtype_from_name(name: &str) -> Option<DType> {
         "I32" => DType::I32,
         "I64" => DType::I64,
         "U8" => DType::U8,
+        "I8" => DType::I8,
         "BOOL" => DType::Bool,
         _ => return None,
     })

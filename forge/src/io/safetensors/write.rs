@@ -24,12 +24,13 @@ struct Encoded<'a> {
 /// orders them (it sorts by its dtype enumeration, descending).
 fn layout_rank(d: DType) -> u8 {
     match d {
-        DType::I64 => 7,
-        DType::F64 => 6,
-        DType::F32 => 5,
-        DType::I32 => 4,
-        DType::BF16 => 3,
-        DType::F16 => 2,
+        DType::I64 => 8,
+        DType::F64 => 7,
+        DType::F32 => 6,
+        DType::I32 => 5,
+        DType::BF16 => 4,
+        DType::F16 => 3,
+        DType::I8 => 2,
         DType::U8 => 1,
         DType::Bool => 0,
     }

@@ -1,0 +1,328 @@
+//! Integer matrix products for int8 inference: `c = a b^T` with `a` an
+//! `m x k` matrix of unsigned bytes (quantized activations), `b` an
+//! `n x k` matrix of signed bytes (a quantized weight, one row per output
+//! channel) and `c` the `m x n` matrix of exact `i32` sums.
+//!
+//! The weight is packed once ([`PackedI8`]): output channels in panels of
+//! 16, `k` in quads of 4 (zero-padded), so that one 64-byte load holds four
+//! consecutive `k` of sixteen channels, the operand layout of `vpdpbusd`.
+//! The activations are read in place, one row per output row, with a row
+//! stride that is a multiple of 4 and zero padding ([`padded_k`]).
+//!
+//! Paths, chosen at every product from what the CPU has and the CPU class
+//! in force allows (`cpu_has!`), widest first:
+//! - AVX-512 VNNI: `vpdpbusd` on 512-bit registers, a 4-row x 64-column tile.
+//! - AVX-VNNI: the same instruction on 256-bit registers.
+//! - AVX2: bytes widened to 16 bits (`vpmovzxbw` / `vpmovsxbw`) and
+//!   multiplied with `vpmaddwd`, whose pair sums are exact; `vpmaddubsw`
+//!   would be one instruction shorter but saturates its 16-bit pair sums
+//!   (255 x 127 x 2 > 32767), and every path must give the same bits.
+//! - portable: plain loops over the same packed layout.
+//!
+//! Every path computes each element as the exact sum of its `k` products
+//! (each product fits in 16 bits, four of them in 18, and `i32` addition
+//! wraps identically in any order), so every path and every thread count
+//! gives the same bits, for any bytes (`tests::every_path_equals_the_reference`).
+//! The sums cannot overflow below `k = 65_793` (`255 x 128 x k < 2^31`).
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+#[cfg(test)]
+mod tests;
+
+use super::threads::parallel_for_cost;
+
+/// Output channels per packed panel.
+pub(crate) const PANEL: usize = 16;
+/// Rows of `a` per micro-tile.
+const ROWS: usize = 4;
+/// Panels per micro-tile (a 64-column tile on the 512-bit path).
+const PANELS: usize = 4;
+
+/// An instruction set of this module.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Isa {
+    /// AVX-512F + AVX-512 VNNI.
+    Avx512Vnni,
+    /// AVX2 + AVX-VNNI (256-bit `vpdpbusd`).
+    AvxVnni,
+    /// AVX2 (widening multiply-adds).
+    Avx2,
+    /// Plain loops.
+    Portable,
+}
+
+impl Isa {
+    /// Every path this CPU can run, widest first (always ends with
+    /// `Portable`).
+    pub(crate) fn all() -> Vec<Isa> {
+        let mut all = Vec::new();
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            if has!("avx512f") && has!("avx512vnni") {
+                all.push(Isa::Avx512Vnni);
+            }
+            if has!("avx2") && has!("avxvnni") {
+                all.push(Isa::AvxVnni);
+            }
+            if has!("avx2") {
+                all.push(Isa::Avx2);
+            }
+        }
+        all.push(Isa::Portable);
+        all
+    }
+
+    /// The widest path this CPU has and the CPU class in force on this
+    /// thread allows (`crate::cpu::class`; every path gives the same bits).
+    pub(crate) fn detect() -> Isa {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use crate::cpu::class::cpu_has;
+            if cpu_has!("avx512f") && cpu_has!("avx512vnni") {
+                return Isa::Avx512Vnni;
+            }
+            if cpu_has!("avx2") && cpu_has!("avxvnni") {
+                return Isa::AvxVnni;
+            }
+            if cpu_has!("avx2") {
+                return Isa::Avx2;
+            }
+        }
+        Isa::Portable
+    }
+}
+
+/// `k` rounded up to a whole number of quads: the row stride (in bytes)
+/// of the activations [`PackedI8::gemm`] reads.
+///
+/// ```ignore
+/// assert_eq!(padded_k(5), 8);
+/// ```
+pub(crate) fn padded_k(k: usize) -> usize {
+    k.div_ceil(4) * 4
+}
+
+/// An `n x k` matrix of `i8` packed for [`PackedI8::gemm`], with the sum of
+/// each row (what an activation zero point multiplies).
+#[derive(Clone, Debug)]
+pub(crate) struct PackedI8 {
+    n: usize,
+    k: usize,
+    /// `[panel][quad][16 channels][4 k]`, zero-padded in both `n` and `k`.
+    data: Vec<i8>,
+    /// `sum_p b[j][p]` per row `j`.
+    row_sums: Vec<i32>,
+}
+
+impl PackedI8 {
+    /// Packs `b` (`n x k`, row-major).
+    ///
+    /// # Panics
+    /// When `b.len() != n * k`.
+    pub(crate) fn new(n: usize, k: usize, b: &[i8]) -> Self {
+        assert_eq!(
+            b.len(),
+            n * k,
+            "qgemm: weight of {} bytes is not {n} x {k}",
+            b.len()
+        );
+        let quads = padded_k(k) / 4;
+        let panels = n.div_ceil(PANEL);
+        let mut data = vec![0i8; panels * quads * PANEL * 4];
+        for j in 0..n {
+            let (panel, lane) = (j / PANEL, j % PANEL);
+            for p in 0..k {
+                data[((panel * quads + p / 4) * PANEL + lane) * 4 + p % 4] = b[j * k + p];
+            }
+        }
+        let row_sums = (0..n)
+            .map(|j| b[j * k..(j + 1) * k].iter().map(|&v| v as i32).sum())
+            .collect();
+        PackedI8 {
+            n,
+            k,
+            data,
+            row_sums,
+        }
+    }
+
+    /// The number of rows (output channels).
+    pub(crate) fn n(&self) -> usize {
+        self.n
+    }
+
+    /// The length of each row.
+    pub(crate) fn k(&self) -> usize {
+        self.k
+    }
+
+    /// The sum of each row.
+    pub(crate) fn row_sums(&self) -> &[i32] {
+        &self.row_sums
+    }
+
+    /// Bytes held (the packed matrix and the row sums).
+    pub(crate) fn bytes(&self) -> usize {
+        self.data.len() + 4 * self.row_sums.len()
+    }
+
+    /// The row-major `n x k` matrix back.
+    pub(crate) fn unpack(&self) -> Vec<i8> {
+        let quads = padded_k(self.k) / 4;
+        let mut out = vec![0i8; self.n * self.k];
+        for j in 0..self.n {
+            let (panel, lane) = (j / PANEL, j % PANEL);
+            for p in 0..self.k {
+                out[j * self.k + p] =
+                    self.data[((panel * quads + p / 4) * PANEL + lane) * 4 + p % 4];
+            }
+        }
+        out
+    }
+
+    /// `c = a b^T` on the CPU's widest path: `a` holds `m` rows of
+    /// [`padded_k`]`(k)` bytes (the padding zero), `c` is row-major `m x n`.
+    /// Uses up to [`num_threads`](super::num_threads) threads; the result
+    /// is the same for every thread count and path.
+    ///
+    /// # Panics
+    /// When a buffer is too small.
+    pub(crate) fn gemm(&self, m: usize, a: &[u8], c: &mut [i32]) {
+        self.gemm_with(Isa::detect(), m, a, c)
+    }
+
+    /// [`gemm`](Self::gemm) on a given path (which the CPU must have).
+    pub(crate) fn gemm_with(&self, isa: Isa, m: usize, a: &[u8], c: &mut [i32]) {
+        let kp = padded_k(self.k);
+        assert!(
+            a.len() >= m * kp,
+            "qgemm: activations of {} bytes for {m} x {kp}",
+            a.len()
+        );
+        assert!(
+            c.len() >= m * self.n,
+            "qgemm: output of {} for {m} x {}",
+            c.len(),
+            self.n
+        );
+        assert!(
+            Isa::all().contains(&isa),
+            "qgemm: this CPU cannot run {isa:?}"
+        );
+        if m == 0 || self.n == 0 {
+            return;
+        }
+        let blocks = m.div_ceil(ROWS);
+        let tiles = self.n.div_ceil(PANEL * PANELS);
+        let out = SharedOut(c.as_mut_ptr());
+        // about 64 multiply-adds per nanosecond on the vector paths
+        let cost = m * self.n * kp / 64;
+        parallel_for_cost(blocks * tiles, cost, |chunk| {
+            let (block, tile) = (chunk / tiles, chunk % tiles);
+            let r0 = block * ROWS;
+            let rows = ROWS.min(m - r0);
+            let p0 = tile * PANELS;
+            let panels = PANELS.min(self.n.div_ceil(PANEL) - p0);
+            let mut acc = [[0i32; PANEL * PANELS]; ROWS];
+            // rows past the end repeat the last one; their sums are dropped
+            let a_rows: [&[u8]; ROWS] =
+                std::array::from_fn(|r| &a[(r0 + r.min(rows - 1)) * kp..][..kp]);
+            let w = &self.data[p0 * (kp / 4) * PANEL * 4..];
+            tile_with(isa, kp / 4, a_rows, w, panels, &mut acc);
+            for (r, acc_r) in acc.iter().enumerate().take(rows) {
+                let j0 = p0 * PANEL;
+                let cols = (panels * PANEL).min(self.n - j0);
+                // SAFETY: each chunk writes its own rows x columns block of
+                // `c`, inside the `m x n` checked above.
+                let dst = unsafe {
+                    std::slice::from_raw_parts_mut(out.get().add((r0 + r) * self.n + j0), cols)
+                };
+                dst.copy_from_slice(&acc_r[..cols]);
+            }
+        });
+    }
+}
+
+/// `c`'s pointer shared by the chunks of one product.
+#[derive(Clone, Copy)]
+struct SharedOut(*mut i32);
+// SAFETY: the chunks write disjoint blocks of `c`, which outlives the loop.
+unsafe impl Send for SharedOut {}
+// SAFETY: as above: no two chunks touch the same element.
+unsafe impl Sync for SharedOut {}
+
+impl SharedOut {
+    fn get(self) -> *mut i32 {
+        self.0
+    }
+}
+
+/// One micro-tile: `acc[r][16 p + l] = sum_q dot(a_rows[r][4q..4q+4],
+/// w[panel p][quad q][lane l])` for `panels` panels of `w` (the panels
+/// after the first start `quads * 64` bytes apart). The CPU must have
+/// `isa` ([`PackedI8::gemm_with`] checks it once per product).
+fn tile_with(
+    isa: Isa,
+    quads: usize,
+    a_rows: [&[u8]; ROWS],
+    w: &[i8],
+    panels: usize,
+    acc: &mut [[i32; PANEL * PANELS]; ROWS],
+) {
+    assert!(
+        w.len() >= panels * quads * PANEL * 4,
+        "qgemm: packed weight too small"
+    );
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512Vnni => {
+            // SAFETY: the CPU has AVX-512F and VNNI (`gemm_with` checks);
+            // the kernel reads `quads * 4` bytes of each row (each is a
+            // slice of that length) and `panels` panels of `w` (checked
+            // above).
+            unsafe { avx512::tile(quads, a_rows, w, panels, acc) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Isa::AvxVnni => {
+            // SAFETY: the CPU has AVX2 and AVX-VNNI (`gemm_with` checks);
+            // bounds as above.
+            unsafe { avx2::tile_vnni(quads, a_rows, w, panels, acc) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => {
+            // SAFETY: the CPU has AVX2 (`gemm_with` checks); bounds as above.
+            unsafe { avx2::tile_widen(quads, a_rows, w, panels, acc) }
+        }
+        _ => tile_portable(quads, a_rows, w, panels, acc),
+    }
+}
+
+/// The portable micro-tile: the same sums with plain loops.
+fn tile_portable(
+    quads: usize,
+    a_rows: [&[u8]; ROWS],
+    w: &[i8],
+    panels: usize,
+    acc: &mut [[i32; PANEL * PANELS]; ROWS],
+) {
+    for (r, row) in a_rows.iter().enumerate() {
+        for p in 0..panels {
+            let panel = &w[p * quads * PANEL * 4..][..quads * PANEL * 4];
+            let out = &mut acc[r][p * PANEL..][..PANEL];
+            for (q, block) in panel.chunks_exact(PANEL * 4).enumerate() {
+                let a4 = &row[4 * q..4 * q + 4];
+                for (o, w4) in out.iter_mut().zip(block.chunks_exact(4)) {
+                    let mut s = 0i32;
+                    for t in 0..4 {
+                        s += a4[t] as i32 * w4[t] as i32;
+                    }
+                    *o = o.wrapping_add(s);
+                }
+            }
+        }
+    }
+}

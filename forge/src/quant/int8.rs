@@ -1,0 +1,398 @@
+//! [`Int8Weight`]: a weight quantized to signed bytes, and the dynamic
+//! int8 product with it; [`Quantizable`], what a layer implements to be
+//! converted by [`quantize_dynamic`](super::quantize_dynamic).
+
+use crate::cpu::qgemm::{padded_k, PackedI8};
+use crate::tensor::{Float, Tensor};
+
+/// How many scales a quantized weight has.
+///
+/// ```
+/// use forge::quant::Granularity;
+/// assert_ne!(Granularity::PerTensor, Granularity::PerChannel);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Granularity {
+    /// One scale for the whole weight (PyTorch's `default_dynamic_qconfig`).
+    PerTensor,
+    /// One scale per output channel (row of the weight; PyTorch's
+    /// `per_channel_dynamic_qconfig`).
+    PerChannel,
+}
+
+/// A layer that can convert its weight to int8 in place: what
+/// [`quantize_dynamic`](super::quantize_dynamic) finds in a model (through
+/// [`TensorVisitorMut::visit_quantizable`](crate::nn::TensorVisitorMut::visit_quantizable)).
+///
+/// ```
+/// use forge::prelude::*;
+/// use forge::quant::{Granularity, Quantizable};
+/// let mut fc = Linear::<f32>::new(4, 3, &mut Rng::new(0));
+/// assert!(fc.quantize_int8(Granularity::PerTensor));
+/// assert!(!fc.quantize_int8(Granularity::PerTensor)); // already int8
+/// ```
+pub trait Quantizable {
+    /// Quantizes the layer's weight; `false` when it already was.
+    fn quantize_int8(&mut self, granularity: Granularity) -> bool;
+}
+
+/// The activation quantization parameters `(scale, zero_point)` PyTorch's
+/// dynamic int8 linear (fbgemm, `reduce_range`) chooses for values in
+/// `[min, max]`: the range widened to hold 0, spread over the integers
+/// `0..=127`, the zero point the nearer-to-exact of the two ends' and
+/// rounded to an integer (`ChooseQuantizationParams`).
+///
+/// ```
+/// use forge::quant::activation_params;
+/// let (scale, zp) = activation_params(-1.0, 3.0);
+/// assert_eq!(scale, 4.0 / 127.0);
+/// assert_eq!(zp, 32); // 1 / scale = 31.75
+/// assert_eq!(activation_params(0.0, 0.0), (0.1, 0));
+/// ```
+pub fn activation_params(min: f32, max: f32) -> (f32, i32) {
+    const SMALL_SCALE: f64 = 6.1e-5;
+    let (qmin, qmax) = (0.0f64, 127.0f64);
+    let mut min = f64::from(min.min(0.0));
+    let mut max = f64::from(max.max(0.0));
+    let mut scale = (max - min) / (qmax - qmin);
+    if scale as f32 == 0.0 || (1.0 / scale as f32).is_infinite() {
+        scale = 0.1;
+    }
+    if scale < SMALL_SCALE {
+        let small = f64::from(SMALL_SCALE as f32);
+        let org = scale;
+        scale = small;
+        if min == 0.0 {
+            max = small * (qmax - qmin);
+        } else if max == 0.0 {
+            min = -small * (qmax - qmin);
+        } else {
+            let amplifier = small / org;
+            min *= amplifier;
+            max *= amplifier;
+        }
+    }
+    let from_min = qmin - min / scale;
+    let from_max = qmax - max / scale;
+    let err_min = qmin.abs() - (min / scale).abs();
+    let err_max = qmax.abs() - (max / scale).abs();
+    let initial = if err_min < err_max {
+        from_min
+    } else {
+        from_max
+    };
+    let zero_point = if initial < qmin {
+        qmin
+    } else if initial > qmax {
+        qmax
+    } else {
+        initial.round_ties_even()
+    };
+    (scale as f32, zero_point as i32)
+}
+
+/// The symmetric int8 scale of `values` (PyTorch's `MinMaxObserver` with
+/// `qint8` and a symmetric scheme): the largest magnitude (0 included)
+/// over 127.5, at least `f32::EPSILON`.
+fn symmetric_scale(values: &[f32]) -> f32 {
+    let (lo, hi) = values
+        .iter()
+        .fold((0.0f32, 0.0f32), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+    ((-lo).max(hi) / 127.5).max(f32::EPSILON)
+}
+
+/// `v / scale` rounded to the nearest integer (ties to even) and clamped
+/// to `i8`, as `torch.quantize_per_tensor` computes it (`v * (1 / scale)`).
+fn quantize_value(v: f32, scale: f32) -> i8 {
+    (v * (1.0 / scale)).round_ties_even().clamp(-128.0, 127.0) as i8
+}
+
+/// A `[out, in]` weight quantized to signed bytes with one scale (per
+/// tensor) or one scale per output row, packed for the int8 kernels.
+///
+/// ```
+/// use forge::quant::{Granularity, Int8Weight};
+/// let w = [1.0, -0.5, 0.25, 2.0, 0.0, -1.9];
+/// let q = Int8Weight::quantize(&w, 2, 3, Granularity::PerChannel);
+/// assert_eq!(q.values(), vec![127, -64, 32, 127, 0, -121]);
+/// assert_eq!(q.scales(), &[1.0 / 127.5, 2.0 / 127.5]);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Int8Weight {
+    packed: PackedI8,
+    scales: Vec<f32>,
+}
+
+impl Int8Weight {
+    /// Quantizes a row-major `[out, in]` weight.
+    ///
+    /// # Panics
+    /// When `w.len() != out * in_features`.
+    ///
+    /// ```
+    /// use forge::quant::{Granularity, Int8Weight};
+    /// let q = Int8Weight::quantize(&[-0.5, 1.0], 1, 2, Granularity::PerTensor);
+    /// assert_eq!(q.values(), vec![-64, 127]);
+    /// ```
+    pub fn quantize(w: &[f32], out: usize, in_features: usize, granularity: Granularity) -> Self {
+        assert_eq!(
+            w.len(),
+            out * in_features,
+            "Int8Weight::quantize: {} values for a [{out}, {in_features}] weight",
+            w.len()
+        );
+        let scales = match granularity {
+            Granularity::PerTensor => vec![symmetric_scale(w)],
+            Granularity::PerChannel => w
+                .chunks(in_features.max(1))
+                .take(out)
+                .map(symmetric_scale)
+                .collect(),
+        };
+        let values: Vec<i8> = w
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| {
+                quantize_value(
+                    v,
+                    scales[if scales.len() == 1 {
+                        0
+                    } else {
+                        i / in_features
+                    }],
+                )
+            })
+            .collect();
+        Int8Weight {
+            packed: PackedI8::new(out, in_features, &values),
+            scales,
+        }
+    }
+
+    /// A weight from its integer values (row-major `[out, in]`) and its
+    /// scales (one, or one per row).
+    ///
+    /// # Panics
+    /// When the lengths do not fit `[out, in]`.
+    ///
+    /// ```
+    /// use forge::quant::Int8Weight;
+    /// let q = Int8Weight::from_values(&[1, -2], vec![0.5], 1, 2);
+    /// assert_eq!(q.dequantize(), vec![0.5, -1.0]);
+    /// ```
+    pub fn from_values(values: &[i8], scales: Vec<f32>, out: usize, in_features: usize) -> Self {
+        assert!(
+            scales.len() == 1 || scales.len() == out,
+            "Int8Weight: {} scales for {out} output channels",
+            scales.len()
+        );
+        Int8Weight {
+            packed: PackedI8::new(out, in_features, values),
+            scales,
+        }
+    }
+
+    /// The number of output channels (rows).
+    ///
+    /// ```
+    /// let q = forge::quant::Int8Weight::from_values(&[0; 6], vec![1.0], 2, 3);
+    /// assert_eq!((q.out_features(), q.in_features()), (2, 3));
+    /// ```
+    pub fn out_features(&self) -> usize {
+        self.packed.n()
+    }
+
+    /// The length of each row.
+    ///
+    /// ```
+    /// let q = forge::quant::Int8Weight::from_values(&[0; 6], vec![1.0], 2, 3);
+    /// assert_eq!(q.in_features(), 3);
+    /// ```
+    pub fn in_features(&self) -> usize {
+        self.packed.k()
+    }
+
+    /// The scales: one, or one per output channel.
+    ///
+    /// ```
+    /// let q = forge::quant::Int8Weight::from_values(&[0; 6], vec![1.0, 2.0], 2, 3);
+    /// assert_eq!(q.scales(), &[1.0, 2.0]);
+    /// ```
+    pub fn scales(&self) -> &[f32] {
+        &self.scales
+    }
+
+    /// The integer values, row-major `[out, in]`.
+    ///
+    /// ```
+    /// let q = forge::quant::Int8Weight::from_values(&[3, -4], vec![1.0], 1, 2);
+    /// assert_eq!(q.values(), vec![3, -4]);
+    /// ```
+    pub fn values(&self) -> Vec<i8> {
+        self.packed.unpack()
+    }
+
+    /// The weight the integers stand for (`value * scale`), row-major.
+    ///
+    /// ```
+    /// let q = forge::quant::Int8Weight::from_values(&[3, -4], vec![0.5, 0.25], 2, 1);
+    /// assert_eq!(q.dequantize(), vec![1.5, -1.0]);
+    /// ```
+    pub fn dequantize(&self) -> Vec<f32> {
+        let k = self.in_features().max(1);
+        self.values()
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| f32::from(v) * self.scale_of(i / k))
+            .collect()
+    }
+
+    /// Bytes held in memory by the integers: the packed int8 matrix (rows
+    /// padded to 16, columns to 4) and its row sums. The scales are not
+    /// counted: a layer reports them as their own tensor (`weight_scale`).
+    ///
+    /// ```
+    /// let q = forge::quant::Int8Weight::from_values(&[0; 32 * 64], vec![1.0], 32, 64);
+    /// assert_eq!(q.bytes(), 32 * 64 + 4 * 32);
+    /// ```
+    pub fn bytes(&self) -> usize {
+        self.packed.bytes()
+    }
+
+    /// The integer values as a `[out, in]` tensor of `E` (exact): how the
+    /// weight appears in a state dict.
+    ///
+    /// ```
+    /// let q = forge::quant::Int8Weight::from_values(&[3, -4], vec![1.0], 1, 2);
+    /// assert_eq!(q.values_tensor::<f32>().to_vec(), vec![3.0, -4.0]);
+    /// ```
+    pub fn values_tensor<E: Float>(&self) -> Tensor<E> {
+        let v = self
+            .values()
+            .into_iter()
+            .map(|x| E::from_f64(f64::from(x)))
+            .collect();
+        Tensor::from_vec(v, &[self.out_features(), self.in_features()])
+    }
+
+    /// The scales as a 1-D tensor (`[1]` or `[out]`).
+    ///
+    /// ```
+    /// let q = forge::quant::Int8Weight::from_values(&[0, 0], vec![0.5, 2.0], 2, 1);
+    /// assert_eq!(q.scale_tensor::<f64>().to_vec(), vec![0.5, 2.0]);
+    /// ```
+    pub fn scale_tensor<E: Float>(&self) -> Tensor<E> {
+        let v = self
+            .scales
+            .iter()
+            .map(|&s| E::from_f64(f64::from(s)))
+            .collect();
+        Tensor::from_vec(v, &[self.scales.len()])
+    }
+
+    fn scale_of(&self, row: usize) -> f32 {
+        self.scales[if self.scales.len() == 1 { 0 } else { row }]
+    }
+
+    /// `x w^T + bias` for `x` holding rows of `in_features` values, with
+    /// the activations quantized dynamically (see the [module
+    /// docs](super)): the int8 product PyTorch's dynamic `Linear` computes.
+    ///
+    /// # Panics
+    /// When `x.len()` is not a multiple of `in_features` or the bias is not
+    /// `out_features` long.
+    ///
+    /// ```
+    /// use forge::quant::{Granularity, Int8Weight};
+    /// let q = Int8Weight::quantize(&[1.0, -1.0], 1, 2, Granularity::PerTensor);
+    /// let y = q.linear(&[0.5, 0.25], Some(&[1.0]));
+    /// assert!((y[0] - 1.25).abs() < 0.01);
+    /// ```
+    pub fn linear(&self, x: &[f32], bias: Option<&[f32]>) -> Vec<f32> {
+        let (n, k) = (self.out_features(), self.in_features());
+        assert!(
+            k > 0 && x.len().is_multiple_of(k),
+            "Int8Weight::linear: {} inputs are not rows of {k}",
+            x.len()
+        );
+        if let Some(b) = bias {
+            assert_eq!(
+                b.len(),
+                n,
+                "Int8Weight::linear: bias of {} for {n} outputs",
+                b.len()
+            );
+        }
+        let m = x.len() / k;
+        let (lo, hi) = x
+            .iter()
+            .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &v| {
+                (lo.min(v), hi.max(v))
+            });
+        let (scale, zero_point) = if m == 0 {
+            (1.0, 0)
+        } else {
+            activation_params(lo, hi)
+        };
+        let inverse = 1.0 / scale;
+        let kp = padded_k(k);
+        let mut a = vec![0u8; m * kp];
+        for (row, xs) in a.chunks_exact_mut(kp).zip(x.chunks_exact(k)) {
+            for (q, &v) in row.iter_mut().zip(xs) {
+                *q = (zero_point as f32 + v * inverse)
+                    .round_ties_even()
+                    .clamp(0.0, 255.0) as u8;
+            }
+        }
+        let mut acc = vec![0i32; m * n];
+        self.packed.gemm(m, &a, &mut acc);
+        let sums = self.packed.row_sums();
+        let mut y = vec![0f32; m * n];
+        for (yr, ar) in y.chunks_exact_mut(n.max(1)).zip(acc.chunks_exact(n.max(1))) {
+            for j in 0..n {
+                let raw = ar[j].wrapping_sub(zero_point.wrapping_mul(sums[j]));
+                let b = bias.map_or(0.0, |b| b[j]);
+                yr[j] = raw as f32 * (scale * self.scale_of(j)) + b;
+            }
+        }
+        y
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn activation_params_follow_pytorch() {
+        // values from torch's ChooseQuantizationParams(min, max, 0, 255,
+        // reduce_range=True) as computed by hand from its definition
+        assert_eq!(activation_params(0.0, 1.27), (1.27 / 127.0, 0));
+        let (s, zp) = activation_params(-1.27, 0.0);
+        assert_eq!((s, zp), (1.27 / 127.0, 127));
+        // a tiny range is widened to the smallest scale
+        assert_eq!(activation_params(0.0, 1e-6).0, 6.1e-5);
+    }
+
+    #[test]
+    fn linear_is_within_one_activation_step() {
+        // exact weights; inputs in [0, 3] are quantized with a step of
+        // 3 / 127, so each is off by at most half of it (0.012) and each
+        // output by at most 0.012 x (0.5 + 1 + 1.5) = 0.036 < 0.05
+        let q = Int8Weight::from_values(&[1, -2, 3, 4, 0, -5], vec![0.5, 0.25], 2, 3);
+        let x = [0.0, 1.0, 2.0, 3.0, 1.5, 0.1];
+        let y = q.linear(&x, Some(&[1.0, -1.0]));
+        let w = q.dequantize();
+        for i in 0..2 {
+            for j in 0..2 {
+                let want: f32 =
+                    (0..3).map(|p| x[i * 3 + p] * w[j * 3 + p]).sum::<f32>() + [1.0, -1.0][j];
+                assert!(
+                    (y[i * 2 + j] - want).abs() < 0.05,
+                    "{i} {j}: {} vs {want}",
+                    y[i * 2 + j]
+                );
+            }
+        }
+    }
+}

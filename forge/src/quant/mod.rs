@@ -1,0 +1,49 @@
+//! Dynamic int8 quantization for inference, with the semantics of
+//! PyTorch's `torch.ao.quantization.quantize_dynamic` on x86 (fbgemm):
+//!
+//! - weights are quantized once to signed bytes, symmetrically (zero point
+//!   0, `scale = max|w| / 127.5`, values clamped to `[-128, 127]`), with one
+//!   scale for the whole weight or one per output channel ([`Granularity`]);
+//! - activations are quantized at every call to unsigned bytes over their
+//!   whole range (`min(x, 0)` to `max(x, 0)`), with a zero point, to 7 bits
+//!   (`[0, 127]`: PyTorch's `reduce_range` on x86) and the same rounding;
+//! - the products accumulate exactly in `i32` ([`crate::cpu`]'s int8
+//!   kernels: AVX-512 VNNI, AVX-VNNI, AVX2 or portable, chosen at run time,
+//!   all with the same bits), and each output is
+//!   `(acc - zero_point * sum_p w[j][p]) * x_scale * w_scale[j] + bias[j]`
+//!   in `f32`.
+//!
+//! [`quantize_dynamic`] converts every [`Linear`](crate::nn::Linear) of a
+//! model in place. A quantized layer is still a layer: it saves its weight
+//! as `I8` and its scales as `weight_scale` (a quarter of the f32 file),
+//! and loading such a file into a model quantized the same way needs no
+//! other code than loading an f32 checkpoint.
+//!
+//! ```
+//! use forge::checkpoint::LayerIo;
+//! use forge::prelude::*;
+//! use forge::quant::{quantize_dynamic, Granularity};
+//! let mut rng = Rng::new(0);
+//! let mut model = sequential![Linear::<f32>::new(8, 16, &mut rng), Relu, Linear::new(16, 4, &mut rng)];
+//! let x = Tensor::<f32>::normal(&[3, 8], 0.0, 1.0, &mut rng);
+//! let exact = model.forward(x.clone());
+//! assert_eq!(quantize_dynamic(&mut model, Granularity::PerChannel), 2);
+//! let approx = model.forward(x.clone());
+//! let err = exact.sub(&approx).abs().max().item();
+//! assert!(err < 0.05, "{err}");
+//!
+//! // saved as int8, loaded into another model quantized the same way
+//! let path = std::env::temp_dir().join(format!("forge-quant-doc-{}.safetensors", std::process::id()));
+//! model.save(&path).unwrap();
+//! let mut other = sequential![Linear::<f32>::new(8, 16, &mut rng), Relu, Linear::new(16, 4, &mut rng)];
+//! quantize_dynamic(&mut other, Granularity::PerChannel);
+//! other.load_weights(&path).unwrap();
+//! assert_eq!(other.forward(x).to_vec(), approx.to_vec());
+//! std::fs::remove_file(&path).unwrap();
+//! ```
+
+mod dynamic;
+mod int8;
+
+pub use dynamic::{quantize_dynamic, resident_bytes};
+pub use int8::{activation_params, Granularity, Int8Weight, Quantizable};
