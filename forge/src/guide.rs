@@ -48,6 +48,10 @@ pub struct CheckpointIntegrity;
 #[doc = include_str!("../../docs/src/models.md")]
 pub struct Models;
 
+/// `docs/src/hub.md`.
+#[doc = include_str!("../../docs/src/hub.md")]
+pub struct Hub;
+
 /// `docs/src/distributed.md`.
 #[doc = include_str!("../../docs/src/distributed.md")]
 pub struct Distributed;
