@@ -30,6 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from compare_table import fmt_ms  # noqa: E402  (the same number format as compare.sh's table)
+from run_meta import json_lines  # noqa: E402  (one reader of the raw JSON lines)
 
 BEGIN = "<!-- bench-table:begin -->"
 END = "<!-- bench-table:end -->"
@@ -37,21 +38,6 @@ MODEL_ORDER = ["tiny", "mlp", "lenet", "gpt", "gpt_naive", "resnet18", "lstm"]
 MODE_ORDER = ["train", "fwdbwd", "fwd", "infer"]
 GEMM_ORDER = [(64, 64, 64), (256, 256, 256), (1024, 1024, 1024), (128, 784, 512), (128, 84, 10),
               (128, 512, 10), (1, 784, 512)]
-
-
-def json_lines(path):
-    rows = []
-    if not os.path.exists(path):
-        return rows
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if line.startswith("{"):
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError:
-                    pass
-    return rows
 
 
 class Run:
@@ -79,6 +65,11 @@ class Run:
             out.setdefault(key, {}).setdefault(r["framework"], []).append(
                 (r.get("round", 0), r["ms"], r.get("faults_per_step")))
         return out
+
+    def step_gflop(self):
+        """(model, mode, batch, threads) -> GFLOP of one step, from forge's rows that state it."""
+        return {(r["model"], r["mode"], r["batch"], r["threads"]): r["gflop"] for r in self.lines
+                if r.get("bench") == "train" and r.get("framework") == "forge" and r.get("gflop")}
 
     def gemm(self):
         """(m, k, n, b_transposed, threads) -> framework -> every ms sample."""
@@ -203,18 +194,37 @@ def run_section(run, rel):
         "",
     ]
     steps = run.steps()
+    gflop = run.step_gflop()
     if steps:
-        out += ["| model | mode | batch | threads | PyTorch ms | forge ms | forge / PyTorch | PyTorch rounds "
-                "| forge rounds | forge faults/step |",
-                "|---|---|---|---|---|---|---|---|---|---|"]
+        # Runs whose forge rows state each step's GFLOP (matrix products and
+        # convolutions) also show the rate and its share of this run's
+        # measured FMA peak at that thread count: the distance to the limit.
+        peak_cols = bool(gflop)
+        over_peak = False
+        head = ("| model | mode | batch | threads | PyTorch ms | forge ms | forge / PyTorch | PyTorch rounds "
+                "| forge rounds | forge faults/step |")
+        rule = "|---|---|---|---|---|---|---|---|---|---|"
+        if peak_cols:
+            head += " forge GFLOP/s | forge % of peak |"
+            rule += "---|---|"
+        out += [head, rule]
         for k in sorted(steps, key=step_key):
             t_med, t_runs, _ = medians(steps[k].get("torch", []))
             f_med, f_runs, faults = medians(steps[k].get("forge", []))
             ratio = fmt_ratio(f_med / t_med if t_med and f_med else None)
             fl = "-" if faults is None else f"{faults:.1f}"
-            out.append(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {fmt_ms(t_med)} | {fmt_ms(f_med)} | {ratio} "
-                       f"| {t_runs} | {f_runs} | {fl} |")
+            row = (f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {fmt_ms(t_med)} | {fmt_ms(f_med)} | {ratio} "
+                   f"| {t_runs} | {f_runs} | {fl} |")
+            if peak_cols:
+                g, p = gflop.get(k), run.peak(k[3])
+                rate = g / f_med * 1e3 if g and f_med else None
+                row += (f" {rate:.1f} |" if rate else " - |") + (f" {100 * rate / p:.0f}% |" if rate and p else " - |")
+                over_peak = over_peak or bool(rate and p and rate > p)
+            out.append(row)
         out.append("")
+        if over_peak:
+            out += ["Steps above 100% of peak: the run's peak readings were held down (by the load, or the host) "
+                    "while the steps ran at other moments, so its percentages overstate them.", ""]
     gemm = run.gemm()
     if gemm:
         out += [f"| M x K x N | threads | PyTorch GFLOP/s | forge GFLOP/s | forge / PyTorch (time) "

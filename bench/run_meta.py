@@ -87,6 +87,8 @@ def output(cmd):
 
 
 def json_lines(path):
+    """The JSON objects of a file of mixed output, one per line that starts with `{`
+    (other lines and unparsable ones skipped; a missing file gives none)."""
     rows = []
     try:
         with open(path) as f:

@@ -433,6 +433,64 @@ fn make(model: &str, mode: &str, batch: usize) -> (Step, usize, &'static str) {
     }
 }
 
+/// FLOPs of one forward pass of a bench model at `batch`, counting the
+/// matrix products and convolutions (2 per multiply-add), which are all
+/// but a few percent of every model's work; `None` for a model this table
+/// does not know.
+fn forward_flops(model: &str, batch: usize) -> Option<f64> {
+    let b = batch as f64;
+    // A k x k convolution from `cin` to `cout` channels with an `hw`-pixel output.
+    let conv = |cin: f64, cout: f64, k: f64, hw: f64| 2.0 * b * cout * hw * cin * k * k;
+    let linear = |i: f64, o: f64| 2.0 * b * i * o;
+    Some(match model {
+        "tiny" => linear(16.0, 16.0),
+        "mlp" => linear(784.0, 512.0) + linear(512.0, 256.0) + linear(256.0, 10.0),
+        "lenet" => {
+            conv(1.0, 6.0, 5.0, 784.0)
+                + conv(6.0, 16.0, 5.0, 100.0)
+                + linear(400.0, 120.0)
+                + linear(120.0, 84.0)
+                + linear(84.0, 10.0)
+        }
+        // 32x32 input: stem to 16x16, max pool to 8x8, stages at 8, 4, 2, 1.
+        "resnet18" => {
+            let mut f = conv(3.0, 64.0, 7.0, 256.0);
+            let mut cin = 64.0;
+            for (cout, hw) in [(64.0, 64.0), (128.0, 16.0), (256.0, 4.0), (512.0, 1.0)] {
+                f += conv(cin, cout, 3.0, hw) + 3.0 * conv(cout, cout, 3.0, hw);
+                if cin != cout {
+                    f += conv(cin, cout, 1.0, hw);
+                }
+                cin = cout;
+            }
+            f + linear(512.0, 10.0)
+        }
+        // 32 steps of a 128 -> 128 LSTM (four gates over input and hidden), then the head.
+        "lstm" => 32.0 * linear(256.0, 512.0) + linear(128.0, 10.0),
+        // 64 tokens, 4 layers of width 128 (qkv, projection, 4x MLP), full
+        // 64 x 64 attention products, the 256-word head.
+        "gpt" => {
+            let per_token = 4.0 * (2.0 * 128.0 * (384.0 + 128.0 + 1024.0) + 4.0 * 64.0 * 128.0)
+                + 2.0 * 128.0 * 256.0;
+            b * 64.0 * per_token
+        }
+        _ => return None,
+    })
+}
+
+/// GFLOP of one timed step of a row: the forward's for `fwd` and `infer`,
+/// three times it with a backward (the two products of each backward
+/// matrix product), the optimizer's few FLOPs per weight left out.
+fn step_gflop(model: &str, mode: &str, batch: usize) -> Option<f64> {
+    let f = forward_flops(model, batch)?;
+    let times = match mode {
+        "fwd" | "infer" => 1.0,
+        "fwdbwd" | "train" => 3.0,
+        _ => return None,
+    };
+    Some(times * f / 1e9)
+}
+
 /// Minor page faults of the whole process so far.
 fn minor_faults() -> u64 {
     // SAFETY: getrusage only writes the struct it is given, which is a
@@ -494,10 +552,12 @@ fn run(model: &str, mode: &str, batch: usize, o: &JsonOpts, warmup: usize, block
         println!(
             "{{\"bench\": \"train\", \"framework\": \"forge\", \"model\": \"{model}\", \
              \"mode\": \"{mode}\", \"batch\": {batch}, \"threads\": {t}, \"items\": {items}, \
-             \"unit\": \"{unit}\", \"round\": {}, \"ms\": [{}], \"faults_per_step\": {}}}",
+             \"unit\": \"{unit}\", \"round\": {}, \"ms\": [{}], \"faults_per_step\": {}, \
+             \"gflop\": {}}}",
             o.round,
             ms.join(", "),
-            py_float((faults[ti] as f64 / n as f64 * 1e4).round() / 1e4)
+            py_float((faults[ti] as f64 / n as f64 * 1e4).round() / 1e4),
+            step_gflop(model, mode, batch).map_or("null".to_string(), py_float)
         );
     }
 }

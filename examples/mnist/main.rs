@@ -348,7 +348,9 @@ where
             save(&model, &opt, &sched, step)?;
             continue;
         }
-        let test_accuracy = evaluate(model.module_mut(), &data.test);
+        let bar = progress_bar(0, epoch, args, comm);
+        bar.set_message("test set");
+        let test_accuracy = evaluate(model.module_mut(), &data.test, &bar)?;
         let stats = EpochStats {
             epoch,
             train_loss: loss_sum / seen.max(1.0),
@@ -425,18 +427,25 @@ fn progress_bar<C: Communicator>(len: u64, epoch: u64, args: &Args, comm: &C) ->
     bar
 }
 
-/// Test accuracy in eval mode, without recording a graph.
-fn evaluate<M>(model: &mut M, test: &InMemoryDataset) -> f64
+/// Test accuracy in eval mode, without recording a graph; `bar` follows
+/// the batches through `forge::data::evaluate`'s progress handler (which
+/// could also cancel the evaluation by answering `Flow::Cancel`).
+fn evaluate<M>(model: &mut M, test: &InMemoryDataset, bar: &ProgressBar) -> forge::Result<f64>
 where
     M: Layer + Forward<Tensor, Output = Tensor>,
 {
     model.eval();
-    let correct: usize = no_grad(|| {
-        DataLoader::new(test, 500)
-            .iter()
-            .map(|(x, y)| metrics::correct(&model.forward(x), &y))
-            .sum()
-    });
+    let loader = DataLoader::new(test, 500);
+    bar.set_length(loader.num_batches() as u64);
+    let hits = forge::data::evaluate(
+        &loader,
+        |(x, y)| metrics::correct(&model.forward(x), &y),
+        |done, _| {
+            bar.set_position(done as u64);
+            forge::runtime::Flow::Continue
+        },
+    );
+    bar.finish_and_clear();
     model.train();
-    correct as f64 / test.len() as f64
+    Ok(hits?.iter().sum::<usize>() as f64 / test.len() as f64)
 }

@@ -1,6 +1,7 @@
 //! [`ForgeError`]: the one error type for everything that touches the
 //! outside world (files, bytes, optimizer state, state dicts).
 
+use crate::base::DType;
 use std::fmt;
 use std::path::PathBuf;
 
@@ -50,14 +51,14 @@ pub enum ForgeError {
         /// The shape found.
         found: Vec<usize>,
     },
-    /// A tensor whose element type differs from the one expected.
+    /// A tensor whose element type is not one of those expected.
     DType {
         /// The tensor path or name.
         name: String,
-        /// The type expected.
-        expected: String,
+        /// The types accepted (one or more).
+        expected: Vec<DType>,
         /// The type found.
-        found: String,
+        found: DType,
     },
     /// A state dict that does not fit a model: every missing, unexpected
     /// and mis-shaped key at once.
@@ -262,6 +263,23 @@ impl ForgeError {
         }
     }
 
+    /// A [`DType`](ForgeError::DType) error: `name` holds `found` where one
+    /// of `expected` was needed.
+    ///
+    /// ```
+    /// use forge::{DType, ForgeError};
+    /// let e = ForgeError::dtype("w", &[DType::F32, DType::F64], DType::I64);
+    /// assert_eq!(e.to_string(), "w: expected dtype F32 or F64, found I64");
+    /// assert!(matches!(e, ForgeError::DType { found: DType::I64, .. }));
+    /// ```
+    pub fn dtype(name: impl Into<String>, expected: &[DType], found: DType) -> Self {
+        ForgeError::DType {
+            name: name.into(),
+            expected: expected.to_vec(),
+            found,
+        }
+    }
+
     /// An [`Invalid`](ForgeError::Invalid) error.
     ///
     /// ```
@@ -295,7 +313,18 @@ impl fmt::Display for ForgeError {
                 name,
                 expected,
                 found,
-            } => write!(f, "{name}: expected dtype {expected}, found {found}"),
+            } => {
+                write!(f, "{name}: expected dtype ")?;
+                for (i, d) in expected.iter().enumerate() {
+                    let sep = match i {
+                        0 => "",
+                        _ if i + 1 == expected.len() => " or ",
+                        _ => ", ",
+                    };
+                    write!(f, "{sep}{}", d.name())?;
+                }
+                write!(f, ", found {}", found.name())
+            }
             ForgeError::StateDict {
                 missing,
                 unexpected,

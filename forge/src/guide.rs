@@ -60,6 +60,10 @@ pub struct Distributed;
 #[doc = include_str!("../../docs/src/runtime.md")]
 pub struct Runtime;
 
+/// `docs/src/serving.md`.
+#[doc = include_str!("../../docs/src/serving.md")]
+pub struct Serving;
+
 /// `docs/src/reliability.md`.
 #[doc = include_str!("../../docs/src/reliability.md")]
 pub struct Reliability;
@@ -91,6 +95,10 @@ pub struct ToolsTransforms;
 /// `docs/src/tools-profiler.md`.
 #[doc = include_str!("../../docs/src/tools-profiler.md")]
 pub struct ToolsProfiler;
+
+/// `docs/src/tools-layer-diff.md`.
+#[doc = include_str!("../../docs/src/tools-layer-diff.md")]
+pub struct ToolsLayerDiff;
 
 /// `docs/src/ops-coverage.md`.
 #[doc = include_str!("../../docs/src/ops-coverage.md")]

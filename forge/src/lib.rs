@@ -20,8 +20,10 @@
 // Lets the derive macro's `::forge::...` paths resolve inside this crate.
 extern crate self as forge;
 
-pub mod autograd;
+// First: its shape_assert!/shape_panic! macros are used by the modules below.
+#[macro_use]
 pub mod base;
+pub mod autograd;
 pub mod checkpoint;
 pub(crate) mod cpu;
 pub mod data;

@@ -11,4 +11,5 @@ mod import_cycles;
 mod panic_messages;
 mod public_api;
 mod readme_example;
+mod runtime;
 mod usability;

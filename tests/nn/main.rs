@@ -7,6 +7,7 @@ mod nn_cells_instance_norm;
 mod nn_conv_layers;
 mod nn_conv_parity;
 mod nn_embedding_parity;
+mod nn_fuse_parity;
 mod nn_layer;
 mod nn_loss_parity;
 mod nn_lstm_inference;

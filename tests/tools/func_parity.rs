@@ -4,13 +4,18 @@
 //! among them. The transform, the function, the inputs, which of them are
 //! differentiated (and for per-sample gradients which are parameters and
 //! which the batch) all come from each file's metadata; results are also
-//! bit-identical for 1 and 2 threads.
+//! bit-identical for 1 and 2 threads. `per_sample_gpt_block` runs
+//! forge's own `models::gpt::Block` (built from the file's tensors, its
+//! head count from the metadata) for the per-sample gradients of a GPT
+//! block.
 //!
 //! Tolerances: each file's own `rtol`/`atol` (1e-10 / 1e-12, float64:
 //! the same formulas differentiated by two libraries, whose summation
 //! orders differ by a few ulps).
 
 use crate::common::{self, Fixture};
+use forge::models::gpt::{Block, CausalSelfAttention, Mlp};
+use forge::nn::{Forward, LayerNorm, Linear};
 use forge::tools;
 use forge::Tensor;
 use std::collections::BTreeMap;
@@ -30,7 +35,41 @@ fn call(function: &str, v: &BTreeMap<String, Tensor<f64>>) -> Tensor<f64> {
                 .mean()
         }
         "lse_matmul" => v["x"].matmul(&v["W"]).exp().sum().log(),
+        "gpt_block" => gpt_block(v)
+            .forward(v["X"].clone())
+            .sub(&v["Y"])
+            .square()
+            .mean(),
         other => panic!("no function {other}"),
+    }
+}
+
+/// forge's GPT block (`models::gpt::Block`) holding the given tensors
+/// under nanoGPT's names, with the heads the fixture's metadata names.
+fn gpt_block(v: &BTreeMap<String, Tensor<f64>>) -> Block<f64> {
+    let n_head = v["n_head"].item() as usize;
+    let linear = |p: &str| Linear {
+        weight: v[&format!("{p}.weight")].clone(),
+        bias: Some(v[&format!("{p}.bias")].clone()),
+    };
+    let norm = |p: &str| LayerNorm {
+        weight: Some(v[&format!("{p}.weight")].clone()),
+        bias: Some(v[&format!("{p}.bias")].clone()),
+        normalized_shape: v[&format!("{p}.weight")].shape().to_vec(),
+        eps: 1e-5,
+    };
+    Block {
+        ln_1: norm("ln_1"),
+        attn: CausalSelfAttention {
+            c_attn: linear("attn.c_attn"),
+            c_proj: linear("attn.c_proj"),
+            n_head,
+        },
+        ln_2: norm("ln_2"),
+        mlp: Mlp {
+            c_fc: linear("mlp.c_fc"),
+            c_proj: linear("mlp.c_proj"),
+        },
     }
 }
 
@@ -40,6 +79,11 @@ fn formula(function: &str) -> &'static str {
         "exp_sin" => "exp(sin(x)) * x",
         "mlp_mse" => "mean((tanh(X @ W1^T + b1) @ W2^T + b2 - Y)^2)",
         "lse_matmul" => "log(sum(exp(x @ W)))",
+        "gpt_block" => concat!(
+            "mean((block(X) - Y)^2), block = nanoGPT pre-LayerNorm block: ",
+            "x + c_proj(causal_attention(c_attn(ln_1(x)), n_head 2)), then ",
+            "x + c_proj(gelu_tanh(c_fc(ln_2(x)))), LayerNorm eps 1e-5"
+        ),
         other => panic!("no function {other}"),
     }
 }
@@ -48,11 +92,15 @@ fn formula(function: &str) -> &'static str {
 fn run(f: &Fixture) -> BTreeMap<String, Tensor<f64>> {
     let function = f.meta("function").to_string();
     assert_eq!(f.meta("formula"), formula(&function), "{}", f.name);
-    let inputs: BTreeMap<String, Tensor<f64>> = f
+    let mut inputs: BTreeMap<String, Tensor<f64>> = f
         .meta_list("inputs")
         .into_iter()
         .map(|k| (k.clone(), f.t(&k)))
         .collect();
+    if f.meta.contains_key("n_head") {
+        // Not differentiated: carried to the function as a scalar.
+        inputs.insert("n_head".into(), Tensor::scalar(f.meta_f64("n_head")));
+    }
     let wrt = f.meta_list("wrt");
     let wrt_vals: Vec<Tensor<f64>> = wrt.iter().map(|k| inputs[k].clone()).collect();
     // The function of the differentiated inputs, the others held fixed.
@@ -124,7 +172,7 @@ fn run(f: &Fixture) -> BTreeMap<String, Tensor<f64>> {
 
 fn files() -> Vec<String> {
     let files = common::fixtures_with_prefix("func", "");
-    assert!(files.len() >= 14, "{files:?}");
+    assert!(files.len() >= 15, "{files:?}");
     files
 }
 

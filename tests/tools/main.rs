@@ -6,4 +6,5 @@ mod anomaly;
 mod custom_op;
 mod func_parity;
 mod graph;
+mod layer_diff;
 mod profiler;

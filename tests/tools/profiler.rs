@@ -127,3 +127,89 @@ fn the_chrome_trace_parses_with_one_track_per_thread() {
     assert_eq!(back, trace);
     std::fs::remove_file(path).unwrap();
 }
+
+/// Every event of a `Sequential` model's step carries its layer's index,
+/// backward rules included (their forward op's layer); `layers()` sums
+/// them: each path's self time is its own events', the totals add up.
+#[test]
+fn events_are_grouped_by_layer_path_with_self_and_total_time() {
+    use forge::prelude::{sequential, Linear, Relu};
+    use forge::tools::layer_scope;
+    let mut rng = forge::Rng::new(0);
+    let model = sequential![
+        Linear::<f32>::new(6, 8, &mut rng),
+        Relu,
+        sequential![Linear::<f32>::new(8, 4, &mut rng), Relu]
+    ];
+    let x = Tensor::<f32>::ones(&[3, 6]);
+    let (_, prof) = profile(|| {
+        layer_scope("model", || model.forward(x.clone()))
+            .sum()
+            .backward()
+    });
+    // relu is the only op of layer 1, forward and backward.
+    let relu: Vec<_> = prof.events().iter().filter(|e| e.op == "relu").collect();
+    assert_eq!(relu.len(), 4, "{relu:?}"); // two relus, each forward and backward
+    let layers: Vec<Option<&str>> = relu.iter().map(|e| e.layer.as_deref()).collect();
+    assert_eq!(
+        layers.iter().filter(|l| **l == Some("model.1")).count(),
+        2,
+        "{layers:?}"
+    );
+    assert_eq!(
+        layers.iter().filter(|l| **l == Some("model.2.1")).count(),
+        2,
+        "{layers:?}"
+    );
+    // The sum and its rule ran outside every layer.
+    assert!(prof
+        .events()
+        .iter()
+        .filter(|e| e.op == "sum")
+        .all(|e| e.layer.is_none()));
+    let rows = prof.layers();
+    let row = |p: &str| rows.iter().find(|r| r.path == p).unwrap().clone();
+    // Every event is outside every layer or inside `model`, once.
+    let n = prof.events().len() as u64;
+    assert_eq!(row("").total_calls + row("model").total_calls, n);
+    assert_eq!(
+        row("").total_ns + row("model").total_ns,
+        prof.events().iter().map(|e| e.dur_ns).sum::<u64>()
+    );
+    let (m, m2) = (row("model"), row("model.2"));
+    assert_eq!(m.self_calls, 0, "every op of the model is in one of its layers");
+    assert_eq!(
+        m.total_calls,
+        row("model.0").total_calls + row("model.1").total_calls + m2.total_calls
+    );
+    assert_eq!(m2.total_ns, m2.self_ns + row("model.2.0").total_ns + row("model.2.1").total_ns);
+    assert!(prof.layer_table().contains("model.2.1"));
+}
+
+/// Buffers taken from the pool and parallel loops are counted per event:
+/// an op making a new output takes at least one buffer; a large matmul
+/// hands chunks to a worker with 2 threads and none with 1.
+#[test]
+fn events_count_pool_buffers_and_parallel_dispatches() {
+    let _lock = crate::common::lock_thread_count();
+    let before = forge::runtime::num_threads();
+    let a = Tensor::<f32>::ones(&[256, 256]);
+    let mut dispatched = Vec::new();
+    for threads in [1, 2] {
+        forge::runtime::set_num_threads(threads);
+        let (_, prof) = profile(|| a.matmul(&a).exp());
+        let exp = prof.events().iter().find(|e| e.op == "exp").unwrap();
+        assert!(exp.pool_takes >= 1, "{exp:?}");
+        assert!(exp.pool_fresh <= exp.pool_takes);
+        let mm = prof.events().iter().find(|e| e.op == "matmul").unwrap();
+        assert_eq!(mm.threads, threads);
+        dispatched.push(mm.dispatches);
+        assert_eq!(
+            prof.rows().iter().map(|r| r.pool_takes).sum::<u64>(),
+            prof.events().iter().map(|e| e.pool_takes).sum::<u64>()
+        );
+    }
+    forge::runtime::set_num_threads(before);
+    assert_eq!(dispatched[0], 0);
+    assert!(dispatched[1] >= 1, "{dispatched:?}");
+}

@@ -162,6 +162,9 @@ impl<E: Element, D: Device> Tensor<E, D> {
             return self;
         }
         let node = Node::op(name, inputs, Box::new(f), origin);
+        if crate::tools::hooks::active() {
+            crate::tools::hooks::node_made(node.id);
+        }
         Tensor::from_parts(self.data, self.shape, Some(Arc::new(node)))
     }
 }

@@ -12,6 +12,8 @@
 //! assert_eq!(<f32 as Element>::DTYPE, forge::DType::F32);
 //! ```
 
+#[macro_use]
+pub(crate) mod context;
 mod element;
 mod shape;
 

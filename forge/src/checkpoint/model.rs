@@ -226,11 +226,11 @@ pub(crate) fn float_dict<E: Float>(
                 dict.insert(key.to_string(), t.to_float::<E>());
             }
             other => {
-                return Err(ForgeError::DType {
-                    name: name.clone(),
-                    expected: "a float type (F16, BF16, F32, F64)".into(),
-                    found: other.name().into(),
-                })
+                return Err(ForgeError::dtype(
+                    name.clone(),
+                    &[DType::F16, DType::BF16, DType::F32, DType::F64],
+                    other,
+                ))
             }
         }
     }

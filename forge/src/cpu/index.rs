@@ -39,6 +39,19 @@ pub fn index_add<E: Copy + Add<Output = E>>(
     idx: &[usize],
     src: &[E],
 ) {
+    index_with(dst, shape, axis, idx, src, |d, s| d + s);
+}
+
+/// [`index_add`] with `combine(old, new)` in place of the sum (`index_copy`
+/// keeps `new`; of repeated indices the last one wins).
+pub fn index_with<E: Copy>(
+    dst: &mut [E],
+    shape: &[usize],
+    axis: usize,
+    idx: &[usize],
+    src: &[E],
+    combine: impl Fn(E, E) -> E,
+) {
     let (outer, n, inner) = split_at_axis(shape, axis);
     let k = idx.len();
     for o in 0..outer {
@@ -46,7 +59,7 @@ pub fn index_add<E: Copy + Add<Output = E>>(
             let d = (o * n + i) * inner;
             let s = (o * k + p) * inner;
             for (x, &y) in dst[d..d + inner].iter_mut().zip(&src[s..s + inner]) {
-                *x = *x + y;
+                *x = combine(*x, y);
             }
         }
     }
@@ -98,6 +111,32 @@ pub fn scatter_add<E: Copy + Add<Output = E>>(
     src: &[E],
     src_shape: &[usize],
 ) {
+    scatter_with(
+        dst,
+        dst_shape,
+        axis,
+        idx,
+        idx_shape,
+        src,
+        src_shape,
+        |d, s| d + s,
+    );
+}
+
+/// [`scatter_add`] with `combine(old, new)` in place of the sum (the
+/// overwriting `scatter` keeps `new`). Positions are visited in `idx`'s
+/// row-major order, so of repeated positions the last one wins.
+#[allow(clippy::too_many_arguments)]
+pub fn scatter_with<E: Copy>(
+    dst: &mut [E],
+    dst_shape: &[usize],
+    axis: usize,
+    idx: &[usize],
+    idx_shape: &[usize],
+    src: &[E],
+    src_shape: &[usize],
+    combine: impl Fn(E, E) -> E,
+) {
     let (ds, da) = strides_without(dst_shape, axis);
     let ss = signed_strides(src_shape);
     let len = idx_shape.last().copied().unwrap_or(1);
@@ -108,7 +147,7 @@ pub fn scatter_add<E: Copy + Add<Output = E>>(
         for j in 0..len {
             let at = (od + j as isize * dstep + idx[p + j] as isize * da) as usize;
             let from = (os + j as isize * sstep) as usize;
-            dst[at] = dst[at] + src[from];
+            dst[at] = combine(dst[at], src[from]);
         }
         p += len;
     });

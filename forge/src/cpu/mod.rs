@@ -10,6 +10,7 @@
 
 pub(crate) mod broadcast;
 pub(crate) mod buffers;
+pub(crate) mod class;
 pub(crate) mod conv;
 pub(crate) mod elementwise;
 pub(crate) mod gemm;

@@ -25,6 +25,7 @@
 //!   each output element is written by exactly one chunk: results are
 //!   bit-identical for 1 and N threads.
 
+use crate::cpu::class::{pin_thread, Class};
 use crate::cpu::memory::freelists::settle_region;
 use crate::cpu::memory::reserve::Region;
 use rayon::{ThreadPool, ThreadPoolBuilder};
@@ -46,12 +47,14 @@ static THREADS: AtomicUsize = AtomicUsize::new(0);
 /// Thread counts up to this get a cached pool; larger requests are clamped.
 const MAX_THREADS: usize = 256;
 
-static POOLS: [OnceLock<Pool>; MAX_THREADS + 1] = [const { OnceLock::new() }; MAX_THREADS + 1];
+static POOLS: [OnceLock<Arc<Pool>>; MAX_THREADS + 1] = [const { OnceLock::new() }; MAX_THREADS + 1];
 
 /// A persistent pool: its rayon threads, and the hand-off through which a
 /// worker that has just finished its chunks picks up the next
-/// `parallel_for` without going to sleep (see [`LINGER`]).
-struct Pool {
+/// `parallel_for` without going to sleep (see [`LINGER`]). The process
+/// keeps one per thread count for callers outside every executor; an
+/// executor owns one of its own ([`Pool::new`]).
+pub(crate) struct Pool {
     threads: ThreadPool,
     /// The latest task, for lingering workers to join.
     current: Mutex<Option<Arc<Task>>>,
@@ -70,6 +73,15 @@ thread_local! {
 /// available parallelism, or `FORGE_NUM_THREADS` when set. Public as
 /// `forge::runtime::num_threads`, whose example covers it.
 pub fn num_threads() -> usize {
+    if let Some(s) = local_settings() {
+        return s.threads;
+    }
+    process_threads()
+}
+
+/// The process's thread count (see [`num_threads`]), whatever executor
+/// the calling thread runs a call of.
+pub fn process_threads() -> usize {
     match THREADS.load(Ordering::Relaxed) {
         0 => {
             let n = std::env::var("FORGE_NUM_THREADS")
@@ -98,18 +110,88 @@ pub fn set_num_threads(n: usize) {
     THREADS.store(n.clamp(1, MAX_THREADS), Ordering::Relaxed);
 }
 
-/// The persistent pool for `threads` threads (`threads - 1` workers).
-fn pool(threads: usize) -> &'static Pool {
-    POOLS[threads].get_or_init(|| Pool {
-        threads: ThreadPoolBuilder::new()
-            .num_threads(threads - 1)
-            .thread_name(move |i| format!("forge-{threads}-{i}"))
-            .build()
-            .expect("forge: cannot start the worker threads"),
-        current: Mutex::new(None),
-        epoch: AtomicU64::new(0),
-        lingering: AtomicUsize::new(0),
-    })
+/// The process's persistent pool for `threads` threads (`threads - 1`
+/// workers), for callers outside every executor.
+fn pool(threads: usize) -> &'static Arc<Pool> {
+    POOLS[threads].get_or_init(|| Arc::new(Pool::new(threads, "forge", None)))
+}
+
+/// What an executor pins for the threads that run its calls: its thread
+/// count and, optionally, the CPU class its kernels may use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Settings {
+    /// Threads taking part in a parallel loop (the caller included).
+    pub threads: usize,
+    /// The widest kernels allowed (`None`: the process's choice).
+    pub class: Option<Class>,
+}
+
+/// An executor as the calling thread sees it while it runs one of the
+/// executor's calls: its settings and its pool (none with one thread).
+#[derive(Clone)]
+pub(crate) struct Local {
+    pub settings: Settings,
+    pub pool: Option<Arc<Pool>>,
+}
+
+thread_local! {
+    /// The executor whose call this thread runs (`None`: the process's
+    /// settings). On an executor's worker threads: its settings, no pool.
+    static LOCAL: std::cell::RefCell<Option<Local>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The settings of the executor this thread runs a call of, if any.
+pub(crate) fn local_settings() -> Option<Settings> {
+    LOCAL.with(|l| l.borrow().as_ref().map(|l| l.settings))
+}
+
+/// Runs `f` with `local` as this thread's executor (`None`: the
+/// process's settings), restoring the previous one afterwards (also when
+/// `f` panics).
+pub(crate) fn with_local<R>(local: Option<Local>, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<Local>, Option<Class>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let prev = self.0.take();
+            LOCAL.with(|l| *l.borrow_mut() = prev);
+            pin_thread(self.1);
+        }
+    }
+    let class = pin_thread(local.as_ref().and_then(|l| l.settings.class));
+    let _restore = Restore(
+        LOCAL.with(|l| std::mem::replace(&mut *l.borrow_mut(), local)),
+        class,
+    );
+    f()
+}
+
+impl Pool {
+    /// A pool for `threads` threads: `threads - 1` rayon workers named
+    /// `{name}-{threads}-{i}`, each running with `settings` as its thread's
+    /// executor settings when given.
+    pub(crate) fn new(threads: usize, name: &'static str, settings: Option<Settings>) -> Self {
+        Pool {
+            threads: ThreadPoolBuilder::new()
+                .num_threads(threads.max(2) - 1)
+                .thread_name(move |i| format!("{name}-{threads}-{i}"))
+                .start_handler(move |_| {
+                    if let Some(settings) = settings {
+                        pin_thread(settings.class);
+                        LOCAL.with(|l| {
+                            *l.borrow_mut() = Some(Local {
+                                settings,
+                                pool: None,
+                            })
+                        });
+                    }
+                })
+                .build()
+                .expect("forge: cannot start the worker threads"),
+            current: Mutex::new(None),
+            epoch: AtomicU64::new(0),
+            lingering: AtomicUsize::new(0),
+        }
+    }
 }
 
 /// How long a worker stays awake after its last chunk, watching for the
@@ -399,12 +481,17 @@ pub fn parallel_for(chunks: usize, f: impl Fn(usize) + Sync) {
     // pointer only for claimed chunks, and this function does not return
     // (so `f` lives) until every claimed chunk is done.
     let erased: *const (dyn Fn(usize) + Sync + 'static) = unsafe { std::mem::transmute(body) };
-    let pool = pool(threads);
+    let own = LOCAL.with(|l| l.borrow().as_ref().and_then(|l| l.pool.clone()));
+    let pool: &Arc<Pool> = match &own {
+        Some(p) => p,
+        None => pool(threads),
+    };
     let (task, lingering) = pool.post(|epoch| Task::new(chunks, threads, epoch, erased));
     // Lingering workers join by themselves; wake the others.
     for _ in lingering.min(threads - 1)..threads - 1 {
         let t = Arc::clone(&task);
-        pool.threads.spawn(move || pool.work(t));
+        let p = Arc::clone(pool);
+        pool.threads.spawn(move || p.work(t));
     }
     task.run(Some(0), false);
     // Wait for the chunks the workers claimed, as a worker lingers: they

@@ -28,9 +28,11 @@
 mod dataset;
 mod loader;
 pub mod mnist;
+mod progress;
 mod sampler;
 mod tensor_dataset;
 pub use dataset::{Collate, Dataset, InMemoryDataset};
 pub use loader::{Batches, DataLoader, LoaderState};
+pub use progress::{evaluate, fit};
 pub use sampler::DistributedSampler;
 pub use tensor_dataset::{TensorDataset, TensorTuple};

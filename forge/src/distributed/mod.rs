@@ -211,11 +211,11 @@ fn float_buf_mut<E: Float>(s: &mut [E]) -> Result<BufMut<'_>> {
 }
 
 fn unsupported<E: Float>() -> ForgeError {
-    ForgeError::DType {
-        name: "distributed buffer".into(),
-        expected: "f32 or f64".into(),
-        found: E::DTYPE.name().into(),
-    }
+    ForgeError::dtype(
+        "distributed buffer",
+        &[crate::DType::F32, crate::DType::F64],
+        E::DTYPE,
+    )
 }
 
 /// What the ranks of a data-parallel run can do together.

@@ -69,7 +69,7 @@ impl<E: Float> MultiheadAttention<E> {
         batch_first: bool,
         rng: &mut Rng,
     ) -> Self {
-        assert!(
+        shape_assert!(
             num_heads > 0 && embed_dim.is_multiple_of(num_heads),
             "MultiheadAttention: {num_heads} heads do not divide embed_dim {embed_dim}"
         );
@@ -163,7 +163,7 @@ impl<E: Float> MultiheadAttention<E> {
             }
         };
         for (what, t) in [("query", query), ("key", key), ("value", value)] {
-            assert!(
+            shape_assert!(
                 t.rank() == 3 && t.dim(2) == e,
                 "MultiheadAttention(embed_dim {e}, {h} heads): expected {what} of shape {layout} with E = {e}, got {:?}",
                 t.shape()
@@ -171,7 +171,7 @@ impl<E: Float> MultiheadAttention<E> {
         }
         let (q, k, v) = (bf(query), bf(key), bf(value));
         let (n, l, s) = (q.dim(0), q.dim(1), k.dim(1));
-        assert!(
+        shape_assert!(
             k.dim(0) == n && v.dim(0) == n && v.dim(1) == s,
             "MultiheadAttention(embed_dim {e}, {h} heads): query {:?}, key {:?} and value {:?} do not match",
             query.shape(),
@@ -210,7 +210,7 @@ fn score_mask(
     let name = "MultiheadAttention";
     let mut terms = Vec::new();
     if let Some(m) = key_padding_mask {
-        assert!(
+        shape_assert!(
             m.shape() == [n, s],
             "{name}: key_padding_mask of shape {:?}, expected [{n}, {s}]",
             m.shape()
@@ -223,7 +223,7 @@ fn score_mask(
         } else if m.shape() == [n * h, l, s] {
             vec![h * l * s, l * s, s, 1]
         } else {
-            panic!(
+            shape_panic!(
                 "{name}: attn_mask of shape {:?}, expected [{l}, {s}] or [{}, {l}, {s}]",
                 m.shape(),
                 n * h
@@ -321,7 +321,7 @@ impl<E: Float> Forward<Tensor<E>> for PositionalEncoding<E> {
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
         let (max_len, d) = (self.pe.shape()[0], self.pe.shape()[1]);
         let t_axis = if self.batch_first { 1 } else { 0 };
-        assert!(
+        shape_assert!(
             x.rank() == 3 && x.dim(2) == d && x.dim(t_axis) <= max_len,
             "PositionalEncoding(d_model {d}, max_len {max_len}): expected input of shape {}, got {:?}",
             if self.batch_first { "[N, T <= max_len, d_model]" } else { "[T <= max_len, N, d_model]" },

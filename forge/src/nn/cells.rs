@@ -49,7 +49,7 @@ fn zeros_state<E: Float>(x: &Tensor<E>, hidden: usize) -> Tensor<E> {
 
 #[track_caller]
 fn check_input(name: &str, x: &[usize], input_size: usize) {
-    assert!(
+    shape_assert!(
         (x.len() == 1 || x.len() == 2) && x[x.len() - 1] == input_size,
         "{name}: expected an input [N, {input_size}] or [{input_size}], got shape {x:?}"
     );

@@ -78,7 +78,7 @@ pub(super) fn new_params<E: Float>(
     transposed: bool,
     rng: &mut Rng,
 ) -> (Tensor<E>, Option<Tensor<E>>) {
-    assert!(
+    shape_assert!(
         in_channels > 0 && out_channels > 0 && kernel.iter().all(|&k| k > 0),
         "{layer}: in_channels {in_channels}, out_channels {out_channels} and kernel {kernel:?} must be positive"
     );
@@ -107,7 +107,7 @@ pub(super) fn regroup<E: Float>(
     groups: usize,
 ) -> (Tensor<E>, Option<Tensor<E>>) {
     let d1 = weight.shape()[1];
-    assert!(
+    shape_assert!(
         groups > 0 && d1 / groups * groups == d1,
         "{layer}: weight {:?} dimension 1 ({d1}) is not divisible by groups {groups}",
         weight.shape()
@@ -188,8 +188,8 @@ pub(super) fn grouped<E: Float>(
     bias: &Option<Tensor<E>>,
     groups: usize,
 ) -> (Tensor<E>, Option<Tensor<E>>) {
-    assert!(current == 1, "{layer}: groups can only be set once");
-    assert!(
+    shape_assert!(current == 1, "{layer}: groups can only be set once");
+    shape_assert!(
         groups > 0 && channels / groups * groups == channels,
         "{layer}: {which} {channels} is not divisible by groups {groups}"
     );
@@ -209,7 +209,7 @@ pub(super) fn conv_forward<E: Float>(
     f: impl FnOnce(&Tensor<E>) -> Tensor<E>,
 ) -> Tensor<E> {
     let rank = 3 + spatial.matches(',').count();
-    assert!(
+    shape_assert!(
         channels_of(x.shape(), rank) == Some(c),
         "{layer}({c} -> {o}, kernel {kernel:?}): expected input [N, {c}, {spatial}] or [{c}, {spatial}], got {:?}",
         x.shape()

@@ -74,7 +74,7 @@ impl Dropout {
     /// assert_eq!(forge::nn::Dropout::new(0.1, 0).p, 0.1);
     /// ```
     pub fn new(p: f64, seed: u64) -> Self {
-        assert!(
+        shape_assert!(
             (0.0..=1.0).contains(&p),
             "Dropout: probability {p} is outside [0, 1]"
         );

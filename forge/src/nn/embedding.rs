@@ -47,7 +47,7 @@ impl<E: Float> Embedding<E> {
         rng: &mut Rng,
     ) -> Self {
         if let Some(p) = padding_idx {
-            assert!(
+            shape_assert!(
                 p < num_embeddings,
                 "Embedding: padding_idx {p} is out of range for {num_embeddings} embeddings"
             );
@@ -73,7 +73,7 @@ impl<E: Float> Forward<Tensor<i64>> for Embedding<E> {
     fn forward(&self, idx: Tensor<i64>) -> Tensor<E> {
         let n = self.weight.shape()[0] as i64;
         if let Some(&bad) = idx.as_slice().iter().find(|&&i| !(0..n).contains(&i)) {
-            panic!(
+            shape_panic!(
                 "Embedding({n}, {}): index {bad} is out of range (weight shape {:?}, input shape {:?})",
                 self.weight.shape()[1],
                 self.weight.shape(),

@@ -18,13 +18,17 @@
 pub use crate::nn::instance_norm::instance_norm;
 pub use crate::ops::attention::scaled_dot_product_attention;
 pub use crate::ops::attention_qkv::qkv_attention;
+pub use crate::ops::bilinear::bilinear;
 pub use crate::ops::dropout::dropout;
 pub use crate::ops::embedding::embedding;
+pub use crate::ops::embedding_bag::{embedding_bag, BagMode};
 pub use crate::ops::interpolate::interpolate;
 pub use crate::ops::loss::{
-    binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy_with, huber_loss, kl_div,
-    l1_loss, l1_penalty, l2_penalty, mse_loss, nll_loss, smooth_l1_loss, CrossEntropyOptions,
-    KlDivReduction, NllLossOptions, Reduction,
+    binary_cross_entropy, binary_cross_entropy_with_logits, cosine_embedding_loss,
+    cross_entropy_with, gaussian_nll_loss, huber_loss, kl_div, l1_loss, l1_penalty, l2_penalty,
+    margin_ranking_loss, mse_loss, multilabel_soft_margin_loss, nll_loss, poisson_nll_loss,
+    smooth_l1_loss, triplet_margin_loss, CrossEntropyOptions, KlDivReduction, NllLossOptions,
+    Reduction,
 };
 pub use crate::ops::norm::{batch_norm, group_norm, layer_norm};
 pub use crate::ops::rms_norm::rms_norm;

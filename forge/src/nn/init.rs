@@ -74,7 +74,7 @@ pub fn calculate_gain(nonlinearity: Nonlinearity) -> f64 {
 /// assert_eq!(forge::nn::init::fans(&[10, 4]), (4, 10));
 /// ```
 pub fn fans(shape: &[usize]) -> (usize, usize) {
-    assert!(
+    shape_assert!(
         shape.len() >= 2,
         "init: fan in and fan out need a shape of at least 2 dimensions, got {shape:?}"
     );
@@ -88,7 +88,7 @@ fn fan(shape: &[usize], mode: FanMode) -> usize {
         FanMode::FanIn => fan_in,
         FanMode::FanOut => fan_out,
     };
-    assert!(f > 0, "init: shape {shape:?} has a zero {mode:?}");
+    shape_assert!(f > 0, "init: shape {shape:?} has a zero {mode:?}");
     f
 }
 

@@ -32,7 +32,7 @@ pub fn instance_norm<E: Float, D: Device>(
     bias: Option<&Tensor<E, D>>,
     eps: f64,
 ) -> Tensor<E, D> {
-    assert!(
+    shape_assert!(
         input.rank() >= 3,
         "instance_norm: expected an input [N, C, *spatial], got shape {:?}",
         input.shape()
@@ -101,7 +101,7 @@ macro_rules! instance_norm_layer {
         impl<E: Float> Forward<Tensor<E>> for $name<E> {
             type Output = Tensor<E>;
             fn forward(&self, x: Tensor<E>) -> Tensor<E> {
-                assert!(
+                shape_assert!(
                     x.rank() == $rank && x.shape()[1] == self.num_features,
                     "{}({}): expected an input of rank {} with {} channels, got shape {:?}",
                     stringify!($name),

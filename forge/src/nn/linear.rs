@@ -75,7 +75,7 @@ impl<E: Float> Linear<E> {
     }
 
     fn bound(in_features: usize) -> f64 {
-        assert!(in_features > 0, "Linear: in_features must be at least 1");
+        shape_assert!(in_features > 0, "Linear: in_features must be at least 1");
         1.0 / (in_features as f64).sqrt()
     }
 
@@ -145,7 +145,7 @@ impl<E: Float> Forward<Tensor<E>> for Linear<E> {
     /// message names the layer and both shapes.
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
         let fan_in = self.in_features();
-        assert!(
+        shape_assert!(
             x.rank() >= 1 && x.shape()[x.rank() - 1] == fan_in,
             "Linear({fan_in} -> {}): expected input of shape [.., {fan_in}], got {:?}",
             self.out_features(),

@@ -16,17 +16,21 @@
 mod activation;
 mod activation_extra;
 mod attention;
+mod bilinear;
 mod buffer;
 mod builder;
 mod cells;
 mod conv;
 mod conv_transpose;
+mod conv_transpose1d;
 mod display;
 pub(crate) use display::{nested, ModuleList, SequentialList};
 mod dropout;
 mod embedding;
+mod embedding_bag;
 mod forward;
 pub mod functional;
+mod fuse;
 mod gru;
 pub mod init;
 mod instance_norm;
@@ -34,6 +38,7 @@ mod layer;
 mod linear;
 mod lstm;
 mod norm;
+mod pad;
 mod pool;
 mod rms_norm;
 mod rnn;
@@ -52,20 +57,29 @@ pub use activation_extra::{
     Celu, Glu, Hardsigmoid, Hardswish, Hardtanh, LogSigmoid, PRelu, Relu6, Selu, Softsign,
 };
 pub use attention::{MultiheadAttention, PositionalEncoding};
+pub use bilinear::Bilinear;
 pub use buffer::Buffer;
 pub use cells::{GruCell, LstmCell, RnnCell};
 pub use conv::{Conv1d, Conv2d, IntoPair};
 pub use conv_transpose::ConvTranspose2d;
+pub use conv_transpose1d::ConvTranspose1d;
 pub use display::SeqDisplay;
 pub use dropout::Dropout;
 pub use embedding::Embedding;
+pub use embedding_bag::EmbeddingBag;
 pub use forward::Forward;
+pub use fuse::{fuse_conv_bn_eval, fuse_linear_bn_eval};
 pub use gru::Gru;
 pub use instance_norm::{InstanceNorm1d, InstanceNorm2d};
 pub use layer::{enter_layer, enter_layer_mut, Layer};
 pub use linear::Linear;
 pub use lstm::Lstm;
 pub use norm::{BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm};
+pub use pad::{
+    CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d,
+    ReflectionPad1d, ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d,
+    ReplicationPad3d, ZeroPad1d, ZeroPad2d, ZeroPad3d,
+};
 pub use pool::{
     AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d,
     AvgPool2d, MaxPool1d, MaxPool2d,
@@ -75,6 +89,7 @@ pub use rnn::{CellWeights, Rnn, RnnConfig, RnnNonlinearity};
 pub use sequential::{SeqChain, SeqForward, SeqVisit, Sequential};
 pub use shape_extra::{Identity, PixelShuffle, PixelUnshuffle, Unflatten};
 pub use shape_layers::{Flatten, Lambda, Reshape};
+pub(crate) use summary::capture_outputs;
 pub use summary::{record_output, summary, OutputShape, Summary, SummaryRow};
 pub use transformer::{
     Activation, DecoderMasks, EncoderMasks, TransformerConfig, TransformerDecoder,

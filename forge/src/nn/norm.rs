@@ -86,7 +86,7 @@ macro_rules! batch_norm_layer {
             /// message names the layer and both shapes.
             fn forward(&self, x: Tensor<E>) -> Tensor<E> {
                 let c = self.num_features();
-                assert!(
+                shape_assert!(
                     $ranks.contains(&x.rank()) && x.shape()[1] == c,
                     "{}({c}): expected input of shape {}, got {:?}",
                     stringify!($name),
@@ -217,7 +217,7 @@ impl<E: Float> Forward<Tensor<E>> for LayerNorm<E> {
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
         let ns = &self.normalized_shape;
         let r = x.rank();
-        assert!(
+        shape_assert!(
             r >= ns.len() && &x.shape()[r - ns.len()..] == ns.as_slice(),
             "LayerNorm({ns:?}): expected input of shape [.., {}], got {:?}",
             ns.iter()
@@ -275,7 +275,7 @@ impl<E: Float> GroupNorm<E> {
     /// assert_eq!(gn.num_groups, 3);
     /// ```
     pub fn new(num_groups: usize, num_channels: usize) -> Self {
-        assert!(
+        shape_assert!(
             num_groups > 0 && num_channels.is_multiple_of(num_groups),
             "GroupNorm: {num_groups} groups do not divide {num_channels} channels"
         );
@@ -297,7 +297,7 @@ impl<E: Float> Forward<Tensor<E>> for GroupNorm<E> {
     /// message names the layer and both shapes.
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
         let c = self.num_channels;
-        assert!(
+        shape_assert!(
             x.rank() >= 2 && x.shape()[1] == c,
             "GroupNorm({}, {c}): expected input of shape [N, {c}, ..], got {:?}",
             self.num_groups,

@@ -31,7 +31,7 @@ fn pooled<E: Float>(
     } else {
         ("[N, C, L]", "[C, L]")
     };
-    assert!(
+    shape_assert!(
         x.rank() == rank || x.rank() + 1 == rank,
         "{layer}: expected input {batched} or {unbatched}, got {:?}",
         x.shape()

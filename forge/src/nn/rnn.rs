@@ -252,7 +252,7 @@ impl<E: Float> Recurrent<E> {
             num_layers,
             ..
         } = config;
-        assert!(
+        shape_assert!(
             input_size > 0 && h > 0 && num_layers > 0,
             "{kind}: input_size ({input_size}), hidden_size ({h}) and num_layers ({num_layers}) must be positive"
         );
@@ -297,7 +297,7 @@ impl<E: Float> Recurrent<E> {
     /// The cell of `layer` in the given direction.
     pub(crate) fn cell(&self, layer: usize, reverse: bool) -> &CellWeights<E> {
         let d = self.config.num_directions();
-        assert!(
+        shape_assert!(
             layer < self.config.num_layers && (!reverse || d == 2),
             "{}: no cell for layer {layer}{} (num_layers {}, bidirectional {})",
             self.label(),
@@ -377,7 +377,7 @@ impl<E: Float> Recurrent<E> {
         let rank_ok = x.rank() == 3 || unbatched;
         let i_ok = rank_ok && x.shape()[x.rank() - 1] == cfg.input_size;
         let steps_ok = rank_ok && x.shape()[usize::from(cfg.batch_first && !unbatched)] > 0;
-        assert!(
+        shape_assert!(
             i_ok && steps_ok,
             "{}: expected input of shape {} or [T, {}] with T >= 1, got {:?}",
             self.label(),
@@ -409,7 +409,7 @@ impl<E: Float> Recurrent<E> {
                 init.iter()
                     .zip(state_names)
                     .map(|(s, name)| {
-                        assert!(
+                        shape_assert!(
                             s.shape() == expected,
                             "{}: expected {name} of shape {expected:?}, got {:?}",
                             self.label(),

@@ -5,6 +5,7 @@ use super::forward::Forward;
 use super::layer::{enter_layer, enter_layer_mut, Layer};
 use super::summary::{key_of, record_last_as, recording_mark};
 use super::visit::{TensorVisitor, TensorVisitorMut, Visit, Visitable};
+use crate::base::context::enter;
 use crate::tensor::Float;
 
 /// Layers applied in order, stored as a cons list `(A, (B, (C, ())))` so that
@@ -142,9 +143,10 @@ pub trait SeqForward<Input> {
     /// Applies the elements in order.
     ///
     /// # Panics
-    /// When a layer panics (a shape mismatch): the message is the layer's,
-    /// prefixed with the layer's index and type
-    /// (`Sequential layer 2 (Linear): ...`), reported at the caller's line.
+    /// When a layer panics (a shape mismatch). forge's own shape messages
+    /// raised inside are prefixed with the layer's index and type
+    /// (`Sequential layer 2 (Linear): ...`) and reported at the caller's
+    /// line; the panic itself is not caught.
     #[track_caller]
     fn forward_chain(&self, x: Input) -> Self::Output {
         self.forward_from(x, 0)
@@ -165,31 +167,13 @@ impl<I> SeqForward<I> for () {
 impl<I, H: Forward<I>, T: SeqForward<H::Output>> SeqForward<I> for (H, T) {
     type Output = T::Output;
     fn forward_from(&self, x: I, index: usize) -> T::Output {
-        let y = forward_named(&self.0, x, index);
+        let y = {
+            // The profiler's layer path (nothing while no tool is on).
+            let _frame = crate::tools::scope::enter_index(index);
+            forward_named(&self.0, x, index)
+        };
         self.1.forward_from(y, index + 1)
     }
-}
-
-thread_local! {
-    /// How many `Sequential` layers this thread is inside: a panic there is
-    /// caught and raised again with the layer's index, so the panic hook
-    /// stays quiet for the first one.
-    static DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-/// Wraps the panic hook once: panics inside a `Sequential` layer on this
-/// thread are not printed, because `forward_named` raises them again with
-/// the layer's index (and then they are printed, once).
-fn quiet_hook_inside_sequential() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if DEPTH.with(|d| d.get()) == 0 {
-                previous(info)
-            }
-        }));
-    });
 }
 
 /// The last path segment of a type name without generics
@@ -200,31 +184,14 @@ fn short_type_name<T: ?Sized>() -> &'static str {
     base.rsplit("::").next().unwrap_or(base)
 }
 
-/// `layer.forward(x)`; a panic inside is raised again, at the caller's
-/// line, as `Sequential layer {index} ({type}): {message}`.
+/// `layer.forward(x)` inside the layer context's frame for element
+/// `index` ([`crate::base::context`]): forge's shape messages raised
+/// inside start with `Sequential layer {index} ({type}): `. Nothing is
+/// caught, and the panic hook is left alone.
 #[track_caller]
 fn forward_named<I, H: Forward<I>>(layer: &H, x: I, index: usize) -> H::Output {
-    quiet_hook_inside_sequential();
-    DEPTH.with(|d| d.set(d.get() + 1));
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| layer.forward(x)));
-    DEPTH.with(|d| d.set(d.get() - 1));
-    match result {
-        Ok(y) => y,
-        Err(payload) => {
-            let message = match (
-                payload.downcast_ref::<String>(),
-                payload.downcast_ref::<&str>(),
-            ) {
-                (Some(s), _) => s.clone(),
-                (None, Some(s)) => s.to_string(),
-                (None, None) => "(a panic without a message)".to_string(),
-            };
-            panic!(
-                "Sequential layer {index} ({}): {message}",
-                short_type_name::<H>()
-            )
-        }
-    }
+    let _frame = enter(index, short_type_name::<H>());
+    layer.forward(x)
 }
 
 impl<I, T: SeqForward<I> + SeqChain> Forward<I> for Sequential<T> {

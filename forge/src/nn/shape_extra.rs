@@ -58,7 +58,7 @@ impl<E: Float> Forward<Tensor<E>> for Unflatten {
         shape.extend(&self.sizes);
         shape.extend(x.shape()[axis + 1..].iter().map(|&d| d as isize));
         let known: isize = self.sizes.iter().filter(|&&s| s != -1).product();
-        assert!(
+        shape_assert!(
             self.sizes.iter().filter(|&&s| s == -1).count() <= 1
                 && known > 0
                 && x.shape()[axis] as isize % known == 0

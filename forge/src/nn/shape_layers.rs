@@ -28,7 +28,7 @@ pub struct Flatten;
 impl<E: Float> Forward<Tensor<E>> for Flatten {
     type Output = Tensor<E>;
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
-        assert!(
+        shape_assert!(
             x.rank() >= 1,
             "Flatten: expected an input of rank >= 1, got a 0-d tensor"
         );

@@ -42,11 +42,27 @@ use std::fmt;
 pub trait OutputShape {
     /// The shape reported for this output.
     fn output_shape(&self) -> &[usize];
+
+    /// The values reported for this output, in `f64` and detached, for the
+    /// layer-by-layer diff ([`forge::tools::diff`](crate::tools::diff));
+    /// `None` (the default) when the output has none to report.
+    ///
+    /// ```
+    /// use forge::nn::OutputShape;
+    /// let out = forge::Tensor::<f32>::from_vec(vec![1.5, 2.0], &[2]);
+    /// assert_eq!(out.output_values().unwrap().to_vec(), vec![1.5, 2.0]);
+    /// ```
+    fn output_values(&self) -> Option<Tensor<f64>> {
+        None
+    }
 }
 
 impl<T: Element> OutputShape for Tensor<T> {
     fn output_shape(&self) -> &[usize] {
         self.shape()
+    }
+    fn output_values(&self) -> Option<Tensor<f64>> {
+        Some(self.cast::<f64>())
     }
 }
 
@@ -54,11 +70,17 @@ impl<A: OutputShape, B> OutputShape for (A, B) {
     fn output_shape(&self) -> &[usize] {
         self.0.output_shape()
     }
+    fn output_values(&self) -> Option<Tensor<f64>> {
+        self.0.output_values()
+    }
 }
 
 impl<A: OutputShape, B, C> OutputShape for (A, B, C) {
     fn output_shape(&self) -> &[usize] {
         self.0.output_shape()
+    }
+    fn output_values(&self) -> Option<Tensor<f64>> {
+        self.0.output_values()
     }
 }
 
@@ -67,11 +89,16 @@ struct Record {
     address: usize,
     type_name: &'static str,
     shape: Vec<usize>,
+    /// The output's values, when [`capture_outputs`] asked for them.
+    values: Option<Tensor<f64>>,
 }
 
 thread_local! {
-    /// Whether a `summary` is running its forward pass on this thread.
+    /// Whether a `summary` (or [`capture_outputs`]) is running its forward
+    /// pass on this thread.
     static RECORDING: Cell<bool> = const { Cell::new(false) };
+    /// Whether the records keep the outputs' values ([`capture_outputs`]).
+    static KEEP_VALUES: Cell<bool> = const { Cell::new(false) };
     /// The outputs noted by that pass, in call order.
     static RECORDS: RefCell<Vec<Record>> = const { RefCell::new(Vec::new()) };
 }
@@ -115,6 +142,11 @@ pub fn record_output<L: ?Sized, Y: OutputShape>(layer: &L, output: Y) -> Y {
             address: address_of(layer),
             type_name: std::any::type_name::<L>(),
             shape: output.output_shape().to_vec(),
+            values: if KEEP_VALUES.with(Cell::get) {
+                output.output_values()
+            } else {
+                None
+            },
         };
         RECORDS.with(|r| r.borrow_mut().push(record));
     }
@@ -141,12 +173,13 @@ pub(crate) fn record_last_as<L: ?Sized>(layer: &L, mark: usize, last: (usize, &'
             .iter()
             .rev()
             .find(|rec| (rec.address, rec.type_name) == last)
-            .map(|rec| rec.shape.clone());
-        if let Some(shape) = found {
+            .map(|rec| (rec.shape.clone(), rec.values.clone()));
+        if let Some((shape, values)) = found {
             records.push(Record {
                 address: address_of(layer),
                 type_name: std::any::type_name::<L>(),
                 shape,
+                values,
             });
         }
     });
@@ -171,8 +204,78 @@ impl Recording {
 impl Drop for Recording {
     fn drop(&mut self) {
         RECORDING.with(|c| c.set(false));
+        KEEP_VALUES.with(|c| c.set(false));
         RECORDS.with(|r| r.borrow_mut().clear());
     }
+}
+
+/// Every sublayer's (and the model's, path `""`) path, address and full
+/// type name, in traversal order.
+fn layer_keys<E: Float, L: Layer<E> + ?Sized>(model: &L) -> Vec<(String, usize, &'static str)> {
+    struct Keys<E> {
+        keys: Vec<(String, usize, &'static str)>,
+        _e: std::marker::PhantomData<E>,
+    }
+    impl<E: Float> TensorVisitor<E> for Keys<E> {
+        fn visit(&mut self, _: &str, _: &Tensor<E>, _: TensorKind) {}
+        fn visit_layer(&mut self, path: &str, type_name: &'static str) {
+            self.visit_layer_at(path, type_name, 0)
+        }
+        fn visit_layer_at(&mut self, path: &str, type_name: &'static str, address: usize) {
+            self.keys.push((path.to_string(), address, type_name));
+        }
+    }
+    let mut v = Keys {
+        keys: vec![(String::new(), address_of(model), std::any::type_name::<L>())],
+        _e: std::marker::PhantomData,
+    };
+    model.visit_tensors(&mut v);
+    v.keys
+}
+
+/// Runs `f` (a forward pass of `model`, and whatever else) with the
+/// recorder on, keeping the values of every output reported through
+/// [`record_output`]; returns `f`'s value and, in call order, each output
+/// of a layer of `model` under its path (`""` for the model itself; a
+/// layer's second call is `path#1`, its third `path#2`, ...). Outputs of
+/// layers that are not part of `model` (made inside a `forward`) are left
+/// out.
+pub(crate) fn capture_outputs<E: Float, L: Layer<E> + ?Sized, R>(
+    model: &L,
+    f: impl FnOnce() -> R,
+) -> (R, Vec<(String, Tensor<f64>)>) {
+    let keys = layer_keys(model);
+    let recording = Recording::start();
+    KEEP_VALUES.with(|c| c.set(true));
+    let r = f();
+    let records = recording.take();
+    drop(recording);
+    // The n-th record of a key goes to the (n mod k)-th of the k layers
+    // with that key (zero-sized layers of one type may share an address),
+    // as call n / k of it.
+    let mut seen = std::collections::HashMap::<(usize, &'static str), usize>::new();
+    let mut out = Vec::new();
+    for rec in records {
+        let key = (rec.address, rec.type_name);
+        let paths: Vec<&str> = keys
+            .iter()
+            .filter(|(_, a, t)| (*a, *t) == key)
+            .map(|(p, _, _)| p.as_str())
+            .collect();
+        let (Some(values), false) = (rec.values, paths.is_empty()) else {
+            continue;
+        };
+        let n = seen.entry(key).or_insert(0);
+        let (path, call) = (paths[*n % paths.len()], *n / paths.len());
+        *n += 1;
+        let name = if call == 0 {
+            path.to_string()
+        } else {
+            format!("{path}#{call}")
+        };
+        out.push((name, values));
+    }
+    (r, out)
 }
 
 /// The key (address, full type name) under which `value` records its

@@ -92,7 +92,7 @@ impl TransformerConfig {
 /// Panics unless `x` is 3-D with `d_model` features.
 fn check_input<E: Float>(layer: &str, what: &str, attn: &MultiheadAttention<E>, x: &Tensor<E>) {
     let e = attn.embed_dim();
-    assert!(
+    shape_assert!(
         x.rank() == 3 && x.dim(2) == e,
         "{layer}(d_model {e}): expected {what} of shape {}, got {:?}",
         if attn.batch_first {

@@ -123,7 +123,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let w = if n == 1 {
             weight.view(&[1])
         } else {
-            assert!(
+            shape_assert!(
                 self.rank() >= 2 && self.shape()[1] == n,
                 "prelu: weight of shape {:?} for input of shape {:?} (need 1 or one per channel, dimension 1)",
                 weight.shape(),
@@ -160,7 +160,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// assert!((y[1] - 2.0 * ((-0.5f64).exp() - 1.0)).abs() < 1e-15);
     /// ```
     pub fn celu(&self, alpha: f64) -> Self {
-        assert!(alpha != 0.0, "celu: alpha must not be 0");
+        shape_assert!(alpha != 0.0, "celu: alpha must not be 0");
         self.mul_scalar(E::from_f64(1.0 / alpha))
             .elu(1.0)
             .mul_scalar(E::from_f64(alpha))
@@ -180,7 +180,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     pub fn glu(&self, dim: isize) -> Self {
         let axis = crate::base::norm_axis("glu", dim, self.rank());
         let n = self.shape()[axis];
-        assert!(
+        shape_assert!(
             n.is_multiple_of(2),
             "glu: dimension {dim} of shape {:?} has odd size {n}",
             self.shape()

@@ -36,7 +36,7 @@ fn sdpa_mask<D: Device>(
     let terms = match attn_mask {
         Some(m) => {
             let term = MaskTerm::broadcast(m, scores, false).unwrap_or_else(|| {
-                panic!(
+                shape_panic!(
                     "{op}: attn_mask of shape {:?} does not broadcast to the scores' shape {scores:?}",
                     m.shape()
                 )
@@ -53,14 +53,14 @@ fn sdpa_mask<D: Device>(
 
 fn check_qkv<E: Float, D: Device>(q: &Tensor<E, D>, k: &Tensor<E, D>, v: &Tensor<E, D>) {
     let op = "scaled_dot_product_attention";
-    assert!(
+    shape_assert!(
         q.rank() >= 2 && k.rank() >= 2 && v.rank() >= 2,
         "{op}: q, k, v need rank >= 2, got shapes {:?}, {:?}, {:?}",
         q.shape(),
         k.shape(),
         v.shape()
     );
-    assert!(
+    shape_assert!(
         q.dim(-1) == k.dim(-1) && k.dim(-2) == v.dim(-2),
         "{op}: q {:?}, k {:?}, v {:?}: q and k need the same last dimension and k and v the same sequence length",
         q.shape(),
@@ -104,7 +104,7 @@ pub fn scaled_dot_product_attention<E: Float, D: Device>(
     check_qkv(q, k, v);
     let lead = broadcast_shapes(&q.shape()[..q.rank() - 2], &k.shape()[..k.rank() - 2])
         .unwrap_or_else(|| {
-            panic!(
+            shape_panic!(
                 "scaled_dot_product_attention: the batch dimensions of q {:?} and k {:?} do not broadcast",
                 q.shape(),
                 k.shape()

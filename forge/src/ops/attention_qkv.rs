@@ -129,7 +129,7 @@ pub fn qkv_attention<E: Float, D: Device>(
     is_causal: bool,
 ) -> Tensor<E, D> {
     let shape = qkv.shape();
-    assert!(
+    shape_assert!(
         qkv.rank() == 3 && n_head > 0 && shape[2].is_multiple_of(3) && (shape[2] / 3).is_multiple_of(n_head) && shape[2] > 0,
         "qkv_attention: qkv of shape {shape:?} with {n_head} heads: expected [B, T, 3C] with C a positive multiple of the heads"
     );

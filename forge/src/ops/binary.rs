@@ -20,7 +20,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
     ) -> Tensor<O, D> {
         // No closure around the panic: it would hide the caller's line.
         let Some(shape) = broadcast_shapes(self.shape(), other.shape()) else {
-            panic!(
+            shape_panic!(
                 "{op}: shapes {:?} and {:?} cannot be broadcast together",
                 self.shape(),
                 other.shape()

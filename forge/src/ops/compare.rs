@@ -70,7 +70,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
         let mut data = vec![E::ZERO; idx.numel() * classes];
         for (row, &c) in idx.as_slice().iter().enumerate() {
             if c < 0 || c as u64 >= classes as u64 {
-                panic!("one_hot: index {c} is out of range for {classes} classes");
+                shape_panic!("one_hot: index {c} is out of range for {classes} classes");
             }
             data[row * classes + c as usize] = E::ONE;
         }

@@ -90,8 +90,8 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     #[track_caller]
     pub fn split(&self, size: usize, axis: isize) -> Vec<Self> {
-        assert!(size > 0, "split: piece size must be positive");
-        assert!(self.rank() > 0, "split: cannot split a 0-d tensor");
+        shape_assert!(size > 0, "split: piece size must be positive");
+        shape_assert!(self.rank() > 0, "split: cannot split a 0-d tensor");
         let n = self.shape()[norm_axis("split", axis, self.rank())];
         let mut sizes = vec![size; n / size];
         if !n.is_multiple_of(size) || n == 0 {
@@ -112,9 +112,9 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     #[track_caller]
     pub fn split_sizes(&self, sizes: &[usize], axis: isize) -> Vec<Self> {
-        assert!(self.rank() > 0, "split_sizes: cannot split a 0-d tensor");
+        shape_assert!(self.rank() > 0, "split_sizes: cannot split a 0-d tensor");
         let n = self.shape()[norm_axis("split_sizes", axis, self.rank())];
-        assert!(
+        shape_assert!(
             sizes.iter().sum::<usize>() == n,
             "split_sizes: sizes {sizes:?} do not add up to size {n} of dimension {axis} (shape {:?})",
             self.shape()
@@ -144,8 +144,8 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     #[track_caller]
     pub fn chunk(&self, n: usize, axis: isize) -> Vec<Self> {
-        assert!(n > 0, "chunk: number of chunks must be positive");
-        assert!(self.rank() > 0, "chunk: cannot split a 0-d tensor");
+        shape_assert!(n > 0, "chunk: number of chunks must be positive");
+        shape_assert!(self.rank() > 0, "chunk: cannot split a 0-d tensor");
         let d = self.shape()[norm_axis("chunk", axis, self.rank())];
         self.split(d.div_ceil(n).max(1), axis)
     }

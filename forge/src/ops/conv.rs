@@ -23,25 +23,25 @@ use crate::tensor::{Device, Float, Tensor};
 
 fn dims4(op: &str, what: &str, t: &[usize], layout: &str) -> [usize; 4] {
     t.try_into().unwrap_or_else(|_| {
-        panic!("{op}: {what} {t:?} must be 4-d {layout}");
+        shape_panic!("{op}: {what} {t:?} must be 4-d {layout}");
     })
 }
 
 fn check_params(op: &str, stride: [usize; 2], dilation: [usize; 2], groups: usize) {
-    assert!(
+    shape_assert!(
         !stride.contains(&0),
         "{op}: stride {stride:?} must be positive"
     );
-    assert!(
+    shape_assert!(
         !dilation.contains(&0),
         "{op}: dilation {dilation:?} must be positive"
     );
-    assert!(groups > 0, "{op}: groups must be positive");
+    shape_assert!(groups > 0, "{op}: groups must be positive");
 }
 
 fn check_bias(op: &str, bias: Option<&[usize]>, channels: usize) {
     if let Some(b) = bias {
-        assert!(
+        shape_assert!(
             b == [channels],
             "{op}: bias {b:?} must have shape [{channels}] (one value per output channel)"
         );
@@ -82,7 +82,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let x = dims4(op, "input", self.shape(), "[N, C, H, W]");
         let w = dims4(op, "weight", weight.shape(), "[O, C/groups, kh, kw]");
         check_params(op, stride, dilation, groups);
-        assert!(
+        shape_assert!(
             x[1] == w[1] * groups,
             "{op}: input {:?} has {} channels, weight {:?} expects {} (groups {groups})",
             self.shape(),
@@ -90,7 +90,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
             weight.shape(),
             w[1] * groups
         );
-        assert!(
+        shape_assert!(
             w[0] / groups * groups == w[0],
             "{op}: weight {:?} has {} output channels, not divisible by groups {groups}",
             weight.shape(),
@@ -100,7 +100,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let geom = ConvGeom::new(x, w, stride, padding, dilation, groups)
             .filter(|_| w[2] > 0 && w[3] > 0)
             .unwrap_or_else(|| {
-                panic!(
+                shape_panic!(
                     "{op}: input {:?} padded by {padding:?} is smaller than weight {:?} dilated by {dilation:?}",
                     self.shape(),
                     weight.shape()
@@ -135,20 +135,20 @@ impl<E: Float, D: Device> Tensor<E, D> {
     ) -> Self {
         let op = "conv1d";
         let (xs, ws) = (self.shape(), weight.shape());
-        assert!(xs.len() == 3, "conv1d: input {xs:?} must be 3-d [N, C, L]");
-        assert!(
+        shape_assert!(xs.len() == 3, "conv1d: input {xs:?} must be 3-d [N, C, L]");
+        shape_assert!(
             ws.len() == 3,
             "conv1d: weight {ws:?} must be 3-d [O, C/groups, k]"
         );
         check_params(op, [stride, 1], [dilation, 1], groups);
-        assert!(
+        shape_assert!(
             xs[1] == ws[1] * groups,
             "{op}: input {xs:?} has {} channels, weight {ws:?} expects {} (groups {groups})",
             xs[1],
             ws[1] * groups
         );
         check_bias(op, bias.map(|b| b.shape()), ws[0]);
-        assert!(
+        shape_assert!(
             xs[2] + 2 * padding > dilation * (ws[2].max(1) - 1) && ws[2] > 0,
             "{op}: input {xs:?} padded by {padding} is smaller than weight {ws:?} dilated by {dilation}"
         );
@@ -199,7 +199,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let x = dims4(op, "input", self.shape(), "[N, C_in, H, W]");
         let w = dims4(op, "weight", weight.shape(), "[C_in, C_out/groups, kh, kw]");
         check_params(op, stride, dilation, groups);
-        assert!(
+        shape_assert!(
             x[1] == w[0],
             "{op}: input {:?} has {} channels, weight {:?} expects {} (groups {groups})",
             self.shape(),
@@ -207,14 +207,14 @@ impl<E: Float, D: Device> Tensor<E, D> {
             weight.shape(),
             w[0]
         );
-        assert!(
+        shape_assert!(
             w[0] / groups * groups == w[0],
             "{op}: weight {:?} has {} input channels, not divisible by groups {groups}",
             weight.shape(),
             w[0]
         );
         for a in 0..2 {
-            assert!(
+            shape_assert!(
                 output_padding[a] < stride[a].max(dilation[a]),
                 "{op}: output_padding {output_padding:?} must be smaller than stride {stride:?} or dilation {dilation:?}"
             );
@@ -228,7 +228,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
             .checked_sub(2 * padding[a])
             .filter(|&v| v > 0 && x[2 + a] > 0 && w[2 + a] > 0)
             .unwrap_or_else(|| {
-                panic!(
+                shape_panic!(
                     "{op}: input {:?} with weight {:?}, stride {stride:?}, padding {padding:?} gives an empty output",
                     self.shape(),
                     weight.shape()

@@ -23,7 +23,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     #[track_caller]
     pub fn dropout(&self, p: f64, training: bool, rng: &mut Rng) -> Self {
-        assert!(
+        shape_assert!(
             (0.0..=1.0).contains(&p),
             "dropout: probability {p} is outside [0, 1]"
         );

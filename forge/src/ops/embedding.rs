@@ -95,20 +95,20 @@ pub fn embedding<E: Float, D: Device>(
     indices: &Tensor<i64, D>,
     padding_idx: Option<usize>,
 ) -> Tensor<E, D> {
-    assert!(
+    shape_assert!(
         weight.rank() == 2,
         "embedding: weight must be 2-D (num_embeddings, dim), got shape {:?}",
         weight.shape()
     );
     let n = weight.shape()[0];
     if let Some(p) = padding_idx {
-        assert!(
+        shape_assert!(
             p < n,
             "embedding: padding_idx {p} is out of range for {n} embeddings"
         );
     }
     for &i in indices.as_slice() {
-        assert!(
+        shape_assert!(
             (0..n as i64).contains(&i),
             "embedding: index {i} is out of range for {n} embeddings (weight shape {:?})",
             weight.shape()

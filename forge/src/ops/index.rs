@@ -98,7 +98,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
         if let Some(d) = want.get_mut(a) {
             *d = idx.numel();
         }
-        assert!(
+        shape_assert!(
             idx.rank() <= 1 && self.rank() > 0 && src.shape() == want.as_slice(),
             "index_add: input {:?}, index {:?} and source {:?} do not fit along axis {axis}",
             self.shape(),
@@ -142,7 +142,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let fits = idx.rank() == self.rank()
             && self.rank() > 0
             && (0..self.rank()).all(|d| d == a || idx.shape()[d] <= self.shape[d]);
-        assert!(
+        shape_assert!(
             fits,
             "gather: index of shape {:?} does not fit input of shape {:?} along axis {axis}",
             idx.shape(),
@@ -189,7 +189,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
             && (0..r).all(|d| {
                 idx.shape()[d] <= src.shape()[d] && (d == a || idx.shape()[d] <= self.shape[d])
             });
-        assert!(
+        shape_assert!(
             fits,
             "scatter_add: input {:?}, index {:?} and source {:?} do not fit along axis {axis}",
             self.shape(),
@@ -242,7 +242,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     #[track_caller]
     pub fn masked_fill(&self, mask: &Tensor<bool, D>, value: f64) -> Self {
-        assert!(
+        shape_assert!(
             broadcast_shapes(mask.shape(), self.shape()).as_deref() == Some(self.shape()),
             "masked_fill: mask of shape {:?} does not broadcast to shape {:?}",
             mask.shape(),
@@ -283,7 +283,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let shape = broadcast_shapes(a.shape(), b.shape())
             .and_then(|s| broadcast_shapes(cond.shape(), &s))
             .unwrap_or_else(|| {
-                panic!(
+                shape_panic!(
                     "where_cond: condition {:?}, a {:?} and b {:?} cannot be broadcast together",
                     cond.shape(),
                     a.shape(),

@@ -185,27 +185,27 @@ impl Interpolate {
 #[track_caller]
 fn plan_sizes(shape: &[usize], o: &Interpolate) -> (Vec<usize>, Vec<Option<f64>>) {
     let rank = shape.len();
-    assert!(
+    shape_assert!(
         (3..=5).contains(&rank),
         "interpolate: expected an input [N, C, *spatial] with 1 to 3 spatial dimensions, got shape {shape:?}"
     );
     let k = rank - 2;
     if let Some(want) = o.mode.spatial_dims() {
-        assert!(
+        shape_assert!(
             want == k,
             "interpolate: mode {:?} needs a {}-d input, got shape {shape:?}",
             o.mode.name(),
             want + 2
         );
     }
-    assert!(
+    shape_assert!(
         o.mode.interpolating() || o.align_corners.is_none(),
         "interpolate: align_corners can only be set with the interpolating modes \
          (linear, bilinear, bicubic, trilinear), not {:?}",
         o.mode.name()
     );
     let spread = |n: usize, what: &str| {
-        assert!(
+        shape_assert!(
             n == 1 || n == k,
             "interpolate: {n} values of {what} for {k} spatial dimensions of shape {shape:?}"
         );
@@ -214,7 +214,7 @@ fn plan_sizes(shape: &[usize], o: &Interpolate) -> (Vec<usize>, Vec<Option<f64>>
         (Some(size), None) => {
             spread(size.len(), "size");
             let out: Vec<usize> = (0..k).map(|i| size[i.min(size.len() - 1)]).collect();
-            assert!(
+            shape_assert!(
                 out.iter().all(|&s| s > 0),
                 "interpolate: output size {out:?} for shape {shape:?} has a zero"
             );
@@ -225,7 +225,7 @@ fn plan_sizes(shape: &[usize], o: &Interpolate) -> (Vec<usize>, Vec<Option<f64>>
             let f: Vec<f64> = (0..k).map(|i| f[i.min(f.len() - 1)]).collect();
             let out: Vec<usize> = (0..k)
                 .map(|i| {
-                    assert!(
+                    shape_assert!(
                         f[i] > 0.0 && f[i].is_finite(),
                         "interpolate: scale_factor {} must be positive and finite",
                         f[i]
@@ -233,15 +233,16 @@ fn plan_sizes(shape: &[usize], o: &Interpolate) -> (Vec<usize>, Vec<Option<f64>>
                     (shape[i + 2] as f64 * f[i]).floor() as usize
                 })
                 .collect();
-            assert!(
+            shape_assert!(
                 out.iter().all(|&s| s > 0),
                 "interpolate: scale_factor {f:?} gives an empty output for shape {shape:?}"
             );
             (out, f.into_iter().map(Some).collect())
         }
-        _ => panic!(
+        _ => shape_panic!(
             "interpolate: give exactly one of size ({:?}) and scale_factor ({:?})",
-            o.size, o.scale_factor
+            o.size,
+            o.scale_factor
         ),
     }
 }

@@ -83,7 +83,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let mut axes = norm_axes("flip", dims, self.rank());
         axes.sort_unstable();
         axes.dedup();
-        assert!(
+        shape_assert!(
             axes.len() == dims.len(),
             "flip: repeated axis in {dims:?} for shape {:?}",
             self.shape()
@@ -114,7 +114,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     #[track_caller]
     pub fn repeat(&self, reps: &[usize]) -> Self {
-        assert!(
+        shape_assert!(
             reps.len() >= self.rank(),
             "repeat: {} repeat counts {reps:?} for a tensor of shape {:?} (need at least {})",
             reps.len(),
@@ -149,7 +149,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     #[track_caller]
     pub fn pad(&self, pads: &[(usize, usize)], value: f64) -> Self {
         let rank = self.rank();
-        assert!(
+        shape_assert!(
             pads.len() <= rank,
             "pad: {} pairs {pads:?} for a tensor of shape {:?}",
             pads.len(),
@@ -206,7 +206,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// `drop(i, j)`; the gradient is zero there too.
     #[track_caller]
     fn triangle(&self, op: &str, drop: impl Fn(isize, isize) -> bool) -> Self {
-        assert!(
+        shape_assert!(
             self.rank() >= 2,
             "{op}: tensor of shape {:?} has rank below 2",
             self.shape()
@@ -237,7 +237,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let rank = self.rank();
         let a = norm_axis("diagonal", dim1, rank);
         let b = norm_axis("diagonal", dim2, rank);
-        assert!(
+        shape_assert!(
             a != b && rank >= 2,
             "diagonal: dimensions {dim1} and {dim2} of shape {:?} must be two different axes",
             self.shape()

@@ -16,7 +16,7 @@ use crate::tensor::{numel, Device, Element, Tensor};
 
 #[track_caller]
 fn with_shape<E: Element, D: Device>(t: &Tensor<E, D>, shape: &[usize]) -> Tensor<E, D> {
-    assert!(
+    shape_assert!(
         numel(shape) == t.numel(),
         "view: cannot view shape {:?} as {:?}",
         t.shape(),

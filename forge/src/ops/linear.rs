@@ -33,7 +33,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     #[track_caller]
     pub fn linear(&self, weight: &Self, bias: Option<&Self>) -> Self {
-        assert!(
+        shape_assert!(
             self.rank() >= 1
                 && weight.rank() == 2
                 && self.shape()[self.rank() - 1] == weight.shape()[1],
@@ -43,7 +43,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
         );
         let (out_f, in_f) = (weight.shape()[0], weight.shape()[1]);
         if let Some(b) = bias {
-            assert!(
+            shape_assert!(
                 b.shape() == [out_f],
                 "linear: bias {:?} for weight {:?}: expected [{out_f}]",
                 b.shape(),

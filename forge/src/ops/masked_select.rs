@@ -23,7 +23,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     #[track_caller]
     pub fn masked_select(&self, mask: &Tensor<bool, D>) -> Self {
         let shape = broadcast_shapes(self.shape(), mask.shape()).unwrap_or_else(|| {
-            panic!(
+            shape_panic!(
                 "masked_select: input of shape {:?} and mask of shape {:?} cannot be broadcast together",
                 self.shape(),
                 mask.shape()

@@ -25,7 +25,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     #[track_caller]
     pub fn matmul(&self, other: &Self) -> Self {
         let (ra, rb) = (self.rank(), other.rank());
-        assert!(
+        shape_assert!(
             ra >= 1 && rb >= 1,
             "matmul: {:?} x {:?}: both operands need at least one dimension",
             self.shape(),
@@ -80,7 +80,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     #[track_caller]
     pub(crate) fn bmm_ex(&self, other: &Self, ta: bool, tb: bool, op: &str) -> Self {
         let (a, b) = (self, other);
-        assert!(
+        shape_assert!(
             a.rank() >= 2 && b.rank() >= 2,
             "{op}: {:?} x {:?}: operands need rank 2 or more",
             a.shape(),
@@ -90,7 +90,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let (br, bc) = (b.shape[b.rank() - 2], b.shape[b.rank() - 1]);
         let (m, k) = if ta { (ac, ar) } else { (ar, ac) };
         let (k2, n) = if tb { (bc, br) } else { (br, bc) };
-        assert!(
+        shape_assert!(
             k == k2,
             "{op}: {:?} x {:?}: inner dimensions {k} and {k2} differ",
             a.shape(),
@@ -110,7 +110,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
         }
         let (ba, bb) = (&a.shape[..a.rank() - 2], &b.shape[..b.rank() - 2]);
         let batch = broadcast_shapes(ba, bb).unwrap_or_else(|| {
-            panic!(
+            shape_panic!(
                 "{op}: {:?} x {:?}: batch dimensions cannot be broadcast",
                 a.shape(),
                 b.shape()

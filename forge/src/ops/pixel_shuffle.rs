@@ -32,7 +32,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     pub fn pixel_shuffle(&self, upscale_factor: usize) -> Self {
         let r = upscale_factor;
         let s = self.shape();
-        assert!(
+        shape_assert!(
             s.len() >= 3 && r > 0 && s[s.len() - 3].is_multiple_of(r * r),
             "pixel_shuffle: input of shape {s:?} with upscale_factor {r} \
              (need [*, C*r^2, H, W])"
@@ -68,7 +68,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     pub fn pixel_unshuffle(&self, downscale_factor: usize) -> Self {
         let r = downscale_factor;
         let s = self.shape();
-        assert!(
+        shape_assert!(
             s.len() >= 3
                 && r > 0
                 && s[s.len() - 2].is_multiple_of(r)

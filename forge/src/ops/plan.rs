@@ -24,7 +24,7 @@ pub(crate) fn reshape(from: &[usize], to: &[isize]) -> Vec<usize> {
         .map(|&d| d as usize)
         .product();
     let unknown = to.iter().filter(|&&d| d < 0).count();
-    assert!(unknown <= 1, "reshape: more than one -1 in {to:?}");
+    shape_assert!(unknown <= 1, "reshape: more than one -1 in {to:?}");
     let shape: Vec<usize> = to
         .iter()
         .map(|&d| {
@@ -35,7 +35,7 @@ pub(crate) fn reshape(from: &[usize], to: &[isize]) -> Vec<usize> {
             }
         })
         .collect();
-    assert!(
+    shape_assert!(
         numel(&shape) == n,
         "reshape: cannot view shape {from:?} ({n} elements) as {to:?}"
     );
@@ -57,7 +57,7 @@ pub(crate) fn squeeze(shape: &[usize], axis: isize) -> Vec<usize> {
 #[track_caller]
 pub(crate) fn unsqueeze(shape: &[usize], axis: isize) -> Vec<usize> {
     let r = shape.len() as isize;
-    assert!(
+    shape_assert!(
         (-r - 1..=r).contains(&axis),
         "unsqueeze: axis {axis} is out of range {}..={r} for a tensor of rank {r}",
         -r - 1
@@ -76,7 +76,7 @@ pub(crate) fn flatten(shape: &[usize], start: isize, end: isize) -> Vec<usize> {
     }
     let s = norm_axis("flatten", start, shape.len());
     let e = norm_axis("flatten", end, shape.len());
-    assert!(
+    shape_assert!(
         s <= e,
         "flatten: start axis {start} comes after end axis {end} for shape {shape:?}"
     );
@@ -89,7 +89,7 @@ pub(crate) fn flatten(shape: &[usize], start: isize, end: isize) -> Vec<usize> {
 /// Checks that `from` broadcasts to `to` (for `expand`).
 #[track_caller]
 pub(crate) fn check_expand(from: &[usize], to: &[usize]) {
-    assert!(
+    shape_assert!(
         broadcast_shapes(from, to).as_deref() == Some(to),
         "expand: shape {from:?} cannot be broadcast to {to:?}"
     );
@@ -104,7 +104,7 @@ pub(crate) fn permute(shape: &[usize], dims: &[isize]) -> (View, Vec<isize>) {
     for &d in &p {
         seen[d] = true;
     }
-    assert!(
+    shape_assert!(
         p.len() == rank && seen.iter().all(|&s| s),
         "permute: {dims:?} is not a permutation of the axes of shape {shape:?}"
     );
@@ -143,9 +143,9 @@ pub(crate) fn slice(
     end: isize,
     step: usize,
 ) -> Option<View> {
-    assert!(!shape.is_empty(), "slice: cannot slice a 0-d tensor");
+    shape_assert!(!shape.is_empty(), "slice: cannot slice a 0-d tensor");
     let a = norm_axis("slice", axis, shape.len());
-    assert!(
+    shape_assert!(
         step > 0,
         "slice: step must be positive (axis {axis} of shape {shape:?})"
     );
@@ -173,7 +173,7 @@ pub(crate) fn slice(
 pub(crate) fn check_narrow(shape: &[usize], axis: isize, start: usize, len: usize) -> usize {
     let a = norm_axis("narrow", axis, shape.len());
     let n = shape.get(a).copied().unwrap_or(1);
-    assert!(
+    shape_assert!(
         start.checked_add(len).is_some_and(|e| e <= n),
         "narrow: start {start} + length {len} exceeds size {n} of dimension {axis} (shape {shape:?})"
     );
@@ -187,7 +187,7 @@ pub(crate) fn indices(op: &str, idx: &[i64], axis: usize, size: usize) -> Vec<us
     let mut out = Vec::with_capacity(idx.len());
     for &i in idx {
         if i < 0 || i as u64 >= size as u64 {
-            panic!("{op}: index {i} is out of range for dimension {axis} of size {size}");
+            shape_panic!("{op}: index {i} is out of range for dimension {axis} of size {size}");
         }
         out.push(i as usize);
     }
@@ -204,7 +204,7 @@ pub(crate) fn index_select(
     idx: &[i64],
 ) -> (usize, Vec<usize>, Vec<usize>) {
     let a = norm_axis("index_select", axis, shape.len());
-    assert!(
+    shape_assert!(
         idx_shape.len() <= 1 && !shape.is_empty(),
         "index_select: index of shape {idx_shape:?} must be 1-d (input shape {shape:?})"
     );
@@ -217,14 +217,14 @@ pub(crate) fn index_select(
 /// Checks the shapes given to `cat` and returns the axis.
 #[track_caller]
 pub(crate) fn check_cat(shapes: &[&[usize]], axis: isize) -> usize {
-    assert!(!shapes.is_empty(), "cat: no tensors to concatenate");
+    shape_assert!(!shapes.is_empty(), "cat: no tensors to concatenate");
     let first = shapes[0];
     let rank = first.len();
-    assert!(rank > 0, "cat: cannot concatenate 0-d tensors");
+    shape_assert!(rank > 0, "cat: cannot concatenate 0-d tensors");
     let a = norm_axis("cat", axis, rank);
     for s in shapes {
         let fits = s.len() == rank && (0..rank).all(|d| d == a || s[d] == first[d]);
-        assert!(
+        shape_assert!(
             fits,
             "cat: shapes {first:?} and {s:?} differ outside axis {axis}"
         );
@@ -235,9 +235,9 @@ pub(crate) fn check_cat(shapes: &[&[usize]], axis: isize) -> usize {
 /// Checks the shapes given to `stack` and returns the new axis.
 #[track_caller]
 pub(crate) fn check_stack(shapes: &[&[usize]], axis: isize) -> isize {
-    assert!(!shapes.is_empty(), "stack: no tensors to stack");
+    shape_assert!(!shapes.is_empty(), "stack: no tensors to stack");
     for s in shapes {
-        assert!(
+        shape_assert!(
             *s == shapes[0],
             "stack: shapes {:?} and {s:?} differ",
             shapes[0]

@@ -109,22 +109,22 @@ fn check_sliding(op: &str, shape: &[usize], rank: usize, kernel: &[usize], strid
     } else {
         "[N, C, L]"
     };
-    assert!(
+    shape_assert!(
         shape.len() == rank,
         "{op}: input {shape:?} must be {rank}-d {layout}"
     );
-    assert!(
+    shape_assert!(
         !kernel.contains(&0),
         "{op}: kernel {kernel:?} must be positive"
     );
-    assert!(
+    shape_assert!(
         !stride.contains(&0),
         "{op}: stride {stride:?} must be positive"
     );
 }
 
 fn check_padding(op: &str, kernel: &[usize], padding: &[usize]) {
-    assert!(
+    shape_assert!(
         kernel.iter().zip(padding).all(|(&k, &p)| 2 * p <= k),
         "{op}: padding {padding:?} must be at most half the kernel {kernel:?}"
     );
@@ -142,9 +142,9 @@ fn windows(
     PoolWindows::sliding_with([shape[2], shape[3]], kernel, stride, padding, dilation, ceil_mode)
         .unwrap_or_else(|| {
             if dilation == [1, 1] {
-                panic!("{op}: input {shape:?} padded by {padding:?} is smaller than the kernel {kernel:?}")
+                shape_panic!("{op}: input {shape:?} padded by {padding:?} is smaller than the kernel {kernel:?}")
             }
-            panic!(
+            shape_panic!(
                 "{op}: input {shape:?} padded by {padding:?} is smaller than the kernel {kernel:?} dilated by {dilation:?}"
             )
         })
@@ -248,7 +248,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     ) -> Self {
         let op = "max_pool2d";
         check_sliding(op, self.shape(), 4, &kernel, &stride);
-        assert!(
+        shape_assert!(
             !dilation.contains(&0),
             "{op}: dilation {dilation:?} must be positive"
         );
@@ -324,7 +324,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let op = "avg_pool2d";
         check_sliding(op, self.shape(), 4, &kernel, &stride);
         check_padding(op, &kernel, &padding);
-        assert!(
+        shape_assert!(
             divisor_override != Some(0),
             "{op}: divisor_override must be positive"
         );
@@ -398,7 +398,11 @@ impl<E: Float, D: Device> Tensor<E, D> {
         check_padding(op, &[kernel], &[padding]);
         let s = self.shape();
         PoolWindows::sliding([1, s[2]], [1, kernel], [1, stride], [0, padding]).unwrap_or_else(
-            || panic!("{op}: input {s:?} padded by {padding} is smaller than the kernel {kernel}"),
+            || {
+                shape_panic!(
+                    "{op}: input {s:?} padded by {padding} is smaller than the kernel {kernel}"
+                )
+            },
         );
         self.as_2d(|x| x.max_pool2d([1, kernel], [1, stride], [0, padding]))
     }
@@ -427,7 +431,11 @@ impl<E: Float, D: Device> Tensor<E, D> {
         check_padding(op, &[kernel], &[padding]);
         let s = self.shape();
         PoolWindows::sliding([1, s[2]], [1, kernel], [1, stride], [0, padding]).unwrap_or_else(
-            || panic!("{op}: input {s:?} padded by {padding} is smaller than the kernel {kernel}"),
+            || {
+                shape_panic!(
+                    "{op}: input {s:?} padded by {padding} is smaller than the kernel {kernel}"
+                )
+            },
         );
         self.as_2d(|x| x.avg_pool2d([1, kernel], [1, stride], [0, padding], count_include_pad))
     }
@@ -473,15 +481,15 @@ fn adaptive_windows(op: &str, shape: &[usize], rank: usize, output: &[usize]) ->
     } else {
         "[N, C, L]"
     };
-    assert!(
+    shape_assert!(
         shape.len() == rank,
         "{op}: input {shape:?} must be {rank}-d {layout}"
     );
-    assert!(
+    shape_assert!(
         !output.contains(&0),
         "{op}: output size {output:?} must be positive"
     );
-    assert!(
+    shape_assert!(
         !shape[2..].contains(&0),
         "{op}: input {shape:?} has an empty spatial dimension"
     );

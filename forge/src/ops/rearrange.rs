@@ -26,7 +26,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     #[track_caller]
     pub fn roll(&self, shifts: &[isize], dims: &[isize]) -> Self {
         if dims.is_empty() {
-            assert!(
+            shape_assert!(
                 shifts.len() == 1,
                 "roll: {} shifts {shifts:?} without dims (need exactly 1)",
                 shifts.len()
@@ -36,7 +36,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
                 .roll(shifts, &[0])
                 .view(self.shape());
         }
-        assert!(
+        shape_assert!(
             shifts.len() == dims.len(),
             "roll: {} shifts {shifts:?} for {} dims {dims:?}",
             shifts.len(),
@@ -102,7 +102,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
             Some(d) => (self.clone(), norm_axis("repeat_interleave", d, self.rank())),
         };
         let n = if x.rank() == 0 { 1 } else { x.shape()[axis] };
-        assert!(
+        shape_assert!(
             repeats.len() == n,
             "repeat_interleave: {} repeat counts for dimension {dim:?} of size {n} (shape {:?})",
             repeats.len(),
@@ -133,7 +133,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     #[track_caller]
     pub fn unbind(&self, dim: isize) -> Vec<Self> {
         let axis = norm_axis("unbind", dim, self.rank());
-        assert!(
+        shape_assert!(
             self.rank() > 0,
             "unbind: a 0-d tensor has no dimension to unbind"
         );

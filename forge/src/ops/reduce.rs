@@ -14,7 +14,7 @@ pub(crate) fn reduce_axes(op: &str, dims: &[isize], rank: usize) -> Vec<usize> {
     axes.sort_unstable();
     let before = axes.len();
     axes.dedup();
-    assert!(axes.len() == before, "{op}: repeated axis in {dims:?}");
+    shape_assert!(axes.len() == before, "{op}: repeated axis in {dims:?}");
     axes
 }
 

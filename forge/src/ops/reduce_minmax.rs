@@ -60,7 +60,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let name = which.name();
         let axes = reduce_axes(name, dims, self.rank());
         for &a in &axes {
-            assert!(
+            shape_assert!(
                 self.shape[a] > 0,
                 "{name}: cannot reduce over dimension {a} of size 0 in shape {:?}",
                 self.shape()
@@ -191,7 +191,7 @@ fn tie_weights<E: Float, D: Device>(
 impl<E: Element, D: Device> Tensor<E, D> {
     #[track_caller]
     fn arg_extreme(&self, which: Extreme, op: &str) -> Tensor<i64, D> {
-        assert!(
+        shape_assert!(
             self.numel() > 0,
             "{op}: tensor of shape {:?} has no elements",
             self.shape()
@@ -214,7 +214,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
         if self.rank() == 0 {
             return Tensor::from_parts(Arc::new(vec![0]), Vec::<usize>::new().into(), None);
         }
-        assert!(
+        shape_assert!(
             self.shape[ax] > 0,
             "{op}: cannot reduce over dimension {ax} of size 0 in shape {:?}",
             self.shape()

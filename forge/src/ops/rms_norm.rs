@@ -25,13 +25,13 @@ pub fn rms_norm<E: Float, D: Device>(
     eps: Option<f64>,
 ) -> Tensor<E, D> {
     let (r, k) = (input.rank(), normalized_shape.len());
-    assert!(
+    shape_assert!(
         r >= k && &input.shape()[r - k..] == normalized_shape,
         "rms_norm: input of shape {:?} does not end with normalized_shape {normalized_shape:?}",
         input.shape()
     );
     if let Some(w) = weight {
-        assert!(
+        shape_assert!(
             w.shape() == normalized_shape,
             "rms_norm: weight of shape {:?} for normalized_shape {normalized_shape:?}",
             w.shape()

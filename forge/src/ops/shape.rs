@@ -33,7 +33,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     #[track_caller]
     pub fn view(&self, shape: &[usize]) -> Self {
-        assert!(
+        shape_assert!(
             numel(shape) == self.numel(),
             "view: cannot view shape {:?} as {:?}",
             self.shape(),
@@ -61,7 +61,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     #[track_caller]
     pub fn expand(&self, shape: &[usize]) -> Self {
-        assert!(
+        shape_assert!(
             broadcast_shapes(self.shape(), shape).as_deref() == Some(shape),
             "expand: shape {:?} cannot be broadcast to {:?}",
             self.shape(),
@@ -91,7 +91,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
         if shape == self.shape() {
             return self.clone();
         }
-        assert!(
+        shape_assert!(
             broadcast_shapes(shape, self.shape()).as_deref() == Some(self.shape()),
             "sum_to: shape {:?} does not broadcast to {:?}",
             shape,
@@ -167,7 +167,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     #[track_caller]
     pub fn t(&self) -> Self {
-        assert!(
+        shape_assert!(
             self.rank() >= 2,
             "t: tensor of shape {:?} has rank below 2",
             self.shape()

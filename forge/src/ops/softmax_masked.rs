@@ -131,7 +131,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// When the rank is below 2 or a mask term's strides do not match it.
     #[track_caller]
     pub(crate) fn softmax_masked(&self, mask: &ScoreMask<D>) -> Self {
-        assert!(
+        shape_assert!(
             self.rank() >= 2 && mask.terms.iter().all(|t| t.strides.len() == self.rank()),
             "softmax_masked: scores of shape {:?} need rank >= 2 and masks of the same rank",
             self.shape()

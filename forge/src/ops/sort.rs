@@ -143,13 +143,13 @@ impl<E: Float, D: Device> Tensor<E, D> {
         } else {
             self.shape()[axis]
         };
-        assert!(
+        shape_assert!(
             k <= len,
             "topk: k = {k} is larger than dimension {dim} of shape {:?}",
             self.shape()
         );
         if self.rank() == 0 {
-            assert!(k == 1, "topk: k = {k} for a 0-d tensor (must be 1)");
+            shape_assert!(k == 1, "topk: k = {k} for a 0-d tensor (must be 1)");
             return (self.clone(), Tensor::from_vec(vec![0], &[]));
         }
         let data = line_order(self.as_slice(), self.shape(), axis, k, largest, sorted);

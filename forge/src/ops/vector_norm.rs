@@ -31,7 +31,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     #[track_caller]
     pub fn vector_norm(&self, ord: f64, dims: &[isize], keepdim: bool) -> Self {
-        assert!(
+        shape_assert!(
             ord >= 0.0 || ord == f64::NEG_INFINITY,
             "vector_norm: ord {ord} must be >= 0, inf or -inf"
         );

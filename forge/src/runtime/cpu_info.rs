@@ -4,8 +4,11 @@ use std::fmt;
 
 /// The vector instructions forge's hand-written `f32` kernels (gemm,
 /// small convolutions, max pooling, the recurrent cells, the
-/// transcendental functions) run with on this CPU, chosen once per
-/// process. Other element types and other CPUs run portable loops.
+/// transcendental functions) run with: the CPU class. The widest this CPU
+/// has unless `FORGE_CPU_CLASS`, [`set_cpu_class`](super::set_cpu_class)
+/// or an executor ([`Executor::with_cpu_class`](super::Executor::with_cpu_class))
+/// pins a narrower one. Other element types and other CPUs run portable
+/// loops.
 ///
 /// ```
 /// use forge::runtime::Simd;
@@ -61,8 +64,8 @@ impl fmt::Display for CpuInfo {
 }
 
 /// Describes this machine's CPU: the architecture, the vector
-/// instructions the kernels use (detected once), the logical cores
-/// available and the current thread count.
+/// instructions the kernels use on the calling thread (its CPU class), the
+/// logical cores available and the current thread count.
 ///
 /// ```
 /// let c = forge::runtime::cpu_info();
@@ -78,18 +81,7 @@ pub fn cpu_info() -> CpuInfo {
     }
 }
 
-/// The kernels' own test, widest first (as the gemm, convolution and
-/// pooling kernels choose theirs).
+/// The class in force on the calling thread.
 fn detect() -> Simd {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            return Simd::Avx512;
-        }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            return Simd::Avx2Fma;
-        }
-    }
-    Simd::Portable
+    super::cpu_class()
 }

@@ -27,12 +27,95 @@
 //! ```
 
 mod cpu_info;
+mod deferred;
+mod describe;
+mod executor;
+mod flow;
 
 pub use crate::cpu::memory::{MemoryStats, Storage};
 pub use cpu_info::{cpu_info, CpuInfo, Simd};
+pub use deferred::{Deferred, Status};
+pub use describe::{describe, Description};
+pub use executor::Executor;
+pub use flow::Flow;
 
-/// The number of threads forge's kernels use. Defaults to the machine's
-/// available parallelism, or `FORGE_NUM_THREADS` when set.
+use crate::cpu::class::Class;
+
+/// The private class of a public [`Simd`].
+fn class_of(s: Simd) -> Class {
+    match s {
+        Simd::Portable => Class::Portable,
+        Simd::Avx2Fma => Class::Avx2,
+        Simd::Avx512 => Class::Avx512,
+    }
+}
+
+/// The public [`Simd`] of a private class.
+fn simd_of(c: Class) -> Simd {
+    match c {
+        Class::Portable => Simd::Portable,
+        Class::Avx2 => Simd::Avx2Fma,
+        Class::Avx512 => Simd::Avx512,
+    }
+}
+
+/// The CPU class the kernels use on the calling thread: the executor's
+/// pinned class inside one of its calls, else the process's (the widest
+/// this CPU has, unless `FORGE_CPU_CLASS` or [`set_cpu_class`] chose a
+/// narrower one).
+///
+/// ```
+/// use forge::runtime::{cpu_class, detected_cpu_class, Executor, Simd};
+/// println!("{} kernels, {} at best", cpu_class(), detected_cpu_class());
+/// let pinned = Executor::current_thread().with_cpu_class(Simd::Portable).unwrap();
+/// assert_eq!(pinned.run(cpu_class), Simd::Portable);
+/// ```
+pub fn cpu_class() -> Simd {
+    simd_of(crate::cpu::class::current())
+}
+
+/// The widest CPU class this CPU supports.
+///
+/// ```
+/// let best = forge::runtime::detected_cpu_class();
+/// println!("this CPU runs {best} kernels at best");
+/// ```
+pub fn detected_cpu_class() -> Simd {
+    simd_of(crate::cpu::class::detected())
+}
+
+/// Sets the process's CPU class (what `FORGE_CPU_CLASS` sets at start-up):
+/// calls outside every executor, and executors without a pinned class,
+/// use kernels of that class at most. Results are the same bits in every
+/// class; only speed differs.
+///
+/// # Errors
+/// [`ForgeError::Unsupported`](crate::ForgeError::Unsupported) when this
+/// CPU lacks `class` (nothing changes).
+///
+/// ```
+/// use forge::runtime::{cpu_class, set_cpu_class, Simd};
+/// let before = cpu_class();
+/// set_cpu_class(Simd::Portable).unwrap();
+/// assert_eq!(cpu_class(), Simd::Portable);
+/// set_cpu_class(before).unwrap();
+/// ```
+pub fn set_cpu_class(class: Simd) -> crate::Result<()> {
+    let c = class_of(class);
+    if c > crate::cpu::class::detected() {
+        return Err(crate::ForgeError::unsupported(
+            "CPU class",
+            format!("{class} (this CPU has {})", detected_cpu_class()),
+        ));
+    }
+    crate::cpu::class::set_process_class(c);
+    Ok(())
+}
+
+/// The number of threads forge's kernels use on the calling thread: its
+/// executor's inside an [`Executor`]'s call, else the process's (the
+/// machine's available parallelism, or `FORGE_NUM_THREADS` when set, or
+/// what [`set_num_threads`] set).
 ///
 /// ```
 /// assert!(forge::runtime::num_threads() >= 1);
@@ -45,7 +128,8 @@ pub fn num_threads() -> usize {
 /// Results do not depend on it, only speed does. It takes effect at the
 /// next kernel; the first kernel run with a new count starts that count's
 /// worker threads, which then stay for the life of the process. The count
-/// is process-wide.
+/// is the process's default executor's ([`Executor::process`]); calls
+/// inside another [`Executor`] use that executor's count.
 ///
 /// ```
 /// let before = forge::runtime::num_threads();
@@ -132,4 +216,24 @@ pub fn set_memory_ceiling(bytes: usize) {
 /// ```
 pub fn reset_high_water() {
     crate::cpu::memory::reset_high_water()
+}
+
+/// Tunes glibc's `malloc` for kernels that allocate their own scratch
+/// (the gemm's packing buffers): the mmap threshold goes to 32 MiB and the
+/// trim threshold to 512 MiB, so freed scratch stays mapped for the next
+/// call instead of being faulted in again. Returns whether the settings
+/// changed (glibc on Linux only; elsewhere nothing happens).
+///
+/// This changes the allocator of the whole process, so forge never calls
+/// it by itself: a program that owns its process may call it once at
+/// start-up (or set `FORGE_MALLOC_TUNE=1`). A library embedding forge
+/// should leave it to the program.
+///
+/// ```
+/// // In a program's main, before the first model runs:
+/// let tuned = forge::runtime::tune_malloc();
+/// assert_eq!(tuned, cfg!(all(target_os = "linux", target_env = "gnu")));
+/// ```
+pub fn tune_malloc() -> bool {
+    crate::cpu::memory::freelists::tune_malloc()
 }

@@ -84,7 +84,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
     /// ```
     #[track_caller]
     pub fn arange(start: f64, end: f64, step: f64) -> Self {
-        assert!(
+        shape_assert!(
             step != 0.0 && ((end - start) / step).is_finite(),
             "arange: invalid step {step} for range {start}..{end}"
         );

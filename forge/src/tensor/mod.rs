@@ -62,7 +62,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
     #[track_caller]
     pub fn from_vec(data: Vec<E>, shape: &[usize]) -> Self {
         let n = numel(shape);
-        assert!(
+        shape_assert!(
             data.len() == n,
             "from_vec: {} values do not fill shape {:?} ({} elements)",
             data.len(),
@@ -86,7 +86,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
     #[track_caller]
     pub fn from_storage(data: Storage<E>, shape: &[usize]) -> Self {
         let n = numel(shape);
-        assert!(
+        shape_assert!(
             data.len() == n,
             "from_storage: {} values do not fill shape {:?} ({} elements)",
             data.len(),
@@ -199,7 +199,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
     /// ```
     #[track_caller]
     pub fn item(&self) -> E {
-        assert!(
+        shape_assert!(
             self.numel() == 1,
             "item: tensor of shape {:?} has {} elements, not 1",
             self.shape(),

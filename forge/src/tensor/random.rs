@@ -87,7 +87,7 @@ impl Rng {
     /// assert!(forge::Rng::new(5).below(10) < 10);
     /// ```
     pub fn below(&mut self, n: usize) -> usize {
-        assert!(n > 0, "Rng::below: empty range");
+        shape_assert!(n > 0, "Rng::below: empty range");
         // Lemire's multiply-shift; the tiny bias for huge n does not matter here.
         ((self.next_u64() as u128 * n as u128) >> 64) as usize
     }

@@ -42,6 +42,18 @@ pub(crate) fn forward<E: Element, D: Device>(
     }
 }
 
+/// Called by [`Tensor::record`] once the node of the op just seen by
+/// [`forward`] exists (the profiler credits its backward rule to the same
+/// layer).
+pub(crate) fn node_made(id: u64) {
+    if in_rule() {
+        return;
+    }
+    if let Some(s) = profiler::session() {
+        profiler::on_node(s, id);
+    }
+}
+
 /// Runs one node's backward rule on behalf of the reverse pass.
 pub(crate) fn backward<E: Element, D: Device>(
     node: &Node<E, D>,
@@ -51,11 +63,15 @@ pub(crate) fn backward<E: Element, D: Device>(
     let grads = {
         let _rule = RuleGuard::enter();
         match profiler::session() {
-            Some(s) => {
-                profiler::on_backward(s, node.name, node.origin, &node.inputs, ctx.grad, || {
-                    rule(ctx)
-                })
-            }
+            Some(s) => profiler::on_backward(
+                s,
+                node.id,
+                node.name,
+                node.origin,
+                &node.inputs,
+                ctx.grad,
+                || rule(ctx),
+            ),
             None => rule(ctx),
         }
     };

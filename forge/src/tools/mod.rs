@@ -1,6 +1,7 @@
 //! Tools for looking inside a computation: anomaly detection (the first
 //! op whose output or gradient is not finite), graph export, custom
-//! differentiable ops, functional transforms and the profiler.
+//! differentiable ops, functional transforms, the profiler and the
+//! layer-by-layer [`diff`] against a reference run (PyTorch).
 //!
 //! The tools that watch ops run through one hook in
 //! [`Tensor::record`](crate::Tensor::record) and one around every backward
@@ -8,10 +9,12 @@
 
 mod anomaly;
 mod custom;
+pub mod diff;
 mod func;
 mod graph;
 pub(crate) mod hooks;
 mod profiler;
+pub(crate) mod scope;
 mod switch;
 
 pub(crate) use anomaly::first_nonfinite;
@@ -22,4 +25,5 @@ pub use anomaly::{
 pub use custom::{apply_op, BackwardArgs, CustomOp, ForwardCtx};
 pub use func::{grad, hessian, hvp, jacobian, jvp, per_sample_grads, vjp};
 pub use graph::{to_dot, Graph, GraphNode, NodeKind};
-pub use profiler::{profile, Event, OpRow, Phase, Profile, Profiler};
+pub use profiler::{profile, Event, LayerRow, OpRow, Phase, Profile, Profiler};
+pub use scope::layer_scope;

@@ -127,8 +127,9 @@ impl Kernel {
     /// The fastest kernel the CPU has: AVX-512F, else AVX2 + FMA, else FMA,
     /// else the portable loops (detected once, then cached).
     fn best() -> Kernel {
-        static BEST: std::sync::OnceLock<Kernel> = std::sync::OnceLock::new();
-        *BEST.get_or_init(|| {
+        // One answer per CPU class (`cpu::class`), each detected once.
+        static BEST: [std::sync::OnceLock<Kernel>; 3] = [const { std::sync::OnceLock::new() }; 3];
+        *BEST[crate::cpu::class::current() as usize].get_or_init(|| {
             Kernel::all()
                 .into_iter()
                 .rfind(|k| k.available())
@@ -148,7 +149,7 @@ impl Kernel {
     fn available(self) -> bool {
         #[cfg(target_arch = "x86_64")]
         {
-            use std::arch::is_x86_feature_detected as has;
+            use crate::cpu::class::cpu_has as has;
             match self {
                 Kernel::Portable => true,
                 Kernel::Fma => has!("fma"),

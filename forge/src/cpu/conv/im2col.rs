@@ -338,6 +338,39 @@ fn backward_weight_batched<E: Float>(
     gw
 }
 
+/// `F.unfold`: every `h x w` plane of `x [n, c, h, w]` unfolded into its
+/// columns, `[n, c * kh * kw, oh * ow]` (the geometry's `o` and `groups`
+/// are ignored). In parallel over planes.
+pub(super) fn unfold<E: Float>(g: &ConvGeom, x: &[E]) -> Storage<E> {
+    let one = ConvGeom {
+        c: 1,
+        groups: 1,
+        ..*g
+    };
+    let (plane, cols) = (g.h * g.w, g.kh * g.kw * g.l());
+    let mut out = Storage::filled(g.n * g.c * cols, E::zero());
+    for_each_chunk_mut(&mut out, cols, |p, c| {
+        one.im2col(&x[p * plane..(p + 1) * plane], c);
+    });
+    out
+}
+
+/// `F.fold`, the adjoint of [`unfold`]: the columns `[n, c * kh * kw,
+/// oh * ow]` summed back onto `[n, c, h, w]`. In parallel over planes.
+pub(super) fn fold<E: Float>(g: &ConvGeom, cols: &[E]) -> Storage<E> {
+    let one = ConvGeom {
+        c: 1,
+        groups: 1,
+        ..*g
+    };
+    let (plane, len) = (g.h * g.w, g.kh * g.kw * g.l());
+    let mut out = Storage::filled(g.n * g.c * plane, E::zero());
+    for_each_chunk_mut(&mut out, plane, |p, x| {
+        one.col2im(&cols[p * len..(p + 1) * len], x);
+    });
+    out
+}
+
 mod columns;
 mod taps;
 #[cfg(test)]

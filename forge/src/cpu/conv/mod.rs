@@ -111,6 +111,26 @@ pub(crate) fn channel_sums<E: Float>(g: &[E], n: usize, c: usize, l: usize) -> S
     })
 }
 
+/// `F.unfold` of `x [n, c, h, w]` into `[n, c * kh * kw, oh * ow]` (the
+/// geometry's `o` and `groups` are ignored), in a pooled buffer.
+///
+/// # Panics
+/// When `x`'s length does not match the geometry.
+pub(crate) fn unfold<E: Float>(g: &ConvGeom, x: &[E]) -> Storage<E> {
+    assert_eq!(x.len(), g.n * g.c * g.h * g.w, "unfold: input");
+    im2col::unfold(g, x)
+}
+
+/// `F.fold`, the adjoint of [`unfold`]: columns `[n, c * kh * kw, oh * ow]`
+/// summed onto `[n, c, h, w]`, in a pooled buffer.
+///
+/// # Panics
+/// When `cols`' length does not match the geometry.
+pub(crate) fn fold<E: Float>(g: &ConvGeom, cols: &[E]) -> Storage<E> {
+    assert_eq!(cols.len(), g.n * g.c * g.kh * g.kw * g.l(), "fold: columns");
+    im2col::fold(g, cols)
+}
+
 /// The examples that documented these kernels while they were public.
 #[cfg(test)]
 mod examples {

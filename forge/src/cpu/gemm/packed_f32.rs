@@ -96,8 +96,10 @@ impl Isa {
     /// The widest set this CPU has (AVX-512F, else AVX2 + FMA), detected
     /// once; `None` when it has neither.
     pub(super) fn detect() -> Option<Isa> {
-        static ISA: std::sync::OnceLock<Option<Isa>> = std::sync::OnceLock::new();
-        *ISA.get_or_init(|| Isa::all().first().copied())
+        // One answer per CPU class (`cpu::class`), each detected once.
+        static ISA: [std::sync::OnceLock<Option<Isa>>; 3] =
+            [const { std::sync::OnceLock::new() }; 3];
+        *ISA[crate::cpu::class::current() as usize].get_or_init(|| Isa::all().first().copied())
     }
 
     /// Every set this CPU has, widest first.
@@ -105,12 +107,10 @@ impl Isa {
         let mut all = Vec::new();
         #[cfg(target_arch = "x86_64")]
         {
-            if std::arch::is_x86_feature_detected!("avx512f") {
+            if crate::cpu::class::cpu_has!("avx512f") {
                 all.push(Isa(Kind::Avx512));
             }
-            if std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-            {
+            if crate::cpu::class::cpu_has!("avx2") && crate::cpu::class::cpu_has!("fma") {
                 all.push(Isa(Kind::Avx2));
             }
         }

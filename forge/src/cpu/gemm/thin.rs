@@ -45,12 +45,12 @@ macro_rules! simd_dispatch {
                 fn avx2<E: Float>($($arg: $ty),*) {
                     $generic::<E, 4>($($arg),*)
                 }
-                if std::arch::is_x86_feature_detected!("avx512f") {
+                if crate::cpu::class::cpu_has!("avx512f") {
                     // SAFETY: the CPU has every feature `wide` is compiled for.
                     return unsafe { wide::<E>($($arg),*) };
                 }
-                if std::arch::is_x86_feature_detected!("avx2")
-                    && std::arch::is_x86_feature_detected!("fma")
+                if crate::cpu::class::cpu_has!("avx2")
+                    && crate::cpu::class::cpu_has!("fma")
                 {
                     // SAFETY: the CPU has every feature `avx2` is compiled for.
                     return unsafe { avx2::<E>($($arg),*) };
@@ -171,11 +171,9 @@ pub(super) type DotsF32 = unsafe fn(usize, usize, &[f32], &[f32], usize, f32, &m
 /// `None` without either (then the generic [`gemv_dots`] runs).
 #[cfg(target_arch = "x86_64")]
 fn dots_f32() -> Option<DotsF32> {
-    if std::arch::is_x86_feature_detected!("avx512f") {
+    if crate::cpu::class::cpu_has!("avx512f") {
         Some(dots_f32_avx512)
-    } else if std::arch::is_x86_feature_detected!("avx2")
-        && std::arch::is_x86_feature_detected!("fma")
-    {
+    } else if crate::cpu::class::cpu_has!("avx2") && crate::cpu::class::cpu_has!("fma") {
         Some(dots_f32_avx2)
     } else {
         None

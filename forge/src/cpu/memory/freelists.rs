@@ -78,22 +78,21 @@ pub const DEFAULT_CEILING_BYTES: usize = 1 << 30;
 
 static POOL: Mutex<Option<Pool>> = Mutex::new(None);
 
-/// Keeps the C allocator from handing large temporaries back to the OS.
+/// Keeps glibc's allocator from handing large temporaries back to the OS;
+/// returns whether it changed anything (glibc on Linux only).
 ///
 /// Kernels outside forge allocate their own scratch with `malloc`
 /// (`matrixmultiply` packs every gemm's operands into a fresh buffer of up
 /// to a few MiB). glibc serves such sizes with `mmap` or trims them off the
-/// top of a heap when they are freed, so every call faulted its buffer in
-/// again: 20-500 minor faults per ResNet-18 training step with the forge
-/// pool itself at zero. With glibc, the pool's first use raises the mmap
-/// threshold to its maximum (32 MiB) and the trim threshold to 512 MiB
-/// (both fixed values, which also stops glibc's own adjustment), so freed
-/// scratch stays mapped for the next call. Set `FORGE_MALLOC_TUNE=0` to
-/// leave the allocator alone. Other C libraries: nothing is changed.
-fn tune_malloc() {
-    if std::env::var("FORGE_MALLOC_TUNE").is_ok_and(|v| v == "0") {
-        return;
-    }
+/// top of a heap when they are freed, so every call faults its buffer in
+/// again. This raises the mmap threshold to its maximum (32 MiB) and the
+/// trim threshold to 512 MiB (both fixed values, which also stops glibc's
+/// own adjustment), so freed scratch stays mapped for the next call.
+///
+/// It changes the allocator of the whole process, so forge never does it
+/// by itself: only when asked ([`crate::runtime::tune_malloc`], or
+/// `FORGE_MALLOC_TUNE=1` read at the pool's first use).
+pub fn tune_malloc() -> bool {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         // glibc's <malloc.h>: int mallopt(int param, int value).
@@ -106,16 +105,19 @@ fn tune_malloc() {
         // any non-negative byte count (an out-of-range value is refused
         // with a 0 return, which leaves the default in place).
         unsafe {
-            mallopt(M_MMAP_THRESHOLD, 32 << 20);
-            mallopt(M_TRIM_THRESHOLD, 512 << 20);
+            mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, 512 << 20) == 1
         }
     }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    false
 }
 
 fn with_pool<R>(f: impl FnOnce(&mut Pool) -> R) -> R {
     let mut guard = POOL.lock().unwrap_or_else(|e| e.into_inner());
     let pool = guard.get_or_insert_with(|| {
-        tune_malloc();
+        if std::env::var("FORGE_MALLOC_TUNE").is_ok_and(|v| v == "1") {
+            tune_malloc();
+        }
         let ceiling = std::env::var("FORGE_POOL_CEILING_MB")
             .ok()
             .and_then(|s| s.parse::<usize>().ok())
@@ -197,6 +199,17 @@ pub(crate) fn pooled(bytes: usize, align: usize) -> bool {
     bytes > 0 && bytes <= MAX_POOLED && align <= 16
 }
 
+thread_local! {
+    /// Buffers this thread took from the pool: (all, fresh from the OS).
+    static TAKEN: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// How many buffers the calling thread has taken from the pool, and how
+/// many of them came fresh from the OS (the profiler's per-op counts).
+pub(crate) fn thread_takes() -> (u64, u64) {
+    TAKEN.with(std::cell::Cell::get)
+}
+
 /// Takes a buffer of at least `bytes` bytes from the free lists, or from
 /// the OS when the class's list is empty. `pooled(bytes, align)` must hold.
 pub(crate) fn take(bytes: usize, align: usize) -> Block {
@@ -219,6 +232,10 @@ pub(crate) fn take(bytes: usize, align: usize) -> Block {
         got
     });
     reserve::note(slot, 1);
+    TAKEN.with(|t| {
+        let (all, fresh) = t.get();
+        t.set((all + 1, fresh + u64::from(reused.is_none())));
+    });
     let ptr = match reused {
         Some(Free(ptr)) => ptr,
         None => fresh(class, align),

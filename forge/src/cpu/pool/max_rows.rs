@@ -315,7 +315,7 @@ pub(super) fn max_planes<E: Float>(
     idx: &mut [MaybeUninit<usize>],
 ) {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
+    if crate::cpu::class::cpu_has!("avx2") {
         // SAFETY: the CPU has AVX2 (checked just above).
         unsafe { wide::planes_avx2(win, run, sc, x, first, vals, idx) };
         return;
@@ -330,7 +330,7 @@ pub(super) fn max_planes<E: Float>(
 pub(super) fn avx2_runs<E: Float>(win: &PoolWindows, run: &Run) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        use std::arch::is_x86_feature_detected as has;
+        use crate::cpu::class::cpu_has as has;
         TypeId::of::<E>() == TypeId::of::<f32>()
             && run.lo < run.hi
             && (run.step == 1 || run.step == 2)

@@ -39,7 +39,7 @@ pub(super) fn max_planes<E: Float>(
     out: &mut [MaybeUninit<E>],
 ) {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
+    if crate::cpu::class::cpu_has!("avx2") {
         // SAFETY: the CPU has AVX2 (checked just above).
         unsafe { max_planes_avx2(win, x, scratch, out) };
         return;

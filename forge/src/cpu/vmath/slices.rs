@@ -9,12 +9,12 @@ use super::VecMath;
 pub(super) fn each(x: &mut [f32], f: impl Fn(f32) -> f32) {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx512f") {
+        if crate::cpu::class::cpu_has!("avx512f") {
             // SAFETY: the CPU has AVX-512F (checked just above).
             unsafe { wide::each_avx512(x, &f) };
             return;
         }
-        if std::arch::is_x86_feature_detected!("avx2") {
+        if crate::cpu::class::cpu_has!("avx2") {
             // SAFETY: the CPU has AVX2 (checked just above).
             unsafe { wide::each_avx2(x, &f) };
             return;
@@ -36,12 +36,12 @@ pub(super) fn each2(x: &[f32], g: &mut [f32], f: impl Fn(f32, f32) -> f32) {
     assert_eq!(x.len(), g.len(), "vmath: length mismatch");
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx512f") {
+        if crate::cpu::class::cpu_has!("avx512f") {
             // SAFETY: the CPU has AVX-512F (checked just above).
             unsafe { wide::each2_avx512(x, g, &f) };
             return;
         }
-        if std::arch::is_x86_feature_detected!("avx2") {
+        if crate::cpu::class::cpu_has!("avx2") {
             // SAFETY: the CPU has AVX2 (checked just above).
             unsafe { wide::each2_avx2(x, g, &f) };
             return;

@@ -73,14 +73,14 @@ impl<E: Element, D: Device> Default for CrossEntropyOptions<E, D> {
 /// an input of shape `shape`, checking that the targets have the input's
 /// shape without that axis.
 fn class_axis(op: &str, shape: &[usize], target_shape: &[usize]) -> (usize, usize) {
-    assert!(
+    shape_assert!(
         !shape.is_empty(),
         "{op}: input must have a class dimension, got shape {shape:?}"
     );
     let axis = if shape.len() == 1 { 0 } else { 1 };
     let mut expected = shape.to_vec();
     expected.remove(axis);
-    assert!(
+    shape_assert!(
         target_shape == expected.as_slice(),
         "{op}: input shape {shape:?} needs targets of shape {expected:?}, got {target_shape:?}"
     );
@@ -151,7 +151,7 @@ pub fn cross_entropy_with<E: Float, D: Device>(
     options: CrossEntropyOptions<E, D>,
 ) -> Tensor<E, D> {
     let ls = options.label_smoothing;
-    assert!(
+    shape_assert!(
         (0.0..=1.0).contains(&ls),
         "cross_entropy: label_smoothing {ls} is outside [0, 1]"
     );

@@ -55,7 +55,7 @@ pub(super) fn class_loss_fused<E: Float, D: Device>(
     let (op, shape) = (kind.name(), input.shape());
     let ls = options.label_smoothing;
     let w: Option<Vec<E>> = options.weight.map(|w| {
-        assert!(
+        shape_assert!(
             w.shape() == [c],
             "{op}: weight of shape {:?} does not match {c} classes (input shape {shape:?})",
             w.shape()
@@ -77,7 +77,7 @@ pub(super) fn class_loss_fused<E: Float, D: Device>(
     };
     let tv = targets.as_slice();
     for &t in tv {
-        assert!(
+        shape_assert!(
             t == spec.ignore || (0..c as i64).contains(&t),
             "{op}: target {t} is out of range for {c} classes (input shape {shape:?})"
         );

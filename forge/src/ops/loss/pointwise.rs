@@ -8,7 +8,7 @@ use crate::tensor::{Device, Float, Tensor};
 
 #[track_caller]
 fn same_shape<E: Float, D: Device>(op: &str, input: &Tensor<E, D>, target: &Tensor<E, D>) {
-    assert!(
+    shape_assert!(
         input.shape() == target.shape(),
         "{op}: input shape {:?} and target shape {:?} differ",
         input.shape(),
@@ -109,7 +109,7 @@ pub fn smooth_l1_loss<E: Float, D: Device>(
     reduction: Reduction,
 ) -> Tensor<E, D> {
     same_shape("smooth_l1_loss", input, target);
-    assert!(beta >= 0.0, "smooth_l1_loss: beta {beta} is negative");
+    shape_assert!(beta >= 0.0, "smooth_l1_loss: beta {beta} is negative");
     reduce(smooth_l1_raw(input, target, beta), reduction)
 }
 
@@ -134,7 +134,7 @@ pub fn huber_loss<E: Float, D: Device>(
     reduction: Reduction,
 ) -> Tensor<E, D> {
     same_shape("huber_loss", input, target);
-    assert!(delta > 0.0, "huber_loss: delta {delta} is not positive");
+    shape_assert!(delta > 0.0, "huber_loss: delta {delta} is not positive");
     let l = smooth_l1_raw(input, target, delta).mul_scalar(E::from_f64(delta));
     reduce(l, reduction)
 }
@@ -164,7 +164,7 @@ pub fn binary_cross_entropy<E: Float, D: Device>(
     reduction: Reduction,
 ) -> Tensor<E, D> {
     same_shape("binary_cross_entropy", input, target);
-    assert!(
+    shape_assert!(
         input
             .as_slice()
             .iter()
@@ -284,7 +284,7 @@ pub fn kl_div<E: Float, D: Device>(
         KlDivReduction::Sum => l.sum(),
         KlDivReduction::None => l,
         KlDivReduction::BatchMean => {
-            assert!(
+            shape_assert!(
                 input.rank() > 0,
                 "kl_div: batchmean needs a batch dimension, input shape {:?}",
                 input.shape()

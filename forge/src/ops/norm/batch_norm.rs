@@ -50,7 +50,7 @@ pub fn batch_norm<E: Float, D: Device>(
     eps: f64,
 ) -> (Tensor<E, D>, Option<Tensor<E, D>>, Option<Tensor<E, D>>) {
     let shape = x.shape();
-    assert!(
+    shape_assert!(
         shape.len() >= 2,
         "batch_norm: input of shape {shape:?} needs at least 2 dimensions (N, C, ...)"
     );
@@ -64,7 +64,7 @@ pub fn batch_norm<E: Float, D: Device>(
     if !training {
         let (rm, rv) = match (running_mean, running_var) {
             (Some(m), Some(v)) => (m, v),
-            _ => panic!("batch_norm: evaluation mode needs running_mean and running_var"),
+            _ => shape_panic!("batch_norm: evaluation mode needs running_mean and running_var"),
         };
         pc("running_mean", rm);
         pc("running_var", rv);
@@ -72,7 +72,7 @@ pub fn batch_norm<E: Float, D: Device>(
         return (out, Some(rm.clone()), Some(rv.clone()));
     }
     let n = x.numel() / c.max(1);
-    assert!(
+    shape_assert!(
         n > 1,
         "batch_norm: expected more than 1 value per channel when training, got input shape {shape:?}"
     );

@@ -56,12 +56,12 @@ pub fn group_norm<E: Float, D: Device>(
     eps: f64,
 ) -> Tensor<E, D> {
     let shape = x.shape();
-    assert!(
+    shape_assert!(
         shape.len() >= 2,
         "group_norm: input of shape {shape:?} needs at least 2 dimensions (N, C, ...)"
     );
     let c = shape[1];
-    assert!(
+    shape_assert!(
         groups > 0 && c.is_multiple_of(groups),
         "group_norm: {groups} groups do not divide {c} channels (input shape {shape:?})"
     );

@@ -38,13 +38,13 @@ pub fn layer_norm<E: Float, D: Device>(
 ) -> Tensor<E, D> {
     let shape = x.shape();
     let k = normalized_shape.len();
-    assert!(
+    shape_assert!(
         k >= 1 && shape.len() >= k && &shape[shape.len() - k..] == normalized_shape,
         "layer_norm: input of shape {shape:?} does not end with normalized_shape {normalized_shape:?}"
     );
     for (what, t) in [("weight", weight), ("bias", bias)] {
         if let Some(t) = t {
-            assert!(
+            shape_assert!(
                 t.shape() == normalized_shape,
                 "layer_norm: {what} of shape {:?} differs from normalized_shape {normalized_shape:?}",
                 t.shape()

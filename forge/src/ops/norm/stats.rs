@@ -30,7 +30,7 @@ pub(super) fn per_channel<E: Float, D: Device>(
     x_shape: &[usize],
 ) -> Tensor<E, D> {
     let c = x_shape[1];
-    assert!(
+    shape_assert!(
         t.shape() == [c],
         "{op}: {what} of shape {:?} does not match {c} channels (input shape {x_shape:?})",
         t.shape()

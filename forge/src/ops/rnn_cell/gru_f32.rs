@@ -43,7 +43,7 @@ pub(super) fn gru_rows_f32<E: Float>(h: usize, st: &mut GruStep<'_, E>) -> bool 
 /// When the CPU cannot run `isa`.
 #[cfg(test)]
 pub(super) fn gru_rows_f32_on<E: Float>(isa: Isa, h: usize, st: &mut GruStep<'_, E>) -> bool {
-    assert!(supports(isa), "gru: this CPU cannot run {isa:?}");
+    shape_assert!(supports(isa), "gru: this CPU cannot run {isa:?}");
     // SAFETY: the CPU runs `isa` (asserted).
     unsafe { rows_on(isa, h, st) }
 }
@@ -70,15 +70,15 @@ unsafe fn rows_on<E: Float>(isa: Isa, h: usize, st: &mut GruStep<'_, E>) -> bool
         };
         let rows = y.len() / h;
         let (g3, g4) = (3 * h, 4 * h);
-        assert!(
+        shape_assert!(
             xp.len() >= rows * g3 && hw.len() >= rows * g3,
             "gru: step rows"
         );
-        assert!(
+        shape_assert!(
             hp.len() >= rows * h && s.len() >= rows * g4,
             "gru: step rows"
         );
-        assert!(!has_bias || bias.len() == g3, "gru: bias length");
+        shape_assert!(!has_bias || bias.len() == g3, "gru: bias length");
         let b = Block {
             h,
             xp,

@@ -28,8 +28,9 @@ pub(super) enum Isa {
 
 /// The CPU's [`Isa`], detected once.
 pub(super) fn isa() -> Isa {
-    static ISA: OnceLock<Isa> = OnceLock::new();
-    *ISA.get_or_init(|| {
+    // One answer per CPU class (`cpu::class`), each detected once.
+    static ISA: [OnceLock<Isa>; 3] = [const { OnceLock::new() }; 3];
+    *ISA[crate::cpu::class::current() as usize].get_or_init(|| {
         if supports(Isa::Avx512) {
             Isa::Avx512
         } else if supports(Isa::Avx2) {
@@ -45,11 +46,8 @@ pub(super) fn supports(isa: Isa) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         match isa {
-            Isa::Avx512 => std::arch::is_x86_feature_detected!("avx512f"),
-            Isa::Avx2 => {
-                std::arch::is_x86_feature_detected!("avx2")
-                    && std::arch::is_x86_feature_detected!("fma")
-            }
+            Isa::Avx512 => crate::cpu::class::cpu_has!("avx512f"),
+            Isa::Avx2 => crate::cpu::class::cpu_has!("avx2") && crate::cpu::class::cpu_has!("fma"),
             Isa::Generic => true,
         }
     }

@@ -71,7 +71,7 @@ pub(super) fn lstm_rows_f32_on<E: Float>(
     ins: &StepIns<'_, E>,
     out: &mut Outs<'_, E>,
 ) -> bool {
-    assert!(supports(isa), "lstm: this CPU cannot run {isa:?}");
+    shape_assert!(supports(isa), "lstm: this CPU cannot run {isa:?}");
     // SAFETY: the CPU runs `isa` (asserted).
     unsafe { rows_on(isa, h, ins, out) }
 }
@@ -164,14 +164,16 @@ impl WideRows for Block<'_> {
         let h = b.h;
         let g4 = 4 * h;
         let rows = b.c.len() / h;
-        assert!(b.xp.len() >= rows * g4 && b.hw.len() >= rows * g4);
-        assert!(b.y_stride >= h, "lstm: output rows overlap");
-        assert!(b.cp.len() >= rows * h && (rows == 0 || b.y.len() >= (rows - 1) * b.y_stride + h));
+        shape_assert!(b.xp.len() >= rows * g4 && b.hw.len() >= rows * g4);
+        shape_assert!(b.y_stride >= h, "lstm: output rows overlap");
+        shape_assert!(
+            b.cp.len() >= rows * h && (rows == 0 || b.y.len() >= (rows - 1) * b.y_stride + h)
+        );
         if b.tc.is_some() || !AVX512 {
-            assert!(b.gates.len() >= rows * g4, "lstm: gate buffer length");
+            shape_assert!(b.gates.len() >= rows * g4, "lstm: gate buffer length");
         }
         if let Some(tc) = &b.tc {
-            assert!(tc.len() >= rows * h, "lstm: tanh(c) buffer length");
+            shape_assert!(tc.len() >= rows * h, "lstm: tanh(c) buffer length");
         }
         for r in 0..rows {
             // SAFETY: the CPU has the build's features (our contract).

@@ -95,7 +95,7 @@ pub(crate) fn lstm_projected<E: Float, D: Device>(
     if is_grad_enabled() && tracked {
         return None;
     }
-    assert!(
+    shape_assert!(
         x.rank() == 3 && h0.rank() == 2,
         "lstm_projected: x {:?}, h0 {:?}: expected rank 3 and 2",
         x.shape(),
@@ -114,7 +114,7 @@ pub(crate) fn lstm_projected<E: Float, D: Device>(
         && h0.shape() == [n, h]
         && c0.shape() == [n, h]
         && bias.is_none_or(|b| b.shape() == [g4]);
-    assert!(
+    shape_assert!(
         ok,
         "lstm_projected: x {:?} (batch first {batch_first}), w_ih {:?}, w_hh {:?}, h0 {:?}, c0 {:?}, bias {:?}: \
          expected T >= 1, [4H, I], [4H, H], [N, H], [N, H], [4H]",

@@ -1,0 +1,341 @@
+//! Executors, deferred calls, CPU-class pinning and cancellable progress
+//! (issue 37): the results never depend on which executor, how many
+//! threads or which CPU class ran a call, and a cancelled call stops at a
+//! batch boundary and resumes to the same bits.
+
+use forge::data::{evaluate, fit, DataLoader, InMemoryDataset};
+use forge::nn::functional::cross_entropy;
+use forge::nn::RnnConfig;
+use forge::optim::Adam;
+use forge::prelude::*;
+use forge::runtime::{Deferred, Executor, Flow, Simd, Status};
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+
+/// A small conv net: conv, max pool, gemm and the vector math kernels.
+fn conv_net(
+    rng: &mut Rng,
+) -> sequential_type![Conv2d, Relu, MaxPool2d, Flatten, Linear, Tanh, Linear] {
+    sequential![
+        Conv2d::new(3, 8, 3, rng),
+        Relu,
+        MaxPool2d::new(2),
+        Flatten,
+        Linear::new(8 * 15 * 15, 64, rng),
+        Tanh,
+        Linear::new(64, 10, rng)
+    ]
+}
+
+/// An MLP big enough that its products go parallel on 2+ threads.
+fn mlp(rng: &mut Rng) -> sequential_type![Linear, Gelu, Linear, Sigmoid] {
+    sequential![
+        Linear::new(256, 512, rng),
+        Gelu,
+        Linear::new(512, 32, rng),
+        Sigmoid
+    ]
+}
+
+fn bits(t: &Tensor) -> Vec<u32> {
+    t.to_vec().iter().map(|v| v.to_bits()).collect()
+}
+
+#[test]
+fn two_executors_running_two_models_at_once_give_the_bits_of_one() {
+    let mut rng = Rng::new(7);
+    let (a, b) = (Arc::new(conv_net(&mut rng)), Arc::new(mlp(&mut rng)));
+    let xa = Tensor::<f32>::normal(&[16, 3, 32, 32], 0.0, 1.0, &mut rng);
+    let xb = Tensor::<f32>::normal(&[64, 256], 0.0, 1.0, &mut rng);
+    let one = Executor::current_thread();
+    let want_a = bits(&one.run(|| a.forward(xa.clone())));
+    let want_b = bits(&one.run(|| b.forward(xb.clone())));
+    let (ea, eb) = (Executor::new(2), Executor::new(2));
+    for _ in 0..3 {
+        let da = {
+            let (a, x) = (Arc::clone(&a), xa.clone());
+            ea.submit(move || a.forward(x))
+        };
+        let db = {
+            let (b, x) = (Arc::clone(&b), xb.clone());
+            eb.submit(move || b.forward(x))
+        };
+        assert_eq!(bits(da.wait()), want_a);
+        assert_eq!(bits(db.wait()), want_b);
+    }
+}
+
+#[test]
+fn results_are_equal_for_every_executor_size() {
+    let mut rng = Rng::new(3);
+    let model = conv_net(&mut rng);
+    let x = Tensor::<f32>::normal(&[8, 3, 32, 32], 0.0, 1.0, &mut rng);
+    let want = bits(&Executor::current_thread().run(|| model.forward(x.clone())));
+    for threads in 1..=4 {
+        let exec = Executor::new(threads);
+        assert_eq!(exec.run(forge::runtime::num_threads), threads);
+        assert_eq!(
+            bits(&exec.run(|| model.forward(x.clone()))),
+            want,
+            "{threads} threads"
+        );
+    }
+    assert_eq!(
+        bits(&Executor::process().run(|| model.forward(x.clone()))),
+        want
+    );
+}
+
+#[test]
+fn threads_meeting_on_different_executors_each_see_their_own_count() {
+    let execs: Vec<Executor> = (1..=4).map(Executor::new).collect();
+    let barrier = Arc::new(std::sync::Barrier::new(4));
+    let seen: Vec<usize> = std::thread::scope(|s| {
+        let handles: Vec<_> = execs
+            .iter()
+            .map(|e| {
+                let barrier = Arc::clone(&barrier);
+                s.spawn(move || {
+                    e.run(|| {
+                        barrier.wait();
+                        forge::runtime::num_threads()
+                    })
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(seen, [1, 2, 3, 4]);
+}
+
+struct Flag(std::sync::Mutex<bool>, std::sync::Condvar);
+impl Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        *self.0.lock().unwrap() = true;
+        self.1.notify_all();
+    }
+}
+
+/// A minimal `block_on`: polls, then sleeps until woken (no async runtime).
+fn block_on<F: Future>(f: F) -> F::Output {
+    let flag = Arc::new(Flag(
+        std::sync::Mutex::new(false),
+        std::sync::Condvar::new(),
+    ));
+    let waker = Waker::from(Arc::clone(&flag));
+    let mut cx = Context::from_waker(&waker);
+    let mut f = pin!(f);
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        let mut woken = flag.0.lock().unwrap();
+        while !*woken {
+            woken = flag.1.wait(woken).unwrap();
+        }
+        *woken = false;
+    }
+}
+
+#[test]
+fn a_deferred_result_outlives_its_inputs_and_answers_the_same_each_time() {
+    let exec = Executor::new(2);
+    let (gate, opened) = std::sync::mpsc::channel::<()>();
+    let d: Deferred<Tensor> = {
+        let x = Tensor::<f32>::from_vec((0..4096).map(|i| i as f32 / 100.0).collect(), &[64, 64]);
+        let w = x.transpose(0, 1);
+        exec.submit(move || {
+            opened.recv().unwrap();
+            x.matmul(&w).tanh()
+        })
+        // `x` and `w` are gone from here: the call owns them.
+    };
+    assert!(matches!(d.status(), Status::Queued | Status::Running));
+    assert_eq!(exec.try_submit(|| ()).unwrap_err().kind(), "contended");
+    gate.send(()).unwrap();
+    let first = bits(block_on(&d));
+    assert_eq!(d.status(), Status::Done);
+    assert_eq!(bits(d.wait()), first);
+    assert_eq!(bits(d.wait()), first);
+    let x = Tensor::<f32>::from_vec((0..4096).map(|i| i as f32 / 100.0).collect(), &[64, 64]);
+    assert_eq!(bits(&x.matmul(&x.transpose(0, 1)).tanh()), first);
+    // A panicking call is kept in its Deferred; the executor goes on.
+    let bad = exec.submit(|| -> u8 { panic!("deliberate") });
+    assert_eq!(bad.try_wait().unwrap_err(), "deliberate");
+    assert_eq!(bad.status(), Status::Panicked);
+    assert_eq!(*exec.submit(|| 5).wait(), 5);
+    // Dropping a Deferred waits for its call.
+    let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let f2 = Arc::clone(&flag);
+    drop(exec.submit(move || {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        f2.store(true, std::sync::atomic::Ordering::SeqCst);
+    }));
+    assert!(flag.load(std::sync::atomic::Ordering::SeqCst));
+}
+
+#[test]
+fn every_cpu_class_gives_the_same_bits() {
+    let mut rng = Rng::new(11);
+    let net = conv_net(&mut rng);
+    let x = Tensor::<f32>::normal(&[4, 3, 32, 32], 0.0, 1.0, &mut rng);
+    let a = Tensor::<f32>::normal(&[96, 200], 0.0, 1.0, &mut rng);
+    let b = Tensor::<f32>::normal(&[200, 72], 0.0, 1.0, &mut rng);
+    let v = Tensor::<f32>::normal(&[200], 0.0, 1.0, &mut rng);
+    let lstm = Lstm::<f32>::new(RnnConfig::new(12, 16).batch_first(true), &mut rng);
+    let seq = Tensor::<f32>::normal(&[3, 5, 12], 0.0, 1.0, &mut rng);
+    let run = || {
+        let mut out = bits(&net.forward(x.clone()));
+        out.extend(bits(&a.matmul(&b)));
+        out.extend(bits(&a.matmul(&v.reshape(&[200, 1]))));
+        out.extend(bits(&a.exp()));
+        out.extend(bits(&a.tanh().sigmoid()));
+        out.extend(bits(&x.max_pool2d([3, 3], [2, 2], [1, 1])));
+        out.extend(bits(&lstm.forward(seq.clone()).0));
+        out
+    };
+    let portable = Executor::new(2).with_cpu_class(Simd::Portable).unwrap();
+    assert_eq!(portable.run(forge::runtime::cpu_class), Simd::Portable);
+    let want = portable.run(run);
+    let mut classes = 0;
+    for class in [Simd::Portable, Simd::Avx2Fma, Simd::Avx512] {
+        for threads in [1, 2] {
+            let Ok(exec) = Executor::new(threads).with_cpu_class(class) else {
+                assert!(class != Simd::Portable, "every CPU runs the portable class");
+                continue;
+            };
+            classes += 1;
+            assert_eq!(exec.cpu_class(), class);
+            assert!(
+                exec.run(run) == want,
+                "{class} on {threads} thread(s) differs from portable"
+            );
+        }
+    }
+    assert!(classes >= 2);
+    let d = forge::runtime::describe();
+    assert!(d.to_string().contains("CPU class"), "{d}");
+}
+
+fn toy_data(n: usize) -> InMemoryDataset<f32> {
+    let mut rng = Rng::new(5);
+    InMemoryDataset::new(
+        Tensor::<f32>::normal(&[n, 6], 0.0, 1.0, &mut rng),
+        (0..n as i64).map(|i| i % 3).collect(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_cancelled_evaluation_stops_within_one_batch_and_resumes_exactly() {
+    let ds = toy_data(50);
+    let model = Linear::<f32>::new(6, 3, &mut Rng::new(1));
+    let loader = DataLoader::new(&ds, 8).shuffle(9);
+    let whole = evaluate(
+        &loader,
+        |(x, _)| bits(&model.forward(x)),
+        |_, _| Flow::Continue,
+    )
+    .unwrap();
+    assert_eq!(whole.len(), 7);
+    // The same epoch order again, cancelled after batch 3, then resumed.
+    let loader = DataLoader::new(&ds, 8).shuffle(9);
+    let mut calls = 0;
+    let err = evaluate(
+        &loader,
+        |(x, _)| bits(&model.forward(x)),
+        |done, total| {
+            calls += 1;
+            assert_eq!(total, 7);
+            if done == 3 {
+                Flow::Cancel
+            } else {
+                Flow::Continue
+            }
+        },
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, ForgeError::Cancelled { call, .. } if call == "evaluate"),
+        "{err}"
+    );
+    assert_eq!(calls, 3, "no batch ran after the cancel");
+    let mut first = Vec::new();
+    // (the first three batches again, from a fresh loader, to compare)
+    let again = DataLoader::new(&ds, 8).shuffle(9);
+    for (i, (x, _)) in again.iter().enumerate().take(3) {
+        let _ = i;
+        first.push(bits(&model.forward(x)));
+    }
+    let rest = evaluate(
+        &loader,
+        |(x, _)| bits(&model.forward(x)),
+        |_, _| Flow::Continue,
+    )
+    .unwrap();
+    first.extend(rest);
+    assert_eq!(first, whole);
+}
+
+#[test]
+fn a_cancelled_fit_resumes_from_its_checkpoint_to_the_same_bits() {
+    let ds = toy_data(40);
+    let loss = |m: &Linear, (x, y): (Tensor, Tensor<i64>)| cross_entropy(&m.forward(x), &y);
+    // Uninterrupted: 3 epochs of 5 batches.
+    let mut model = Linear::<f32>::new(6, 3, &mut Rng::new(2));
+    let mut opt = Adam::new(0.01);
+    let loader = DataLoader::new(&ds, 8).shuffle(4);
+    let all = fit(&mut model, &mut opt, &loader, 3, loss, |_, _| {
+        Flow::Continue
+    })
+    .unwrap();
+    assert_eq!(all.len(), 15);
+    let want = bits(&model.weight);
+
+    // Cancelled after step 7 (mid-epoch 2), checkpointed, resumed in a
+    // fresh model, optimizer and loader.
+    let path = std::env::temp_dir().join(format!(
+        "forge-fit-cancel-{}.safetensors",
+        std::process::id()
+    ));
+    let mut model = Linear::<f32>::new(6, 3, &mut Rng::new(2));
+    let mut opt = Adam::new(0.01);
+    let loader = DataLoader::new(&ds, 8).shuffle(4);
+    let mut steps = 0;
+    let err = fit(&mut model, &mut opt, &loader, 3, loss, |done, total| {
+        steps = done;
+        assert_eq!(total, 15);
+        if done == 7 {
+            Flow::Cancel
+        } else {
+            Flow::Continue
+        }
+    })
+    .unwrap_err();
+    assert_eq!(err.kind(), "cancelled");
+    assert_eq!(steps, 7);
+    forge::checkpoint::TrainingCheckpoint::save_with_loader(&path, &model, &opt, None, &loader, 7)
+        .unwrap();
+
+    let mut model = Linear::<f32>::new(6, 3, &mut Rng::new(99));
+    let mut opt = Adam::new(0.01);
+    let loader = DataLoader::new(&ds, 8).shuffle(12345);
+    let step = forge::checkpoint::TrainingCheckpoint::load_into_with_loader(
+        &path, &mut model, &mut opt, None, &loader,
+    )
+    .unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(step, 7);
+    let mut first = None;
+    let rest = fit(&mut model, &mut opt, &loader, 3, loss, |done, _| {
+        first.get_or_insert(done);
+        Flow::Continue
+    })
+    .unwrap();
+    assert_eq!(first, Some(8), "the resumed fit starts at the next step");
+    assert_eq!(rest.len(), 8);
+    assert_eq!(bits(&model.weight), want);
+    assert_eq!(rest[..], all[7..]);
+}
