@@ -177,12 +177,18 @@ fn events_are_grouped_by_layer_path_with_self_and_total_time() {
         prof.events().iter().map(|e| e.dur_ns).sum::<u64>()
     );
     let (m, m2) = (row("model"), row("model.2"));
-    assert_eq!(m.self_calls, 0, "every op of the model is in one of its layers");
+    assert_eq!(
+        m.self_calls, 0,
+        "every op of the model is in one of its layers"
+    );
     assert_eq!(
         m.total_calls,
         row("model.0").total_calls + row("model.1").total_calls + m2.total_calls
     );
-    assert_eq!(m2.total_ns, m2.self_ns + row("model.2.0").total_ns + row("model.2.1").total_ns);
+    assert_eq!(
+        m2.total_ns,
+        m2.self_ns + row("model.2.0").total_ns + row("model.2.1").total_ns
+    );
     assert!(prof.layer_table().contains("model.2.1"));
 }
 

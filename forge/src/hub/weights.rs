@@ -3,7 +3,7 @@
 
 use crate::error::{ForgeError, Result};
 use crate::io::{read_safetensors, AnyTensor};
-use crate::tensor::{Float, Tensor};
+use crate::tensor::{DType, Float, Tensor};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -140,8 +140,8 @@ impl HfWeights {
             }
             other => Err(ForgeError::DType {
                 name: name.to_string(),
-                expected: "a floating-point type".into(),
-                found: format!("{:?}", other.dtype()),
+                expected: vec![DType::F32, DType::F64, DType::F16, DType::BF16],
+                found: other.dtype(),
             }),
         }
     }
