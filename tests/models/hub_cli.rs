@@ -82,9 +82,12 @@ fn generate_streams_text_and_lists_the_new_ids() {
         max_new_tokens: 6,
         ..Default::default()
     };
-    let want = generate(model.as_ref(), &[prompt.clone()], &opts, |_, _| {
-        Flow::Continue
-    })
+    let want = generate(
+        model.as_ref(),
+        std::slice::from_ref(&prompt),
+        &opts,
+        |_, _| Flow::Continue,
+    )
     .remove(0);
     // No end token among these: --eos picks one that never comes.
     let out = run(&[
