@@ -11,11 +11,14 @@
 //! weights only), a linear warm-up then cosine decay of the rate,
 //! gradient-norm clipping at 1.0, and writes a checkpoint (safetensors:
 //! the weights under nanoGPT's names, the vocabulary and the configuration
-//! in the metadata) every `--eval-every` steps and at the end. Then it
-//! samples with a temperature and top-k.
+//! in the metadata, through `LayerIo::save_with_metadata`) every
+//! `--eval-every` steps and at the end. Then it samples with a temperature
+//! and top-k through `forge::hub::generate`, the generation code of the
+//! Hugging Face models (KV cache).
 
 use clap::Parser;
-use forge::io::{read_safetensors, write_safetensors, AnyTensor};
+use forge::checkpoint::{read_metadata, LayerIo};
+use forge::hub::{generate, Flow, GenerateOptions, Sampling};
 use forge::models::gpt::{Gpt, GptConfig};
 use forge::nn::Layer;
 use forge::optim::{
@@ -24,6 +27,7 @@ use forge::optim::{
 use forge::{no_grad, Rng, Tensor};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -160,15 +164,6 @@ fn eval_loss(gpt: &Gpt, data: &[i64], block: usize, rng: &mut Rng) -> f32 {
 }
 
 fn save(gpt: &Gpt, tok: &Tokenizer, path: &PathBuf) -> forge::Result<()> {
-    let mut tensors: BTreeMap<String, AnyTensor> = gpt
-        .state_dict()
-        .into_iter()
-        .map(|(k, v)| (k, v.into()))
-        .collect();
-    tensors.insert(
-        "vocab".into(),
-        Tensor::from_vec(tok.vocab.clone(), &[tok.vocab.len()]).into(),
-    );
     let c = gpt.config;
     let meta: BTreeMap<String, String> = [
         ("vocab_size", c.vocab_size),
@@ -179,40 +174,41 @@ fn save(gpt: &Gpt, tok: &Tokenizer, path: &PathBuf) -> forge::Result<()> {
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
-    .chain([("bias".to_string(), c.bias.to_string())])
+    .chain([
+        ("bias".to_string(), c.bias.to_string()),
+        // The vocabulary: the bytes, as lower-case hex.
+        (
+            "vocab".to_string(),
+            tok.vocab.iter().map(|b| format!("{b:02x}")).collect(),
+        ),
+    ])
     .collect();
-    write_safetensors(path, &tensors, &meta)
+    gpt.save_with_metadata(path, &meta)
 }
 
 fn load(path: &PathBuf) -> Result<(Gpt, Tokenizer), Box<dyn std::error::Error>> {
-    let file = read_safetensors(path)?;
-    let num = |k: &str| -> Result<usize, Box<dyn std::error::Error>> {
-        Ok(file
-            .metadata
-            .get(k)
-            .ok_or(format!("{}: no metadata {k}", path.display()))?
-            .parse()?)
+    let meta = read_metadata(path)?;
+    let get = |k: &str| -> Result<&String, String> {
+        meta.get(k)
+            .ok_or(format!("{}: no metadata {k}", path.display()))
     };
+    let num = |k: &str| -> Result<usize, Box<dyn std::error::Error>> { Ok(get(k)?.parse()?) };
     let config = GptConfig {
         vocab_size: num("vocab_size")?,
         block_size: num("block_size")?,
         n_layer: num("n_layer")?,
         n_head: num("n_head")?,
         n_embd: num("n_embd")?,
-        bias: file.metadata.get("bias").map(String::as_str) != Some("false"),
+        bias: get("bias")? != "false",
     };
-    let mut tensors = file.tensors;
-    let vocab = tensors
-        .remove("vocab")
-        .and_then(|t| t.get::<u8>())
-        .ok_or(format!("{}: no u8 tensor `vocab`", path.display()))?;
-    let sd: BTreeMap<String, Tensor> = tensors
-        .iter()
-        .map(|(k, v)| (k.clone(), v.to_float()))
-        .collect();
-    let mut gpt = Gpt::new(config, &mut Rng::new(0));
-    gpt.load_state_dict(&sd)?;
-    Ok((gpt, Tokenizer::new(vocab.to_vec())))
+    let hex = get("vocab")?;
+    let vocab = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2).unwrap_or("zz"), 16))
+        .collect::<Result<Vec<u8>, _>>()
+        .map_err(|_| format!("{}: metadata vocab is not hex bytes", path.display()))?;
+    let gpt = Gpt::new(config, &mut Rng::new(0)).loaded(path)?;
+    Ok((gpt, Tokenizer::new(vocab)))
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -332,19 +328,40 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if prompt.is_empty() {
         prompt.push(0);
     }
-    let n = prompt.len();
     let top_k = (args.top_k > 0).then_some(args.top_k);
-    let out = gpt.generate(
-        &Tensor::from_vec(prompt, &[1, n]),
-        args.sample_len,
-        args.temperature,
-        top_k,
-        &mut rng,
-    );
     println!(
         "--- sample (temperature {}, top-k {:?}) ---",
         args.temperature, top_k
     );
-    println!("{}", tok.decode(out.as_slice()));
+    print!("{}", tok.decode(&prompt));
+    // The hub's generation code (KV cache, sampling), streaming each
+    // character. The cache holds at most `block_size` positions: when they
+    // run out, decoding goes on from the last half block as a new prompt.
+    let block = gpt.config.block_size;
+    let mut context = prompt;
+    let mut produced = 0;
+    while produced < args.sample_len {
+        let keep = context.len().min(block / 2).max(1);
+        let start = context.len() - keep;
+        let opts = GenerateOptions {
+            max_new_tokens: (args.sample_len - produced).min(block - keep),
+            sampling: Sampling::Sample {
+                temperature: args.temperature,
+                top_k,
+                top_p: None,
+            },
+            seed: args.seed.wrapping_add(produced as u64),
+            ..Default::default()
+        };
+        let new = generate(&gpt, &[context[start..].to_vec()], &opts, |_, id| {
+            print!("{}", tok.decode(&[id]));
+            let _ = std::io::stdout().flush();
+            Flow::Continue
+        })
+        .remove(0);
+        produced += new.len();
+        context.extend(new);
+    }
+    println!();
     Ok(())
 }

@@ -48,6 +48,10 @@ pub struct CheckpointIntegrity;
 #[doc = include_str!("../../docs/src/models.md")]
 pub struct Models;
 
+/// `docs/src/hub.md`.
+#[doc = include_str!("../../docs/src/hub.md")]
+pub struct Hub;
+
 /// `docs/src/quantization.md`.
 #[doc = include_str!("../../docs/src/quantization.md")]
 pub struct Quantization;

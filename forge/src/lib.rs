@@ -30,6 +30,7 @@ pub mod data;
 pub mod distributed;
 pub mod error;
 pub mod f32;
+pub mod hub;
 pub mod io;
 pub mod metrics;
 pub mod models;

@@ -3,6 +3,9 @@
 //! A module of the one suite binary (`tests/suite.rs`; CONTRIBUTING.md,
 //! "The test layout"), its files modules named as the files.
 
+mod hub_cli;
+mod hub_minilm;
+mod hub_parity;
 mod mnist_training;
 mod models_gpt_parity;
 mod models_precision;

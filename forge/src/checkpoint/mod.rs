@@ -20,5 +20,5 @@
 mod model;
 mod training;
 
-pub use model::LayerIo;
+pub use model::{read_metadata, LayerIo};
 pub use training::{ScheduleState, TrainingCheckpoint};

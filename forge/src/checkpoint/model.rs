@@ -76,6 +76,43 @@ pub trait LayerIo<E: Float>: Layer<E> {
         write_safetensors(path, &tensors, &BTreeMap::new())
     }
 
+    /// As [`save`](Self::save), with `metadata` (string pairs: a
+    /// configuration, a vocabulary) in the file's header, where
+    /// [`read_metadata`] finds it before the model is built.
+    ///
+    /// # Errors
+    /// [`ForgeError::Invalid`] for a key that starts with the checksum
+    /// prefix ([`CHECKSUM_PREFIX`](crate::io::CHECKSUM_PREFIX), reserved);
+    /// [`ForgeError::Io`].
+    ///
+    /// ```
+    /// use forge::checkpoint::{read_metadata, LayerIo};
+    /// use forge::prelude::*;
+    /// use std::collections::BTreeMap;
+    /// let path = std::env::temp_dir().join(format!("forge-save-meta-doc-{}.safetensors", std::process::id()));
+    /// let meta = BTreeMap::from([("width".to_string(), "3".to_string())]);
+    /// Linear::<f32>::new(3, 2, &mut Rng::new(0)).save_with_metadata(&path, &meta).unwrap();
+    /// assert_eq!(read_metadata(&path).unwrap()["width"], "3");
+    /// std::fs::remove_file(&path).unwrap();
+    /// ```
+    fn save_with_metadata(
+        &self,
+        path: impl AsRef<Path>,
+        metadata: &BTreeMap<String, String>,
+    ) -> Result<()> {
+        if let Some(k) = metadata
+            .keys()
+            .find(|k| k.starts_with(crate::io::CHECKSUM_PREFIX))
+        {
+            return Err(ForgeError::invalid(
+                k.clone(),
+                "metadata keys with the checksum prefix are reserved",
+            ));
+        }
+        let tensors = tensors_as(&self.state_dict(), "", E::DTYPE)?;
+        write_safetensors(path, &tensors, metadata)
+    }
+
     /// Replaces the model's tensors by a file's, converting any float
     /// storage type (f16, bf16, f32, f64) to the model's. Nothing changes
     /// unless the whole file fits.
@@ -238,4 +275,25 @@ pub(crate) fn float_dict<E: Float>(
         }
     }
     Ok(dict)
+}
+
+/// The metadata of a checkpoint written by
+/// [`LayerIo::save_with_metadata`] (checksum entries left out), read
+/// before a model is built from it.
+///
+/// # Errors
+/// [`ForgeError::Io`] / [`ForgeError::Format`] for an unreadable file.
+///
+/// ```
+/// use forge::checkpoint::{read_metadata, LayerIo};
+/// use forge::prelude::*;
+/// let path = std::env::temp_dir().join(format!("forge-read-meta-doc-{}.safetensors", std::process::id()));
+/// Linear::<f32>::new(2, 2, &mut Rng::new(0)).save(&path).unwrap();
+/// assert!(read_metadata(&path).unwrap().is_empty());
+/// std::fs::remove_file(&path).unwrap();
+/// ```
+pub fn read_metadata(path: impl AsRef<Path>) -> Result<BTreeMap<String, String>> {
+    let mut meta = read_safetensors(path)?.metadata;
+    meta.retain(|k, _| !k.starts_with(crate::io::CHECKSUM_PREFIX));
+    Ok(meta)
 }
