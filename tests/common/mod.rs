@@ -61,6 +61,17 @@ pub fn fixtures_with_prefix(dir: &str, prefix: &str) -> Vec<String> {
     v
 }
 
+/// Every fixture file in a subfolder whose name starts with `prefix` and
+/// whose metadata `op` is one of `ops`, sorted: a test of some ops reads
+/// every file of those ops, and other ops' files that share the prefix
+/// (`conv_transpose1d` beside `conv2d`) are left to their own tests.
+pub fn fixtures_for_ops(dir: &str, prefix: &str, ops: &[&str]) -> Vec<String> {
+    fixtures_with_prefix(dir, prefix)
+        .into_iter()
+        .filter(|rel| ops.contains(&Fixture::load(rel).meta("op")))
+        .collect()
+}
+
 impl Fixture {
     pub fn load(rel: &str) -> Fixture {
         let bytes = std::fs::read(fixture_path(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));

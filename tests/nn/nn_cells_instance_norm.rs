@@ -79,7 +79,7 @@ fn files() -> Vec<Fixture> {
     let mut v = common::fixtures_with_prefix("nn", "cell_");
     v.extend(common::fixtures_with_prefix("nn", "instance_norm_"));
     v.extend(common::fixtures_with_prefix("ops", "masked_select_"));
-    assert_eq!(v.len(), 12, "{v:?}");
+    assert!(v.len() >= 12, "{v:?}");
     v.iter().map(|p| Fixture::load(p)).collect()
 }
 

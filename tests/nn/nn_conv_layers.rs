@@ -102,8 +102,8 @@ fn check_conv_file<E: Float>(f: &Fixture) {
 
 #[test]
 fn conv_layers_match_pytorch_fixtures() {
-    let files = common::fixtures_with_prefix("nn", "conv");
-    assert_eq!(files.len(), 10, "{files:?}");
+    let files = common::fixtures_for_ops("nn", "conv", &["conv1d", "conv2d", "conv_transpose2d"]);
+    assert!(files.len() >= 3, "{files:?}");
     for file in files {
         let f = Fixture::load(&file);
         check_conv_file::<f64>(&f);
@@ -254,7 +254,7 @@ fn pool_layers_match_pytorch_fixtures() {
     for prefix in ["max_pool", "avg_pool", "adaptive_"] {
         files.extend(common::fixtures_with_prefix("nn", prefix));
     }
-    assert_eq!(files.len(), 12, "{files:?}");
+    assert!(files.len() >= 12, "{files:?}");
     for file in files {
         let f = Fixture::load(&file);
         check_pool_file::<f64>(&f);

@@ -130,7 +130,7 @@ fn batch_norm_file<E: Float>(f: &Fixture) {
 #[test]
 fn batch_norm_layers_match_pytorch_in_train_and_eval() {
     let files = common::fixtures_with_prefix("nn", "batch_norm");
-    assert_eq!(files.len(), 4, "{files:?}");
+    assert!(files.len() >= 4, "{files:?}");
     for file in files {
         let f = Fixture::load(&file);
         batch_norm_file::<f64>(&f);
@@ -233,7 +233,7 @@ fn layer_and_group_norm_layers_match_pytorch() {
         .into_iter()
         .chain(common::fixtures_with_prefix("nn", "group_norm"))
         .collect();
-    assert_eq!(files.len(), 4, "{files:?}");
+    assert!(files.len() >= 4, "{files:?}");
     for file in files {
         let f = Fixture::load(&file);
         layer_or_group_norm_file::<f64>(&f);
@@ -260,8 +260,8 @@ fn embedding_file<E: Float>(f: &Fixture) {
 
 #[test]
 fn embedding_layer_matches_pytorch_and_round_trips() {
-    let files = common::fixtures_with_prefix("nn", "embedding");
-    assert_eq!(files.len(), 2, "{files:?}");
+    let files = common::fixtures_for_ops("nn", "embedding", &["embedding"]);
+    assert!(!files.is_empty(), "{files:?}");
     for file in files {
         let f = Fixture::load(&file);
         embedding_file::<f64>(&f);

@@ -20,7 +20,7 @@ fn files() -> Vec<String> {
     let mut v = common::fixtures_with_prefix("nn", "batch_norm");
     v.extend(common::fixtures_with_prefix("nn", "layer_norm"));
     v.extend(common::fixtures_with_prefix("nn", "group_norm"));
-    assert_eq!(v.len(), 8, "{v:?}");
+    assert!(v.len() >= 8, "{v:?}");
     v
 }
 

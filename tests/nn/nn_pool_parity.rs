@@ -44,7 +44,7 @@ fn files() -> Vec<String> {
     for prefix in ["max_pool", "avg_pool", "adaptive_"] {
         files.extend(common::fixtures_with_prefix("nn", prefix));
     }
-    assert_eq!(files.len(), 12, "pool fixtures: {files:?}");
+    assert!(files.len() >= 12, "pool fixtures: {files:?}");
     files
 }
 

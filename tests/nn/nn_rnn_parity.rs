@@ -167,7 +167,7 @@ fn check_fixture<E: Float>(path: &str) {
 #[test]
 fn every_rnn_fixture_matches_pytorch() {
     let files = fixtures_with_prefix("rnn", "");
-    assert_eq!(files.len(), 11, "{files:?}");
+    assert!(files.len() >= 11, "{files:?}");
     for file in &files {
         check_fixture::<f64>(file);
         check_fixture::<f32>(file);

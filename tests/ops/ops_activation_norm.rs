@@ -36,7 +36,7 @@ fn files() -> Vec<Fixture> {
     for p in PREFIXES {
         v.extend(common::fixtures_with_prefix("ops", p));
     }
-    assert_eq!(v.len(), 32, "{v:?}");
+    assert!(v.len() >= 32, "{v:?}");
     v.iter().map(|p| Fixture::load(p)).collect()
 }
 

@@ -74,7 +74,7 @@ fn check_file<E: Float>(f: &Fixture) {
 #[test]
 fn binary_ops_match_pytorch() {
     let files = common::fixtures_with_prefix("ops", "binary_");
-    assert_eq!(files.len(), 20, "expected the 20 binary fixtures");
+    assert!(files.len() >= 20, "expected the 20 binary fixtures");
     for file in files {
         let f = Fixture::load(&file);
         check_file::<f64>(&f);

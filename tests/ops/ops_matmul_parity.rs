@@ -24,7 +24,7 @@ fn check_file<E: Float>(f: &Fixture) {
 #[test]
 fn matmul_matches_pytorch() {
     let files = common::fixtures_with_prefix("ops", "matmul_");
-    assert_eq!(files.len(), 7, "expected the 7 matmul fixtures");
+    assert!(files.len() >= 7, "expected the 7 matmul fixtures");
     for file in files {
         let f = Fixture::load(&file);
         check_file::<f64>(&f);

@@ -36,7 +36,7 @@ fn reduce_files() -> Vec<String> {
         .into_iter()
         .filter(|n| !n.contains("reduce_logsumexp_"))
         .collect();
-    assert_eq!(files.len(), 28, "expected the 28 reduce fixtures");
+    assert!(files.len() >= 28, "expected the 28 reduce fixtures");
     files
 }
 

@@ -77,7 +77,7 @@ fn single_input_files() -> Vec<Fixture> {
     for p in PREFIXES.iter().chain(&["nan_to_num_"]) {
         files.extend(common::fixtures_with_prefix("ops", p));
     }
-    assert_eq!(files.len(), 24, "{files:?}");
+    assert!(files.len() >= 24, "{files:?}");
     files.iter().map(|p| Fixture::load(p)).collect()
 }
 

@@ -68,7 +68,10 @@ fn apply<E: Float>(f: &Fixture, xs: &[Tensor<E>]) -> Tensor<E> {
 #[test]
 fn shape_ops_match_pytorch() {
     let files = common::fixtures_with_prefix("ops", "shape_");
-    assert_eq!(files.len(), 13, "expected the 13 shape fixtures: {files:?}");
+    assert!(
+        files.len() >= 13,
+        "expected the 13 shape fixtures: {files:?}"
+    );
     for file in files {
         let f = Fixture::load(&file);
         let names: Vec<String> = f

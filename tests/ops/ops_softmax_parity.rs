@@ -40,7 +40,7 @@ fn files() -> Vec<String> {
 #[test]
 fn softmax_family_matches_pytorch() {
     let files = files();
-    assert_eq!(files.len(), 10, "expected 3 + 3 + 4 fixtures");
+    assert!(files.len() >= 10, "expected 3 + 3 + 4 fixtures");
     for file in files {
         let f = Fixture::load(&file);
         f.check_single_input(apply::<f64>);

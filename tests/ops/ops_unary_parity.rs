@@ -44,7 +44,7 @@ fn apply<E: Float>(f: &Fixture, x: &Tensor<E>) -> Tensor<E> {
 #[test]
 fn unary_ops_match_pytorch() {
     let files = common::fixtures_with_prefix("ops", "unary_");
-    assert_eq!(files.len(), 29, "{files:?}");
+    assert!(files.len() >= 29, "{files:?}");
     for file in files {
         let f = Fixture::load(&file);
         f.check_single_input(apply::<f64>);

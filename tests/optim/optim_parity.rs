@@ -205,7 +205,7 @@ fn every_optimizer_fixture_matches_pytorch() {
     for prefix in ["sgd", "adam", "adagrad", "adadelta", "rmsprop"] {
         files.extend(common::fixtures_with_prefix("optim", prefix));
     }
-    assert_eq!(files.len(), 26, "{files:?}");
+    assert!(files.len() >= 26, "{files:?}");
     let mut kinds: Vec<&str> = files.iter().map(|f| check_optimizer_file(f)).collect();
     kinds.sort();
     kinds.dedup();
@@ -279,7 +279,7 @@ fn schedule_for(f: &Fixture) -> Schedule {
 #[test]
 fn every_schedule_fixture_matches_pytorch() {
     let files = common::fixtures_with_prefix("optim", "sched_");
-    assert_eq!(files.len(), 6, "{files:?}");
+    assert!(files.len() >= 6, "{files:?}");
     for file in files {
         let f = Fixture::load(&file);
         let mut sched = schedule_for(&f);
@@ -328,7 +328,7 @@ fn clip_grads(f: &Fixture) -> (Vec<Tensor<f64>>, Gradients<f64>) {
 #[test]
 fn every_clip_fixture_matches_pytorch() {
     let files = common::fixtures_with_prefix("optim", "clip_grad_");
-    assert_eq!(files.len(), 7, "{files:?}");
+    assert!(files.len() >= 7, "{files:?}");
     for file in files {
         let f = Fixture::load(&file);
         let (params, mut grads) = clip_grads(&f);
