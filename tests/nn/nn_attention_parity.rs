@@ -60,7 +60,7 @@ fn causal_file<E: Float>(f: &Fixture) {
 #[test]
 fn causal_self_attention_matches_pytorch() {
     let files = common::fixtures_with_prefix("nn", "attention_mhsa");
-    assert!(files.len() >= 1, "{files:?}");
+    assert!(!files.is_empty(), "{files:?}");
     for file in files {
         let f = Fixture::load(&file);
         causal_file::<f64>(&f);
@@ -189,7 +189,7 @@ fn mha_file<E: Float>(f: &Fixture) {
 #[test]
 fn multihead_attention_with_key_padding_matches_pytorch() {
     let files = common::fixtures_with_prefix("nn", "attention_nn_multihead");
-    assert!(files.len() >= 1, "{files:?}");
+    assert!(!files.is_empty(), "{files:?}");
     for file in files {
         let f = Fixture::load(&file);
         mha_file::<f64>(&f);

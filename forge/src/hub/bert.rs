@@ -136,6 +136,7 @@ pub struct BertSelfAttention<E: Float = f32> {
 /// other.
 ///
 /// ```
+/// use forge::nn::Layer;
 /// # let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/hub/bert_pooler");
 /// let m = forge::hub::Bert::<f32>::from_dir(dir).unwrap();
 /// assert!(m.state_dict().contains_key("encoder.layer.0.attention.self_.query.weight"));

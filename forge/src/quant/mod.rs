@@ -7,7 +7,7 @@
 //! - activations are quantized at every call to unsigned bytes over their
 //!   whole range (`min(x, 0)` to `max(x, 0)`), with a zero point, to 7 bits
 //!   (`[0, 127]`: PyTorch's `reduce_range` on x86) and the same rounding;
-//! - the products accumulate exactly in `i32` ([`crate::cpu`]'s int8
+//! - the products accumulate exactly in `i32` (forge's int8
 //!   kernels: AVX-512 VNNI, AVX-VNNI, AVX2 or portable, chosen at run time,
 //!   all with the same bits), and each output is
 //!   `(acc - zero_point * sum_p w[j][p]) * x_scale * w_scale[j] + bias[j]`

@@ -252,6 +252,11 @@ impl Executor {
     /// kept in the `Deferred`, and the executor goes on with the next
     /// call.
     ///
+    /// Because the calls of one executor run one at a time, a call must not
+    /// wait for (or drop) the `Deferred` of another call submitted to the
+    /// same executor: that call cannot start until this one ends, so both
+    /// wait forever. Submit nested work to a second executor instead.
+    ///
     /// ```
     /// use forge::runtime::Executor;
     /// let exec = Executor::new(2);

@@ -213,7 +213,7 @@ fn the_best_kernel_is_the_widest_available() {
     assert!(best.available());
     assert_eq!(Some(&best), kernels().last());
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+    if crate::cpu::class::cpu_has!("avx2") && crate::cpu::class::cpu_has!("fma") {
         assert!(matches!(best, Kernel::Avx2 | Kernel::Avx512), "{best:?}");
     }
 }
