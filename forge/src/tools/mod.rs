@@ -13,6 +13,7 @@ pub mod diff;
 mod func;
 mod graph;
 pub(crate) mod hooks;
+mod profile_data;
 mod profiler;
 pub(crate) mod scope;
 mod switch;
@@ -25,5 +26,6 @@ pub use anomaly::{
 pub use custom::{apply_op, BackwardArgs, CustomOp, ForwardCtx};
 pub use func::{grad, hessian, hvp, jacobian, jvp, per_sample_grads, vjp};
 pub use graph::{to_dot, Graph, GraphNode, NodeKind};
-pub use profiler::{profile, Event, LayerRow, OpRow, Phase, Profile, Profiler};
+pub use profile_data::{Event, LayerRow, OpRow, Phase, Profile};
+pub use profiler::{profile, Profiler};
 pub use scope::layer_scope;
