@@ -1,7 +1,8 @@
 //! `forge::models::gpt::Gpt` against the trained nanoGPT-style model frozen
-//! by PyTorch in `tests/fixtures/models/gpt.safetensors` (see the fixtures
-//! README, "The GPT fixture"), in f64, with the file's tolerances
-//! (rtol 1e-10, atol 1e-12):
+//! by PyTorch in every `tests/fixtures/models` file whose metadata `op` is
+//! `gpt` (today `gpt.safetensors`; see the fixtures README, "The GPT
+//! fixture"), configured from each file's metadata, in f64 with the file's
+//! tolerances (rtol 1e-10, atol 1e-12):
 //!
 //! - the logits over 4 real windows of the text and the mean cross-entropy;
 //! - the gradient of every one of the 28 parameters (the tied
