@@ -4,6 +4,7 @@
 //! A module of the one suite binary (`tests/suite.rs`; CONTRIBUTING.md,
 //! "The test layout"), its files modules named as the files.
 
+mod arena;
 mod concurrency;
 mod coverage;
 mod distributed;
