@@ -530,7 +530,8 @@ fn forward_flops(model: &str, batch: usize) -> Option<f64> {
         // 128 tokens, 12 layers of width 768 (q, k, v, output, two 3072-wide
         // MLP products), the 128 x 128 attention products
         "bert_base" => {
-            let per_token = 12.0 * (2.0 * 768.0 * (4.0 * 768.0 + 2.0 * 3072.0) + 4.0 * 128.0 * 768.0);
+            let per_token =
+                12.0 * (2.0 * 768.0 * (4.0 * 768.0 + 2.0 * 3072.0) + 4.0 * 128.0 * 768.0);
             b * 128.0 * per_token
         }
         _ => return None,
@@ -644,7 +645,10 @@ pub fn run_all(o: &JsonOpts) {
             let (warmup, block) = if matches!(model.as_str(), "gpt2s" | "bert_base") {
                 (1, (o.block / 5).max(1))
             } else {
-                (o.warmup * if long { 10 } else { 1 }, o.block * if long { 10 } else { 1 })
+                (
+                    o.warmup * if long { 10 } else { 1 },
+                    o.block * if long { 10 } else { 1 },
+                )
             };
             run(model, mode, batch, o, warmup, block);
         }

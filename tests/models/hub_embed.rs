@@ -47,9 +47,7 @@ fn pooling_leaves_padding_out_of_the_mean_and_the_max() {
                 // the sentence alone, pooled here from the hidden state
                 let ids = e.tokenizer.encode(s, true).unwrap();
                 let t = ids.len();
-                let hidden = e
-                    .model
-                    .encode(&Tensor::from_vec(ids, &[1, t]), None, None);
+                let hidden = e.model.encode(&Tensor::from_vec(ids, &[1, t]), None, None);
                 let hs = hidden.as_slice();
                 let want: Vec<f32> = (0..h)
                     .map(|j| {
