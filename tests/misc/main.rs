@@ -12,6 +12,7 @@ mod docs_links;
 mod import_cycles;
 mod panic_messages;
 mod papercuts;
+mod port;
 mod public_api;
 mod readme_example;
 mod runtime;
