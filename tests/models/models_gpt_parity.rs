@@ -355,7 +355,9 @@ fn int8_and_bf16_gpt_stay_close_to_f32() {
         });
         let (max, mean) = errors(&lac);
         let lossac = lossac.item();
-        eprintln!("| GPT | bf16 autocast | loss {lossac:.5} | {max:.5} | {mean:.6} | {f32_bytes} |");
+        eprintln!(
+            "| GPT | bf16 autocast | loss {lossac:.5} | {max:.5} | {mean:.6} | {f32_bytes} |"
+        );
         assert!(
             (lossac - loss).abs() <= 0.01 * loss,
             "bf16 autocast: loss {lossac} vs {loss}"
