@@ -323,8 +323,7 @@ fn tile_with(
     acc: &mut [[f32; PANEL * PANELS]; ROWS],
 ) {
     assert!(
-        panels >= 1
-            && panels <= PANELS
+        (1..=PANELS).contains(&panels)
             && w.len() >= (panels - 1) * pairs * PANEL * 2 + qn * PANEL * 2,
         "bgemm: packed weight too small"
     );
