@@ -14,7 +14,8 @@
 //! accumulated in the parameters); `fwdbwd` = forward, loss, backward;
 //! `fwd` = forward and loss with the tape recording; `infer` = eval mode
 //! under `no_grad`; `infer_int8` = the same after `quantize_dynamic` (the
-//! Linear layers in int8, as `infer_bench.py`'s rows).
+//! Linear layers in int8, as `infer_bench.py`'s rows); `infer_bf16` = `infer`
+//! under `forge::autocast(DType::BF16, ..)`.
 
 use forge::hub::{generate, Bert, BertConfig, Flow, GenerateOptions};
 use forge::models::gpt::{Gpt, GptConfig};
@@ -25,7 +26,7 @@ use forge::nn::{Forward, Layer, Linear, Lstm, RnnConfig};
 use forge::optim::{Adam, AdamW, Optimizer, Sgd, UpdateRule};
 use forge::quant::{quantize_dynamic, Granularity};
 use forge::runtime::set_num_threads;
-use forge::{no_grad, Rng, Tensor};
+use forge::{autocast, no_grad, DType, Rng, Tensor};
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -101,6 +102,7 @@ fn plan(model: &str) -> Option<&'static [(&'static str, usize)]> {
             ("fwd", 16),
             ("infer", 1),
             ("infer", 32),
+            ("infer_bf16", 32),
         ],
         "lstm" => &[("train", 64), ("infer", 64), ("infer_int8", 64)],
         // infer_bench.py's hub rows (the PyTorch side is transformers)
@@ -352,6 +354,16 @@ where
                 black_box(no_grad(|| m.forward(x.clone())));
             })
         }
+        // infer_bench.py's bf16 rows: the forward under bf16 autocast,
+        // entered inside each timed call as the script does (so the
+        // weights are converted to bf16 in every call, as PyTorch's
+        // autocast cache lives only as long as its context)
+        "infer_bf16" => {
+            m.eval();
+            Box::new(move || {
+                black_box(no_grad(|| autocast(DType::BF16, || m.forward(x.clone()))));
+            })
+        }
         _ => unreachable!("mode {mode}"),
     }
 }
@@ -551,7 +563,7 @@ fn forward_flops(model: &str, batch: usize) -> Option<f64> {
 fn step_gflop(model: &str, mode: &str, batch: usize) -> Option<f64> {
     let f = forward_flops(model, batch)?;
     let times = match mode {
-        "fwd" | "infer" => 1.0,
+        "fwd" | "infer" | "infer_bf16" => 1.0,
         "fwdbwd" | "train" => 3.0,
         _ => return None,
     };

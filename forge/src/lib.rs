@@ -23,6 +23,7 @@ extern crate self as forge;
 // First: its shape_assert!/shape_panic! macros are used by the modules below.
 #[macro_use]
 pub mod base;
+pub mod autocast;
 pub mod autograd;
 pub mod checkpoint;
 pub(crate) mod cpu;
@@ -52,6 +53,7 @@ pub struct ReadmeDoctests;
 #[cfg(doctest)]
 pub mod guide;
 
+pub use autocast::autocast;
 pub use autograd::{gradcheck, is_grad_enabled, no_grad, Gradients, NoGradGuard};
 pub use error::{ForgeError, Result};
 /// The `half` crate, whose `f16` and `bf16` are forge element types.

@@ -149,6 +149,28 @@ where
     (max, sum / n as f64)
 }
 
+/// Largest and mean `|a - b|` between `model`'s logits on the test split
+/// under bf16 autocast and without it.
+fn logit_errors_autocast<M>(model: &M, test: &InMemoryDataset) -> (f32, f64)
+where
+    M: Layer + Forward<Tensor, Output = Tensor>,
+{
+    let loader = DataLoader::new(test, 500);
+    let (mut max, mut sum, mut n) = (0f32, 0f64, 0usize);
+    forge::no_grad(|| {
+        for (x, _) in loader.iter() {
+            let exact = forge::autocast(forge::DType::F32, || model.forward(x.clone()));
+            let mixed = forge::autocast(forge::DType::BF16, || model.forward(x));
+            for (p, q) in exact.as_slice().iter().zip(mixed.as_slice()) {
+                max = max.max((p - q).abs());
+                sum += f64::from((p - q).abs());
+                n += 1;
+            }
+        }
+    });
+    (max, sum / n as f64)
+}
+
 /// The accuracy table of docs/src/quantization.md: `model` trained, then
 /// evaluated as trained (f32), with bf16-rounded weights, and with its
 /// linear layers in int8 (per channel and per tensor). The int8 models
@@ -170,6 +192,11 @@ where
     bf16.eval();
     let (max, mean) = logit_errors(&bf16, model, test);
     eprintln!("| {name} | bf16 weights | {acc:.4} | {max:.5} | {mean:.6} | {f32_bytes} |");
+    // bf16 compute: the products under autocast (the weights held in f32)
+    let acc = forge::autocast(forge::DType::BF16, || accuracy(&predict(model, test), test));
+    model.eval();
+    let (max, mean) = logit_errors_autocast(model, test);
+    eprintln!("| {name} | bf16 autocast | {acc:.4} | {max:.5} | {mean:.6} | {f32_bytes} |");
     for (label, g) in [
         ("int8 per channel", Granularity::PerChannel),
         ("int8 per tensor", Granularity::PerTensor),

@@ -349,6 +349,19 @@ fn int8_and_bf16_gpt_stay_close_to_f32() {
             "| GPT | bf16 weights | loss {:.5} | {max:.5} | {mean:.6} | {f32_bytes} |",
             loss16.item()
         );
+        // bf16 compute: the f32 model's products under autocast
+        let (lac, lossac) = forge::no_grad(|| {
+            forge::autocast(forge::DType::BF16, || gpt.logits_and_loss(&idx, &targets))
+        });
+        let (max, mean) = errors(&lac);
+        let lossac = lossac.item();
+        eprintln!(
+            "| GPT | bf16 autocast | loss {lossac:.5} | {max:.5} | {mean:.6} | {f32_bytes} |"
+        );
+        assert!(
+            (lossac - loss).abs() <= 0.01 * loss,
+            "bf16 autocast: loss {lossac} vs {loss}"
+        );
         for (label, g) in [
             ("int8 per channel", Granularity::PerChannel),
             ("int8 per tensor", Granularity::PerTensor),

@@ -3,6 +3,7 @@
 //! "The test layout"), its files modules named as the files.
 
 mod nn_attention_parity;
+mod nn_autocast;
 mod nn_cells_instance_norm;
 mod nn_conv_layers;
 mod nn_conv_parity;

@@ -8,12 +8,14 @@
 //! computed by exactly one chunk in a fixed order: results are bit-identical
 //! for 1 and N threads.
 
+pub(crate) mod bgemm;
 pub(crate) mod broadcast;
 pub(crate) mod buffers;
 pub(crate) mod class;
 pub(crate) mod conv;
 pub(crate) mod conv3d;
 pub(crate) mod elementwise;
+pub(crate) mod f16c;
 pub(crate) mod gemm;
 pub(crate) mod index;
 pub(crate) mod memory;

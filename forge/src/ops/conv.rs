@@ -106,6 +106,9 @@ impl<E: Float, D: Device> Tensor<E, D> {
                     weight.shape()
                 )
             });
+        if let Some(y) = crate::autocast::conv2d_hook(self, weight, bias, &geom) {
+            return y;
+        }
         conv_apply(self, weight, bias, geom)
     }
 

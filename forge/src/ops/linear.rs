@@ -50,6 +50,9 @@ impl<E: Float, D: Device> Tensor<E, D> {
                 weight.shape()
             );
         }
+        if let Some(y) = crate::autocast::linear_hook(self, weight, bias) {
+            return y;
+        }
         let rows: usize = self.shape()[..self.rank() - 1].iter().product();
         let (mut out, beta) = match bias {
             Some(b) => (bias_rows(b.as_slice(), rows), E::one()),

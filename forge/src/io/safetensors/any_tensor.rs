@@ -97,6 +97,15 @@ impl AnyTensor {
     /// assert_eq!(a.to_float::<f64>().to_vec(), vec![1.5]);
     /// ```
     pub fn to_float<E: Float>(&self) -> Tensor<E> {
+        if let (AnyTensor::F16(t), DType::F32) = (self, E::DTYPE) {
+            // f16 to f32 through the CPU's conversion instructions (F16C)
+            let mut out = vec![0f32; t.numel()];
+            crate::cpu::f16c::f16_to_f32(t.as_slice(), &mut out);
+            let wide = Tensor::<f32>::from_vec(out, t.shape());
+            if let Some(w) = (&wide as &dyn Any).downcast_ref::<Tensor<E>>() {
+                return w.clone();
+            }
+        }
         with_tensor!(self, t => t.cast::<E>())
     }
 

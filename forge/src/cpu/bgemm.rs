@@ -1,0 +1,370 @@
+//! bf16 matrix products with f32 accumulation: `c = a b^T (+ bias)` with
+//! `a` an `m x k` matrix of bf16 (activations, one row per output row),
+//! `b` an `n x k` matrix of bf16 (a weight, one row per output channel) and
+//! `c` the `m x n` matrix of f32 sums.
+//!
+//! `b` is packed once ([`PackedBf16`]): output channels in panels of 16,
+//! `k` in pairs (zero-padded), so that one 64-byte load holds two
+//! consecutive `k` of sixteen channels, the operand layout of `vdpbf16ps`.
+//! The rows of `a` are read in place with an even stride ([`padded_k`])
+//! and zero padding.
+//!
+//! Paths, chosen at every product from what the CPU has and the CPU class
+//! in force allows (`cpu_has!`):
+//! - AVX-512 BF16: `vdpbf16ps` on 512-bit registers, a 6-row x 64-column
+//!   register tile.
+//! - portable: plain f32 loops over the same packed layout.
+//!
+//! # The summation order, the same on every path
+//! Every element starts at `+0.0` and takes the pairs `(2q, 2q + 1)` in
+//! increasing `q`; each pair adds its odd product first, then its even one:
+//! `s = ftz(ftz(s + a[2q+1] b[2q+1]) + a[2q] b[2q])`, each addition rounded
+//! to nearest even and a subnormal result flushed to a zero of its sign
+//! (what `vdpbf16ps` does whatever MXCSR says). A product of two bf16 is
+//! exact in f32 unless it underflows, so one rounding per addition is the
+//! whole story. bf16 subnormals never reach a kernel: [`to_bf16`] flushes
+//! them (the instruction would treat them as zero). The bias, when given,
+//! is added last in f32. The `k` blocking and the thread split do not change
+//! any of this, so the result is the same bits for every path and thread
+//! count (`tests::every_path_equals_the_reference`).
+
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+mod conv;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use conv::conv2d;
+
+use super::threads::parallel_for_cost;
+
+/// Output channels per packed panel.
+pub(crate) const PANEL: usize = 16;
+/// Rows of `a` per register tile.
+const ROWS: usize = 6;
+/// Panels per register tile (a 64-column tile).
+const PANELS: usize = 4;
+/// Pairs of `k` per block: one block of a 4-panel tile is 32 KiB, which
+/// stays in L1 while the tile's rows stream past it.
+const KC_PAIRS: usize = 128;
+/// Rows of `a` per parallel chunk (a multiple of [`ROWS`]).
+const CHUNK_ROWS: usize = 8 * ROWS;
+
+/// An instruction set of this module.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Isa {
+    /// AVX-512F + AVX-512 BF16.
+    Avx512Bf16,
+    /// Plain loops.
+    Portable,
+}
+
+impl Isa {
+    /// Every path this CPU can run, widest first (always ends with
+    /// `Portable`).
+    pub(crate) fn all() -> Vec<Isa> {
+        let mut all = Vec::new();
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            if has!("avx512f") && has!("avx512bf16") {
+                all.push(Isa::Avx512Bf16);
+            }
+        }
+        all.push(Isa::Portable);
+        all
+    }
+
+    /// The widest path this CPU has and the CPU class in force on this
+    /// thread allows (every path gives the same bits).
+    pub(crate) fn detect() -> Isa {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use crate::cpu::class::cpu_has;
+            if cpu_has!("avx512f") && cpu_has!("avx512bf16") {
+                return Isa::Avx512Bf16;
+            }
+        }
+        Isa::Portable
+    }
+}
+
+/// `x` rounded to bf16 (nearest, ties to even), as its bit pattern. NaNs
+/// stay NaN (quieted), infinities stay infinite, values past the largest
+/// bf16 become infinite, and subnormals become a zero of their sign.
+pub(crate) fn to_bf16(x: f32) -> u16 {
+    let b = x.to_bits();
+    if x.is_nan() {
+        return ((b >> 16) | 0x40) as u16;
+    }
+    if x.is_subnormal() {
+        return ((b >> 16) & 0x8000) as u16;
+    }
+    // cannot overflow u32: the largest finite pattern plus 0x8000 is below 2^32
+    ((b + 0x7fff + ((b >> 16) & 1)) >> 16) as u16
+}
+
+/// The f32 value of a bf16 bit pattern (exact).
+pub(crate) fn from_bf16(h: u16) -> f32 {
+    f32::from_bits(u32::from(h) << 16)
+}
+
+/// `x` rounded to the nearest bf16 value, as an f32.
+#[cfg(test)]
+pub(crate) fn round_bf16(x: f32) -> f32 {
+    from_bf16(to_bf16(x))
+}
+
+/// `k` rounded up to a whole number of pairs: the row stride (in
+/// elements) of the activations [`PackedBf16::gemm`] reads.
+pub(crate) fn padded_k(k: usize) -> usize {
+    k.div_ceil(2) * 2
+}
+
+/// `rows` rows of `k` f32 (row-major) as bf16 rows of [`padded_k`]`(k)`
+/// elements, the padding zero.
+pub(crate) fn rows_to_bf16(src: &[f32], rows: usize, k: usize) -> Vec<u16> {
+    let kp = padded_k(k);
+    let mut out = vec![0u16; rows * kp];
+    if k == 0 {
+        return out;
+    }
+    for (dst, row) in out.chunks_exact_mut(kp).zip(src.chunks_exact(k)) {
+        for (d, &v) in dst.iter_mut().zip(row) {
+            *d = to_bf16(v);
+        }
+    }
+    out
+}
+
+/// `x` plus an f32 rounding step: one addition of the summation order,
+/// rounded, its subnormal result flushed to zero (see the module docs).
+#[inline(always)]
+fn ftz(x: f32) -> f32 {
+    if x.is_subnormal() {
+        0.0f32.copysign(x)
+    } else {
+        x
+    }
+}
+
+/// An `n x k` matrix of bf16 packed for [`PackedBf16::gemm`].
+#[derive(Clone, Debug)]
+pub(crate) struct PackedBf16 {
+    n: usize,
+    k: usize,
+    /// `[panel][pair][16 channels][2 k]`, zero-padded in both `n` and `k`.
+    data: Vec<u16>,
+}
+
+impl PackedBf16 {
+    /// Packs `b` (`n x k`, row-major f32), each value rounded to bf16.
+    ///
+    /// # Panics
+    /// When `b.len() != n * k`.
+    pub(crate) fn new(n: usize, k: usize, b: &[f32]) -> Self {
+        assert_eq!(
+            b.len(),
+            n * k,
+            "bgemm: weight of {} elements is not {n} x {k}",
+            b.len()
+        );
+        Self::from_fn(n, k, |j, p| b[j * k + p])
+    }
+
+    /// Packs the `n x k` matrix whose element `(j, p)` is `f(j, p)`, each
+    /// value rounded to bf16 (`f` is called once per element, `p` fastest).
+    pub(crate) fn from_fn(n: usize, k: usize, mut f: impl FnMut(usize, usize) -> f32) -> Self {
+        let pairs = padded_k(k) / 2;
+        let panels = n.div_ceil(PANEL);
+        let mut data = vec![0u16; panels * pairs * PANEL * 2];
+        for j in 0..n {
+            let (panel, lane) = (j / PANEL, j % PANEL);
+            let base = panel * pairs * PANEL * 2 + lane * 2;
+            for p in 0..k {
+                data[base + (p / 2) * PANEL * 2 + p % 2] = to_bf16(f(j, p));
+            }
+        }
+        PackedBf16 { n, k, data }
+    }
+
+    /// The row-major `n x k` matrix back, as f32.
+    #[cfg(test)]
+    pub(crate) fn unpack(&self) -> Vec<f32> {
+        let pairs = padded_k(self.k) / 2;
+        let mut out = vec![0f32; self.n * self.k];
+        for j in 0..self.n {
+            let (panel, lane) = (j / PANEL, j % PANEL);
+            for p in 0..self.k {
+                out[j * self.k + p] = from_bf16(
+                    self.data[panel * pairs * PANEL * 2 + (p / 2) * PANEL * 2 + lane * 2 + p % 2],
+                );
+            }
+        }
+        out
+    }
+
+    /// `c = a b^T (+ bias)` on the CPU's widest path: `a` holds `m` rows of
+    /// [`padded_k`]`(k)` bf16 (the padding zero), `c` is row-major `m x n`,
+    /// `bias` (if any) has `n` elements. Uses up to
+    /// [`num_threads`](super::num_threads) threads; the result is the same
+    /// for every thread count and path.
+    ///
+    /// # Panics
+    /// When a buffer is too small.
+    pub(crate) fn gemm(&self, m: usize, a: &[u16], bias: Option<&[f32]>, c: &mut [f32]) {
+        self.gemm_with(Isa::detect(), m, a, bias, c)
+    }
+
+    /// [`gemm`](Self::gemm) on a given path (which the CPU must have).
+    pub(crate) fn gemm_with(
+        &self,
+        isa: Isa,
+        m: usize,
+        a: &[u16],
+        bias: Option<&[f32]>,
+        c: &mut [f32],
+    ) {
+        let kp = padded_k(self.k);
+        assert!(
+            a.len() >= m * kp,
+            "bgemm: activations of {} elements for {m} x {kp}",
+            a.len()
+        );
+        assert!(
+            c.len() >= m * self.n,
+            "bgemm: output of {} for {m} x {}",
+            c.len(),
+            self.n
+        );
+        if let Some(b) = bias {
+            assert_eq!(b.len(), self.n, "bgemm: bias of {} for {}", b.len(), self.n);
+        }
+        assert!(
+            Isa::all().contains(&isa),
+            "bgemm: this CPU cannot run {isa:?}"
+        );
+        if m == 0 || self.n == 0 {
+            return;
+        }
+        let pairs = kp / 2;
+        let groups = m.div_ceil(CHUNK_ROWS);
+        let tiles = self.n.div_ceil(PANEL * PANELS);
+        let out = SharedOut(c.as_mut_ptr());
+        // about 64 multiply-adds per nanosecond on the vector path
+        let cost = m * self.n * kp / 64;
+        parallel_for_cost(groups * tiles, cost, |chunk| {
+            let (tile, group) = (chunk / groups, chunk % groups);
+            let g0 = group * CHUNK_ROWS;
+            let g_rows = CHUNK_ROWS.min(m - g0);
+            let p0 = tile * PANELS;
+            let panels = PANELS.min(self.n.div_ceil(PANEL) - p0);
+            let j0 = p0 * PANEL;
+            let cols = (panels * PANEL).min(self.n - j0);
+            let mut acc = vec![[0f32; PANEL * PANELS]; g_rows.div_ceil(ROWS) * ROWS];
+            let w = &self.data[p0 * pairs * PANEL * 2..];
+            for q0 in (0..pairs).step_by(KC_PAIRS) {
+                let qn = KC_PAIRS.min(pairs - q0);
+                for (b, block) in acc.chunks_exact_mut(ROWS).enumerate() {
+                    let r0 = g0 + b * ROWS;
+                    let rows = ROWS.min(g0 + g_rows - r0);
+                    // rows past the end repeat the last one; their sums are dropped
+                    let a_rows: [&[u16]; ROWS] = std::array::from_fn(|r| {
+                        &a[(r0 + r.min(rows - 1)) * kp + 2 * q0..][..2 * qn]
+                    });
+                    let block: &mut [[f32; PANEL * PANELS]; ROWS] =
+                        block.try_into().expect("ROWS rows");
+                    tile_with(isa, qn, pairs, a_rows, &w[q0 * PANEL * 2..], panels, block);
+                }
+            }
+            for (r, acc_r) in acc.iter().enumerate().take(g_rows) {
+                // SAFETY: each chunk writes its own rows x columns block of
+                // `c`, inside the `m x n` checked above.
+                let dst = unsafe {
+                    std::slice::from_raw_parts_mut(out.get().add((g0 + r) * self.n + j0), cols)
+                };
+                dst.copy_from_slice(&acc_r[..cols]);
+                if let Some(b) = bias {
+                    for (d, &bv) in dst.iter_mut().zip(&b[j0..j0 + cols]) {
+                        *d += bv;
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// `c`'s pointer shared by the chunks of one product.
+#[derive(Clone, Copy)]
+struct SharedOut(*mut f32);
+// SAFETY: the chunks write disjoint blocks of `c`, which outlives the loop.
+unsafe impl Send for SharedOut {}
+// SAFETY: as above: no two chunks touch the same element.
+unsafe impl Sync for SharedOut {}
+
+impl SharedOut {
+    fn get(self) -> *mut f32 {
+        self.0
+    }
+}
+
+/// One register tile over `qn` pairs: `acc[r][16 p + l]` continues its
+/// sum with the pairs of row `r` of `a_rows` (each `2 qn` long) times lane
+/// `l` of panel `p` of `w` (panels `pairs * 32` elements apart, each pair
+/// 32 elements), in the module's order. The CPU must have `isa`
+/// ([`PackedBf16::gemm_with`] checks it once per product).
+fn tile_with(
+    isa: Isa,
+    qn: usize,
+    pairs: usize,
+    a_rows: [&[u16]; ROWS],
+    w: &[u16],
+    panels: usize,
+    acc: &mut [[f32; PANEL * PANELS]; ROWS],
+) {
+    assert!(
+        (1..=PANELS).contains(&panels)
+            && w.len() >= (panels - 1) * pairs * PANEL * 2 + qn * PANEL * 2,
+        "bgemm: packed weight too small"
+    );
+    assert!(
+        a_rows.iter().all(|r| r.len() >= 2 * qn),
+        "bgemm: row too short"
+    );
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512Bf16 => {
+            // SAFETY: the CPU has AVX-512F and BF16 (`gemm_with` checks);
+            // the kernel reads `2 qn` elements of each row and `qn` pairs of
+            // `panels` panels of `w` (both checked above).
+            unsafe { avx512::tile(qn, pairs * PANEL * 2, a_rows, w, panels, acc) }
+        }
+        _ => tile_portable(qn, pairs * PANEL * 2, a_rows, w, panels, acc),
+    }
+}
+
+/// The portable tile: the same sums with plain loops.
+fn tile_portable(
+    qn: usize,
+    stride: usize,
+    a_rows: [&[u16]; ROWS],
+    w: &[u16],
+    panels: usize,
+    acc: &mut [[f32; PANEL * PANELS]; ROWS],
+) {
+    for (r, row) in a_rows.iter().enumerate() {
+        for p in 0..panels {
+            let panel = &w[p * stride..][..qn * PANEL * 2];
+            let out: &mut [f32; PANEL] = (&mut acc[r][p * PANEL..][..PANEL])
+                .try_into()
+                .expect("PANEL lanes");
+            for (q, block) in panel.chunks_exact(PANEL * 2).enumerate() {
+                let (a0, a1) = (from_bf16(row[2 * q]), from_bf16(row[2 * q + 1]));
+                for (o, w2) in out.iter_mut().zip(block.chunks_exact(2)) {
+                    let s = ftz(*o + a1 * from_bf16(w2[1]));
+                    *o = ftz(s + a0 * from_bf16(w2[0]));
+                }
+            }
+        }
+    }
+}
