@@ -185,7 +185,9 @@ where
         let acc = accuracy(&predict(&mut f8, test), test);
         f8.eval();
         let (max, mean) = logit_errors(&f8, model, test);
-        eprintln!("| {name} | fp8 {fmt:?} weights | {acc:.4} | {max:.5} | {mean:.6} | {f32_bytes} |");
+        eprintln!(
+            "| {name} | fp8 {fmt:?} weights | {acc:.4} | {max:.5} | {mean:.6} | {f32_bytes} |"
+        );
     }
     for (label, g) in [
         ("int8 per channel", Granularity::PerChannel),

@@ -17,7 +17,10 @@ use forge::quant::{quantize_dynamic, resident_bytes, Granularity};
 use std::path::PathBuf;
 
 fn temp(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("forge-models-quant-{name}-{}.safetensors", std::process::id()))
+    std::env::temp_dir().join(format!(
+        "forge-models-quant-{name}-{}.safetensors",
+        std::process::id()
+    ))
 }
 
 /// Quantizes a copy of `build()`'s model (`expect` layers), checks that
@@ -36,7 +39,11 @@ fn check_model<L: Layer<f32>>(
     let mut model = build();
     let exact = no_grad(|| run(&model));
     let f32_bytes = resident_bytes(&model);
-    assert_eq!(quantize_dynamic(&mut model, Granularity::PerChannel), expect, "{name}");
+    assert_eq!(
+        quantize_dynamic(&mut model, Granularity::PerChannel),
+        expect,
+        "{name}"
+    );
     let approx = no_grad(|| run(&model));
     assert_eq!(approx.shape(), exact.shape(), "{name}");
     let scale = exact.abs().max().item().max(1e-6);
@@ -51,7 +58,11 @@ fn check_model<L: Layer<f32>>(
     let mut other = build();
     quantize_dynamic(&mut other, Granularity::PerChannel);
     other.load_weights(&path).unwrap();
-    assert_eq!(no_grad(|| run(&other)).to_vec(), approx.to_vec(), "{name}: reloaded");
+    assert_eq!(
+        no_grad(|| run(&other)).to_vec(),
+        approx.to_vec(),
+        "{name}: reloaded"
+    );
     std::fs::remove_file(&path).unwrap();
 }
 
@@ -64,9 +75,23 @@ fn check_model<L: Layer<f32>>(
 fn mlp_and_lenet_quantize_and_round_trip() {
     let x = Tensor::<f32>::uniform(&[4, 1, 28, 28], 0.0, 1.0, &mut Rng::new(1));
     let xf = x.view(&[4, 784]);
-    check_model("mlp", || MnistMlp::new(&mut Rng::new(0)), |m| m.forward(xf.clone()), 3, 0.05, 0.30);
+    check_model(
+        "mlp",
+        || MnistMlp::new(&mut Rng::new(0)),
+        |m| m.forward(xf.clone()),
+        3,
+        0.05,
+        0.30,
+    );
     // LeNet-5: 2 convolutions and 3 Linear layers
-    check_model("lenet", || LeNet5::new(&mut Rng::new(0)), |m| m.forward(x.clone()), 5, 0.05, 0.30);
+    check_model(
+        "lenet",
+        || LeNet5::new(&mut Rng::new(0)),
+        |m| m.forward(x.clone()),
+        5,
+        0.05,
+        0.30,
+    );
 }
 
 #[test]
@@ -79,7 +104,10 @@ fn lstm_classifier_quantizes_and_round_trips() {
     let build = || {
         let mut rng = Rng::new(0);
         LstmHead {
-            lstm: Lstm::new(RnnConfig::new(32, 48).num_layers(2).batch_first(true), &mut rng),
+            lstm: Lstm::new(
+                RnnConfig::new(32, 48).num_layers(2).batch_first(true),
+                &mut rng,
+            ),
             head: Linear::new(48, 10, &mut rng),
         }
     };
@@ -93,10 +121,24 @@ fn lstm_classifier_quantizes_and_round_trips() {
 
 #[test]
 fn gpt_and_resnet18_quantize_and_round_trip() {
-    let cfg = GptConfig { vocab_size: 64, block_size: 16, n_layer: 2, n_head: 2, n_embd: 32, bias: true };
+    let cfg = GptConfig {
+        vocab_size: 64,
+        block_size: 16,
+        n_layer: 2,
+        n_head: 2,
+        n_embd: 32,
+        bias: true,
+    };
     let ids = Tensor::<i64>::from_vec((0..24).map(|i| (i * 7) % 64).collect(), &[2, 12]);
     // 4 Linear layers per block; the tied head and the embeddings stay f32
-    check_model("gpt", || Gpt::<f32>::new(cfg, &mut Rng::new(0)), |m| m.logits(&ids), 8, 0.10, 1.0);
+    check_model(
+        "gpt",
+        || Gpt::<f32>::new(cfg, &mut Rng::new(0)),
+        |m| m.logits(&ids),
+        8,
+        0.10,
+        1.0,
+    );
     let img = Tensor::<f32>::normal(&[1, 3, 32, 32], 0.0, 1.0, &mut Rng::new(2));
     let build = || {
         let mut m = resnet18::<f32>(10, &mut Rng::new(0));
@@ -104,7 +146,14 @@ fn gpt_and_resnet18_quantize_and_round_trip() {
         m
     };
     // 20 convolutions (17 3x3 or 7x7, 3 downsampling 1x1) and the fc layer
-    check_model("resnet18", build, |m| m.forward(img.clone()), 21, 0.10, 0.30);
+    check_model(
+        "resnet18",
+        build,
+        |m| m.forward(img.clone()),
+        21,
+        0.10,
+        0.30,
+    );
 }
 
 #[test]
@@ -120,7 +169,14 @@ fn hub_bert_and_gpt2_quantize_and_round_trip() {
     // per layer: query, key, value, attention output, intermediate, output;
     // plus the pooler
     assert!(n_bert >= 7, "{n_bert}");
-    check_model("bert", build, |m| m.encode(&ids, None, None), n_bert, 0.10, 1.0);
+    check_model(
+        "bert",
+        build,
+        |m| m.encode(&ids, None, None),
+        n_bert,
+        0.10,
+        1.0,
+    );
     let gpt2_dir = hub.join("gpt2_tiny");
     let build = || load_gpt2::<f32>(&gpt2_dir).unwrap();
     let n_gpt2 = {
@@ -143,9 +199,17 @@ fn summary_shows_int8_layers_with_their_bytes() {
     let fc = s.rows.iter().find(|r| r.type_name == "Linear").unwrap();
     let fc_before = before.rows.iter().find(|r| r.path == fc.path).unwrap();
     assert_eq!(fc_before.dtypes, "float32");
-    assert!(fc.bytes * 3 < fc_before.bytes, "{} vs {}", fc.bytes, fc_before.bytes);
+    assert!(
+        fc.bytes * 3 < fc_before.bytes,
+        "{} vs {}",
+        fc.bytes,
+        fc_before.bytes
+    );
     // the element counts do not change; the integers count as frozen
-    assert_eq!(s.trainable + s.frozen, before.trainable + before.frozen + 512 + 256 + 10);
+    assert_eq!(
+        s.trainable + s.frozen,
+        before.trainable + before.frozen + 512 + 256 + 10
+    );
     let text = s.to_string();
     assert!(text.contains("int8+float32"), "{text}");
 }

@@ -37,7 +37,11 @@ fn conversions_equal_pytorch_bit_for_bit() {
                 "{file}: byte {b:#04x} decodes to {got}, torch {want}"
             );
             if !want.is_nan() {
-                assert_eq!(got.is_sign_negative(), want.is_sign_negative(), "{file}: {b:#04x}");
+                assert_eq!(
+                    got.is_sign_negative(),
+                    want.is_sign_negative(),
+                    "{file}: {b:#04x}"
+                );
             }
         }
         let xs = f.t("x").to_vec();
@@ -64,18 +68,34 @@ fn saturating_encode_never_gives_an_infinity() {
         assert!(fmt.decode(fmt.encode_saturating(f32::NAN)).is_nan());
     }
     // without saturation E5M2 overflows to infinity, E4M3 saturates
-    assert_eq!(Fp8Format::E5M2.decode(Fp8Format::E5M2.encode(61440.0)), f32::INFINITY);
-    assert_eq!(Fp8Format::E4M3.decode(Fp8Format::E4M3.encode(f32::INFINITY)), 448.0);
+    assert_eq!(
+        Fp8Format::E5M2.decode(Fp8Format::E5M2.encode(61440.0)),
+        f32::INFINITY
+    );
+    assert_eq!(
+        Fp8Format::E4M3.decode(Fp8Format::E4M3.encode(f32::INFINITY)),
+        448.0
+    );
 }
 
 #[test]
 fn fp8_files_round_trip_bit_for_bit() {
-    let path = std::env::temp_dir().join(format!("forge-fp8-io-{}.safetensors", std::process::id()));
+    let path =
+        std::env::temp_dir().join(format!("forge-fp8-io-{}.safetensors", std::process::id()));
     let bytes: Vec<u8> = (0..=255).collect();
     let mut tensors = BTreeMap::new();
-    tensors.insert("a".to_string(), AnyTensor::F8E4M3(Tensor::from_vec(bytes.clone(), &[16, 16])));
-    tensors.insert("b".to_string(), AnyTensor::F8E5M2(Tensor::from_vec(bytes[..255].to_vec(), &[255])));
-    tensors.insert("c".to_string(), AnyTensor::F32(Tensor::from_vec(vec![1.5], &[])));
+    tensors.insert(
+        "a".to_string(),
+        AnyTensor::F8E4M3(Tensor::from_vec(bytes.clone(), &[16, 16])),
+    );
+    tensors.insert(
+        "b".to_string(),
+        AnyTensor::F8E5M2(Tensor::from_vec(bytes[..255].to_vec(), &[255])),
+    );
+    tensors.insert(
+        "c".to_string(),
+        AnyTensor::F32(Tensor::from_vec(vec![1.5], &[])),
+    );
     write_safetensors(&path, &tensors, &BTreeMap::new()).unwrap();
     let back = read_safetensors(&path).unwrap();
     assert_eq!(back.tensors["a"].dtype(), DType::F8E4M3);
@@ -84,7 +104,10 @@ fn fp8_files_round_trip_bit_for_bit() {
     // the header names the types as safetensors does
     let raw = std::fs::read(&path).unwrap();
     let header = String::from_utf8_lossy(&raw[8..200]);
-    assert!(header.contains("\"F8_E4M3\"") && header.contains("\"F8_E5M2\""), "{header}");
+    assert!(
+        header.contains("\"F8_E4M3\"") && header.contains("\"F8_E5M2\""),
+        "{header}"
+    );
     std::fs::remove_file(&path).unwrap();
 }
 
@@ -115,8 +138,15 @@ fn fp8_checkpoints_load_into_an_f32_model_without_extra_code() {
                 assert_eq!(t.to_vec(), stored.to_float::<f32>().to_vec(), "{name}");
                 continue;
             }
-            let scale = file.tensors[&format!("{name}_scale")].to_float::<f32>().to_vec()[0];
-            let want: Vec<f32> = stored.to_float::<f32>().to_vec().iter().map(|v| v * scale).collect();
+            let scale = file.tensors[&format!("{name}_scale")]
+                .to_float::<f32>()
+                .to_vec()[0];
+            let want: Vec<f32> = stored
+                .to_float::<f32>()
+                .to_vec()
+                .iter()
+                .map(|v| v * scale)
+                .collect();
             assert_eq!(t.to_vec(), want, "{name}");
             // and within half a step of the original: relative 2^-4 (E4M3,
             // 3 mantissa bits) or 2^-3 (E5M2), or half the smallest
@@ -126,7 +156,10 @@ fn fp8_checkpoints_load_into_an_f32_model_without_extra_code() {
                 Fp8Format::E5M2 => (2f32.powi(-3), 2f32.powi(-17)),
             };
             for (a, b) in t.to_vec().iter().zip(model.state_dict()[&name].to_vec()) {
-                assert!((a - b).abs() <= b.abs() * rel + sub * scale, "{name}: {a} vs {b}");
+                assert!(
+                    (a - b).abs() <= b.abs() * rel + sub * scale,
+                    "{name}: {a} vs {b}"
+                );
             }
         }
         let approx = no_grad(|| loaded.forward(x.clone()));

@@ -155,7 +155,10 @@ fn conv2d_matches_the_integer_reference() {
 #[test]
 fn quantized_recurrent_and_conv_layers_round_trip_through_checkpoints() {
     let mut rng = Rng::new(11);
-    let path = std::env::temp_dir().join(format!("forge-quant-layers-{}.safetensors", std::process::id()));
+    let path = std::env::temp_dir().join(format!(
+        "forge-quant-layers-{}.safetensors",
+        std::process::id()
+    ));
     let cfg = RnnConfig::new(6, 8).num_layers(2).bidirectional(true);
 
     let mut lstm = Lstm::<f32>::new(cfg, &mut rng);

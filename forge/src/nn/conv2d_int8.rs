@@ -29,7 +29,11 @@ impl<E: Float> Conv2d<E> {
     /// The int8 convolution of a batched input `[N, C, H, W]`.
     pub(super) fn forward_int8(&self, q: &Int8Weight, x: &Tensor<E>) -> Tensor<E> {
         let s = x.shape();
-        let xs: Vec<f32> = x.to_vec().iter().map(|&v| Element::to_f64(v) as f32).collect();
+        let xs: Vec<f32> = x
+            .to_vec()
+            .iter()
+            .map(|&v| Element::to_f64(v) as f32)
+            .collect();
         let bias: Option<Vec<f32>> = self.bias.as_ref().map(|b| {
             b.to_vec()
                 .iter()

@@ -491,7 +491,13 @@ where
     };
     model.visit_tensors(&mut v);
     let (trainable, frozen, buffers, bytes) = v.totals;
-    let model_dtypes = v.model_types.1.iter().map(|d| d.torch_name()).collect::<Vec<_>>().join("+");
+    let model_dtypes = v
+        .model_types
+        .1
+        .iter()
+        .map(|d| d.torch_name())
+        .collect::<Vec<_>>()
+        .join("+");
     let recording = Recording::start();
     let output = crate::autograd::no_grad(|| model.forward(Tensor::zeros(input_shape)));
     let records = recording.take();

@@ -52,8 +52,16 @@ pub(crate) fn conv2d_int8(
 ) -> (Vec<f32>, [usize; 2]) {
     let [kh, kw] = g.kernel;
     let k = c * kh * kw;
-    assert_eq!(q.in_features(), k, "conv2d_int8: weight is not [out, {c} x {kh} x {kw}]");
-    assert_eq!(x.len(), n * c * h * w, "conv2d_int8: input is not [{n}, {c}, {h}, {w}]");
+    assert_eq!(
+        q.in_features(),
+        k,
+        "conv2d_int8: weight is not [out, {c} x {kh} x {kw}]"
+    );
+    assert_eq!(
+        x.len(),
+        n * c * h * w,
+        "conv2d_int8: input is not [{n}, {c}, {h}, {w}]"
+    );
     let [oh, ow] = g
         .output(h, w)
         .unwrap_or_else(|| panic!("conv2d_int8: input {h}x{w} smaller than the kernel"));
@@ -69,15 +77,19 @@ pub(crate) fn conv2d_int8(
     let rows = oh * ow;
     let mut a = vec![0u8; rows * kp];
     let zero = zp as u8;
-    for (image, y_img) in xq.chunks_exact(c * h * w).zip(y.chunks_exact_mut(out * rows)) {
+    for (image, y_img) in xq
+        .chunks_exact(c * h * w)
+        .zip(y.chunks_exact_mut(out * rows))
+    {
         for (r, row) in a.chunks_exact_mut(kp).enumerate() {
             let (oy, ox) = (r / ow, r % ow);
             for ci in 0..c {
                 for ky in 0..kh {
-                    let iy = (oy * g.stride[0] + ky * g.dilation[0]) as isize - g.padding[0] as isize;
+                    let iy =
+                        (oy * g.stride[0] + ky * g.dilation[0]) as isize - g.padding[0] as isize;
                     for kx in 0..kw {
-                        let ix =
-                            (ox * g.stride[1] + kx * g.dilation[1]) as isize - g.padding[1] as isize;
+                        let ix = (ox * g.stride[1] + kx * g.dilation[1]) as isize
+                            - g.padding[1] as isize;
                         let inside = (0..h as isize).contains(&iy) && (0..w as isize).contains(&ix);
                         row[(ci * kh + ky) * kw + kx] = if inside {
                             image[(ci * h + iy as usize) * w + ix as usize]

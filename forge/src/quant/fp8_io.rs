@@ -89,7 +89,10 @@ pub fn fp8_tensors<E: Float>(
         } else {
             1.0
         };
-        let bytes = v.iter().map(|&x| format.encode_saturating(x / scale)).collect();
+        let bytes = v
+            .iter()
+            .map(|&x| format.encode_saturating(x / scale))
+            .collect();
         let bytes = Tensor::from_vec(bytes, t.shape());
         out.insert(
             name.clone(),

@@ -364,11 +364,7 @@ impl Int8Weight {
             );
         }
         let m = x.len() / k;
-        let (scale, zero_point) = if m == 0 {
-            (1.0, 0)
-        } else {
-            range_params(x)
-        };
+        let (scale, zero_point) = if m == 0 { (1.0, 0) } else { range_params(x) };
         let kp = padded_k(k);
         let mut a = vec![0u8; m * kp];
         for (row, xs) in a.chunks_exact_mut(kp).zip(x.chunks_exact(k)) {

@@ -56,11 +56,11 @@ mod int8;
 mod recurrent;
 mod visit;
 
+pub(crate) use conv::{conv2d_int8, ConvGeometry};
 pub use dynamic::{quantize_dynamic, resident_bytes};
 pub use fp8::Fp8Format;
-pub use fp8_io::fp8_tensors;
 pub(crate) use fp8_io::dequantize as dequantize_fp8;
+pub use fp8_io::fp8_tensors;
 pub use int8::{activation_params, Granularity, Int8Weight, Quantizable};
-pub(crate) use conv::{conv2d_int8, ConvGeometry};
 pub(crate) use recurrent::{int8_sequence, CellKind, Int8Cell};
 pub(crate) use visit::{visit_int8, visit_int8_mut};

@@ -97,7 +97,11 @@ pub(crate) fn int8_sequence<E: Float>(
         CellKind::Lstm => to_f32(&init[1]),
         CellKind::Gru => Vec::new(),
     };
-    assert_eq!(h.len(), n * h_size, "int8 {kind:?}: h0 is not [{n}, {h_size}]");
+    assert_eq!(
+        h.len(),
+        n * h_size,
+        "int8 {kind:?}: h0 is not [{n}, {h_size}]"
+    );
     let mut out = vec![0f32; t_len * n * h_size];
     for step in 0..t_len {
         let t = if reverse { t_len - 1 - step } else { step };

@@ -12,7 +12,11 @@ use std::sync::Arc;
 /// [`TensorVisitor::visit_int8`]) and `name_scale` (its scales, frozen).
 pub(crate) fn visit_int8<E: Float>(v: &mut dyn TensorVisitor<E>, name: &str, q: &Int8Weight) {
     v.visit_int8(name, q);
-    v.visit(&format!("{name}_scale"), &q.scale_tensor(), TensorKind::Frozen);
+    v.visit(
+        &format!("{name}_scale"),
+        &q.scale_tensor(),
+        TensorKind::Frozen,
+    );
 }
 
 /// Reports `q` as two frozen tensors, `name` (the integer values, of the
