@@ -588,7 +588,7 @@ impl fmt::Display for Summary {
             .max()
             .unwrap_or(0)
             .max("Dtype".len());
-        let rule = "-".repeat(width + shape_width + dtype_width + 57);
+        let rule = "-".repeat(width + shape_width + dtype_width + 58);
         writeln!(f, "{rule}")?;
         writeln!(
             f,
