@@ -565,7 +565,7 @@ fn summary_shows_per_layer_output_shapes_for_convolutions_and_derived_layers() {
     let silent_line = table.lines().find(|l| l.starts_with("  silent ")).unwrap();
     assert_eq!(
         silent_line.split_whitespace().collect::<Vec<_>>(),
-        ["silent", "(Block)", "-", "8", "0", "0"]
+        ["silent", "(Block)", "-", "8", "0", "0", "float32", "32"]
     );
     // a Sequential whose last element reports nothing reports nothing
     let seq = sequential![
