@@ -18,6 +18,7 @@
 //! - `E5M2` does not: a magnitude of at least 61440 (the midpoint past
 //!   57344, a tie that rounds to the even pattern, the infinity) or an
 //!   infinity gives ±infinity (`0x7c` / `0xfc`); NaN gives `0x7f` / `0xff`.
+//!
 //! [`Fp8Format::encode_saturating`] clamps finite values to the largest
 //! finite value first (what the checkpoint writers do after scaling).
 
@@ -64,7 +65,7 @@ impl Fp8Format {
             Fp8Format::E4M3 => (3, 7),
             Fp8Format::E5M2 => (2, 15),
         };
-        let exp_max = (0x7f >> mant_bits) as i32;
+        let exp_max: i32 = 0x7f >> mant_bits;
         let exp = ((bits & 0x7f) >> mant_bits) as i32;
         let mant = (bits & ((1 << mant_bits) - 1)) as f32;
         let scale = (1u32 << mant_bits) as f32;
