@@ -14,8 +14,8 @@
 //! accumulated in the parameters); `fwdbwd` = forward, loss, backward;
 //! `fwd` = forward and loss with the tape recording; `infer` = eval mode
 //! under `no_grad`; `infer_int8` = the same after `quantize_dynamic` (the
-//! Linear layers in int8, as `infer_bench.py`'s rows); `infer_bf16` = `infer`
-//! under `forge::autocast(DType::BF16, ..)`.
+//! Linear and LSTM layers in int8, as `infer_bench.py`'s rows); `infer_bf16`
+//! = `infer` under `forge::autocast(DType::BF16, ..)`.
 
 use forge::hub::{generate, Bert, BertConfig, Flow, GenerateOptions};
 use forge::models::gpt::{Gpt, GptConfig};
@@ -344,9 +344,9 @@ where
                 black_box(no_grad(|| m.forward(x.clone())));
             })
         }
-        // infer_bench.py's int8 rows: the Linear layers dynamically
-        // quantized (per tensor, PyTorch's default qconfig); forge does not
-        // quantize LSTM layers yet, so the lstm row's LSTM stays f32
+        // infer_bench.py's int8 rows: the Linear and LSTM layers
+        // dynamically quantized (per tensor, PyTorch's default qconfig),
+        // as its quantize_dynamic(m, {nn.Linear, nn.LSTM})
         "infer_int8" => {
             m.eval();
             quantize_dynamic(&mut m, Granularity::PerTensor);

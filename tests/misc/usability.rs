@@ -435,15 +435,15 @@ fn summary_lists_every_layer_with_counts_and_totals() {
     assert_eq!(
         s.to_string(),
         "\
----------------------------------------------------------------------------
-Layer                Output shape     Trainable        Frozen       Buffers
----------------------------------------------------------------------------
-Net                  [5, 3]                 144            54             0
-  body (Sequential)  [5, 16]                144             0             0
-    body.0 (Linear)  [5, 16]                144             0             0
-    body.1 (Relu)    [5, 16]                  0             0             0
-  head (Linear)      [5, 3]                   0            51             0
----------------------------------------------------------------------------
+------------------------------------------------------------------------------------------------
+Layer                Output shape     Trainable        Frozen       Buffers  Dtype         Bytes
+------------------------------------------------------------------------------------------------
+Net                  [5, 3]                 144            54             0  float32         792
+  body (Sequential)  [5, 16]                144             0             0  float32         576
+    body.0 (Linear)  [5, 16]                144             0             0  float32         576
+    body.1 (Relu)    [5, 16]                  0             0             0                    0
+  head (Linear)      [5, 3]                   0            51             0  float32         204
+------------------------------------------------------------------------------------------------
 Input shape: [5, 8]
 Output shape: [5, 3]
 Trainable params: 144
@@ -553,7 +553,7 @@ fn summary_shows_per_layer_output_shapes_for_convolutions_and_derived_layers() {
     let silent_line = table.lines().find(|l| l.starts_with("  silent ")).unwrap();
     assert_eq!(
         silent_line.split_whitespace().collect::<Vec<_>>(),
-        ["silent", "(Block)", "-", "8", "0", "0"]
+        ["silent", "(Block)", "-", "8", "0", "0", "float32", "32"]
     );
     // a Sequential whose last element reports nothing reports nothing
     let seq = sequential![

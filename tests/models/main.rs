@@ -10,5 +10,6 @@ mod hub_parity;
 mod mnist_training;
 mod models_gpt_parity;
 mod models_precision;
+mod models_quant;
 mod models_transformer;
 mod models_vision;

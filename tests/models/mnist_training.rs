@@ -197,6 +197,25 @@ where
     model.eval();
     let (max, mean) = logit_errors_autocast(model, test);
     eprintln!("| {name} | bf16 autocast | {acc:.4} | {max:.5} | {mean:.6} | {f32_bytes} |");
+    // fp8 checkpoints (per-tensor scales), loaded back into f32
+    for fmt in [forge::quant::Fp8Format::E4M3, forge::quant::Fp8Format::E5M2] {
+        use forge::checkpoint::LayerIo;
+        let path = std::env::temp_dir().join(format!(
+            "forge-mnist-fp8-{name}-{fmt:?}-{}.safetensors",
+            std::process::id()
+        ));
+        let t = forge::quant::fp8_tensors(&model.state_dict(), fmt);
+        forge::io::write_safetensors(&path, &t, &Default::default()).unwrap();
+        let mut f8 = model.clone();
+        f8.load_weights(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let acc = accuracy(&predict(&mut f8, test), test);
+        f8.eval();
+        let (max, mean) = logit_errors(&f8, model, test);
+        eprintln!(
+            "| {name} | fp8 {fmt:?} weights | {acc:.4} | {max:.5} | {mean:.6} | {f32_bytes} |"
+        );
+    }
     for (label, g) in [
         ("int8 per channel", Granularity::PerChannel),
         ("int8 per tensor", Granularity::PerTensor),

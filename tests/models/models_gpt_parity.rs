@@ -362,6 +362,25 @@ fn int8_and_bf16_gpt_stay_close_to_f32() {
             (lossac - loss).abs() <= 0.01 * loss,
             "bf16 autocast: loss {lossac} vs {loss}"
         );
+        // fp8 checkpoints (per-tensor scales), loaded back into f32
+        for fmt in [forge::quant::Fp8Format::E4M3, forge::quant::Fp8Format::E5M2] {
+            use forge::checkpoint::LayerIo;
+            let path = std::env::temp_dir().join(format!(
+                "forge-gpt-fp8-{fmt:?}-{}.safetensors",
+                std::process::id()
+            ));
+            let t = forge::quant::fp8_tensors(&gpt.state_dict(), fmt);
+            forge::io::write_safetensors(&path, &t, &BTreeMap::new()).unwrap();
+            let mut f8 = gpt.clone();
+            f8.load_weights(&path).unwrap();
+            std::fs::remove_file(&path).unwrap();
+            let (l8, loss8) = forge::no_grad(|| f8.logits_and_loss(&idx, &targets));
+            let (max, mean) = errors(&l8);
+            eprintln!(
+                "| GPT | fp8 {fmt:?} weights | loss {:.5} | {max:.5} | {mean:.6} | {f32_bytes} |",
+                loss8.item()
+            );
+        }
         for (label, g) in [
             ("int8 per channel", Granularity::PerChannel),
             ("int8 per tensor", Granularity::PerTensor),

@@ -29,6 +29,11 @@ pub enum DType {
     I8,
     /// Boolean (one byte, 0 or 1), the result of comparisons.
     Bool,
+    /// 8-bit float `float8_e4m3fn` (storage only: see
+    /// [`Fp8Format`](crate::quant::Fp8Format)).
+    F8E4M3,
+    /// 8-bit float `float8_e5m2` (storage only).
+    F8E5M2,
 }
 
 impl DType {
@@ -42,7 +47,7 @@ impl DType {
             DType::F16 | DType::BF16 => 2,
             DType::F32 | DType::I32 => 4,
             DType::F64 | DType::I64 => 8,
-            DType::U8 | DType::I8 | DType::Bool => 1,
+            DType::U8 | DType::I8 | DType::Bool | DType::F8E4M3 | DType::F8E5M2 => 1,
         }
     }
 
@@ -62,6 +67,8 @@ impl DType {
             DType::U8 => "U8",
             DType::I8 => "I8",
             DType::Bool => "BOOL",
+            DType::F8E4M3 => "F8_E4M3",
+            DType::F8E5M2 => "F8_E5M2",
         }
     }
 
@@ -81,6 +88,8 @@ impl DType {
             DType::U8 => "uint8",
             DType::I8 => "int8",
             DType::Bool => "bool",
+            DType::F8E4M3 => "float8_e4m3fn",
+            DType::F8E5M2 => "float8_e5m2",
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use crate::io::{read_safetensors, write_safetensors, AnyTensor, SafeTensorsData};
 use crate::nn::{Layer, TensorKind, TensorVisitor};
-use crate::quant::Int8Weight;
+use crate::quant::{dequantize_fp8, Int8Weight};
 use crate::tensor::{DType, Float, Tensor};
 use crate::{ForgeError, Result};
 use std::collections::BTreeMap;
@@ -183,10 +183,7 @@ fn int8_tensors<E: Float, L: Layer<E> + ?Sized>(model: &L) -> BTreeMap<String, A
     impl<E: Float> TensorVisitor<E> for Collect {
         fn visit(&mut self, _: &str, _: &Tensor<E>, _: TensorKind) {}
         fn visit_int8(&mut self, path: &str, weight: &Int8Weight) {
-            let t = Tensor::from_vec(
-                weight.values(),
-                &[weight.out_features(), weight.in_features()],
-            );
+            let t = Tensor::from_vec(weight.values(), weight.shape());
             self.0.insert(path.to_string(), AnyTensor::I8(t));
         }
     }
@@ -259,11 +256,28 @@ pub(crate) fn float_dict<E: Float>(
         let Some(key) = name.strip_prefix(prefix) else {
             continue;
         };
+        let is_fp8 = |d: DType| matches!(d, DType::F8E4M3 | DType::F8E5M2);
+        // an 8-bit float weight's scale is consumed by the weight, and the
+        // static activation scale beside it (`input_scale`) is not used
+        let fp8_at = |n: &str| data.tensors.get(n).is_some_and(|b| is_fp8(b.dtype()));
+        let consumed = name.strip_suffix("_scale").is_some_and(fp8_at)
+            || name
+                .strip_suffix("input_scale")
+                .is_some_and(|p| fp8_at(&format!("{p}weight")));
+        if consumed {
+            continue;
+        }
         match t.dtype() {
             // int8 tensors are quantized weights: their integer values
             // load into the layer that holds them (see `forge::quant`)
             DType::F16 | DType::BF16 | DType::F32 | DType::F64 | DType::I8 => {
                 dict.insert(key.to_string(), t.to_float::<E>());
+            }
+            // 8-bit floats (FP8 checkpoints): decoded, times their
+            // `<name>_scale` companion if the file has one
+            DType::F8E4M3 | DType::F8E5M2 => {
+                let scale = data.tensors.get(&format!("{name}_scale"));
+                dict.insert(key.to_string(), dequantize_fp8(name, t, scale)?);
             }
             other => {
                 return Err(ForgeError::dtype(

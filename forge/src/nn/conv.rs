@@ -232,24 +232,29 @@ pub(super) fn conv_forward<E: Float>(
 /// assert_eq!(conv.weight.shape(), &[8, 2, 3, 1]);
 /// assert_eq!(conv.forward(Tensor::zeros(&[1, 4, 9, 9])).shape(), &[1, 8, 5, 9]);
 /// ```
-#[derive(Layer, Clone, Debug)]
+///
+/// # Int8
+/// [`quantize_dynamic`](crate::quant::quantize_dynamic) converts the weight
+/// of a one-group layer to int8; `weight` is then empty
+/// (`[out_channels, in_channels, 0, 0]`) and the state dict holds the
+/// integer values as `weight` and their scales as `weight_scale`.
+#[derive(Clone, Debug)]
 pub struct Conv2d<E: Float = f32> {
-    /// `[out_channels, in_channels / groups, kh, kw]`.
+    /// `[out_channels, in_channels / groups, kh, kw]`
+    /// (`[out_channels, in_channels, 0, 0]` once quantized).
     pub weight: Tensor<E>,
     /// `[out_channels]`, if the layer has a bias.
     pub bias: Option<Tensor<E>>,
     /// Stride (rows, columns).
-    #[skip]
     pub stride: [usize; 2],
     /// Zero padding on each side (rows, columns).
-    #[skip]
     pub padding: [usize; 2],
     /// Kernel dilation (rows, columns).
-    #[skip]
     pub dilation: [usize; 2],
     /// Channel groups.
-    #[skip]
     pub groups: usize,
+    /// The int8 weight, once quantized (see `conv2d_int8.rs`).
+    pub(crate) int8: Option<std::sync::Arc<crate::quant::Int8Weight>>,
 }
 
 impl<E: Float> Conv2d<E> {
@@ -303,6 +308,7 @@ impl<E: Float> Conv2d<E> {
             padding: [0, 0],
             dilation: [1, 1],
             groups: 1,
+            int8: None,
         }
     }
 
@@ -362,6 +368,13 @@ impl<E: Float> Forward<Tensor<E>> for Conv2d<E> {
     /// the dilated kernel.
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
         let channels = (self.in_channels(), self.out_channels());
+        if let Some(q) = &self.int8 {
+            let k = &q.shape()[2..];
+            let y = conv_forward("Conv2d", channels, &k, "H, W", x, |x| {
+                self.forward_int8(q, x)
+            });
+            return record_output(self, y);
+        }
         let k = &self.weight.shape()[2..];
         let y = conv_forward("Conv2d", channels, &k, "H, W", x, |x| {
             x.conv2d(

@@ -109,6 +109,10 @@ fn check_channels(op: &str, layer: &str, out: usize, bn: usize) {
 pub fn fuse_conv_bn_eval<E: Float>(conv: &Conv2d<E>, bn: &BatchNorm2d<E>) -> Conv2d<E> {
     let op = "fuse_conv_bn_eval";
     check_training(op, bn.training);
+    assert!(
+        conv.int8.is_none(),
+        "{op}: the convolution is quantized to int8; fold the batch norm before quantize_dynamic"
+    );
     let out = conv.weight.shape()[0];
     check_channels(op, "convolution", out, bn.num_features());
     let s = Stats::new(
@@ -135,6 +139,7 @@ pub fn fuse_conv_bn_eval<E: Float>(conv: &Conv2d<E>, bn: &BatchNorm2d<E>) -> Con
         padding: conv.padding,
         dilation: conv.dilation,
         groups: conv.groups,
+        int8: None,
     }
 }
 

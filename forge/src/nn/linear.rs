@@ -5,7 +5,7 @@ use super::layer::{enter_layer, enter_layer_mut, Layer};
 use super::summary::record_output;
 use super::visit::{TensorKind, TensorVisitor, TensorVisitorMut, Visit, Visitable};
 use crate::error::{ForgeError, Result};
-use crate::quant::{Granularity, Int8Weight, Quantizable};
+use crate::quant::{visit_int8, visit_int8_mut, Granularity, Int8Weight, Quantizable};
 use crate::tensor::{Element, Float, Rng, Tensor};
 use std::sync::Arc;
 
@@ -213,10 +213,7 @@ impl<E: Float> Quantizable for Linear<E> {
 impl<E: Float> Layer<E> for Linear<E> {
     fn visit_tensors(&self, v: &mut dyn TensorVisitor<E>) {
         match &self.int8 {
-            Some(q) => {
-                v.visit_int8("weight", q);
-                v.visit("weight_scale", &q.scale_tensor(), TensorKind::Frozen);
-            }
+            Some(q) => visit_int8(v, "weight", q),
             None => v.visit("weight", &self.weight, TensorKind::Weight),
         }
         if let Some(b) = &self.bias {
@@ -227,49 +224,13 @@ impl<E: Float> Layer<E> for Linear<E> {
     fn visit_tensors_mut(&mut self, v: &mut dyn TensorVisitorMut<E>) {
         v.visit_quantizable("", self);
         match &mut self.int8 {
-            Some(q) => {
-                // the values and scales as tensors; a visitor that replaces
-                // them (loading a checkpoint) gets them quantized back
-                let (values, scales) = (q.values_tensor::<E>(), q.scale_tensor::<E>());
-                let (mut w, mut s) = (values.clone(), scales.clone());
-                v.visit("weight", &mut w, TensorKind::Frozen);
-                v.visit("weight_scale", &mut s, TensorKind::Frozen);
-                if !Arc::ptr_eq(&w.data, &values.data) || !Arc::ptr_eq(&s.data, &scales.data) {
-                    *q = Arc::new(int8_from_tensors(&w, &s));
-                }
-            }
+            Some(q) => visit_int8_mut(v, "weight", q),
             None => v.visit("weight", &mut self.weight, TensorKind::Weight),
         }
         if let Some(b) = &mut self.bias {
             v.visit("bias", b, TensorKind::Weight);
         }
     }
-}
-
-/// An int8 weight from tensors of its integer values (`[out, in]`,
-/// rounded and clamped to `i8`) and scales (`[1]` or `[out]`).
-///
-/// # Panics
-/// When the shapes do not fit (a checkpoint's shapes are checked against
-/// the model's before anything is replaced).
-fn int8_from_tensors<E: Float>(w: &Tensor<E>, s: &Tensor<E>) -> Int8Weight {
-    assert_eq!(
-        w.rank(),
-        2,
-        "Linear: an int8 weight is 2-D, got {:?}",
-        w.shape()
-    );
-    let values: Vec<i8> = w
-        .as_slice()
-        .iter()
-        .map(|&v| <i8 as Element>::from_f64(Element::to_f64(v)))
-        .collect();
-    let scales = s
-        .as_slice()
-        .iter()
-        .map(|&v| Element::to_f64(v) as f32)
-        .collect();
-    Int8Weight::from_values(&values, scales, w.shape()[0], w.shape()[1])
 }
 
 impl<E: Float> Visit<E> for Linear<E> {

@@ -21,6 +21,7 @@ mod buffer;
 mod builder;
 mod cells;
 mod conv;
+mod conv2d_int8;
 mod conv3d;
 mod conv_transpose;
 mod conv_transpose1d;

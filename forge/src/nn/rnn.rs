@@ -14,6 +14,7 @@ use super::init;
 use super::summary::record_output;
 use super::visit::{TensorKind, TensorVisitor, TensorVisitorMut};
 use crate::autograd::is_grad_enabled;
+use crate::quant::{int8_sequence, visit_int8, visit_int8_mut, CellKind, Granularity, Int8Cell};
 use crate::tensor::{Float, Rng, Tensor};
 
 /// The hyperparameters every recurrent layer shares, with PyTorch's names
@@ -240,6 +241,9 @@ pub(crate) struct Recurrent<E: Float> {
     pub(crate) kind: &'static str,
     /// The cells in PyTorch's order: layer-major, forward before reverse.
     pub(crate) cells: Vec<CellWeights<E>>,
+    /// The cells' int8 weights, once quantized (`weight_ih` and
+    /// `weight_hh` of `cells` are then empty, `[0, in]`).
+    pub(crate) int8: Option<Vec<Int8Cell>>,
 }
 
 impl<E: Float> Recurrent<E> {
@@ -283,6 +287,7 @@ impl<E: Float> Recurrent<E> {
             config,
             kind,
             cells,
+            int8: None,
         }
     }
 
@@ -315,11 +320,39 @@ impl<E: Float> Recurrent<E> {
         format!("_l{}{rev}", index / d)
     }
 
+    /// Quantizes every cell's weights to int8 (the LSTM's and GRU's int8
+    /// path, see [`crate::quant`]); `false` when they already are.
+    pub(crate) fn quantize_int8(&mut self, granularity: Granularity) -> bool {
+        if self.int8.is_some() {
+            return false;
+        }
+        let q = self
+            .cells
+            .iter_mut()
+            .map(|c| {
+                let q = Int8Cell::quantize(&c.weight_ih, &c.weight_hh, granularity);
+                c.weight_ih = Tensor::zeros(&[0, c.weight_ih.dim(1)]);
+                c.weight_hh = Tensor::zeros(&[0, c.weight_hh.dim(1)]);
+                q
+            })
+            .collect();
+        self.int8 = Some(q);
+        true
+    }
+
     pub(crate) fn visit(&self, v: &mut dyn TensorVisitor<E>) {
         for (i, c) in self.cells.iter().enumerate() {
             let s = self.suffix(i);
-            v.visit(&format!("weight_ih{s}"), &c.weight_ih, TensorKind::Weight);
-            v.visit(&format!("weight_hh{s}"), &c.weight_hh, TensorKind::Weight);
+            match &self.int8 {
+                Some(q) => {
+                    visit_int8(v, &format!("weight_ih{s}"), &q[i].ih);
+                    visit_int8(v, &format!("weight_hh{s}"), &q[i].hh);
+                }
+                None => {
+                    v.visit(&format!("weight_ih{s}"), &c.weight_ih, TensorKind::Weight);
+                    v.visit(&format!("weight_hh{s}"), &c.weight_hh, TensorKind::Weight);
+                }
+            }
             if let Some(b) = &c.bias_ih {
                 v.visit(&format!("bias_ih{s}"), b, TensorKind::Weight);
             }
@@ -333,22 +366,39 @@ impl<E: Float> Recurrent<E> {
         for i in 0..self.cells.len() {
             let s = self.suffix(i);
             let c = &mut self.cells[i];
-            v.visit(
-                &format!("weight_ih{s}"),
-                &mut c.weight_ih,
-                TensorKind::Weight,
-            );
-            v.visit(
-                &format!("weight_hh{s}"),
-                &mut c.weight_hh,
-                TensorKind::Weight,
-            );
+            match &mut self.int8 {
+                Some(q) => {
+                    visit_int8_mut(v, &format!("weight_ih{s}"), &mut q[i].ih);
+                    visit_int8_mut(v, &format!("weight_hh{s}"), &mut q[i].hh);
+                }
+                None => {
+                    v.visit(
+                        &format!("weight_ih{s}"),
+                        &mut c.weight_ih,
+                        TensorKind::Weight,
+                    );
+                    v.visit(
+                        &format!("weight_hh{s}"),
+                        &mut c.weight_hh,
+                        TensorKind::Weight,
+                    );
+                }
+            }
             if let Some(b) = &mut c.bias_ih {
                 v.visit(&format!("bias_ih{s}"), b, TensorKind::Weight);
             }
             if let Some(b) = &mut c.bias_hh {
                 v.visit(&format!("bias_hh{s}"), b, TensorKind::Weight);
             }
+        }
+    }
+
+    /// The int8 cell of this layer kind (the LSTM's or GRU's).
+    pub(crate) fn int8_kind(&self) -> Option<CellKind> {
+        match self.kind {
+            "Lstm" => Some(CellKind::Lstm),
+            "Gru" => Some(CellKind::Gru),
+            _ => None,
         }
     }
 
@@ -426,7 +476,8 @@ impl<E: Float> Recurrent<E> {
             && (x.is_tracked()
                 || states.iter().flatten().any(|s| s.is_tracked())
                 || self.cells.iter().any(|c| c.is_tracked()));
-        let projected = projected.filter(|_| !unbatched && !recorded);
+        // an int8 layer runs its own loop (inference only)
+        let projected = projected.filter(|_| !unbatched && !recorded && self.int8.is_none());
         let bf = cfg.batch_first && projected.is_some();
         let x = if unbatched {
             x.unsqueeze(1)
@@ -461,10 +512,18 @@ impl<E: Float> Recurrent<E> {
                         } else {
                             input.clone()
                         };
-                        let (t_len, fan_in) = (tm.dim(0), tm.dim(2));
-                        let xp = tm.view(&[t_len * n, fan_in]).matmul_t(&w.weight_ih);
-                        let xp = xp.view(&[t_len, n, xp.dim(1)]);
-                        let (ys, state) = seq(&xp, bias.as_ref(), &init, w, reverse);
+                        let (ys, state) = match (&self.int8, self.int8_kind()) {
+                            (Some(q), Some(kind)) => {
+                                let (b_ih, b_hh) = (w.bias_ih.as_ref(), w.bias_hh.as_ref());
+                                int8_sequence(kind, &q[idx], &tm, b_ih, b_hh, &init, reverse)
+                            }
+                            _ => {
+                                let (t_len, fan_in) = (tm.dim(0), tm.dim(2));
+                                let xp = tm.view(&[t_len * n, fan_in]).matmul_t(&w.weight_ih);
+                                let xp = xp.view(&[t_len, n, xp.dim(1)]);
+                                seq(&xp, bias.as_ref(), &init, w, reverse)
+                            }
+                        };
                         (if bf { ys.transpose(0, 1) } else { ys }, state)
                     }
                 };
@@ -536,6 +595,7 @@ macro_rules! recurrent_layer {
                 self.inner.visit(v)
             }
             fn visit_tensors_mut(&mut self, v: &mut dyn $crate::nn::TensorVisitorMut<E>) {
+                v.visit_quantizable("", self);
                 self.inner.visit_mut(v)
             }
         }
@@ -551,6 +611,15 @@ macro_rules! recurrent_layer {
 
         #[diagnostic::do_not_recommend]
         impl<E: Float> $crate::nn::Visitable for $ty<E> {}
+
+        impl<E: Float> $crate::quant::Quantizable for $ty<E> {
+            /// Quantizes `weight_ih` and `weight_hh` of every layer and
+            /// direction (an LSTM or GRU; PyTorch's `quantize_dynamic`
+            /// leaves an Elman `RNN` in f32, and so does forge: `false`).
+            fn quantize_int8(&mut self, granularity: $crate::quant::Granularity) -> bool {
+                self.inner.int8_kind().is_some() && self.inner.quantize_int8(granularity)
+            }
+        }
 
         impl<E: Float> $ty<E> {
             /// The layer's hyperparameters.

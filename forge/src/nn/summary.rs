@@ -25,7 +25,8 @@
 use super::forward::Forward;
 use super::layer::Layer;
 use super::visit::{TensorKind, TensorVisitor};
-use crate::tensor::{Element, Float, Tensor};
+use crate::quant::Int8Weight;
+use crate::tensor::{DType, Element, Float, Tensor};
 use std::cell::{Cell, RefCell};
 use std::fmt;
 
@@ -310,6 +311,13 @@ pub struct SummaryRow {
     /// Elements of the [`Buffer`](super::Buffer)s under it (batch norm's
     /// running statistics): state, not parameters.
     pub buffers: usize,
+    /// Bytes its tensors hold in memory (buffers included; an int8 weight
+    /// counts its packed bytes, see [`crate::quant::resident_bytes`]).
+    pub bytes: usize,
+    /// The storage types under it, `+`-separated in order of appearance
+    /// (`float32`, or `int8+float32` for a quantized layer and its f32
+    /// bias and scales); empty when it holds no tensor.
+    pub dtypes: String,
 }
 
 /// What [`summary`] returns: a row per sublayer, the output shape for the
@@ -340,7 +348,8 @@ fn short_name(full: &str) -> String {
 }
 
 /// A torchinfo-style summary: every sublayer's path, type, output shape and
-/// parameter count (trainable and frozen) and buffer elements, the output
+/// parameter count (trainable and frozen), buffer elements, bytes and
+/// storage types (an int8 layer shows `int8+float32`), the output
 /// shape for an input of `input_shape` (one forward pass on zeros, under
 /// `no_grad`, in the model's current mode), and the totals in elements and
 /// bytes.
@@ -374,6 +383,7 @@ fn short_name(full: &str) -> String {
 /// assert_eq!(s.rows[1].path, "0");
 /// assert_eq!(s.rows[1].type_name, "Linear");
 /// assert_eq!(s.rows[1].output_shape, Some(vec![64, 32]));
+/// assert_eq!((s.rows[1].bytes, s.rows[1].dtypes.as_str()), ((784 * 32 + 32) * 4, "float32"));
 /// println!("{s}");
 /// ```
 #[track_caller]
@@ -387,6 +397,8 @@ where
         rows: Vec<(SummaryRow, usize, &'static str)>,
         /// Trainable, frozen and buffer elements, bytes.
         totals: (usize, usize, usize, usize),
+        /// The model row's bytes and storage types.
+        model_types: (usize, Vec<DType>),
         _e: std::marker::PhantomData<E>,
     }
     /// Which count a tensor adds to.
@@ -398,6 +410,9 @@ where
     }
     impl<E: Float> Rows<E> {
         fn add(&mut self, path: &str, n: usize, count: Count) {
+            self.add_stored(path, n, count, n * std::mem::size_of::<E>(), E::DTYPE);
+        }
+        fn add_stored(&mut self, path: &str, n: usize, count: Count, bytes: usize, dtype: DType) {
             for (row, _, _) in self.rows.iter_mut() {
                 let inside = !row.path.is_empty()
                     && path
@@ -409,6 +424,7 @@ where
                         Count::Frozen => row.frozen += n,
                         Count::Buffer => row.buffers += n,
                     }
+                    add_dtype(row, bytes, dtype);
                 }
             }
             match count {
@@ -416,7 +432,11 @@ where
                 Count::Frozen => self.totals.1 += n,
                 Count::Buffer => self.totals.2 += n,
             }
-            self.totals.3 += n * std::mem::size_of::<E>();
+            self.totals.3 += bytes;
+            self.model_types.0 += bytes;
+            if !self.model_types.1.contains(&dtype) {
+                self.model_types.1.push(dtype);
+            }
         }
     }
     impl<E: Float> TensorVisitor<E> for Rows<E> {
@@ -432,6 +452,10 @@ where
         fn visit_buffer(&mut self, path: &str, t: &Tensor<E>) {
             self.add(path, t.numel(), Count::Buffer);
         }
+        fn visit_int8(&mut self, path: &str, weight: &Int8Weight) {
+            let n = weight.shape().iter().product();
+            self.add_stored(path, n, Count::Frozen, weight.bytes(), DType::I8);
+        }
         fn visit_layer(&mut self, path: &str, type_name: &'static str) {
             self.visit_layer_at(path, type_name, 0)
         }
@@ -443,6 +467,8 @@ where
                 trainable: 0,
                 frozen: 0,
                 buffers: 0,
+                bytes: 0,
+                dtypes: String::new(),
             };
             self.rows.push((row, address, type_name));
         }
@@ -454,14 +480,24 @@ where
         trainable: 0,
         frozen: 0,
         buffers: 0,
+        bytes: 0,
+        dtypes: String::new(),
     };
     let mut v = Rows {
         rows: vec![(model_row, address_of(model), std::any::type_name::<L>())],
         totals: (0, 0, 0, 0),
+        model_types: (0, Vec::new()),
         _e: std::marker::PhantomData,
     };
     model.visit_tensors(&mut v);
     let (trainable, frozen, buffers, bytes) = v.totals;
+    let model_dtypes = v
+        .model_types
+        .1
+        .iter()
+        .map(|d| d.torch_name())
+        .collect::<Vec<_>>()
+        .join("+");
     let recording = Recording::start();
     let output = crate::autograd::no_grad(|| model.forward(Tensor::zeros(input_shape)));
     let records = recording.take();
@@ -487,6 +523,8 @@ where
     rows[0].trainable = trainable;
     rows[0].frozen = frozen;
     rows[0].buffers = buffers;
+    rows[0].bytes = bytes;
+    rows[0].dtypes = model_dtypes;
     rows[0].output_shape = Some(output.shape().to_vec());
     Summary {
         rows,
@@ -496,6 +534,18 @@ where
         frozen,
         buffers,
         bytes,
+    }
+}
+
+/// Adds `bytes` of `dtype` to a row.
+fn add_dtype(row: &mut SummaryRow, bytes: usize, dtype: DType) {
+    row.bytes += bytes;
+    let name = dtype.torch_name();
+    if !row.dtypes.split('+').any(|d| d == name) {
+        if !row.dtypes.is_empty() {
+            row.dtypes.push('+');
+        }
+        row.dtypes.push_str(name);
     }
 }
 
@@ -531,23 +581,32 @@ impl fmt::Display for Summary {
             .max()
             .unwrap_or(0)
             .max("Output shape".len());
-        let rule = "-".repeat(width + shape_width + 44);
+        let dtype_width = self
+            .rows
+            .iter()
+            .map(|r| r.dtypes.len())
+            .max()
+            .unwrap_or(0)
+            .max("Dtype".len());
+        let rule = "-".repeat(width + shape_width + dtype_width + 58);
         writeln!(f, "{rule}")?;
         writeln!(
             f,
-            "{:<width$}  {:<shape_width$} {:>13} {:>13} {:>13}",
-            "Layer", "Output shape", "Trainable", "Frozen", "Buffers"
+            "{:<width$}  {:<shape_width$} {:>13} {:>13} {:>13}  {:<dtype_width$} {:>11}",
+            "Layer", "Output shape", "Trainable", "Frozen", "Buffers", "Dtype", "Bytes"
         )?;
         writeln!(f, "{rule}")?;
         for r in &self.rows {
             writeln!(
                 f,
-                "{:<width$}  {:<shape_width$} {:>13} {:>13} {:>13}",
+                "{:<width$}  {:<shape_width$} {:>13} {:>13} {:>13}  {:<dtype_width$} {:>11}",
                 name(r),
                 shape_text(&r.output_shape),
                 r.trainable,
                 r.frozen,
-                r.buffers
+                r.buffers,
+                r.dtypes,
+                r.bytes
             )?;
         }
         writeln!(f, "{rule}")?;

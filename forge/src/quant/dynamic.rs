@@ -4,9 +4,11 @@ use super::int8::{Granularity, Int8Weight, Quantizable};
 use crate::nn::{Layer, TensorKind, TensorVisitor, TensorVisitorMut};
 use crate::tensor::{Float, Tensor};
 
-/// Quantizes every [`Linear`](crate::nn::Linear) of `model` to int8 in
-/// place (PyTorch's `quantize_dynamic` with its default set of layer
-/// types, for this one) and returns how many it converted. The layers
+/// Quantizes every [`Linear`](crate::nn::Linear),
+/// [`Lstm`](crate::nn::Lstm), [`Gru`](crate::nn::Gru) and one-group
+/// [`Conv2d`](crate::nn::Conv2d) of `model` to int8 in place (PyTorch's
+/// `quantize_dynamic` with its default set of layer types, plus the
+/// convolutions) and returns how many layers it converted. The layers
 /// then run in int8 (see the [module docs](super)); they are inference
 /// only: their weights are no longer trainable.
 ///

@@ -121,6 +121,9 @@ fn quantize_value(v: f32, scale: f32) -> i8 {
 pub struct Int8Weight {
     packed: PackedI8,
     scales: Vec<f32>,
+    /// The weight's own shape (`[out, in]`, or a convolution's
+    /// `[out, in / groups, kh, kw]`): how it is stored and loaded.
+    shape: Vec<usize>,
 }
 
 impl Int8Weight {
@@ -166,6 +169,7 @@ impl Int8Weight {
         Int8Weight {
             packed: PackedI8::new(out, in_features, &values),
             scales,
+            shape: vec![out, in_features],
         }
     }
 
@@ -189,7 +193,43 @@ impl Int8Weight {
         Int8Weight {
             packed: PackedI8::new(out, in_features, values),
             scales,
+            shape: vec![out, in_features],
         }
+    }
+
+    /// The same weight seen with another shape of as many values whose
+    /// first dimension is the output channels (a convolution's
+    /// `[out, in / groups, kh, kw]`): the shape its state-dict tensor and
+    /// its checkpoint entry have.
+    ///
+    /// # Panics
+    /// When `shape[0]` is not `out_features` or the rest does not multiply
+    /// to `in_features`.
+    ///
+    /// ```
+    /// let q = forge::quant::Int8Weight::from_values(&[0; 12], vec![1.0], 2, 6).with_shape(&[2, 3, 2, 1]);
+    /// assert_eq!(q.shape(), &[2, 3, 2, 1]);
+    /// assert_eq!(q.values_tensor::<f32>().shape(), &[2, 3, 2, 1]);
+    /// ```
+    pub fn with_shape(mut self, shape: &[usize]) -> Self {
+        let (out, k) = (self.out_features(), self.in_features());
+        assert!(
+            shape.first() == Some(&out) && shape[1..].iter().product::<usize>() == k,
+            "Int8Weight::with_shape: {shape:?} is not a [{out}, {k}] weight"
+        );
+        self.shape = shape.to_vec();
+        self
+    }
+
+    /// The weight's shape (`[out, in]` unless set by
+    /// [`with_shape`](Self::with_shape)).
+    ///
+    /// ```
+    /// let q = forge::quant::Int8Weight::from_values(&[0; 6], vec![1.0], 2, 3);
+    /// assert_eq!(q.shape(), &[2, 3]);
+    /// ```
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
     }
 
     /// The number of output channels (rows).
@@ -259,8 +299,8 @@ impl Int8Weight {
         self.packed.bytes()
     }
 
-    /// The integer values as a `[out, in]` tensor of `E` (exact): how the
-    /// weight appears in a state dict.
+    /// The integer values as a tensor of `E` of the weight's
+    /// [`shape`](Self::shape) (exact): how the weight appears in a state dict.
     ///
     /// ```
     /// let q = forge::quant::Int8Weight::from_values(&[3, -4], vec![1.0], 1, 2);
@@ -272,7 +312,7 @@ impl Int8Weight {
             .into_iter()
             .map(|x| E::from_f64(f64::from(x)))
             .collect();
-        Tensor::from_vec(v, &[self.out_features(), self.in_features()])
+        Tensor::from_vec(v, &self.shape)
     }
 
     /// The scales as a 1-D tensor (`[1]` or `[out]`).
@@ -324,28 +364,30 @@ impl Int8Weight {
             );
         }
         let m = x.len() / k;
-        let (lo, hi) = x
-            .iter()
-            .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &v| {
-                (lo.min(v), hi.max(v))
-            });
-        let (scale, zero_point) = if m == 0 {
-            (1.0, 0)
-        } else {
-            activation_params(lo, hi)
-        };
-        let inverse = 1.0 / scale;
+        let (scale, zero_point) = if m == 0 { (1.0, 0) } else { range_params(x) };
         let kp = padded_k(k);
         let mut a = vec![0u8; m * kp];
         for (row, xs) in a.chunks_exact_mut(kp).zip(x.chunks_exact(k)) {
-            for (q, &v) in row.iter_mut().zip(xs) {
-                *q = (zero_point as f32 + v * inverse)
-                    .round_ties_even()
-                    .clamp(0.0, 255.0) as u8;
-            }
+            quantize_activations(xs, scale, zero_point, row);
         }
+        self.product(m, &a, scale, zero_point, bias)
+    }
+
+    /// The `[m, out]` outputs from `m` rows of quantized activations `a`
+    /// (each [`padded_k`] bytes, the padding zero) quantized with `scale`
+    /// and `zero_point`: the int8 product and its `f32` epilogue,
+    /// `(acc - zero_point * rowsum) * scale * w_scale + bias`.
+    pub(crate) fn product(
+        &self,
+        m: usize,
+        a: &[u8],
+        scale: f32,
+        zero_point: i32,
+        bias: Option<&[f32]>,
+    ) -> Vec<f32> {
+        let n = self.out_features();
         let mut acc = vec![0i32; m * n];
-        self.packed.gemm(m, &a, &mut acc);
+        self.packed.gemm(m, a, &mut acc);
         let sums = self.packed.row_sums();
         let mut y = vec![0f32; m * n];
         for (yr, ar) in y.chunks_exact_mut(n.max(1)).zip(acc.chunks_exact(n.max(1))) {
@@ -356,6 +398,29 @@ impl Int8Weight {
             }
         }
         y
+    }
+}
+
+/// The activation parameters of `x` (nonempty) over its whole range: see
+/// [`activation_params`].
+pub(crate) fn range_params(x: &[f32]) -> (f32, i32) {
+    let (lo, hi) = x
+        .iter()
+        .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &v| {
+            (lo.min(v), hi.max(v))
+        });
+    activation_params(lo, hi)
+}
+
+/// `x` quantized to unsigned bytes with `scale` and `zero_point` into the
+/// start of `out` (`zero_point + x / scale`, rounded half to even, clamped
+/// to `[0, 255]`, as `torch.quantize_per_tensor` with `quint8`).
+pub(crate) fn quantize_activations(x: &[f32], scale: f32, zero_point: i32, out: &mut [u8]) {
+    let inverse = 1.0 / scale;
+    for (q, &v) in out.iter_mut().zip(x) {
+        *q = (zero_point as f32 + v * inverse)
+            .round_ties_even()
+            .clamp(0.0, 255.0) as u8;
     }
 }
 

@@ -13,8 +13,14 @@
 //!   `(acc - zero_point * sum_p w[j][p]) * x_scale * w_scale[j] + bias[j]`
 //!   in `f32`.
 //!
-//! [`quantize_dynamic`] converts every [`Linear`](crate::nn::Linear) of a
-//! model in place. A quantized layer is still a layer: it saves its weight
+//! [`quantize_dynamic`] converts every [`Linear`](crate::nn::Linear),
+//! [`Lstm`](crate::nn::Lstm), [`Gru`](crate::nn::Gru) and one-group
+//! [`Conv2d`](crate::nn::Conv2d) of a model in place (the recurrent layers
+//! as PyTorch's dynamic `LSTM`/`GRU`: the input projection of a sequence in
+//! one product, the hidden state quantized at every step, the gates in
+//! `f32`; the convolution with its unfolded input quantized per call).
+//! [`Fp8Format`] converts 8-bit floats for `F8_E4M3` / `F8_E5M2`
+//! checkpoints ([`fp8_tensors`]). A quantized layer is still a layer: it saves its weight
 //! as `I8` and its scales as `weight_scale` (a quarter of the f32 file),
 //! and loading such a file into a model quantized the same way needs no
 //! other code than loading an f32 checkpoint.
@@ -42,8 +48,19 @@
 //! std::fs::remove_file(&path).unwrap();
 //! ```
 
+mod conv;
 mod dynamic;
+mod fp8;
+mod fp8_io;
 mod int8;
+mod recurrent;
+mod visit;
 
+pub(crate) use conv::{conv2d_int8, ConvGeometry};
 pub use dynamic::{quantize_dynamic, resident_bytes};
+pub use fp8::Fp8Format;
+pub(crate) use fp8_io::dequantize as dequantize_fp8;
+pub use fp8_io::fp8_tensors;
 pub use int8::{activation_params, Granularity, Int8Weight, Quantizable};
+pub(crate) use recurrent::{int8_sequence, CellKind, Int8Cell};
+pub(crate) use visit::{visit_int8, visit_int8_mut};

@@ -3,6 +3,7 @@
 //! machine's byte order is the file's.
 
 use crate::error::{ForgeError, Result};
+use crate::quant::Fp8Format;
 use crate::tensor::{DType, Element, Float, Tensor};
 use std::any::Any;
 use std::borrow::Cow;
@@ -37,6 +38,11 @@ pub enum AnyTensor {
     I8(Tensor<i8>),
     /// Booleans (one byte each, 0 or 1).
     Bool(Tensor<bool>),
+    /// 8-bit floats `float8_e4m3fn` (`F8_E4M3`), as their bytes; read
+    /// their values with [`to_float`](Self::to_float).
+    F8E4M3(Tensor<u8>),
+    /// 8-bit floats `float8_e5m2` (`F8_E5M2`), as their bytes.
+    F8E5M2(Tensor<u8>),
 }
 
 /// Runs `$body` with `$t` bound to the inner tensor, whatever its type.
@@ -52,6 +58,8 @@ macro_rules! with_tensor {
             AnyTensor::U8($t) => $body,
             AnyTensor::I8($t) => $body,
             AnyTensor::Bool($t) => $body,
+            AnyTensor::F8E4M3($t) => $body,
+            AnyTensor::F8E5M2($t) => $body,
         }
     };
 }
@@ -64,7 +72,11 @@ impl AnyTensor {
     /// assert_eq!(a.dtype(), forge::DType::F64);
     /// ```
     pub fn dtype(&self) -> DType {
-        with_tensor!(self, t => t.dtype())
+        match self {
+            AnyTensor::F8E4M3(_) => DType::F8E4M3,
+            AnyTensor::F8E5M2(_) => DType::F8E5M2,
+            _ => with_tensor!(self, t => t.dtype()),
+        }
     }
 
     /// The shape.
@@ -89,12 +101,15 @@ impl AnyTensor {
 
     /// The values converted to a float type (`f32` or `f64`), whatever the
     /// stored type: half types widen exactly, `bool` gives 0 and 1, integers
-    /// round to nearest. The result is an untracked tensor.
+    /// round to nearest, 8-bit floats decode exactly
+    /// ([`Fp8Format::decode`]). The result is an untracked tensor.
     ///
     /// ```
     /// let a = forge::io::AnyTensor::from(forge::Tensor::<half::bf16>::from_vec(
     ///     vec![half::bf16::from_f32(1.5)], &[1]));
     /// assert_eq!(a.to_float::<f64>().to_vec(), vec![1.5]);
+    /// let f8 = forge::io::AnyTensor::F8E4M3(forge::Tensor::from_vec(vec![0x38, 0xfe], &[2]));
+    /// assert_eq!(f8.to_float::<f32>().to_vec(), vec![1.0, -448.0]);
     /// ```
     pub fn to_float<E: Float>(&self) -> Tensor<E> {
         if let (AnyTensor::F16(t), DType::F32) = (self, E::DTYPE) {
@@ -106,10 +121,23 @@ impl AnyTensor {
                 return w.clone();
             }
         }
-        with_tensor!(self, t => t.cast::<E>())
+        let decode = |format: Fp8Format, t: &Tensor<u8>| {
+            let v = t
+                .to_vec()
+                .iter()
+                .map(|&b| E::from_f64(f64::from(format.decode(b))))
+                .collect();
+            Tensor::from_vec(v, t.shape())
+        };
+        match self {
+            AnyTensor::F8E4M3(t) => decode(Fp8Format::E4M3, t),
+            AnyTensor::F8E5M2(t) => decode(Fp8Format::E5M2, t),
+            _ => with_tensor!(self, t => t.cast::<E>()),
+        }
     }
 
-    /// The inner tensor if it is stored as `E` exactly, `None` otherwise.
+    /// The inner tensor if it is stored as `E` exactly, `None` otherwise
+    /// (8-bit floats are their bytes: `get::<u8>`).
     ///
     /// ```
     /// let a = forge::io::AnyTensor::from(forge::Tensor::<i32>::from_vec(vec![7], &[1]));
@@ -174,6 +202,8 @@ impl AnyTensor {
             DType::U8 => AnyTensor::U8(rd(name, shape, fill, check)?),
             DType::I8 => AnyTensor::I8(rd(name, shape, fill, check)?),
             DType::Bool => AnyTensor::Bool(rd(name, shape, fill, check)?),
+            DType::F8E4M3 => AnyTensor::F8E4M3(rd(name, shape, fill, check)?),
+            DType::F8E5M2 => AnyTensor::F8E5M2(rd(name, shape, fill, check)?),
         })
     }
 }

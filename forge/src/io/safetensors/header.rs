@@ -71,6 +71,8 @@ fn dtype_from_name(name: &str) -> Option<DType> {
         "U8" => DType::U8,
         "I8" => DType::I8,
         "BOOL" => DType::Bool,
+        "F8_E4M3" => DType::F8E4M3,
+        "F8_E5M2" => DType::F8E5M2,
         _ => return None,
     })
 }

@@ -31,7 +31,7 @@ fn layout_rank(d: DType) -> u8 {
         DType::BF16 => 4,
         DType::F16 => 3,
         DType::I8 => 2,
-        DType::U8 => 1,
+        DType::U8 | DType::F8E4M3 | DType::F8E5M2 => 1,
         DType::Bool => 0,
     }
 }

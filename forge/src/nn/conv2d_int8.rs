@@ -1,0 +1,118 @@
+//! [`Conv2d`]'s tensors as a layer reports them (the weight as int8 once
+//! quantized) and its int8 forward pass ([`crate::quant`]).
+
+use super::conv::Conv2d;
+use super::layer::{enter_layer, enter_layer_mut, Layer};
+use super::visit::{TensorKind, TensorVisitor, TensorVisitorMut, Visit, Visitable};
+use crate::quant::{
+    conv2d_int8, visit_int8, visit_int8_mut, ConvGeometry, Granularity, Int8Weight, Quantizable,
+};
+use crate::tensor::{Element, Float, Tensor};
+use std::sync::Arc;
+
+impl<E: Float> Conv2d<E> {
+    /// The int8 weight, once the layer is quantized.
+    ///
+    /// ```
+    /// use forge::prelude::*;
+    /// use forge::quant::{Granularity, Quantizable};
+    /// let mut conv = forge::nn::Conv2d::<f32>::new(3, 4, 3, &mut Rng::new(0));
+    /// assert!(conv.int8().is_none());
+    /// assert!(conv.quantize_int8(Granularity::PerChannel));
+    /// assert_eq!(conv.int8().unwrap().shape(), &[4, 3, 3, 3]);
+    /// assert_eq!((conv.in_channels(), conv.out_channels()), (3, 4));
+    /// ```
+    pub fn int8(&self) -> Option<&Int8Weight> {
+        self.int8.as_deref()
+    }
+
+    /// The int8 convolution of a batched input `[N, C, H, W]`.
+    pub(super) fn forward_int8(&self, q: &Int8Weight, x: &Tensor<E>) -> Tensor<E> {
+        let s = x.shape();
+        let xs: Vec<f32> = x
+            .to_vec()
+            .iter()
+            .map(|&v| Element::to_f64(v) as f32)
+            .collect();
+        let bias: Option<Vec<f32>> = self.bias.as_ref().map(|b| {
+            b.to_vec()
+                .iter()
+                .map(|&v| Element::to_f64(v) as f32)
+                .collect()
+        });
+        let g = ConvGeometry {
+            stride: self.stride,
+            padding: self.padding,
+            dilation: self.dilation,
+            kernel: [q.shape()[2], q.shape()[3]],
+        };
+        shape_assert!(
+            g.output(s[2], s[3]).is_some(),
+            "Conv2d: input {:?} is smaller than the dilated kernel {:?}",
+            s,
+            g.kernel
+        );
+        let (y, [oh, ow]) = conv2d_int8(q, &xs, [s[0], s[1], s[2], s[3]], bias.as_deref(), &g);
+        Tensor::from_vec(
+            y.into_iter().map(|v| E::from_f64(f64::from(v))).collect(),
+            &[s[0], q.out_features(), oh, ow],
+        )
+    }
+}
+
+impl<E: Float> Quantizable for Conv2d<E> {
+    /// Quantizes the weight of a one-group layer (`false` when it already
+    /// is, or the layer has groups, which stays in f32).
+    fn quantize_int8(&mut self, granularity: Granularity) -> bool {
+        if self.int8.is_some() || self.groups != 1 {
+            return false;
+        }
+        let shape = self.weight.shape().to_vec();
+        let w: Vec<f32> = self
+            .weight
+            .to_vec()
+            .iter()
+            .map(|&v| Element::to_f64(v) as f32)
+            .collect();
+        let k = shape[1..].iter().product();
+        let q = Int8Weight::quantize(&w, shape[0], k, granularity).with_shape(&shape);
+        self.int8 = Some(Arc::new(q));
+        self.weight = Tensor::zeros(&[shape[0], shape[1], 0, 0]);
+        true
+    }
+}
+
+impl<E: Float> Layer<E> for Conv2d<E> {
+    fn visit_tensors(&self, v: &mut dyn TensorVisitor<E>) {
+        match &self.int8 {
+            Some(q) => visit_int8(v, "weight", q),
+            None => v.visit("weight", &self.weight, TensorKind::Weight),
+        }
+        if let Some(b) = &self.bias {
+            v.visit("bias", b, TensorKind::Weight);
+        }
+    }
+
+    fn visit_tensors_mut(&mut self, v: &mut dyn TensorVisitorMut<E>) {
+        v.visit_quantizable("", self);
+        match &mut self.int8 {
+            Some(q) => visit_int8_mut(v, "weight", q),
+            None => v.visit("weight", &mut self.weight, TensorKind::Weight),
+        }
+        if let Some(b) = &mut self.bias {
+            v.visit("bias", b, TensorKind::Weight);
+        }
+    }
+}
+
+impl<E: Float> Visit<E> for Conv2d<E> {
+    fn visit(&self, name: &str, v: &mut dyn TensorVisitor<E>) {
+        enter_layer(self, name, v)
+    }
+    fn visit_mut(&mut self, name: &str, v: &mut dyn TensorVisitorMut<E>) {
+        enter_layer_mut(self, name, v)
+    }
+}
+
+#[diagnostic::do_not_recommend]
+impl<E: Float> Visitable for Conv2d<E> {}
