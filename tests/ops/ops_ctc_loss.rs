@@ -76,7 +76,7 @@ fn ctc_loss_passes_gradcheck_in_log_probs_and_logits() {
         // Through log_softmax, as the fixtures.
         gradcheck(
             |v| loss(&f, &v[0].log_softmax(-1)),
-            &[logits.clone()],
+            std::slice::from_ref(&logits),
             1e-6,
             1e-6,
             1e-6,

@@ -66,7 +66,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
             w[1] * groups
         );
         shape_assert!(
-            w[0] % groups == 0,
+            w[0].is_multiple_of(groups),
             "{op}: weight {ws:?} has {} output channels, not divisible by groups {groups}",
             w[0]
         );

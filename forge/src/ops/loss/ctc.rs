@@ -62,7 +62,13 @@ fn sample(
     zero_infinity: bool,
 ) -> (f64, Vec<f64>) {
     let s_len = 2 * target.len() + 1;
-    let label = |s: usize| if s % 2 == 0 { blank } else { target[s / 2] };
+    let label = |s: usize| {
+        if s.is_multiple_of(2) {
+            blank
+        } else {
+            target[s / 2]
+        }
+    };
     // Whether the skip from s - 2 to s is allowed.
     let skip = |s: usize| s >= 2 && s % 2 == 1 && label(s) != label(s - 2);
     let mut grad = vec![0.0; t_len * c];
