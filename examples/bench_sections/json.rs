@@ -20,7 +20,7 @@ use forge::hub::{generate, Bert, BertConfig, Flow, GenerateOptions};
 use forge::models::gpt::{Gpt, GptConfig};
 use forge::models::mnist::{LeNet5, MnistMlp};
 use forge::models::resnet::resnet18;
-use forge::nn::functional::{cross_entropy_with, mse_loss, Reduction};
+use forge::nn::functional::{cross_entropy_with, mse_loss_with, MseLossOptions, Reduction};
 use forge::nn::{Forward, Layer, Linear, Lstm, RnnConfig};
 use forge::optim::{Adam, AdamW, Optimizer, Sgd, UpdateRule};
 use forge::quant::{quantize_dynamic, Granularity};
@@ -369,7 +369,14 @@ fn make(model: &str, mode: &str, batch: usize) -> (Step, usize, &'static str) {
             let mut opt = Sgd::<f32>::new(1e-3);
             let step: Step = match mode {
                 "train" => Box::new(move || {
-                    let grads = mse_loss(&m.forward(x.clone()), &y, Reduction::Mean).backward();
+                    let grads = mse_loss_with(
+                        &m.forward(x.clone()),
+                        &y,
+                        MseLossOptions {
+                            reduction: Reduction::Mean,
+                        },
+                    )
+                    .backward();
                     opt.step(&mut m, &grads).expect("shapes match");
                 }),
                 _ => {
