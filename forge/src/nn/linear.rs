@@ -234,7 +234,7 @@ impl<E: Float> Layer<E> for Linear<E> {
                 let (mut w, mut s) = (values.clone(), scales.clone());
                 v.visit("weight", &mut w, TensorKind::Frozen);
                 v.visit("weight_scale", &mut s, TensorKind::Frozen);
-                if !Arc::ptr_eq(&w.data, &values.data) || !Arc::ptr_eq(&s.data, &scales.data) {
+                if !w.shares_data(&values) || !s.shares_data(&scales) {
                     *q = Arc::new(int8_from_tensors(&w, &s));
                 }
             }
