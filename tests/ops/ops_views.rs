@@ -138,11 +138,14 @@ fn a_non_contiguous_view_is_copied_once() {
     assert_eq!(n.as_slice().as_ptr(), x.as_slice()[3 * 48..].as_ptr());
 }
 
+/// A function of the gradient checks below.
+type ViewFn = dyn Fn(&[Tensor<f64>]) -> Tensor<f64>;
+
 #[test]
 fn gradients_flow_through_views_to_the_base() {
     let mut rng = Rng::new(7);
     let x = Tensor::<f64>::normal(&[3, 4, 5], 0.0, 1.0, &mut rng);
-    let fs: Vec<(&str, Box<dyn Fn(&[Tensor<f64>]) -> Tensor<f64>>)> = vec![
+    let fs: Vec<(&str, Box<ViewFn>)> = vec![
         ("slice", Box::new(|v| v[0].slice(2, 1, 5, 2).exp())),
         (
             "narrow.select",

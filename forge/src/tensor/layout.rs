@@ -183,7 +183,11 @@ impl<E: Element, D: Device> Tensor<E, D> {
                 out[d] = x % n;
                 x /= n;
             }
-            (x == 0).then_some(out).unwrap_or_default()
+            if x == 0 {
+                out
+            } else {
+                Vec::new()
+            }
         };
         let start = digits(offset);
         if start.len() != self.rank() {
