@@ -30,3 +30,4 @@ mod ops_shape_parity;
 mod ops_shape_semantics;
 mod ops_softmax_parity;
 mod ops_unary_parity;
+mod ops_views;

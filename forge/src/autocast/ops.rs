@@ -32,9 +32,11 @@ fn key(w: &Tensor<f32, Cpu>, layout: Layout) -> Key {
     }
 }
 
-/// The weight's buffer, to keep alive in the cache.
+/// The weight itself (its storage, and the contiguous copy a strided view
+/// reads through), kept alive in the cache so that the key's address is
+/// never reused while the entry exists.
 fn keeper(w: &Tensor<f32, Cpu>) -> Arc<dyn Any> {
-    w.data.clone()
+    Arc::new(w.detach())
 }
 
 /// `x W^T + b` with bf16 inputs and f32 accumulation, if autocast applies

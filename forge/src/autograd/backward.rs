@@ -165,7 +165,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
         if crate::tools::hooks::active() {
             crate::tools::hooks::node_made(node.id);
         }
-        Tensor::from_parts(self.data, self.shape, Some(Arc::new(node)))
+        self.with_node(Some(Arc::new(node)))
     }
 }
 
@@ -313,7 +313,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
 fn accumulate<E: Float, D: Device>(mut acc: Tensor<E, D>, g: &Tensor<E, D>) -> Tensor<E, D> {
     if acc.node.is_none()
         && g.node.is_none()
-        && let Some(buf) = Arc::get_mut(&mut acc.data)
+        && let Some(buf) = acc.values_mut()
     {
         D::zip_assign(buf, g.as_slice(), |a, b| a + b);
         return acc;

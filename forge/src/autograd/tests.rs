@@ -13,7 +13,7 @@ type Handles<E, D> = (Vec<Weak<Node<E, D>>>, Vec<Weak<Storage<E>>>);
 /// the data of every tensor the graph holds as an op input.
 fn graph_handles<E: Element, D: Device>(t: &Tensor<E, D>) -> Handles<E, D> {
     let mut nodes = Vec::new();
-    let mut data = vec![Arc::downgrade(&t.data)];
+    let mut data = vec![Arc::downgrade(&t.storage)];
     let mut seen = HashSet::new();
     let mut stack: Vec<Arc<Node<E, D>>> = t.node.iter().cloned().collect();
     while let Some(n) = stack.pop() {
@@ -22,7 +22,7 @@ fn graph_handles<E: Element, D: Device>(t: &Tensor<E, D>) -> Handles<E, D> {
         }
         nodes.push(Arc::downgrade(&n));
         for input in &n.inputs {
-            data.push(Arc::downgrade(&input.data));
+            data.push(Arc::downgrade(&input.storage));
             if let Some(p) = &input.node {
                 stack.push(p.clone());
             }
@@ -39,7 +39,7 @@ fn survivors<E: Copy>(data: &[Weak<Storage<E>>]) -> HashSet<*const Storage<E>> {
 }
 
 fn buffers<E: Element>(ts: &[&Tensor<E>]) -> HashSet<*const Storage<E>> {
-    ts.iter().map(|t| Arc::as_ptr(&t.data)).collect()
+    ts.iter().map(|t| Arc::as_ptr(&t.storage)).collect()
 }
 
 fn alive<T>(w: &[Weak<T>]) -> usize {
@@ -125,7 +125,7 @@ fn an_intermediate_is_freed_with_its_loss() {
     let w = Tensor::<f32>::ones(&[3]).requires_grad();
     let h = w.exp();
     let node = Arc::downgrade(h.node.as_ref().unwrap());
-    let data = Arc::downgrade(&h.data);
+    let data = Arc::downgrade(&h.storage);
     let loss = (&h * &w).sum();
     drop(h);
     assert!(node.upgrade().is_some() && data.upgrade().is_some());

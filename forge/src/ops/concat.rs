@@ -110,7 +110,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
         }
         let mut shape = self.shape().to_vec();
         shape.insert(a, 1);
-        Tensor::from_parts(self.data.clone(), shape.into(), None)
+        self.reshaped(&shape)
     }
 }
 

@@ -46,6 +46,33 @@ impl<E: Float, D: Device> Tensor<E, D> {
         self.slice(axis, start as isize, (start + len) as isize, 1)
     }
 
+    /// The slice at `index` along `axis`, with that dimension removed (as
+    /// `torch.select`; negative `index` counts from the end). A view: shares
+    /// the storage.
+    ///
+    /// # Panics
+    /// When the axis or the index is out of range.
+    ///
+    /// ```
+    /// let t = forge::Tensor::<f32>::from_vec((0..6).map(|i| i as f32).collect(), &[2, 3]);
+    /// assert_eq!(t.select(1, -1).to_vec(), vec![2.0, 5.0]);
+    /// assert!(t.select(0, 1).shares_data(&t));
+    /// ```
+    #[track_caller]
+    pub fn select(&self, axis: isize, index: isize) -> Self {
+        let a = norm_axis("select", axis, self.rank());
+        let n = self.shape[a] as isize;
+        shape_assert!(
+            (-n..n).contains(&index),
+            "select: index {index} out of range for dimension {a} of size {n} (shape {:?})",
+            self.shape()
+        );
+        let i = if index < 0 { index + n } else { index } as usize;
+        let mut shape = self.shape().to_vec();
+        shape.remove(a);
+        self.narrow(a as isize, i, 1).view(&shape)
+    }
+
     /// The slices `idx` (a 1-d list, repeats allowed) along `axis`, in
     /// order. The gradient adds back into the selected slices.
     ///

@@ -10,7 +10,6 @@
 
 use super::plan::{self, View};
 use crate::base::Dims;
-use crate::cpu::broadcast;
 use crate::cpu::index;
 use crate::cpu::strided::strided_read;
 use crate::tensor::{numel, Device, Element, Tensor};
@@ -23,13 +22,16 @@ fn with_shape<E: Element, D: Device>(t: &Tensor<E, D>, shape: &[usize]) -> Tenso
         t.shape(),
         shape
     );
-    Tensor::from_parts(t.data.clone(), shape.into(), None)
+    t.reshaped(shape)
 }
 
 #[track_caller]
 fn read<E: Element, D: Device>(t: &Tensor<E, D>, v: View) -> Tensor<E, D> {
-    let data = strided_read(t.as_slice(), v.offset, &v.shape, &v.strides);
-    Tensor::from_parts(data, v.shape.into(), None)
+    t.view_of(v.offset, &v.shape, &v.strides)
+        .unwrap_or_else(|| {
+            let data = strided_read(t.as_slice(), v.offset, &v.shape, &v.strides);
+            Tensor::from_parts(data, v.shape.into(), None)
+        })
 }
 
 macro_rules! int_layout {
@@ -120,8 +122,7 @@ macro_rules! int_layout {
             pub fn expand(&self, shape: impl Dims) -> Self {
                 let shape = &crate::base::sizes("expand", &shape)[..];
                 plan::check_expand(self.shape(), shape);
-                let data = broadcast::expand(self.as_slice(), self.shape(), shape);
-                Tensor::from_parts(data, shape.into(), None)
+                self.expanded(shape)
             }
 
             #[doc = concat!("[`permute`](Tensor::<f32>::permute) for `", stringify!($t), "` tensors (not tracked).")]

@@ -132,23 +132,33 @@ impl<E: Float, D: Device> Tensor<E, D> {
             }
             o
         };
-        let (a_all, b_all) = (a.as_slice(), b.as_slice());
+        // An operand that is a transposed view of row-major matrices (`t()`,
+        // `transpose(-2, -1)`) is read in place with the other flag, on the
+        // general path only (`m, n > 16`): there every element sums its `k`
+        // products in the same order whatever the layout, so the bits are
+        // those of the copy. The thin paths' order depends on the layout.
+        let general = m > 16 && n > 16;
+        let (a_all, a_sw) = a.matrix_operand(general);
+        let (b_all, b_sw) = b.matrix_operand(general);
+        // the stored row length of each operand's matrices
+        let lda = if a_sw { ar } else { ac };
+        let ldb = if b_sw { br } else { bc };
         let a_of = |i: usize| {
             let o = offset(i, &sa);
             let data = &a_all[o * a_mat..(o + 1) * a_mat];
-            if ta {
-                Mat::transposed(data, ac)
+            if ta != a_sw {
+                Mat::transposed(data, lda)
             } else {
-                Mat::row_major(data, ac)
+                Mat::row_major(data, lda)
             }
         };
         let b_of = |i: usize| {
             let o = offset(i, &sb);
             let data = &b_all[o * b_mat..(o + 1) * b_mat];
-            if tb {
-                Mat::transposed(data, bc)
+            if tb != b_sw {
+                Mat::transposed(data, ldb)
             } else {
-                Mat::row_major(data, bc)
+                Mat::row_major(data, ldb)
             }
         };
         gemm_batched(nb, m, k, n, a_of, b_of, E::zero(), &mut out);

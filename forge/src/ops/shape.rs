@@ -2,7 +2,6 @@
 //! adjoint `sum_to`, transpose and permute.
 
 use crate::base::Dims;
-use crate::cpu::broadcast;
 use crate::cpu::reduce::fold_axes;
 use crate::cpu::Storage;
 use crate::tensor::{broadcast_shapes, norm_axis, numel, Device, Float, Tensor};
@@ -45,15 +44,15 @@ impl<E: Float, D: Device> Tensor<E, D> {
         if shape == self.shape() {
             return self.clone();
         }
-        Tensor::from_parts(self.data.clone(), shape.into(), None).record(
-            "reshape",
-            vec![self.clone()],
-            |ctx| vec![Some(ctx.grad.view(ctx.inputs[0].shape()))],
-        )
+        self.reshaped(shape)
+            .record("reshape", vec![self.clone()], |ctx| {
+                vec![Some(ctx.grad.view(ctx.inputs[0].shape()))]
+            })
     }
 
-    /// Broadcasts to `shape` (NumPy rules), materialising the copies
-    /// (`torch.expand`). The gradient sums over the broadcast dimensions.
+    /// Broadcasts to `shape` (NumPy rules) as a view with stride 0 along the
+    /// broadcast dimensions (`torch.expand`): nothing is copied until a
+    /// kernel reads it. The gradient sums over the broadcast dimensions.
     ///
     /// # Panics
     /// When `self` cannot be broadcast to `shape`.
@@ -74,10 +73,10 @@ impl<E: Float, D: Device> Tensor<E, D> {
         if shape == self.shape() {
             return self.clone();
         }
-        let data = broadcast::expand(self.as_slice(), self.shape(), shape);
-        Tensor::from_parts(data, shape.into(), None).record("expand", vec![self.clone()], |ctx| {
-            vec![Some(ctx.grad.sum_to(ctx.inputs[0].shape()))]
-        })
+        self.expanded(shape)
+            .record("expand", vec![self.clone()], |ctx| {
+                vec![Some(ctx.grad.sum_to(ctx.inputs[0].shape()))]
+            })
     }
 
     /// Sums over the dimensions along which `shape` would be broadcast to
@@ -114,7 +113,8 @@ impl<E: Float, D: Device> Tensor<E, D> {
     }
 
     /// Reorders the dimensions: output dimension `i` is input dimension
-    /// `dims[i]` (negative axes allowed). Copies the data.
+    /// `dims[i]` (negative axes allowed). A view: shares the storage, copies
+    /// nothing.
     ///
     /// # Panics
     /// When `dims` is not a permutation of the axes.
@@ -130,15 +130,14 @@ impl<E: Float, D: Device> Tensor<E, D> {
         if inv.iter().enumerate().all(|(i, &d)| i as isize == d) {
             return self.clone();
         }
-        // A permutation's strides are all non-negative.
-        let src_strides: Vec<usize> = view.strides.iter().map(|&s| s as usize).collect();
-        let data = gather_strided(self.as_slice(), &view.shape, &src_strides);
-        let out_shape = view.shape;
-        Tensor::from_parts(data, out_shape.into(), None).record(
-            "permute",
-            vec![self.clone()],
-            move |ctx| vec![Some(ctx.grad.permute(&inv))],
-        )
+        // A permutation's strides are all non-negative and compose with any
+        // layout: the result is always a view.
+        let out = self
+            .view_of(view.offset, &view.shape, &view.strides)
+            .expect("a permutation is a view of any layout");
+        out.record("permute", vec![self.clone()], move |ctx| {
+            vec![Some(ctx.grad.permute(&inv))]
+        })
     }
 
     /// Swaps two dimensions.

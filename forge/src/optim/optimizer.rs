@@ -600,7 +600,7 @@ impl<R: UpdateRule, E: Float> Optimizer<R, E> {
                 bufs,
             );
         };
-        match std::sync::Arc::get_mut(&mut param.data) {
+        match param.values_mut() {
             Some(values) => {
                 run(values, &mut state.buffers);
                 // A parameter that was an op's output becomes a leaf, as

@@ -35,7 +35,7 @@ pub(crate) fn visit_int8_mut<E: Float>(
     let (mut w, mut s) = (values.clone(), scales.clone());
     v.visit(name, &mut w, TensorKind::Frozen);
     v.visit(&format!("{name}_scale"), &mut s, TensorKind::Frozen);
-    if !Arc::ptr_eq(&w.data, &values.data) || !Arc::ptr_eq(&s.data, &scales.data) {
+    if !w.shares_data(&values) || !s.shares_data(&scales) {
         *q = Arc::new(from_tensors(&w, &s));
     }
 }

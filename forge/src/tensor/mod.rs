@@ -4,6 +4,7 @@
 mod create;
 mod device;
 mod display;
+mod layout;
 pub(crate) mod node;
 mod random;
 
@@ -19,9 +20,15 @@ use std::sync::Arc;
 
 /// An n-dimensional array of `E` on device `D`.
 ///
-/// A `Tensor` is a cheap handle: cloning it copies two reference counts, not
+/// A `Tensor` is a cheap handle: cloning it copies reference counts, not
 /// the data. Values never change after creation; every operation returns a
-/// new tensor. A tensor that [requires a gradient](Tensor::requires_grad),
+/// new tensor. View ops ([`slice`](Tensor::slice), [`narrow`](Tensor::narrow),
+/// [`select`](Tensor::select), [`permute`](Tensor::permute),
+/// [`transpose`](Tensor::transpose), [`t`](Tensor::t),
+/// [`expand`](Tensor::expand), [`unsqueeze`](Tensor::unsqueeze),
+/// [`diagonal`](Tensor::diagonal), and reshapes) return a tensor that shares
+/// its input's storage with an offset and strides, as in PyTorch (see
+/// [`stride`](Tensor::stride) and [`contiguous`](Tensor::contiguous)). A tensor that [requires a gradient](Tensor::requires_grad),
 /// and every tensor computed from one, carries a node of the autograd tape.
 ///
 /// ```
@@ -32,8 +39,12 @@ use std::sync::Arc;
 /// assert_eq!(g.get(&x).unwrap().to_vec(), vec![2.0, 4.0, 6.0]);
 /// ```
 pub struct Tensor<E: Element = f32, D: Device = Cpu> {
-    pub(crate) data: Arc<Storage<E>>,
+    /// The values; a view reads them through `layout`.
+    pub(crate) storage: Arc<Storage<E>>,
     pub(crate) shape: Arc<[usize]>,
+    /// `None` for a plain tensor (its storage holds exactly its elements,
+    /// row-major); the offset and strides of a view otherwise.
+    pub(crate) layout: Option<Arc<layout::Strided<E>>>,
     pub(crate) node: Option<Arc<Node<E, D>>>,
     _device: PhantomData<D>,
 }
@@ -41,8 +52,9 @@ pub struct Tensor<E: Element = f32, D: Device = Cpu> {
 impl<E: Element, D: Device> Clone for Tensor<E, D> {
     fn clone(&self) -> Self {
         Tensor {
-            data: self.data.clone(),
+            storage: self.storage.clone(),
             shape: self.shape.clone(),
+            layout: self.layout.clone(),
             node: self.node.clone(),
             _device: PhantomData,
         }
@@ -111,8 +123,9 @@ impl<E: Element, D: Device> Tensor<E, D> {
         let data = data.into_storage();
         debug_assert_eq!(data.len(), numel(&shape));
         Tensor {
-            data,
+            storage: data,
             shape,
+            layout: None,
             node,
             _device: PhantomData,
         }
@@ -155,7 +168,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
     /// assert_eq!(forge::Tensor::<f32>::zeros(&[2, 3]).numel(), 6);
     /// ```
     pub fn numel(&self) -> usize {
-        self.data.len()
+        numel(&self.shape)
     }
 
     /// The element type tag.
@@ -182,16 +195,18 @@ impl<E: Element, D: Device> Tensor<E, D> {
     /// assert_eq!(forge::Tensor::<f32>::ones(&[2]).to_vec(), vec![1.0, 1.0]);
     /// ```
     pub fn to_vec(&self) -> Vec<E> {
-        self.data.to_vec()
+        self.as_slice().to_vec()
     }
 
-    /// The elements in row-major order, borrowed.
+    /// The elements in row-major order, borrowed. A view that is not
+    /// [contiguous](Self::is_contiguous) is copied on its first call (once:
+    /// the copy is kept with the view and its clones).
     ///
     /// ```
     /// assert_eq!(forge::Tensor::<f32>::ones(&[2]).as_slice(), &[1.0, 1.0]);
     /// ```
     pub fn as_slice(&self) -> &[E] {
-        &self.data
+        self.values()
     }
 
     /// The value of a one-element tensor.
@@ -210,7 +225,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
             self.shape(),
             self.numel()
         );
-        self.data[0]
+        self.as_slice()[0]
     }
 
     /// Whether this tensor is recorded on the tape (it requires a gradient
@@ -233,7 +248,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
     /// assert!(!x.detach().is_tracked());
     /// ```
     pub fn detach(&self) -> Self {
-        Self::from_parts(self.data.clone(), self.shape.clone(), None)
+        self.with_node(None)
     }
 
     /// The same values as a leaf of the tape, so that `backward` computes
@@ -244,11 +259,18 @@ impl<E: Element, D: Device> Tensor<E, D> {
     /// assert!(w.is_tracked());
     /// ```
     pub fn requires_grad(&self) -> Self {
-        Self::from_parts(
-            self.data.clone(),
-            self.shape.clone(),
-            Some(Arc::new(Node::leaf())),
-        )
+        self.with_node(Some(Arc::new(Node::leaf())))
+    }
+
+    /// The same values and layout with another tape node.
+    pub(crate) fn with_node(&self, node: Option<Arc<Node<E, D>>>) -> Self {
+        Tensor {
+            storage: self.storage.clone(),
+            shape: self.shape.clone(),
+            layout: self.layout.clone(),
+            node,
+            _device: PhantomData,
+        }
     }
 
     /// The tape id of this tensor, if it is tracked. Ids grow with creation
@@ -263,14 +285,16 @@ impl<E: Element, D: Device> Tensor<E, D> {
         self.node.as_ref().map(|n| n.id)
     }
 
-    /// Whether two handles share the same data buffer.
+    /// Whether two handles share the same data buffer (a view shares its
+    /// base's).
     ///
     /// ```
-    /// let a = forge::Tensor::<f32>::ones(&[2]);
+    /// let a = forge::Tensor::<f32>::ones(&[2, 2]);
     /// assert!(a.shares_data(&a.clone()));
+    /// assert!(a.t().shares_data(&a));
     /// ```
     pub fn shares_data(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.data, &other.data)
+        Arc::ptr_eq(&self.storage, &other.storage)
     }
 
     /// Converts every element to another element type. Not differentiable:
@@ -281,7 +305,7 @@ impl<E: Element, D: Device> Tensor<E, D> {
     /// assert_eq!(t.cast::<f64>().to_vec(), vec![1.5, -2.0]);
     /// ```
     pub fn cast<F: Element>(&self) -> Tensor<F, D> {
-        let data = Storage::map(&self.data, |x| F::from_f64(x.to_f64()));
+        let data = Storage::map(self.as_slice(), |x| F::from_f64(x.to_f64()));
         Tensor::from_parts(data, self.shape.clone(), None)
     }
 }

@@ -77,6 +77,10 @@ pub struct MemoryStats {
     /// Bytes of the values those copies took (element bytes, not size
     /// classes).
     pub copied_on_write_bytes: u64,
+    /// Bytes of every buffer taken from the pool since the process began
+    /// (size classes, hits and misses alike): the difference over a
+    /// training step is the memory that step allocated.
+    pub taken_bytes: u64,
 }
 
 struct Pool {
@@ -375,6 +379,7 @@ pub(crate) fn take(bytes: usize, align: usize) -> Block {
                 .max(p.stats.live_bytes + p.stats.held_bytes + size);
         }
         p.stats.live_bytes += size;
+        p.stats.taken_bytes += size as u64;
         got
     });
     reserve::note(slot, 1);
