@@ -4,7 +4,7 @@ use super::classes::{class_bytes, class_of, CLASSES, MAX_POOLED};
 use super::reserve::{self, Region};
 use std::alloc::{alloc, alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;
-use std::sync::Mutex;
+use crate::cpu::sync::Mutex;
 
 /// Alignments kept apart: 1, 2, 4, 8, 16 bytes (index = log2).
 const ALIGNS: usize = 5;
@@ -76,7 +76,15 @@ struct Pool {
 /// says otherwise: 1 GiB.
 pub const DEFAULT_CEILING_BYTES: usize = 1 << 30;
 
+#[cfg(not(loom))]
 static POOL: Mutex<Option<Pool>> = Mutex::new(None);
+
+// Under the model checker (`cpu::sync`): loom's lock, made afresh for each
+// interleaving it explores (`cpu/memory/loom_tests.rs`).
+#[cfg(loom)]
+loom::lazy_static! {
+    static ref POOL: Mutex<Option<Pool>> = Mutex::new(None);
+}
 
 /// Keeps glibc's allocator from handing large temporaries back to the OS;
 /// returns whether it changed anything (glibc on Linux only).
