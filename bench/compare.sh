@@ -8,6 +8,11 @@
 #   bash bench/compare.sh --phases                 # + PyTorch's resnet18 fwd/fwdbwd rows
 #                                                  #   (bench/torch_phases.py)
 #   bash bench/compare.sh --out DIR                # write the run there instead
+#   bash bench/compare.sh --hub [--repeat 3]       # the hub rows instead: gpt2s
+#                                                  #   generate 1, bert_base infer 8
+#                                                  #   against transformers
+#                                                  #   (bench/infer_bench.py), 3
+#                                                  #   rounds each; folder ..._hub
 #
 # Builds forge's bench (release), then runs PyTorch's script
 # (bench/torch_bench.py, or $TORCH_BENCH) and `bench --json` alternately,
@@ -47,6 +52,8 @@ quick=0
 threads="1,2"
 out=""
 extra=()
+hub=0
+repeat=2
 while [ $# -gt 0 ]; do
     case "$1" in
         --models) models="$2"; shift 2 ;;
@@ -55,13 +62,31 @@ while [ $# -gt 0 ]; do
         --no-gemm) gemm=0; shift ;;
         --phases) phases=1; shift ;;
         --out) out="$2"; shift 2 ;;
+        --hub) hub=1; gemm=0; models="gpt2s,bert_base"; shift ;;
+        --repeat) repeat="$2"; shift 2 ;;
         *) echo "compare.sh: unknown argument $1" >&2
-           echo "usage: bash bench/compare.sh [--models M,..] [--threads T,..] [--quick] [--no-gemm] [--phases] [--out DIR]" >&2
+           echo "usage: bash bench/compare.sh [--models M,..] [--threads T,..] [--quick] [--no-gemm] [--phases] [--out DIR] [--hub] [--repeat N]" >&2
            exit 2 ;;
     esac
 done
 
 torch_bench="${TORCH_BENCH:-bench/torch_bench.py}"
+suite=models
+forge_modes=()
+if [ "$hub" = 1 ]; then
+    # infer_bench.py's hub rows (the f32 ones forge has); its own schedule
+    # (3 rounds of 2 timed calls per thread count) unless --quick
+    torch_bench="bench/infer_bench.py"
+    suite=hub
+    extra=(--modes generate,infer)
+    if [ "$quick" = 1 ]; then
+        extra+=(--rounds 1 --block 1)
+        forge_modes=(--modes generate,infer --rounds 1 --block 5)
+    else
+        forge_modes=(--modes generate,infer --rounds 3)
+    fi
+    python3 -c 'import transformers' 2>/dev/null || { echo "compare.sh: --hub needs transformers (pip install transformers)" >&2; exit 1; }
+fi
 
 python3 -c 'import torch' 2>/dev/null || { echo "compare.sh: python3 cannot import torch (pip install torch torchvision)" >&2; exit 1; }
 case ",$models," in
@@ -96,6 +121,7 @@ machine="${BENCH_MACHINE:-$(python3 bench/run_meta.py machine)}"
 commit=$(git rev-parse --short=7 HEAD 2>/dev/null || echo unknown)
 if [ -z "$out" ]; then
     out="bench/results/$(date -u -d "$started" '+%Y-%m-%dT%H%MZ')_${machine}_${commit}"
+    [ "$hub" = 1 ] && out="${out}_hub"
 fi
 if [ -e "$out" ] && [ -n "$(ls -A "$out")" ]; then
     echo "compare.sh: $out exists and is not empty" >&2
@@ -110,7 +136,7 @@ write_meta() {
     local status=$?
     python3 bench/run_meta.py write "$out" --status "$status" --started "$started" \
         --command "$command_line" --omp "$omp_note" --machine "$machine" --quick "$quick" \
-        --models "$models" --threads "$threads" --bench-bin "$bench_bin" || true
+        --models "$models" --threads "$threads" --bench-bin "$bench_bin" --suite "$suite" || true
 }
 trap write_meta EXIT
 # A signal ends the run through `exit`, so the EXIT trap writes meta.json
@@ -156,7 +182,7 @@ run() {
 }
 
 peak 0 before
-for round in 0 1; do
+for round in $(seq 0 $((repeat - 1))); do
     if [ "$gemm" = 1 ]; then
         run "torch gemm round $round" gemm_torch.jsonl \
             python3 bench/gemm_torch.py --threads "$threads" --round "$round" "${extra[@]}"
@@ -169,8 +195,13 @@ for round in 0 1; do
         1,*resnet18,*) run "torch phases round $round" torch.jsonl \
             python3 -W ignore bench/torch_phases.py --threads "$threads" --round "$round" "${extra[@]}" ;;
     esac
-    run "forge round $round" forge.jsonl \
-        "$bench_bin" --json --models "$models" --threads "$threads" --round "$round" "${extra[@]}"
+    if [ "$hub" = 1 ]; then
+        run "forge round $round" forge.jsonl \
+            "$bench_bin" --json --models "$models" --threads "$threads" --round "$round" "${forge_modes[@]}"
+    else
+        run "forge round $round" forge.jsonl \
+            "$bench_bin" --json --models "$models" --threads "$threads" --round "$round" "${extra[@]}"
+    fi
 done
 load "after $pending"
 peak 1 after

@@ -27,7 +27,8 @@ def load(paths):
                     r = json.loads(line)
                 except json.JSONDecodeError:
                     continue
-                if r.get("bench") != "train" or not r.get("ms"):
+                # torch_bench.py's rows say "train", infer_bench.py's "infer"
+                if r.get("bench") not in ("train", "infer") or not r.get("ms"):
                     continue
                 key = (r["framework"], r["model"], r["mode"], r["batch"], r["threads"])
                 rows[key].append((r.get("round", 0), r["ms"], r.get("faults_per_step")))
@@ -117,8 +118,9 @@ def main():
     rows = load(sys.argv[1:])
     if not rows:
         return
-    model_order = ["tiny", "mlp", "lenet", "gpt", "gpt_naive", "resnet18", "lstm"]
-    mode_order = ["train", "fwdbwd", "fwd", "infer"]
+    model_order = ["tiny", "mlp", "lenet", "gpt", "gpt_naive", "resnet18", "lstm", "gpt2s",
+                   "bert_base"]
+    mode_order = ["train", "fwdbwd", "fwd", "infer", "generate"]
     keys = sorted({k[1:] for k in rows},
                   key=lambda k: (model_order.index(k[0]) if k[0] in model_order else 99,
                                  mode_order.index(k[1]) if k[1] in mode_order else 99, k[2], k[3]))

@@ -34,8 +34,11 @@ from run_meta import json_lines  # noqa: E402  (one reader of the raw JSON lines
 
 BEGIN = "<!-- bench-table:begin -->"
 END = "<!-- bench-table:end -->"
-MODEL_ORDER = ["tiny", "mlp", "lenet", "gpt", "gpt_naive", "resnet18", "lstm"]
-MODE_ORDER = ["train", "fwdbwd", "fwd", "infer"]
+MODEL_ORDER = ["tiny", "mlp", "lenet", "gpt", "gpt_naive", "resnet18", "lstm", "gpt2s", "bert_base"]
+MODE_ORDER = ["train", "fwdbwd", "fwd", "infer", "generate"]
+# Rows of forge's bench and of PyTorch's scripts: torch_bench.py's say
+# "train", infer_bench.py's (compare.sh --hub) "infer".
+STEP_BENCHES = ("train", "infer")
 GEMM_ORDER = [(64, 64, 64), (256, 256, 256), (1024, 1024, 1024), (128, 784, 512), (128, 84, 10),
               (128, 512, 10), (1, 784, 512)]
 
@@ -52,6 +55,11 @@ class Run:
                       for r in json_lines(os.path.join(path, name))]
 
     @property
+    def suite(self):
+        """models (compare.sh: torch_bench.py's plan) or hub (compare.sh --hub)."""
+        return self.meta.get("suite", "models")
+
+    @property
     def full(self):
         return self.meta.get("complete", False) and not self.meta.get("quick", False)
 
@@ -59,7 +67,7 @@ class Run:
         """(model, mode, batch, threads) -> framework -> list of (round, ms list, faults)."""
         out = {}
         for r in self.lines:
-            if r.get("bench") != "train" or not r.get("ms"):
+            if r.get("bench") not in STEP_BENCHES or not r.get("ms"):
                 continue
             key = (r["model"], r["mode"], r["batch"], r["threads"])
             out.setdefault(key, {}).setdefault(r["framework"], []).append(
@@ -69,7 +77,7 @@ class Run:
     def step_gflop(self):
         """(model, mode, batch, threads) -> GFLOP of one step, from forge's rows that state it."""
         return {(r["model"], r["mode"], r["batch"], r["threads"]): r["gflop"] for r in self.lines
-                if r.get("bench") == "train" and r.get("framework") == "forge" and r.get("gflop")}
+                if r.get("bench") in STEP_BENCHES and r.get("framework") == "forge" and r.get("gflop")}
 
     def gemm(self):
         """(m, k, n, b_transposed, threads) -> framework -> every ms sample."""
@@ -161,7 +169,7 @@ def widest_isa(meta):
     return "no AVX2"
 
 
-def run_section(run, rel):
+def run_section(run, rel, title=""):
     m = run.meta
     cpu = m.get("cpu") or {}
     peak = m.get("fma_peak") or {}
@@ -174,7 +182,7 @@ def run_section(run, rel):
         kind.append(f"**incomplete** (stopped with status {m.get('exit_status')}; the blocks that finished)")
     if m.get("quick"):
         kind.append("**a --quick smoke run** (2 rounds of 3 steps: not a measurement to quote)")
-    out = [f"## {m.get('machine', '?')}", ""]
+    out = [f"## {m.get('machine', '?')}{title}", ""]
     if kind:
         out += ["This is " + " and ".join(kind) + ".", ""]
     out += [
@@ -262,10 +270,12 @@ def all_runs(results):
     return runs
 
 
-def current(runs):
-    """The latest full run per machine (else its latest run), oldest machine first."""
+def current(runs, suite="models"):
+    """The latest full run of `suite` per machine (else its latest run), oldest machine first."""
     by_machine = {}
     for r in runs:
+        if r.suite != suite:
+            continue
         by_machine.setdefault(r.meta.get("machine", "?"), []).append(r)
     picked = []
     for rs in by_machine.values():
@@ -295,11 +305,18 @@ def render_current(runs):
         out += ["No run yet: `bash bench/compare.sh`.", ""]
     for r in reversed(picked):
         out += run_section(r, r.name)
+    # The Hugging Face-shaped rows (compare.sh --hub: forge's hub against
+    # transformers, infer_bench.py) are a plan of their own: their latest
+    # run per machine, after the main plan's.
+    for r in reversed(current(runs, "hub")):
+        out += run_section(r, r.name, " - hub models against transformers (compare.sh --hub)")
     if runs:
         out += ["## Every run", "", "| run | machine | commit | plan | load |", "|---|---|---|---|---|"]
         for r in reversed(runs):
             m = r.meta
             plan = "quick" if m.get("quick") else "full"
+            if r.suite != "models":
+                plan = f"{r.suite} {plan}"
             if not m.get("complete", False):
                 plan += ", incomplete"
             models = ",".join((m.get("plan") or {}).get("models", []))

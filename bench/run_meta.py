@@ -161,6 +161,7 @@ def write_meta(a):
         env={k: os.environ.get(k) for k in ("OMP_WAIT_POLICY", "TORCH_BENCH", "BENCH_MACHINE",
                                             "FORGE_NUM_THREADS") if os.environ.get(k) is not None},
         pytorch_wait_policy=a.omp,
+        suite=a.suite,
         plan=dict(models=a.models.split(","), threads=[int(t) for t in a.threads.split(",")]),
         cpu=dict(model=info.get("model name"), vendor=info.get("vendor_id"),
                  family=info.get("cpu family"), model_number=info.get("model"),
@@ -211,6 +212,8 @@ def main():
     w.add_argument("--models", default="")
     w.add_argument("--threads", default="1,2")
     w.add_argument("--bench-bin", default="")
+    w.add_argument("--suite", default="models",
+                   help="models: torch_bench.py's plan; hub: infer_bench.py's hub rows (compare.sh --hub)")
     a = ap.parse_args()
     if a.cmd == "machine":
         print(machine_name())

@@ -65,15 +65,15 @@ fn main() {
     println!("{}", summary(&model, &[256, 3]));
 
     let mut opt = Sgd::new(0.1);
-    let first = mse(&model.forward(x.clone()), &y).item();
+    let first = mse_loss(&model.forward(x.clone()), &y).item();
     for step in 0..200 {
-        let loss = mse(&model.forward(x.clone()), &y);
+        let loss = mse_loss(&model.forward(x.clone()), &y);
         let value = opt.backward_step(&mut model, loss).unwrap();
         if step % 25 == 0 {
             println!("step {step:>3}  loss {value:.5}");
         }
     }
-    let last = mse(&model.forward(x.clone()), &y).item();
+    let last = mse_loss(&model.forward(x.clone()), &y).item();
     println!("loss {first:.5} -> {last:.5}");
     assert!(last < first / 2.0, "training did not reduce the loss");
     assert_eq!(

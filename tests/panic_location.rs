@@ -118,7 +118,7 @@ fn shape_panics_point_at_the_callers_line() {
     reported_here!(t.dim(2), "out of range");
     reported_here!(t.item(), "");
     reported_here!(Tensor::<f32>::from_vec(vec![1.0; 5], &[2, 3]), "");
-    reported_here!(mse(&t, &Tensor::zeros(&[3, 2])), "");
+    reported_here!(mse_loss(&t, &Tensor::zeros(&[3, 2])), "");
     reported_here!(t.dropout(1.5, true, &mut rng), "");
     assert!(
         wrong.is_empty(),

@@ -16,10 +16,11 @@
 //! under `no_grad`; `infer_int8` = the same after `quantize_dynamic` (the
 //! Linear layers in int8, as `infer_bench.py`'s rows).
 
+use forge::hub::{generate, Bert, BertConfig, Flow, GenerateOptions};
 use forge::models::gpt::{Gpt, GptConfig};
 use forge::models::mnist::{LeNet5, MnistMlp};
 use forge::models::resnet::resnet18;
-use forge::nn::functional::{cross_entropy_with, mse_loss, Reduction};
+use forge::nn::functional::{cross_entropy_with, mse_loss_with, MseLossOptions, Reduction};
 use forge::nn::{Forward, Layer, Linear, Lstm, RnnConfig};
 use forge::optim::{Adam, AdamW, Optimizer, Sgd, UpdateRule};
 use forge::quant::{quantize_dynamic, Granularity};
@@ -102,6 +103,9 @@ fn plan(model: &str) -> Option<&'static [(&'static str, usize)]> {
             ("infer", 32),
         ],
         "lstm" => &[("train", 64), ("infer", 64), ("infer_int8", 64)],
+        // infer_bench.py's hub rows (the PyTorch side is transformers)
+        "gpt2s" => &[("generate", 1)],
+        "bert_base" => &[("infer", 8)],
         _ => return None,
     })
 }
@@ -365,7 +369,14 @@ fn make(model: &str, mode: &str, batch: usize) -> (Step, usize, &'static str) {
             let mut opt = Sgd::<f32>::new(1e-3);
             let step: Step = match mode {
                 "train" => Box::new(move || {
-                    let grads = mse_loss(&m.forward(x.clone()), &y, Reduction::Mean).backward();
+                    let grads = mse_loss_with(
+                        &m.forward(x.clone()),
+                        &y,
+                        MseLossOptions {
+                            reduction: Reduction::Mean,
+                        },
+                    )
+                    .backward();
                     opt.step(&mut m, &grads).expect("shapes match");
                 }),
                 _ => {
@@ -447,6 +458,37 @@ fn make(model: &str, mode: &str, batch: usize) -> (Step, usize, &'static str) {
             };
             (step, items, unit)
         }
+        // infer_bench.py's gpt2s row: GPT-2 small's shape with random
+        // weights, a 32-token prompt then 64 new tokens, greedy, with the
+        // KV cache; one step is the whole call
+        "gpt2s" => {
+            let mut m = Gpt::<f32>::new(GptConfig::gpt2_small(), &mut rng);
+            m.eval();
+            let prompt: Vec<i64> = (0..32).map(|_| rng.below(50257) as i64).collect();
+            let opts = GenerateOptions {
+                max_new_tokens: 64,
+                ..Default::default()
+            };
+            let step: Step = Box::new(move || {
+                let out = generate(&m, std::slice::from_ref(&prompt), &opts, |_, _| {
+                    Flow::Continue
+                });
+                assert_eq!(out[0].len(), 64, "gpt2s: 64 new tokens");
+                black_box(out);
+            });
+            (step, 64, "tok/s")
+        }
+        // infer_bench.py's bert_base row: BERT-base's shape with random
+        // weights, [batch, 128] ids, the last hidden state
+        "bert_base" => {
+            let mut m = Bert::<f32>::new(BertConfig::bert_base(), false, &mut rng);
+            m.eval();
+            let ids = Tensor::<i64>::from_fn(&[batch, 128], |_| rng.below(30522) as i64);
+            let step: Step = Box::new(move || {
+                black_box(no_grad(|| m.encode(&ids, None, None)));
+            });
+            (step, batch, "seq/s")
+        }
         _ => unreachable!("model {model}"),
     }
 }
@@ -491,6 +533,13 @@ fn forward_flops(model: &str, batch: usize) -> Option<f64> {
             let per_token = 4.0 * (2.0 * 128.0 * (384.0 + 128.0 + 1024.0) + 4.0 * 64.0 * 128.0)
                 + 2.0 * 128.0 * 256.0;
             b * 64.0 * per_token
+        }
+        // 128 tokens, 12 layers of width 768 (q, k, v, output, two 3072-wide
+        // MLP products), the 128 x 128 attention products
+        "bert_base" => {
+            let per_token =
+                12.0 * (2.0 * 768.0 * (4.0 * 768.0 + 2.0 * 3072.0) + 4.0 * 128.0 * 768.0);
+            b * 128.0 * per_token
         }
         _ => return None,
     })
@@ -598,8 +647,16 @@ pub fn run_all(o: &JsonOpts) {
             }
             // tiny / batch-1 inference are sub-ms: more steps, as the script
             let long = model == "tiny" || (mode.starts_with("infer") && batch == 1);
-            let block = o.block * if long { 10 } else { 1 };
-            let warmup = o.warmup * if long { 10 } else { 1 };
+            // the hub rows take a second or more a step: infer_bench.py's
+            // one warm-up and 2 steps a block (scaled with --block)
+            let (warmup, block) = if matches!(model.as_str(), "gpt2s" | "bert_base") {
+                (1, (o.block / 5).max(1))
+            } else {
+                (
+                    o.warmup * if long { 10 } else { 1 },
+                    o.block * if long { 10 } else { 1 },
+                )
+            };
             run(model, mode, batch, o, warmup, block);
         }
     }

@@ -13,7 +13,10 @@ pub use crate::checkpoint::{LayerIo, TrainingCheckpoint};
 pub use crate::data::{DataLoader, Dataset, InMemoryDataset, TensorDataset};
 pub use crate::error::ForgeError;
 pub use crate::metrics;
-pub use crate::nn::functional::{bce, bce_with_logits, cross_entropy, l1, mse, nll};
+pub use crate::nn::functional::{
+    binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, l1_loss, mse_loss,
+    nll_loss,
+};
 pub use crate::nn::{
     AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d,
     AvgPool2d, Conv1d, Conv2d, ConvTranspose2d, MaxPool1d, MaxPool2d,

@@ -1,8 +1,7 @@
 //! Second-order parity with PyTorch (fixtures `autograd/hvp_*`): the value
 //! `f`, the gradient `g = df/dx` and the Hessian-vector product
 //! `hvp = d(g . v)/dx`, where `g` comes from `backward_with_graph` and is
-//! differentiated again. `hvp_softmax_entropy` needs softmax and is tested
-//! with it.
+//! differentiated again.
 //!
 //! Tolerances: each fixture's own `rtol`/`atol` (1e-10 / 1e-12, f64), and
 //! `f32_rtol`/`f32_atol` for the same computation in f32.
@@ -35,16 +34,39 @@ fn check_hvp<E: Float>(
     }
 }
 
+/// The functions the `hvp` fixtures name in their `function` metadata.
+const MLP_W1: &str = "f(W1)=mse_loss(tanh(X@W1^T+b1)@W2^T+b2, Y) (mean)";
+const TANH_MATMUL: &str = "f(x)=sum(tanh(x@W)^2)";
+const SOFTMAX_ENTROPY: &str = "f(x)=sum(softmax(x,-1)*log_softmax(x,-1))";
+
+/// Every `autograd/hvp_*` fixture, each in f64 and f32: the function comes
+/// from the file's `function` metadata and the shapes from its tensors, so
+/// any file of these functions passes unchanged.
 #[test]
-fn hvp_mlp_w1_matches_pytorch() {
-    let f = Fixture::load("autograd/hvp_mlp_W1.safetensors");
-    assert_eq!(
-        f.meta("function"),
-        "f(W1)=mse_loss(tanh(X@W1^T+b1)@W2^T+b2, Y) (mean)"
-    );
-    assert_eq!(f.meta("wrt"), "W1");
-    mlp_w1::<f64>(&f);
-    mlp_w1::<f32>(&f);
+fn every_hvp_fixture_matches_pytorch() {
+    let files = common::fixtures_for_ops("autograd", "hvp", &["hvp"]);
+    assert!(files.len() >= 3, "hvp fixtures: {files:?}");
+    for rel in files {
+        let f = Fixture::load(&rel);
+        match f.meta("function") {
+            MLP_W1 => {
+                assert_eq!(f.meta("wrt"), "W1", "{rel}");
+                mlp_w1::<f64>(&f);
+                mlp_w1::<f32>(&f);
+            }
+            TANH_MATMUL => {
+                assert_eq!(f.meta("wrt"), "x", "{rel}");
+                tanh_matmul::<f64>(&f);
+                tanh_matmul::<f32>(&f);
+            }
+            SOFTMAX_ENTROPY => {
+                assert_eq!(f.meta("wrt"), "x", "{rel}");
+                softmax_entropy::<f64>(&f);
+                softmax_entropy::<f32>(&f);
+            }
+            other => panic!("{rel}: no forge version of the hvp function {other:?}"),
+        }
+    }
 }
 
 fn mlp_w1<E: Float>(f: &Fixture) {
@@ -56,15 +78,6 @@ fn mlp_w1<E: Float>(f: &Fixture) {
     check_hvp(f, &w1, &[], &loss);
 }
 
-#[test]
-fn hvp_tanh_matmul_matches_pytorch() {
-    let f = Fixture::load("autograd/hvp_tanh_matmul.safetensors");
-    assert_eq!(f.meta("function"), "f(x)=sum(tanh(x@W)^2)");
-    assert_eq!(f.meta("wrt"), "x");
-    tanh_matmul::<f64>(&f);
-    tanh_matmul::<f32>(&f);
-}
-
 fn tanh_matmul<E: Float>(f: &Fixture) {
     let x = f.input::<E>("x").requires_grad();
     let w = f.input::<E>("W").requires_grad();
@@ -72,16 +85,27 @@ fn tanh_matmul<E: Float>(f: &Fixture) {
     check_hvp(f, &x, &[("W", &w)], &loss);
 }
 
+fn softmax_entropy<E: Float>(f: &Fixture) {
+    let x = f.input::<E>("x").requires_grad();
+    let loss = x.softmax(-1).mul(&x.log_softmax(-1)).sum();
+    check_hvp(f, &x, &[], &loss);
+}
+
 /// The same MLP with every parameter tracked: the extra gradients do not
 /// change the ones the fixture checks.
 #[test]
 fn hvp_mlp_w1_with_all_parameters_tracked() {
-    let f = Fixture::load("autograd/hvp_mlp_W1.safetensors");
-    let p: Vec<Tensor<f64>> = ["W1", "b1", "W2", "b2"]
-        .iter()
-        .map(|n| f.t(n).requires_grad())
-        .collect();
-    let h = f.t("X").matmul_t(&p[0]).add(&p[1]).tanh();
-    let loss = (h.matmul_t(&p[2]).add(&p[3]) - f.t("Y")).square().mean();
-    check_hvp(&f, &p[0], &[], &loss);
+    for rel in common::fixtures_for_ops("autograd", "hvp", &["hvp"]) {
+        let f = Fixture::load(&rel);
+        if f.meta("function") != MLP_W1 {
+            continue;
+        }
+        let p: Vec<Tensor<f64>> = ["W1", "b1", "W2", "b2"]
+            .iter()
+            .map(|n| f.t(n).requires_grad())
+            .collect();
+        let h = f.t("X").matmul_t(&p[0]).add(&p[1]).tanh();
+        let loss = (h.matmul_t(&p[2]).add(&p[3]) - f.t("Y")).square().mean();
+        check_hvp(&f, &p[0], &[], &loss);
+    }
 }

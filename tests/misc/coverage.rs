@@ -106,6 +106,141 @@ fn every_name_the_table_calls_present_is_in_the_public_api() {
     );
 }
 
+/// The operators issue 34 lists, by PyTorch name (`torch.x` or `F.x`:
+/// either of those sections; `nn.X`: torch.nn), all of which the table must
+/// call present.
+const ISSUE_34: &[&str] = &[
+    "interpolate",
+    "topk",
+    "cat",
+    "softmax",
+    "sort",
+    "argsort",
+    "cumsum",
+    "cumprod",
+    "einsum",
+    "norm",
+    "normalize",
+    "cosine_similarity",
+    "pairwise_distance",
+    "floor",
+    "ceil",
+    "round",
+    "trunc",
+    "sign",
+    "isnan",
+    "isinf",
+    "isfinite",
+    "nan_to_num",
+    "masked_select",
+    "nonzero",
+    "repeat_interleave",
+    "unbind",
+    "roll",
+    "flip",
+    "prod",
+    "scatter",
+    "index_put",
+    "index_copy",
+    "unfold",
+    "fold",
+    "pad",
+    "rms_norm",
+    "instance_norm",
+    "hardswish",
+    "hardsigmoid",
+    "relu6",
+    "hardtanh",
+    "prelu",
+    "selu",
+    "celu",
+    "glu",
+    "logsigmoid",
+    "softsign",
+    "pixel_shuffle",
+    "pixel_unshuffle",
+    "conv3d",
+    "max_pool3d",
+    "avg_pool3d",
+    "conv_transpose1d",
+    "adaptive_max_pool2d",
+    "bilinear",
+    "embedding_bag",
+    "cosine_embedding_loss",
+    "triplet_margin_loss",
+    "margin_ranking_loss",
+    "multilabel_soft_margin_loss",
+    "poisson_nll_loss",
+    "gaussian_nll_loss",
+    "ctc_loss",
+    "nn.Upsample",
+    "nn.RMSNorm",
+    "nn.InstanceNorm1d",
+    "nn.InstanceNorm2d",
+    "nn.LSTMCell",
+    "nn.GRUCell",
+    "nn.RNNCell",
+    "nn.Hardswish",
+    "nn.Hardsigmoid",
+    "nn.ReLU6",
+    "nn.Hardtanh",
+    "nn.PReLU",
+    "nn.SELU",
+    "nn.CELU",
+    "nn.GLU",
+    "nn.LogSigmoid",
+    "nn.Softsign",
+    "nn.PixelShuffle",
+    "nn.PixelUnshuffle",
+    "nn.Conv3d",
+    "nn.MaxPool3d",
+    "nn.AvgPool3d",
+    "nn.ConvTranspose1d",
+    "nn.AdaptiveMaxPool2d",
+    "nn.Identity",
+    "nn.Unflatten",
+    "nn.Bilinear",
+    "nn.EmbeddingBag",
+    "nn.CosineEmbeddingLoss",
+    "nn.TripletMarginLoss",
+    "nn.MarginRankingLoss",
+    "nn.MultiLabelSoftMarginLoss",
+    "nn.PoissonNLLLoss",
+    "nn.GaussianNLLLoss",
+    "nn.CTCLoss",
+    "nn.ReflectionPad2d",
+    "nn.ReplicationPad2d",
+    "nn.CircularPad2d",
+    "nn.BatchNorm2d",
+];
+
+#[test]
+fn every_operator_of_issue_34_is_present() {
+    let tsv = read("docs/coverage.tsv");
+    let rows = rows(&tsv);
+    let mut missing = Vec::new();
+    for want in ISSUE_34 {
+        let found = match want.strip_prefix("nn.") {
+            Some(name) => rows
+                .iter()
+                .find(|r| r.section == "torch.nn" && r.name == name),
+            None => rows.iter().find(|r| {
+                (r.section == "torch" || r.section == "torch.nn.functional") && r.name == *want
+            }),
+        };
+        match found {
+            Some(r) if r.present => {}
+            Some(_) => missing.push(format!("{want}: listed missing")),
+            None => missing.push(format!("{want}: not in the table")),
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "issue 34's operators not present:\n{}",
+        missing.join("\n")
+    );
+}
+
 #[test]
 fn the_chapter_shows_the_rows_of_the_list() {
     let tsv = read("docs/coverage.tsv");

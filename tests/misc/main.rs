@@ -4,6 +4,7 @@
 //! A module of the one suite binary (`tests/suite.rs`; CONTRIBUTING.md,
 //! "The test layout"), its files modules named as the files.
 
+mod arena;
 mod concurrency;
 mod coverage;
 mod distributed;
@@ -11,6 +12,7 @@ mod docs_links;
 mod import_cycles;
 mod panic_messages;
 mod papercuts;
+mod port;
 mod public_api;
 mod readme_example;
 mod runtime;

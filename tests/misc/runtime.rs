@@ -355,3 +355,84 @@ fn errors_name_their_kind_type_their_fields_and_chain_their_source() {
     );
     assert!(e.source().is_none());
 }
+
+/// Each executor owns the pool its calls draw from: two executors serving
+/// two models at once give the bits of one, each pool's counters move
+/// with its own executor's calls only, and each reaches a steady state
+/// (no buffer from the OS after warm-up) while the other runs beside it.
+#[test]
+fn each_executor_draws_from_its_own_pool() {
+    let mut rng = Rng::new(17);
+    let (a, b) = (Arc::new(conv_net(&mut rng)), Arc::new(mlp(&mut rng)));
+    let xa = Tensor::<f32>::normal(&[16, 3, 32, 32], 0.0, 1.0, &mut rng);
+    let xb = Tensor::<f32>::normal(&[64, 256], 0.0, 1.0, &mut rng);
+    let one = Executor::current_thread();
+    let want_a = bits(&one.run(|| a.forward(xa.clone())));
+    let want_b = bits(&one.run(|| b.forward(xb.clone())));
+    let (ea, eb) = (Executor::new(2), Executor::new(2));
+
+    // Only `ea` runs: `eb`'s pool does not move.
+    let (a0, b0) = (ea.memory_stats(), eb.memory_stats());
+    let y = ea.run(|| a.forward(xa.clone()));
+    let (a1, b1) = (ea.memory_stats(), eb.memory_stats());
+    assert!(
+        a1.hits + a1.misses > a0.hits + a0.misses,
+        "ea's calls use ea's pool"
+    );
+    assert!(a1.live_bytes > 0, "ea's output lives in ea's pool");
+    assert_eq!(b1, b0, "eb's pool moved while only ea ran");
+    // Dropped on this thread (outside both), the output goes back to ea.
+    drop(y);
+    assert_eq!(ea.memory_stats().live_bytes, a0.live_bytes);
+
+    // Both at once, from two threads, several rounds: the same bits, and
+    // after two warm-up rounds neither pool asks the OS for more.
+    let round = |ea: &Executor, eb: &Executor| {
+        let da = {
+            let (a, x) = (Arc::clone(&a), xa.clone());
+            ea.submit(move || bits(&a.forward(x)))
+        };
+        let db = {
+            let (b, x) = (Arc::clone(&b), xb.clone());
+            eb.submit(move || bits(&b.forward(x)))
+        };
+        assert_eq!(*da.wait(), want_a);
+        assert_eq!(*db.wait(), want_b);
+    };
+    for _ in 0..2 {
+        round(&ea, &eb);
+    }
+    let (wa, wb) = (ea.memory_stats(), eb.memory_stats());
+    for _ in 0..4 {
+        round(&ea, &eb);
+    }
+    let (sa, sb) = (ea.memory_stats(), eb.memory_stats());
+    assert_eq!(
+        sa.misses, wa.misses,
+        "ea took buffers from the OS after warm-up"
+    );
+    assert_eq!(
+        sb.misses, wb.misses,
+        "eb took buffers from the OS after warm-up"
+    );
+    assert!(sa.hits > wa.hits && sb.hits > wb.hits);
+    assert_eq!(
+        (sa.live_bytes, sb.live_bytes),
+        (wa.live_bytes, wb.live_bytes),
+        "every buffer of a call back in its pool"
+    );
+
+    // describe() reports each executor's pool.
+    let d = forge::runtime::describe();
+    assert_eq!(d.executors.len(), d.executor_memory.len());
+    let own: Vec<_> = d
+        .executors
+        .iter()
+        .filter(|e| e.contains("own pool"))
+        .collect();
+    assert!(own.len() >= 2, "{:?}", d.executors);
+    assert!(d
+        .executor_memory
+        .iter()
+        .any(|m| m.hits == sa.hits && m.misses == sa.misses));
+}

@@ -4,6 +4,7 @@
 //! "The test layout"), its files modules named as the files.
 
 mod hub_cli;
+mod hub_embed;
 mod hub_minilm;
 mod hub_parity;
 mod mnist_training;

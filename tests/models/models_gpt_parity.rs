@@ -1,7 +1,8 @@
 //! `forge::models::gpt::Gpt` against the trained nanoGPT-style model frozen
-//! by PyTorch in `tests/fixtures/models/gpt.safetensors` (see the fixtures
-//! README, "The GPT fixture"), in f64, with the file's tolerances
-//! (rtol 1e-10, atol 1e-12):
+//! by PyTorch in every `tests/fixtures/models` file whose metadata `op` is
+//! `gpt` (today `gpt.safetensors`; see the fixtures README, "The GPT
+//! fixture"), configured from each file's metadata, in f64 with the file's
+//! tolerances (rtol 1e-10, atol 1e-12):
 //!
 //! - the logits over 4 real windows of the text and the mean cross-entropy;
 //! - the gradient of every one of the 28 parameters (the tied
@@ -28,7 +29,7 @@
 
 use crate::common;
 
-use common::{assert_close, Fixture};
+use common::{assert_close, fixtures_for_ops, Fixture};
 use forge::models::gpt::{Gpt, GptConfig};
 use forge::nn::{Forward, Layer};
 use forge::optim::{clip_grad_norm_with, AdamW, ParamGroup};
@@ -86,10 +87,23 @@ fn config(f: &Fixture) -> GptConfig {
     }
 }
 
-/// The fixture's model, loaded by name from the file's state dict
-/// (`lm_head.weight` included, as nanoGPT saves it).
-fn load() -> (Fixture, Gpt<f64>) {
-    let f = Fixture::load("models/gpt.safetensors");
+/// Every GPT fixture (metadata `op` = `gpt`) in `models/`: the tests
+/// below run on each, reading the configuration from its metadata.
+fn gpt_fixtures() -> Vec<String> {
+    let files = fixtures_for_ops("models", "", &["gpt"]);
+    assert!(!files.is_empty(), "no GPT fixture in tests/fixtures/models");
+    files
+}
+
+/// Each GPT fixture with its model, loaded by name from the file's state
+/// dict (`lm_head.weight` included, as nanoGPT saves it).
+fn loads() -> Vec<(Fixture, Gpt<f64>)> {
+    gpt_fixtures().iter().map(|rel| load(rel)).collect()
+}
+
+/// The fixture `rel` and its model.
+fn load(rel: &str) -> (Fixture, Gpt<f64>) {
+    let f = Fixture::load(rel);
     let mut gpt = Gpt::<f64>::new(config(&f), &mut Rng::new(0));
     let mut sd: BTreeMap<String, Tensor<f64>> = f
         .meta_list("params")
@@ -106,176 +120,182 @@ fn load() -> (Fixture, Gpt<f64>) {
 
 #[test]
 fn state_dict_names_and_shapes_match_the_fixture() {
-    let (f, gpt) = load();
-    let params = f.meta_list("params");
-    let names: Vec<String> = gpt.named_parameters().into_iter().map(|(n, _)| n).collect();
-    assert_eq!(
-        names, params,
-        "parameter order = nanoGPT's named_parameters()"
-    );
-    let sd = gpt.state_dict();
-    assert_eq!(sd.len(), params.len(), "the tied head is stored once");
-    assert!(f.has("lm_head.weight") && !params.iter().any(|p| p == "lm_head.weight"));
-    for p in &params {
-        assert_eq!(sd[p].shape(), f.t(p).shape(), "{p}");
+    for (f, gpt) in loads() {
+        let params = f.meta_list("params");
+        let names: Vec<String> = gpt.named_parameters().into_iter().map(|(n, _)| n).collect();
         assert_eq!(
-            sd[p].as_slice(),
-            f.t(p).as_slice(),
-            "{p} loaded bit for bit"
+            names, params,
+            "parameter order = nanoGPT's named_parameters()"
         );
+        let sd = gpt.state_dict();
+        assert_eq!(sd.len(), params.len(), "the tied head is stored once");
+        assert!(f.has("lm_head.weight") && !params.iter().any(|p| p == "lm_head.weight"));
+        for p in &params {
+            assert_eq!(sd[p].shape(), f.t(p).shape(), "{p}");
+            assert_eq!(
+                sd[p].as_slice(),
+                f.t(p).as_slice(),
+                "{p} loaded bit for bit"
+            );
+        }
     }
 }
 
 #[test]
 fn a_differing_lm_head_is_refused() {
-    let (f, mut gpt) = load();
-    let mut sd = gpt.state_dict();
-    sd.insert(
-        "lm_head.weight".into(),
-        f.t("lm_head.weight").add_scalar(1e-3),
-    );
-    let err = gpt.load_state_dict(&sd).unwrap_err().to_string();
-    assert!(err.contains("lm_head.weight"), "{err}");
+    for (f, mut gpt) in loads() {
+        let mut sd = gpt.state_dict();
+        sd.insert(
+            "lm_head.weight".into(),
+            f.t("lm_head.weight").add_scalar(1e-3),
+        );
+        let err = gpt.load_state_dict(&sd).unwrap_err().to_string();
+        assert!(err.contains("lm_head.weight"), "{err}");
+    }
 }
 
 #[test]
 fn logits_loss_gradients_clip_norm_and_adamw_step_match_pytorch() {
-    let (f, mut gpt) = load();
-    let (idx, targets) = (f.i("idx"), f.i("targets"));
+    for (f, mut gpt) in loads() {
+        let (idx, targets) = (f.i("idx"), f.i("targets"));
 
-    let (logits, loss) = gpt.logits_and_loss(&idx, &targets);
-    f.check("logits", &logits);
-    f.check("loss", &loss);
-    assert_figure("logits", rel_err(&logits, &f.t("logits")));
-    assert_figure("loss", rel_err(&loss, &f.t("loss")));
+        let (logits, loss) = gpt.logits_and_loss(&idx, &targets);
+        f.check("logits", &logits);
+        f.check("loss", &loss);
+        assert_figure("logits", rel_err(&logits, &f.t("logits")));
+        assert_figure("loss", rel_err(&loss, &f.t("loss")));
 
-    let mut grads = loss.backward();
-    let params = gpt.named_parameters();
-    assert_eq!(grads.len(), params.len());
-    let mut worst = (0.0f64, String::new());
-    for (name, p) in &params {
-        let g = grads
-            .get(p)
-            .unwrap_or_else(|| panic!("no gradient for {name}"));
-        f.check(&format!("grad.{name}"), g);
-        let e = rel_err(g, &f.t(&format!("grad.{name}")));
-        if e > worst.0 {
-            worst = (e, name.clone());
+        let mut grads = loss.backward();
+        let params = gpt.named_parameters();
+        assert_eq!(grads.len(), params.len());
+        let mut worst = (0.0f64, String::new());
+        for (name, p) in &params {
+            let g = grads
+                .get(p)
+                .unwrap_or_else(|| panic!("no gradient for {name}"));
+            f.check(&format!("grad.{name}"), g);
+            let e = rel_err(g, &f.t(&format!("grad.{name}")));
+            if e > worst.0 {
+                worst = (e, name.clone());
+            }
         }
-    }
-    eprintln!("worst gradient: {}", worst.1);
-    assert_figure("gradients", worst.0);
+        eprintln!("worst gradient: {}", worst.1);
+        assert_figure("gradients", worst.0);
 
-    let total = clip_grad_norm_with(&mut grads, f.meta_f64("grad_clip"), 2.0);
-    let (rtol, atol) = f.tol();
-    let norm = Tensor::scalar(total);
-    assert_close("clip_grad_norm", &norm, &f.t("clip_grad_norm"), rtol, atol);
-    assert_figure("clip_grad_norm", rel_err(&norm, &f.t("clip_grad_norm")));
+        let total = clip_grad_norm_with(&mut grads, f.meta_f64("grad_clip"), 2.0);
+        let (rtol, atol) = f.tol();
+        let norm = Tensor::scalar(total);
+        assert_close("clip_grad_norm", &norm, &f.t("clip_grad_norm"), rtol, atol);
+        assert_figure("clip_grad_norm", rel_err(&norm, &f.t("clip_grad_norm")));
 
-    // AdamW from the fixture's real state; weight decay only on the 2-D
-    // weights listed in the metadata.
-    let decayed: BTreeSet<String> = f
-        .meta("weight_decay_params")
-        .rsplit(": ")
-        .next()
-        .unwrap()
-        .split(',')
-        .map(str::to_string)
-        .collect();
-    // The metadata's list is exactly the parameters with two or more
-    // dimensions (nanoGPT's rule).
-    let two_d: BTreeSet<String> = params
-        .iter()
-        .filter(|(_, p)| p.rank() >= 2)
-        .map(|(n, _)| n.clone())
-        .collect();
-    assert_eq!(decayed, two_d);
-    let betas = f.meta_list("betas");
-    let mut opt = AdamW::<f64>::new(f.meta_f64("next_lr"))
-        .betas(betas[0].parse().unwrap(), betas[1].parse().unwrap())
-        .eps(f.meta_f64("eps"))
-        .weight_decay(f.meta_f64("weight_decay"))
-        .with_group(ParamGroup::matching(move |p| !decayed.contains(p)).weight_decay(0.0));
-    let step = f.i("step").item() as u64;
-    for (name, _) in &params {
-        let m = f.t(&format!("exp_avg.{name}"));
-        let v = f.t(&format!("exp_avg_sq.{name}"));
-        opt.set_state(name, step, &[("exp_avg", m), ("exp_avg_sq", v)])
-            .unwrap();
-    }
-    let by_path: BTreeMap<String, Tensor<f64>> = params
-        .iter()
-        .map(|(n, p)| (n.clone(), grads.get(p).unwrap().clone()))
-        .collect();
-    opt.step(&mut gpt, &by_path).unwrap();
-    let mut worst = (0.0f64, String::new());
-    for (name, p) in gpt.named_parameters() {
-        assert_eq!(opt.state(&name).unwrap().step(), step + 1);
-        f.check(&format!("next.{name}"), &p);
-        let e = rel_err(&p, &f.t(&format!("next.{name}")));
-        if e > worst.0 {
-            worst = (e, name.clone());
+        // AdamW from the fixture's real state; weight decay only on the 2-D
+        // weights listed in the metadata.
+        let decayed: BTreeSet<String> = f
+            .meta("weight_decay_params")
+            .rsplit(": ")
+            .next()
+            .unwrap()
+            .split(',')
+            .map(str::to_string)
+            .collect();
+        // The metadata's list is exactly the parameters with two or more
+        // dimensions (nanoGPT's rule).
+        let two_d: BTreeSet<String> = params
+            .iter()
+            .filter(|(_, p)| p.rank() >= 2)
+            .map(|(n, _)| n.clone())
+            .collect();
+        assert_eq!(decayed, two_d);
+        let betas = f.meta_list("betas");
+        let mut opt = AdamW::<f64>::new(f.meta_f64("next_lr"))
+            .betas(betas[0].parse().unwrap(), betas[1].parse().unwrap())
+            .eps(f.meta_f64("eps"))
+            .weight_decay(f.meta_f64("weight_decay"))
+            .with_group(ParamGroup::matching(move |p| !decayed.contains(p)).weight_decay(0.0));
+        let step = f.i("step").item() as u64;
+        for (name, _) in &params {
+            let m = f.t(&format!("exp_avg.{name}"));
+            let v = f.t(&format!("exp_avg_sq.{name}"));
+            opt.set_state(name, step, &[("exp_avg", m), ("exp_avg_sq", v)])
+                .unwrap();
         }
+        let by_path: BTreeMap<String, Tensor<f64>> = params
+            .iter()
+            .map(|(n, p)| (n.clone(), grads.get(p).unwrap().clone()))
+            .collect();
+        opt.step(&mut gpt, &by_path).unwrap();
+        let mut worst = (0.0f64, String::new());
+        for (name, p) in gpt.named_parameters() {
+            assert_eq!(opt.state(&name).unwrap().step(), step + 1);
+            f.check(&format!("next.{name}"), &p);
+            let e = rel_err(&p, &f.t(&format!("next.{name}")));
+            if e > worst.0 {
+                worst = (e, name.clone());
+            }
+        }
+        eprintln!("worst parameter after the step: {}", worst.1);
+        assert_figure("AdamW step", worst.0);
     }
-    eprintln!("worst parameter after the step: {}", worst.1);
-    assert_figure("AdamW step", worst.0);
 }
 
 #[test]
 fn greedy_generation_matches_token_for_token() {
-    let (f, gpt) = load();
-    let prompt = f.i("prompt");
-    let expected = f.i("greedy_out");
-    let n = expected.shape()[1];
-    let out = gpt.generate_greedy(&prompt, n);
-    assert_eq!(out.shape(), &[1, prompt.shape()[1] + n]);
-    assert_eq!(&out.as_slice()[..prompt.shape()[1]], prompt.as_slice());
-    assert_eq!(&out.as_slice()[prompt.shape()[1]..], expected.as_slice());
+    for (f, gpt) in loads() {
+        let prompt = f.i("prompt");
+        let expected = f.i("greedy_out");
+        let n = expected.shape()[1];
+        let out = gpt.generate_greedy(&prompt, n);
+        assert_eq!(out.shape(), &[1, prompt.shape()[1] + n]);
+        assert_eq!(&out.as_slice()[..prompt.shape()[1]], prompt.as_slice());
+        assert_eq!(&out.as_slice()[prompt.shape()[1]..], expected.as_slice());
+    }
 }
 
 #[test]
 fn generation_crops_the_context_to_block_size() {
     // prompt + generated tokens > block_size: the later steps see a cropped
     // window, which must equal a forward pass over the last block_size tokens.
-    let (f, gpt) = load();
-    let prompt = f.i("prompt");
-    let n = f.i("greedy_out").shape()[1];
-    let block = gpt.config.block_size;
-    assert!(
-        prompt.shape()[1] + n > block + 1,
-        "the fixture's generation never crops"
-    );
-    let out = gpt.generate_greedy(&prompt, n);
-    let all = out.as_slice();
-    let last = &all[all.len() - 1 - block..all.len() - 1];
-    let logits = forge::no_grad(|| gpt.forward(Tensor::from_vec(last.to_vec(), &[1, block])));
-    let v = gpt.config.vocab_size;
-    let row = &logits.as_slice()[(block - 1) * v..];
-    let best = (0..v).max_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap();
-    assert_eq!(best as i64, all[all.len() - 1]);
+    for (f, gpt) in loads() {
+        let prompt = f.i("prompt");
+        let n = f.i("greedy_out").shape()[1];
+        let block = gpt.config.block_size;
+        // A fixture whose generation fits in one block checks the same rule
+        // over its whole context.
+        let out = gpt.generate_greedy(&prompt, n);
+        let all = out.as_slice();
+        let window = block.min(all.len() - 1);
+        let last = &all[all.len() - 1 - window..all.len() - 1];
+        let logits = forge::no_grad(|| gpt.forward(Tensor::from_vec(last.to_vec(), &[1, window])));
+        let v = gpt.config.vocab_size;
+        let row = &logits.as_slice()[(window - 1) * v..];
+        let best = (0..v).max_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap();
+        assert_eq!(best as i64, all[all.len() - 1]);
+    }
 }
 
 /// The same model in f32 (the default element type) against the file's
 /// `f32_rtol`/`f32_atol`: logits, loss and every gradient.
 #[test]
 fn logits_loss_and_gradients_match_pytorch_in_f32() {
-    let f = Fixture::load("models/gpt.safetensors");
-    let mut gpt = Gpt::<f32>::new(config(&f), &mut Rng::new(0));
-    let sd: BTreeMap<String, Tensor<f32>> = f
-        .meta_list("params")
-        .into_iter()
-        .map(|p| {
-            let t = f.input::<f32>(&p);
-            (p, t)
-        })
-        .collect();
-    gpt.load_state_dict(&sd).unwrap();
-    let (logits, loss) = gpt.logits_and_loss(&f.i("idx"), &f.i("targets"));
-    f.check_as("logits", &logits);
-    f.check_as("loss", &loss);
-    let grads = loss.backward();
-    for (name, p) in gpt.named_parameters() {
-        f.check_as(&format!("grad.{name}"), grads.get(&p).unwrap());
+    for rel in gpt_fixtures() {
+        let f = Fixture::load(&rel);
+        let mut gpt = Gpt::<f32>::new(config(&f), &mut Rng::new(0));
+        let sd: BTreeMap<String, Tensor<f32>> = f
+            .meta_list("params")
+            .into_iter()
+            .map(|p| {
+                let t = f.input::<f32>(&p);
+                (p, t)
+            })
+            .collect();
+        gpt.load_state_dict(&sd).unwrap();
+        let (logits, loss) = gpt.logits_and_loss(&f.i("idx"), &f.i("targets"));
+        f.check_as("logits", &logits);
+        f.check_as("loss", &loss);
+        let grads = loss.backward();
+        for (name, p) in gpt.named_parameters() {
+            f.check_as(&format!("grad.{name}"), grads.get(&p).unwrap());
+        }
     }
 }
 
@@ -288,62 +308,64 @@ fn logits_loss_and_gradients_match_pytorch_in_f32() {
 fn int8_and_bf16_gpt_stay_close_to_f32() {
     use forge::models::precision::round_weights;
     use forge::quant::{quantize_dynamic, resident_bytes, Granularity};
-    let f = Fixture::load("models/gpt.safetensors");
-    let mut gpt = Gpt::<f32>::new(config(&f), &mut Rng::new(0));
-    let sd: BTreeMap<String, Tensor<f32>> = f
-        .meta_list("params")
-        .into_iter()
-        .map(|p| {
-            let t = f.input::<f32>(&p);
-            (p, t)
-        })
-        .collect();
-    gpt.load_state_dict(&sd).unwrap();
-    gpt.eval();
-    let (idx, targets) = (f.i("idx"), f.i("targets"));
-    let (logits, loss) = forge::no_grad(|| gpt.logits_and_loss(&idx, &targets));
-    let loss = loss.item();
-    let f32_bytes = resident_bytes(&gpt);
-    eprintln!("| GPT | f32 | loss {loss:.5} | 0 | 0 | {f32_bytes} |");
-    let errors = |other: &Tensor<f32>| {
-        let (a, b) = (logits.as_slice(), other.as_slice());
-        let max = a
-            .iter()
-            .zip(b)
-            .map(|(p, q)| (p - q).abs())
-            .fold(0f32, f32::max);
-        let mean = a
-            .iter()
-            .zip(b)
-            .map(|(p, q)| f64::from((p - q).abs()))
-            .sum::<f64>()
-            / a.len() as f64;
-        (max, mean)
-    };
-    let mut bf16 = gpt.clone();
-    round_weights::<forge::half::bf16, f32, _>(&mut bf16);
-    let (l16, loss16) = forge::no_grad(|| bf16.logits_and_loss(&idx, &targets));
-    let (max, mean) = errors(&l16);
-    eprintln!(
-        "| GPT | bf16 weights | loss {:.5} | {max:.5} | {mean:.6} | {f32_bytes} |",
-        loss16.item()
-    );
-    for (label, g) in [
-        ("int8 per channel", Granularity::PerChannel),
-        ("int8 per tensor", Granularity::PerTensor),
-    ] {
-        let mut q = gpt.clone();
-        assert_eq!(quantize_dynamic(&mut q, g), 4 * config(&f).n_layer);
-        let (l8, loss8) = forge::no_grad(|| q.logits_and_loss(&idx, &targets));
-        let (max, mean) = errors(&l8);
-        let loss8 = loss8.item();
+    for rel in gpt_fixtures() {
+        let f = Fixture::load(&rel);
+        let mut gpt = Gpt::<f32>::new(config(&f), &mut Rng::new(0));
+        let sd: BTreeMap<String, Tensor<f32>> = f
+            .meta_list("params")
+            .into_iter()
+            .map(|p| {
+                let t = f.input::<f32>(&p);
+                (p, t)
+            })
+            .collect();
+        gpt.load_state_dict(&sd).unwrap();
+        gpt.eval();
+        let (idx, targets) = (f.i("idx"), f.i("targets"));
+        let (logits, loss) = forge::no_grad(|| gpt.logits_and_loss(&idx, &targets));
+        let loss = loss.item();
+        let f32_bytes = resident_bytes(&gpt);
+        eprintln!("| GPT | f32 | loss {loss:.5} | 0 | 0 | {f32_bytes} |");
+        let errors = |other: &Tensor<f32>| {
+            let (a, b) = (logits.as_slice(), other.as_slice());
+            let max = a
+                .iter()
+                .zip(b)
+                .map(|(p, q)| (p - q).abs())
+                .fold(0f32, f32::max);
+            let mean = a
+                .iter()
+                .zip(b)
+                .map(|(p, q)| f64::from((p - q).abs()))
+                .sum::<f64>()
+                / a.len() as f64;
+            (max, mean)
+        };
+        let mut bf16 = gpt.clone();
+        round_weights::<forge::half::bf16, f32, _>(&mut bf16);
+        let (l16, loss16) = forge::no_grad(|| bf16.logits_and_loss(&idx, &targets));
+        let (max, mean) = errors(&l16);
         eprintln!(
-            "| GPT | {label} | loss {loss8:.5} | {max:.5} | {mean:.6} | {} |",
-            resident_bytes(&q)
+            "| GPT | bf16 weights | loss {:.5} | {max:.5} | {mean:.6} | {f32_bytes} |",
+            loss16.item()
         );
-        assert!(
-            (loss8 - loss).abs() <= 0.02 * loss,
-            "{label}: loss {loss8} vs {loss}"
-        );
+        for (label, g) in [
+            ("int8 per channel", Granularity::PerChannel),
+            ("int8 per tensor", Granularity::PerTensor),
+        ] {
+            let mut q = gpt.clone();
+            assert_eq!(quantize_dynamic(&mut q, g), 4 * config(&f).n_layer);
+            let (l8, loss8) = forge::no_grad(|| q.logits_and_loss(&idx, &targets));
+            let (max, mean) = errors(&l8);
+            let loss8 = loss8.item();
+            eprintln!(
+                "| GPT | {label} | loss {loss8:.5} | {max:.5} | {mean:.6} | {} |",
+                resident_bytes(&q)
+            );
+            assert!(
+                (loss8 - loss).abs() <= 0.02 * loss,
+                "{label}: loss {loss8} vs {loss}"
+            );
+        }
     }
 }

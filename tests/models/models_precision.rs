@@ -84,44 +84,48 @@ fn round_to<H: forge::Element>(gpt: &Gpt<f32>) -> Gpt<f32> {
 
 #[test]
 fn the_trained_gpt_keeps_its_loss_with_half_precision_weights() {
-    let f = Fixture::load("models/gpt.safetensors");
-    let n = |k: &str| f.meta(k).parse::<usize>().unwrap();
-    let cfg = GptConfig {
-        vocab_size: n("vocab_size"),
-        block_size: n("block_size"),
-        n_layer: n("n_layer"),
-        n_head: n("n_head"),
-        n_embd: n("n_embd"),
-        bias: f.meta("bias") == "true",
-    };
-    let sd: BTreeMap<String, Tensor<f32>> = f
-        .meta_list("params")
-        .into_iter()
-        .map(|p| {
-            let t = f.t(&p).cast::<f32>();
-            (p, t)
-        })
-        .collect();
-    let mut gpt = Gpt::<f32>::new(cfg, &mut Rng::new(0));
-    gpt.load_state_dict(&sd).unwrap();
-    let (idx, tgt) = (f.i("idx"), f.i("targets"));
-    let loss = |g: &Gpt<f32>| forge::no_grad(|| g.loss(&idx, &tgt)).item() as f64;
-    let reference = f.t("loss").item();
-    let l32 = loss(&gpt);
-    let lbf = loss(&round_to::<bf16>(&gpt));
-    let l16 = loss(&round_to::<f16>(&gpt));
-    eprintln!(
+    let files = common::fixtures_for_ops("models", "", &["gpt"]);
+    assert!(!files.is_empty(), "no GPT fixture in tests/fixtures/models");
+    for rel in files {
+        let f = Fixture::load(&rel);
+        let n = |k: &str| f.meta(k).parse::<usize>().unwrap();
+        let cfg = GptConfig {
+            vocab_size: n("vocab_size"),
+            block_size: n("block_size"),
+            n_layer: n("n_layer"),
+            n_head: n("n_head"),
+            n_embd: n("n_embd"),
+            bias: f.meta("bias") == "true",
+        };
+        let sd: BTreeMap<String, Tensor<f32>> = f
+            .meta_list("params")
+            .into_iter()
+            .map(|p| {
+                let t = f.t(&p).cast::<f32>();
+                (p, t)
+            })
+            .collect();
+        let mut gpt = Gpt::<f32>::new(cfg, &mut Rng::new(0));
+        gpt.load_state_dict(&sd).unwrap();
+        let (idx, tgt) = (f.i("idx"), f.i("targets"));
+        let loss = |g: &Gpt<f32>| forge::no_grad(|| g.loss(&idx, &tgt)).item() as f64;
+        let reference = f.t("loss").item();
+        let l32 = loss(&gpt);
+        let lbf = loss(&round_to::<bf16>(&gpt));
+        let l16 = loss(&round_to::<f16>(&gpt));
+        eprintln!(
         "GPT fixture loss: f64 {reference:.6}, f32 weights {l32:.6}, bf16 {lbf:.6}, f16 {l16:.6}"
     );
-    assert!((l32 - reference).abs() < 1e-5 * reference);
-    assert!((lbf - reference).abs() < 2e-3 * reference, "{lbf}");
-    assert!((l16 - reference).abs() < 5e-4 * reference, "{l16}");
-    let prompt = f.i("prompt");
-    let expected = f.i("greedy_out");
-    let greedy = gpt.generate_greedy(&prompt, expected.shape()[1]);
-    assert_eq!(
-        &greedy.as_slice()[prompt.shape()[1]..],
-        expected.as_slice(),
-        "f32 greedy text"
-    );
+        assert!((l32 - reference).abs() < 1e-5 * reference);
+        assert!((lbf - reference).abs() < 2e-3 * reference, "{lbf}");
+        assert!((l16 - reference).abs() < 5e-4 * reference, "{l16}");
+        let prompt = f.i("prompt");
+        let expected = f.i("greedy_out");
+        let greedy = gpt.generate_greedy(&prompt, expected.shape()[1]);
+        assert_eq!(
+            &greedy.as_slice()[prompt.shape()[1]..],
+            expected.as_slice(),
+            "f32 greedy text"
+        );
+    }
 }

@@ -9,6 +9,7 @@ mod nn_conv_parity;
 mod nn_embedding_parity;
 mod nn_fuse_parity;
 mod nn_layer;
+mod nn_loss_names;
 mod nn_loss_parity;
 mod nn_lstm_inference;
 mod nn_norm_layers;

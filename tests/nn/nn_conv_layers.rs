@@ -252,7 +252,17 @@ fn check_pool_file<E: Float>(f: &Fixture) {
 fn pool_layers_match_pytorch_fixtures() {
     let mut files = Vec::new();
     for prefix in ["max_pool", "avg_pool", "adaptive_"] {
-        files.extend(common::fixtures_with_prefix("nn", prefix));
+        // The 2-d ops this file knows (the 3-d ones: ops_conv3d_pool3d.rs).
+        files.extend(common::fixtures_for_ops(
+            "nn",
+            prefix,
+            &[
+                "max_pool2d",
+                "avg_pool2d",
+                "adaptive_avg_pool2d",
+                "adaptive_max_pool2d",
+            ],
+        ));
     }
     assert!(files.len() >= 12, "{files:?}");
     for file in files {

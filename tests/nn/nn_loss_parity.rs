@@ -58,7 +58,7 @@ fn apply<E: Float>(f: &Fixture, v: &[Tensor<E>]) -> Tensor<E> {
             };
             cross_entropy_with(&input, &f.i("target"), o)
         }
-        "nll_loss" => nll_loss(
+        "nll_loss" => nll_loss_with(
             &input,
             &f.i("target"),
             NllLossOptions {
@@ -67,21 +67,52 @@ fn apply<E: Float>(f: &Fixture, v: &[Tensor<E>]) -> Tensor<E> {
                 reduction: reduction(f),
             },
         ),
-        "mse_loss" => mse_loss(&input, &get("target"), reduction(f)),
-        "l1_loss" => l1_loss(&input, &get("target"), reduction(f)),
-        "smooth_l1_loss" => {
-            smooth_l1_loss(&input, &get("target"), f.meta_f64("beta"), reduction(f))
-        }
-        "huber_loss" => huber_loss(&input, &get("target"), f.meta_f64("delta"), reduction(f)),
-        "binary_cross_entropy" => {
-            binary_cross_entropy(&input, &get("target"), opt("weight").as_ref(), reduction(f))
-        }
-        "binary_cross_entropy_with_logits" => binary_cross_entropy_with_logits(
+        "mse_loss" => mse_loss_with(
             &input,
             &get("target"),
-            opt("weight").as_ref(),
-            opt("pos_weight").as_ref(),
-            reduction(f),
+            MseLossOptions {
+                reduction: reduction(f),
+            },
+        ),
+        "l1_loss" => l1_loss_with(
+            &input,
+            &get("target"),
+            L1LossOptions {
+                reduction: reduction(f),
+            },
+        ),
+        "smooth_l1_loss" => smooth_l1_loss_with(
+            &input,
+            &get("target"),
+            SmoothL1LossOptions {
+                beta: f.meta_f64("beta"),
+                reduction: reduction(f),
+            },
+        ),
+        "huber_loss" => huber_loss_with(
+            &input,
+            &get("target"),
+            HuberLossOptions {
+                delta: f.meta_f64("delta"),
+                reduction: reduction(f),
+            },
+        ),
+        "binary_cross_entropy" => binary_cross_entropy_with(
+            &input,
+            &get("target"),
+            BinaryCrossEntropyOptions {
+                weight: opt("weight").as_ref().cloned(),
+                reduction: reduction(f),
+            },
+        ),
+        "binary_cross_entropy_with_logits" => binary_cross_entropy_with_logits_with(
+            &input,
+            &get("target"),
+            BinaryCrossEntropyWithLogitsOptions {
+                weight: opt("weight").as_ref().cloned(),
+                pos_weight: opt("pos_weight").as_ref().cloned(),
+                reduction: reduction(f),
+            },
         ),
         "kl_div" => {
             let r = match f.meta("reduction") {
@@ -91,7 +122,14 @@ fn apply<E: Float>(f: &Fixture, v: &[Tensor<E>]) -> Tensor<E> {
                 "none" => KlDivReduction::None,
                 other => panic!("{}: reduction {other}", f.name),
             };
-            kl_div(&input, &get("target"), r, f.flag("log_target"))
+            kl_div_with(
+                &input,
+                &get("target"),
+                KlDivOptions {
+                    reduction: r,
+                    log_target: f.flag("log_target"),
+                },
+            )
         }
         op => panic!("{}: unknown op {op}", f.name),
     }
@@ -250,7 +288,7 @@ fn cross_entropy_is_nll_of_log_softmax() {
     let t = Tensor::<i64>::from_vec(vec![2, 0, 1, 1], &[4]);
     let x = logits();
     let ce = cross_entropy_with(&x, &t, CrossEntropyOptions::default());
-    let nll = nll_loss(&x.log_softmax(1), &t, NllLossOptions::default());
+    let nll = nll_loss_with(&x.log_softmax(1), &t, NllLossOptions::default());
     assert_eq!(ce.item(), nll.item());
 }
 
@@ -258,7 +296,15 @@ fn cross_entropy_is_nll_of_log_softmax() {
 fn bce_with_logits_is_stable_for_huge_logits() {
     let x = Tensor::<f32>::from_vec(vec![1e4, -1e4, 1e4, -1e4], &[4]).requires_grad();
     let t = Tensor::<f32>::from_vec(vec![1.0, 0.0, 0.0, 1.0], &[4]);
-    let l = binary_cross_entropy_with_logits(&x, &t, None, None, Reduction::None);
+    let l = binary_cross_entropy_with_logits_with(
+        &x,
+        &t,
+        BinaryCrossEntropyWithLogitsOptions {
+            weight: None,
+            pos_weight: None,
+            reduction: Reduction::None,
+        },
+    );
     assert_eq!(l.to_vec(), vec![0.0, 0.0, 1e4, 1e4]);
     let g = l.sum().backward();
     assert_eq!(g.get(&x).unwrap().to_vec(), vec![0.0, 0.0, 1.0, -1.0]);
@@ -292,5 +338,11 @@ fn cross_entropy_rejects_bad_target_shape() {
 #[test]
 #[should_panic(expected = "mse_loss: input shape [4, 3] and target shape [3] differ")]
 fn mse_rejects_mismatched_shapes() {
-    mse_loss(&logits(), &Tensor::zeros(&[3]), Reduction::Mean);
+    mse_loss_with(
+        &logits(),
+        &Tensor::zeros(&[3]),
+        MseLossOptions {
+            reduction: Reduction::Mean,
+        },
+    );
 }

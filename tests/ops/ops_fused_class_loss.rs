@@ -26,7 +26,7 @@ use crate::second_order;
 use composed_loss::{close, randn};
 
 use forge::nn::functional::{
-    cross_entropy_with, nll_loss, CrossEntropyOptions, NllLossOptions, Reduction,
+    cross_entropy_with, nll_loss_with, CrossEntropyOptions, NllLossOptions, Reduction,
 };
 use forge::{gradcheck, Float, Rng, Tensor};
 
@@ -59,7 +59,7 @@ fn fused<E: Float>(
                 reduction: r,
             },
         ),
-        Loss::Nll => nll_loss(
+        Loss::Nll => nll_loss_with(
             x,
             t,
             NllLossOptions {

@@ -16,8 +16,10 @@
 use crate::common;
 use common::Fixture;
 use forge::nn::functional::{
-    cosine_embedding_loss, gaussian_nll_loss, margin_ranking_loss, multilabel_soft_margin_loss,
-    poisson_nll_loss, triplet_margin_loss, Reduction,
+    cosine_embedding_loss_with, gaussian_nll_loss_with, margin_ranking_loss_with,
+    multilabel_soft_margin_loss_with, poisson_nll_loss_with, triplet_margin_loss_with,
+    CosineEmbeddingLossOptions, GaussianNllLossOptions, MarginRankingLossOptions,
+    MultilabelSoftMarginLossOptions, PoissonNllLossOptions, Reduction, TripletMarginLossOptions,
 };
 use forge::{gradcheck, Float, Tensor};
 
@@ -53,41 +55,66 @@ fn reduction(f: &Fixture) -> Reduction {
 fn loss<E: Float>(f: &Fixture, get: &dyn Fn(&str) -> Tensor<E>) -> Tensor<E> {
     let r = reduction(f);
     match f.meta("op") {
-        "cosine_embedding_loss" => {
-            cosine_embedding_loss(&get("x1"), &get("x2"), &get("y"), f.meta_f64("margin"), r)
-        }
-        "margin_ranking_loss" => {
-            margin_ranking_loss(&get("x1"), &get("x2"), &get("y"), f.meta_f64("margin"), r)
-        }
-        "triplet_margin_loss" => triplet_margin_loss(
+        "cosine_embedding_loss" => cosine_embedding_loss_with(
+            &get("x1"),
+            &get("x2"),
+            &get("y"),
+            CosineEmbeddingLossOptions {
+                margin: f.meta_f64("margin"),
+                reduction: r,
+            },
+        ),
+        "margin_ranking_loss" => margin_ranking_loss_with(
+            &get("x1"),
+            &get("x2"),
+            &get("y"),
+            MarginRankingLossOptions {
+                margin: f.meta_f64("margin"),
+                reduction: r,
+            },
+        ),
+        "triplet_margin_loss" => triplet_margin_loss_with(
             &get("anchor"),
             &get("positive"),
             &get("negative"),
-            f.meta_f64("margin"),
-            f.meta_f64("p"),
-            f.meta_f64("eps"),
-            f.flag("swap"),
-            r,
+            TripletMarginLossOptions {
+                margin: f.meta_f64("margin"),
+                p: f.meta_f64("p"),
+                eps: f.meta_f64("eps"),
+                swap: f.flag("swap"),
+                reduction: r,
+            },
         ),
         "multilabel_soft_margin_loss" => {
             let w = f.flag("weight").then(|| get("weight"));
-            multilabel_soft_margin_loss(&get("input"), &get("target"), w.as_ref(), r)
+            multilabel_soft_margin_loss_with(
+                &get("input"),
+                &get("target"),
+                MultilabelSoftMarginLossOptions {
+                    weight: w.as_ref().cloned(),
+                    reduction: r,
+                },
+            )
         }
-        "poisson_nll_loss" => poisson_nll_loss(
+        "poisson_nll_loss" => poisson_nll_loss_with(
             &get("input"),
             &get("target"),
-            f.flag("log_input"),
-            f.flag("full"),
-            f.meta_f64("eps"),
-            r,
+            PoissonNllLossOptions {
+                log_input: f.flag("log_input"),
+                full: f.flag("full"),
+                eps: f.meta_f64("eps"),
+                reduction: r,
+            },
         ),
-        "gaussian_nll_loss" => gaussian_nll_loss(
+        "gaussian_nll_loss" => gaussian_nll_loss_with(
             &get("input"),
             &get("target"),
             &get("var"),
-            f.flag("full"),
-            f.meta_f64("eps"),
-            r,
+            GaussianNllLossOptions {
+                full: f.flag("full"),
+                eps: f.meta_f64("eps"),
+                reduction: r,
+            },
         ),
         other => panic!("{}: op {other}", f.name),
     }
@@ -183,7 +210,16 @@ fn gaussian_nll_clamps_the_variance_in_value_only() {
     let x = Tensor::<f64>::from_vec(vec![1.0], &[1]);
     let t = Tensor::<f64>::zeros(&[1]);
     let var = Tensor::<f64>::from_vec(vec![1e-9], &[1]).requires_grad();
-    let l = gaussian_nll_loss(&x, &t, &var, false, 1e-6, Reduction::Sum);
+    let l = gaussian_nll_loss_with(
+        &x,
+        &t,
+        &var,
+        GaussianNllLossOptions {
+            full: false,
+            eps: 1e-6,
+            reduction: Reduction::Sum,
+        },
+    );
     assert!((l.item() - 0.5 * (1e-6f64.ln() + 1e6)).abs() < 1e-6);
     let g = l.backward();
     let want = 0.5 * (1.0 / 1e-6 - 1.0 / 1e-12);

@@ -7,7 +7,8 @@
 use crate::composed_loss;
 
 use forge::nn::functional::{
-    cross_entropy_with, nll_loss, smooth_l1_loss, CrossEntropyOptions, NllLossOptions, Reduction,
+    cross_entropy_with, nll_loss_with, smooth_l1_loss_with, CrossEntropyOptions, NllLossOptions,
+    Reduction, SmoothL1LossOptions,
 };
 use forge::optim::*;
 use forge::{ForgeError, Tensor};
@@ -400,7 +401,7 @@ fn nll_and_kdim_cross_entropy_ignore_a_masked_class() {
     let inf = f64::INFINITY;
     let lp = Tensor::<f64>::from_vec(vec![-1.3, -inf, -0.3], &[1, 3]).requires_grad();
     let t = Tensor::<i64>::from_vec(vec![0], &[1]);
-    let l = nll_loss(&lp, &t, NllLossOptions::default());
+    let l = nll_loss_with(&lp, &t, NllLossOptions::default());
     assert_eq!(l.item(), 1.3);
     assert_eq!(
         l.backward().get(&lp).unwrap().to_vec(),
@@ -411,7 +412,7 @@ fn nll_and_kdim_cross_entropy_ignore_a_masked_class() {
         weight: Some(w),
         ..Default::default()
     };
-    assert_eq!(nll_loss(&lp, &t, o).item(), 1.3);
+    assert_eq!(nll_loss_with(&lp, &t, o).item(), 1.3);
 
     let x =
         Tensor::<f64>::from_vec(vec![0.0, 2.0, -inf, 0.0, 1.0, -inf], &[1, 3, 2]).requires_grad();
@@ -455,14 +456,28 @@ fn nll_and_kdim_cross_entropy_ignore_a_masked_class() {
 fn smooth_l1_at_the_boundary_uses_the_linear_branch_like_pytorch() {
     let x = Tensor::<f64>::from_vec(vec![0.1, -0.1], &[2]).requires_grad();
     let zero = Tensor::<f64>::zeros(&[2]);
-    let l = smooth_l1_loss(&x, &zero, 0.1, Reduction::None);
+    let l = smooth_l1_loss_with(
+        &x,
+        &zero,
+        SmoothL1LossOptions {
+            beta: 0.1,
+            reduction: Reduction::None,
+        },
+    );
     assert_eq!(l.to_vec(), vec![0.05, 0.05]);
     assert_eq!(
         l.sum().backward().get(&x).unwrap().to_vec(),
         vec![1.0, -1.0]
     );
     let x = Tensor::<f64>::from_vec(vec![0.9], &[1]);
-    let l = smooth_l1_loss(&x, &Tensor::zeros(&[1]), 0.9, Reduction::None);
+    let l = smooth_l1_loss_with(
+        &x,
+        &Tensor::zeros(&[1]),
+        SmoothL1LossOptions {
+            beta: 0.9,
+            reduction: Reduction::None,
+        },
+    );
     assert_eq!(l.to_vec(), vec![0.45]);
 }
 

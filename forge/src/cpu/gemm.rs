@@ -61,6 +61,15 @@ fn macs_per_ns<E: Float>() -> usize {
 const LANES: usize = 16;
 /// Rows per part of the thin paths when they run in parallel.
 const THIN_ROWS_PER_PART: usize = 64;
+/// A matrix-vector product whose matrix is at least this large is split
+/// across the threads whatever the multiply-add estimate says: it does one
+/// multiply-add per element it reads, so it runs at the speed memory
+/// delivers the matrix (past a core's L2, about 10 bytes per ns on one
+/// core, 4 MiB in some 400 us), not at the packed kernel's rate that the
+/// estimate assumes (which put GPT-2 small's 768 x 2304 batch-1 projection
+/// at 18 us, below [`PARALLEL_MIN_NS`]). Splitting it by columns keeps the
+/// bits (each output is one part's dot product).
+const THIN_SPLIT_BYTES: usize = 4 << 20;
 
 /// A matrix operand: a pointer-free description of a row-major buffer that
 /// may be read transposed.
@@ -198,8 +207,11 @@ fn gemm_threads<E: Float>(
         }
         return;
     }
-    let parallel = threads > 1 && m * n * k / macs_per_ns::<E>() >= PARALLEL_MIN_NS;
-    if m == 1 || n == 1 {
+    let thin = m == 1 || n == 1;
+    let parallel = threads > 1
+        && (m * n * k / macs_per_ns::<E>() >= PARALLEL_MIN_NS
+            || thin && m * n * k * std::mem::size_of::<E>() >= THIN_SPLIT_BYTES);
+    if thin {
         // c (1 x n) = a_row b, or c (m x 1) = a b_col read as b_col^T a^T:
         // either way a vector `x` of length k times a k x len matrix `w`.
         let (x, w, len) = if m == 1 { (a, b, n) } else { (b.t(), a.t(), m) };

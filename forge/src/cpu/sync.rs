@@ -1,10 +1,10 @@
-//! The synchronisation primitives of the thread pool's spans, its `join`
-//! and the buffer pool's free lists, in one place so that a model checker
+//! The synchronisation primitives of the thread pool's spans, a task's
+//! completion count and `join`'s hand-off, in one place so that a model checker
 //! can swap them: a normal build takes them from `std`; a build with
 //! `RUSTFLAGS="--cfg loom"` takes them from the [loom] crate, whose
 //! `loom::model` runs a test under every interleaving of its threads
-//! (`tests` in `cpu/threads/spans.rs`, `cpu/threads/join.rs` and
-//! `cpu/memory/freelists.rs`; `scripts/loom.sh` runs them).
+//! (`loom_tests` under `cpu/threads/` and `cpu/threads/join/`;
+//! `scripts/loom.sh` runs them).
 //!
 //! Only the types the model-checked code uses go through here, so a normal
 //! build is exactly what it was (these are re-exports of `std`'s types).

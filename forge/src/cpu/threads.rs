@@ -26,7 +26,7 @@
 //!   bit-identical for 1 and N threads.
 
 use crate::cpu::class::{pin_thread, Class};
-use crate::cpu::memory::freelists::settle_region;
+use crate::cpu::memory::freelists::{self, settle_region, PoolRef};
 use crate::cpu::memory::reserve::Region;
 use rayon::{ThreadPool, ThreadPoolBuilder};
 use std::any::Any;
@@ -396,6 +396,9 @@ struct Task {
     /// The chunks' buffer-pool traffic, for the pool's reserve
     /// (`memory::settle_region`).
     region: Region,
+    /// The pool the caller draws from (its executor's or arena's): every
+    /// chunk draws from it, whichever thread runs it.
+    target: PoolRef,
 }
 
 // SAFETY: `f` points to a `Sync` closure and is only dereferenced while
@@ -422,12 +425,22 @@ impl Task {
             caller: std::thread::current(),
             panic: Mutex::new(None),
             region: Region::default(),
+            target: freelists::current(),
         }
     }
 
     /// Claims and runs chunks until none is left: those of span `me`
     /// first, in order, then the others' from their backs.
     fn run(&self, me: Option<usize>, on_worker: bool) {
+        if on_worker {
+            freelists::with_target(self.target.clone(), || self.run_here(me, on_worker));
+        } else {
+            self.run_here(me, on_worker);
+        }
+    }
+
+    /// [`run`](Self::run) on a thread already drawing from the task's pool.
+    fn run_here(&self, me: Option<usize>, on_worker: bool) {
         let _mark = InParallel::enter();
         let mut ran = 0;
         while let Some(i) = self.spans.claim(me) {
@@ -515,7 +528,7 @@ pub fn parallel_for(chunks: usize, f: impl Fn(usize) + Sync) {
             std::thread::park_timeout(SPIN);
         }
     }
-    settle_region(&task.region, threads);
+    settle_region(&task.region, threads, &task.target);
     let panic = task.panic.lock().unwrap_or_else(|e| e.into_inner()).take();
     if let Some(p) = panic {
         resume_unwind(p);

@@ -7,7 +7,7 @@ use super::weights::HfWeights;
 use crate::error::{ForgeError, Result};
 use crate::nn::functional::scaled_dot_product_attention;
 use crate::nn::{Embedding, Forward, Layer, LayerNorm, Linear};
-use crate::tensor::{Float, Tensor};
+use crate::tensor::{Float, Rng, Tensor};
 use serde_json::json;
 use std::path::Path;
 
@@ -74,6 +74,30 @@ impl BertConfig {
             type_vocab_size: c.usize_or("type_vocab_size", Some(2))?,
             layer_norm_eps: c.f64_or("layer_norm_eps", 1e-12)?,
         })
+    }
+}
+
+impl BertConfig {
+    /// BERT-base's shape (`bert-base-uncased`, Hugging Face's `BertConfig()`
+    /// defaults): 12 layers of width 768 with 12 heads, MLP 3072 wide,
+    /// vocabulary 30522, 512 positions, 2 token types, LayerNorm epsilon
+    /// 1e-12.
+    ///
+    /// ```
+    /// let c = forge::hub::BertConfig::bert_base();
+    /// assert_eq!((c.num_hidden_layers, c.hidden_size, c.intermediate_size), (12, 768, 3072));
+    /// ```
+    pub fn bert_base() -> Self {
+        BertConfig {
+            vocab_size: 30522,
+            hidden_size: 768,
+            num_hidden_layers: 12,
+            num_attention_heads: 12,
+            intermediate_size: 3072,
+            max_position_embeddings: 512,
+            type_vocab_size: 2,
+            layer_norm_eps: 1e-12,
+        }
     }
 }
 
@@ -268,6 +292,89 @@ impl<E: Float> Bert<E> {
         let m = Self::from_weights(config, &mut w, prefix)?;
         w.finish()?;
         Ok(m)
+    }
+
+    /// A randomly initialised encoder of shape `config`, as Hugging Face
+    /// initialises `BertModel`: Linear and embedding weights N(0, 0.02),
+    /// biases 0, LayerNorms weight 1 and bias 0; with a pooler when
+    /// `pooler` is true.
+    ///
+    /// # Panics
+    /// When `num_attention_heads` is zero or does not divide `hidden_size`.
+    ///
+    /// ```
+    /// use forge::hub::{Bert, BertConfig};
+    /// use forge::prelude::*;
+    /// let mut c = BertConfig::bert_base();
+    /// (c.vocab_size, c.hidden_size, c.num_hidden_layers, c.intermediate_size) = (50, 8, 1, 16);
+    /// c.num_attention_heads = 2;
+    /// let bert = Bert::<f32>::new(c, false, &mut Rng::new(0));
+    /// assert_eq!(bert.forward(Tensor::from_vec(vec![1, 2, 3], &[1, 3])).shape(), &[1, 3, 8]);
+    /// ```
+    pub fn new(config: BertConfig, pooler: bool, rng: &mut Rng) -> Self {
+        let h = config.hidden_size;
+        let heads = config.num_attention_heads;
+        assert!(
+            heads > 0 && h.is_multiple_of(heads),
+            "Bert::new: {heads} heads do not divide hidden_size {h}"
+        );
+        let ln = || {
+            let mut l = LayerNorm::<E>::new(&[h]);
+            l.eps = config.layer_norm_eps;
+            l
+        };
+        let normal = |shape: &[usize], rng: &mut Rng| {
+            Tensor::<E>::normal(shape, 0.0, 0.02, rng).requires_grad()
+        };
+        let dense = |out: usize, inp: usize, rng: &mut Rng| -> Linear<E> {
+            Linear::from_weights(
+                normal(&[out, inp], rng),
+                Some(Tensor::zeros(&[out]).requires_grad()),
+            )
+            .expect("a [out, in] weight and an [out] bias")
+        };
+        let emb = |n: usize, rng: &mut Rng| Embedding {
+            weight: normal(&[n, h], rng),
+            padding_idx: None,
+        };
+        let embeddings = BertEmbeddings {
+            word_embeddings: emb(config.vocab_size, rng),
+            position_embeddings: emb(config.max_position_embeddings, rng),
+            token_type_embeddings: emb(config.type_vocab_size, rng),
+            LayerNorm: ln(),
+        };
+        let inter = config.intermediate_size;
+        let layer = (0..config.num_hidden_layers)
+            .map(|_| BertLayer {
+                attention: BertAttention {
+                    self_: BertSelfAttention {
+                        query: dense(h, h, rng),
+                        key: dense(h, h, rng),
+                        value: dense(h, h, rng),
+                    },
+                    output: BertOutput {
+                        dense: dense(h, h, rng),
+                        LayerNorm: ln(),
+                    },
+                },
+                intermediate: BertIntermediate {
+                    dense: dense(inter, h, rng),
+                },
+                output: BertOutput {
+                    dense: dense(h, inter, rng),
+                    LayerNorm: ln(),
+                },
+            })
+            .collect();
+        let pooler = pooler.then(|| BertPooler {
+            dense: dense(h, h, rng),
+        });
+        Bert {
+            embeddings,
+            encoder: BertEncoder { layer },
+            pooler,
+            config,
+        }
     }
 
     fn from_weights(config: BertConfig, w: &mut HfWeights, p: &str) -> Result<Self> {

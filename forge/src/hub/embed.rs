@@ -262,6 +262,28 @@ impl<E: Float> SentenceEmbedder<E> {
             out
         })
     }
+
+    /// [`embed`](Self::embed)'s embeddings rounded to bf16 (to nearest,
+    /// ties to even, as PyTorch's `.to(torch.bfloat16)`): half the memory
+    /// for a vector index, about three significant digits. The encoder and
+    /// the pooling run in `E`; only the result is rounded.
+    ///
+    /// # Errors
+    /// As [`embed`](Self::embed).
+    ///
+    /// ```
+    /// # let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/hub/bert_pooler");
+    /// # let tok = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/hub/tok_wordpiece/tokenizer.json");
+    /// let e = forge::hub::SentenceEmbedder::<f32>::from_parts(dir, tok).unwrap();
+    /// let v = e.embed_bf16(&["hello world"]).unwrap();
+    /// let f = e.embed(&["hello world"]).unwrap();
+    /// assert_eq!(v.shape(), f.shape());
+    /// // each value is the f32 one to bf16's 8-bit significand
+    /// assert!(v.as_slice().iter().zip(f.as_slice()).all(|(b, x)| (b.to_f32() - x).abs() <= x.abs() / 256.0));
+    /// ```
+    pub fn embed_bf16(&self, sentences: &[&str]) -> Result<Tensor<half::bf16>> {
+        Ok(self.embed(sentences)?.cast::<half::bf16>())
+    }
 }
 
 fn read_pooling(path: &Path) -> Result<Pooling> {

@@ -21,6 +21,7 @@ mod buffer;
 mod builder;
 mod cells;
 mod conv;
+mod conv3d;
 mod conv_transpose;
 mod conv_transpose1d;
 mod display;
@@ -40,6 +41,7 @@ mod lstm;
 mod norm;
 mod pad;
 mod pool;
+mod pool3d;
 mod rms_norm;
 mod rnn;
 mod sequential;
@@ -61,6 +63,7 @@ pub use bilinear::Bilinear;
 pub use buffer::Buffer;
 pub use cells::{GruCell, LstmCell, RnnCell};
 pub use conv::{Conv1d, Conv2d, IntoPair};
+pub use conv3d::{Conv3d, IntoTriple};
 pub use conv_transpose::ConvTranspose2d;
 pub use conv_transpose1d::ConvTranspose1d;
 pub use display::SeqDisplay;
@@ -84,6 +87,7 @@ pub use pool::{
     AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d,
     AvgPool2d, MaxPool1d, MaxPool2d,
 };
+pub use pool3d::{AdaptiveAvgPool3d, AdaptiveMaxPool3d, AvgPool3d, MaxPool3d};
 pub use rms_norm::RmsNorm;
 pub use rnn::{CellWeights, Rnn, RnnConfig, RnnNonlinearity};
 pub use sequential::{SeqChain, SeqForward, SeqVisit, Sequential};

@@ -18,10 +18,10 @@ use crate::tensor::{Device, Float, Tensor};
 use std::sync::Arc;
 
 /// Positions picked per output plane, and the shapes on either side.
-struct GatherSpec {
-    idx: Storage<usize>,
-    in_shape: Vec<usize>,
-    out_shape: Vec<usize>,
+pub(super) struct GatherSpec {
+    pub(super) idx: Storage<usize>,
+    pub(super) in_shape: Vec<usize>,
+    pub(super) out_shape: Vec<usize>,
 }
 
 impl GatherSpec {
@@ -49,7 +49,7 @@ fn gather_apply<E: Float, D: Device>(x: &Tensor<E, D>, spec: Arc<GatherSpec>) ->
 
 /// Records `data`, the gather of `x` at `spec`'s positions, as that gather.
 #[track_caller]
-fn gather_record<E: Float, D: Device>(
+pub(super) fn gather_record<E: Float, D: Device>(
     x: &Tensor<E, D>,
     data: Storage<E>,
     spec: Arc<GatherSpec>,
@@ -475,7 +475,12 @@ impl<E: Float, D: Device> Tensor<E, D> {
 
 /// Checks an adaptive pooling's input and builds its bins (for a 3-d input,
 /// the bins of the `[N, C, 1, L]` view).
-fn adaptive_windows(op: &str, shape: &[usize], rank: usize, output: &[usize]) -> PoolWindows {
+pub(super) fn adaptive_windows(
+    op: &str,
+    shape: &[usize],
+    rank: usize,
+    output: &[usize],
+) -> PoolWindows {
     let layout = if rank == 4 {
         "[N, C, H, W]"
     } else {

@@ -1,6 +1,6 @@
 //! [`describe`]: what the runtime is and holds, in one value.
 
-use super::{cpu_class, detected_cpu_class, executor, memory_stats, Executor, MemoryStats, Simd};
+use super::{cpu_class, detected_cpu_class, executor, Executor, MemoryStats, Simd};
 use std::fmt;
 
 /// What [`describe`] reports.
@@ -23,17 +23,22 @@ pub struct Description {
     pub logical_cores: usize,
     /// The process's default thread count.
     pub process_threads: usize,
-    /// Every live executor: its name, threads, CPU class and calls
-    /// pending (the process's default first once it has been asked for).
+    /// Every live executor: its name, threads, CPU class, calls pending
+    /// and its memory pool (own or the process's: live and held bytes,
+    /// reuses, requests to the OS).
     pub executors: Vec<String>,
-    /// The buffer pool's counters: held and live bytes, ceiling, reuse.
+    /// The counters of every live executor's pool, in the order of
+    /// `executors`.
+    pub executor_memory: Vec<MemoryStats>,
+    /// The process's buffer pool's counters: held and live bytes,
+    /// ceiling, reuse.
     pub memory: MemoryStats,
 }
 
 /// Describes the runtime: the CPU class in use and the best one this CPU
 /// has, the logical cores, the process's thread count, every live
-/// [`Executor`] (threads, class, calls pending) and the buffer pool's
-/// sizes and the memory it holds. Its `Display` is a few lines for a log.
+/// [`Executor`] (threads, class, calls pending, its memory pool) and the
+/// process's buffer pool's sizes and the memory it holds. Its `Display` is a few lines for a log.
 ///
 /// ```
 /// use forge::runtime::{describe, Executor};
@@ -44,17 +49,16 @@ pub struct Description {
 /// drop(exec);
 /// ```
 pub fn describe() -> Description {
+    let live = executor::live();
     Description {
         arch: std::env::consts::ARCH,
         detected_class: detected_cpu_class(),
         class: cpu_class(),
         logical_cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         process_threads: crate::cpu::threads::process_threads(),
-        executors: executor::live()
-            .iter()
-            .map(|e: &Executor| format!("{e:?}"))
-            .collect(),
-        memory: memory_stats(),
+        executors: live.iter().map(|e: &Executor| format!("{e:?}")).collect(),
+        executor_memory: live.iter().map(Executor::memory_stats).collect(),
+        memory: crate::cpu::memory::stats_of_process(),
     }
 }
 
@@ -71,7 +75,7 @@ impl fmt::Display for Description {
         let m = &self.memory;
         write!(
             f,
-            "  memory pool: {} B live, {} B held (ceiling {} B), high water {} B, {} reuses, {} requests to the OS",
+            "  process memory pool: {} B live, {} B held (ceiling {} B), high water {} B, {} reuses, {} requests to the OS",
             m.live_bytes, m.held_bytes, m.ceiling_bytes, m.high_water_bytes, m.hits, m.misses
         )
     }

@@ -3,8 +3,9 @@
 //! process-wide setting.
 
 use super::deferred::{Deferred, Slot};
-use super::Simd;
+use super::{Arena, MemoryStats, Simd};
 use crate::cpu::class::Class;
+use crate::cpu::memory::freelists::{self, MemPool, PoolRef};
 use crate::cpu::threads::{with_local, Local, Pool, Settings};
 use crate::error::{ForgeError, Result};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -33,6 +34,8 @@ struct Inner {
     /// started at the first `submit`.
     queue: Mutex<Option<(Sender<Job>, JoinHandle<()>)>>,
     name: String,
+    /// The memory pool its calls draw from (`None`: the process's).
+    memory: PoolRef,
 }
 
 /// Live executors, for [`describe`](crate::runtime::describe).
@@ -58,8 +61,13 @@ static LIVE: Mutex<Vec<Weak<Inner>>> = Mutex::new(Vec::new());
 ///   [`set_num_threads`](super::set_num_threads) configures; calls outside
 ///   every executor run on it.
 ///
-/// Memory: every executor draws tensor storage from the process's buffer
-/// pool (see [`memory_stats`](super::memory_stats)).
+/// Memory: each executor owns a buffer pool that its calls' tensors and
+/// scratch draw from (on every thread that works for the call), with its
+/// own counters ([`memory_stats`](Executor::memory_stats)) and ceiling;
+/// the process's default executor uses the process's pool. A buffer goes
+/// back to the pool it came from, whichever thread drops it, and an
+/// executor's pool is freed when the executor and the last tensor drawn
+/// from it are gone. Calls on two executors never contend for one pool.
 ///
 /// ```
 /// use forge::prelude::*;
@@ -81,11 +89,16 @@ pub struct Executor {
 
 impl Executor {
     fn make(kind: Kind, name: String) -> Self {
+        let memory = match kind {
+            Kind::Process => None,
+            _ => Some(Arc::new(MemPool::new(None))),
+        };
         let inner = Arc::new(Inner {
             kind,
             busy: AtomicUsize::new(0),
             queue: Mutex::new(None),
             name,
+            memory,
         });
         let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
         live.retain(|w| w.strong_count() > 0);
@@ -209,6 +222,52 @@ impl Executor {
         super::simd_of(pinned.unwrap_or_else(crate::cpu::class::process_class))
     }
 
+    /// A snapshot of the counters of this executor's buffer pool (the
+    /// process's pool for [`Executor::process`]): only this executor's
+    /// calls move them.
+    ///
+    /// ```
+    /// use forge::runtime::Executor;
+    /// let exec = Executor::new(1);
+    /// let before = exec.memory_stats();
+    /// let t = exec.run(|| forge::Tensor::<f32>::zeros(&[1000]));
+    /// assert_eq!(exec.memory_stats().misses, before.misses + 1);
+    /// drop(t); // back to the executor's pool, whatever thread drops it
+    /// assert_eq!(exec.memory_stats().live_bytes, before.live_bytes);
+    /// ```
+    pub fn memory_stats(&self) -> MemoryStats {
+        match &self.inner.memory {
+            Some(p) => p.stats(),
+            None => crate::cpu::memory::stats_of_process(),
+        }
+    }
+
+    /// Gives every free buffer of this executor's pool back to the
+    /// operating system; returns the bytes released (see
+    /// [`trim_memory`](super::trim_memory)).
+    ///
+    /// ```
+    /// let exec = forge::runtime::Executor::new(1);
+    /// drop(exec.run(|| forge::Tensor::<f32>::zeros(&[1000])));
+    /// assert_eq!(exec.trim_memory(), 4096);
+    /// assert_eq!(exec.memory_stats().held_bytes, 0);
+    /// ```
+    pub fn trim_memory(&self) -> usize {
+        self.run(super::trim_memory)
+    }
+
+    /// Sets the most bytes this executor's pool keeps free (see
+    /// [`set_memory_ceiling`](super::set_memory_ceiling)).
+    ///
+    /// ```
+    /// let exec = forge::runtime::Executor::new(1);
+    /// exec.set_memory_ceiling(1 << 20);
+    /// assert_eq!(exec.memory_stats().ceiling_bytes, 1 << 20);
+    /// ```
+    pub fn set_memory_ceiling(&self, bytes: usize) {
+        self.run(|| super::set_memory_ceiling(bytes))
+    }
+
     /// Calls running or queued on this executor now.
     ///
     /// ```
@@ -242,6 +301,31 @@ impl Executor {
         }
         let _done = Done(&self.inner.busy);
         self.inner.enter(f)
+    }
+
+    /// [`run`](Executor::run) with `arena`: the call's outputs and scratch
+    /// land in the arena, which the call rewinds first (see [`Arena`]),
+    /// and its kernels use this executor's threads and CPU class. The
+    /// `&mut` borrow makes the arena serve one call at a time.
+    ///
+    /// # Panics
+    /// When `f` panics (the panic passes through).
+    ///
+    /// ```
+    /// use forge::prelude::*;
+    /// use forge::runtime::{Arena, Executor};
+    /// let model = Linear::<f32>::new(4, 2, &mut Rng::new(0));
+    /// let x = Tensor::<f32>::ones(&[3, 4]);
+    /// let exec = Executor::new(2);
+    /// let mut arena = Arena::new("replies");
+    /// for _ in 0..3 {
+    ///     let y = exec.run_in(&mut arena, || no_grad(|| model.forward(x.clone())));
+    ///     assert_eq!(y.shape(), &[3, 2]);
+    /// }
+    /// assert_eq!(arena.calls(), 3);
+    /// ```
+    pub fn run_in<R>(&self, arena: &mut Arena, f: impl FnOnce() -> R) -> R {
+        self.run(|| arena.run(f))
     }
 
     /// Queues `f` on this executor and answers its [`Deferred`] at once.
@@ -353,6 +437,11 @@ impl Executor {
 impl Inner {
     /// Runs `f` with this executor's settings on the calling thread.
     fn enter<R>(&self, f: impl FnOnce() -> R) -> R {
+        freelists::with_target(self.memory.clone(), || self.enter_threads(f))
+    }
+
+    /// Runs `f` with this executor's threads and class on the calling thread.
+    fn enter_threads<R>(&self, f: impl FnOnce() -> R) -> R {
         match &self.kind {
             Kind::Process => with_local(None, f),
             Kind::Own(local) => with_local(Some(local.clone()), f),
@@ -390,11 +479,27 @@ impl Drop for Inner {
 
 impl std::fmt::Debug for Executor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let m = self.memory_stats();
         f.debug_struct("Executor")
             .field("name", &self.inner.name)
             .field("threads", &self.threads())
             .field("cpu_class", &self.cpu_class())
             .field("pending", &self.pending())
+            .field(
+                "memory",
+                &format_args!(
+                    "{} pool: {} B live, {} B held, {} reuses, {} requests to the OS",
+                    if self.inner.memory.is_some() {
+                        "own"
+                    } else {
+                        "process"
+                    },
+                    m.live_bytes,
+                    m.held_bytes,
+                    m.hits,
+                    m.misses
+                ),
+            )
             .finish()
     }
 }

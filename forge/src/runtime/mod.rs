@@ -12,7 +12,11 @@
 //!   operating system, footprint, high-water mark, and the copies an
 //!   in-place update had to make), [`trim_memory`], [`set_memory_ceiling`]
 //!   and [`reset_high_water`]; [`Storage`] is the pooled buffer behind
-//!   every tensor.
+//!   every tensor. Each [`Executor`] owns a pool of its own (the process's
+//!   default executor uses the process's), and an [`Arena`] holds the
+//!   outputs of repeated calls; these functions act on the calling
+//!   thread's pool: its executor's or arena's inside one of their calls,
+//!   else the process's.
 //! - The CPU: [`cpu_info`] names the vector instructions the kernels use.
 //!
 //! ```
@@ -26,6 +30,7 @@
 //! println!("{}", runtime::cpu_info());
 //! ```
 
+mod arena;
 mod cpu_info;
 mod deferred;
 mod describe;
@@ -33,6 +38,7 @@ mod executor;
 mod flow;
 
 pub use crate::cpu::memory::{MemoryStats, Storage};
+pub use arena::{outside_arena, Arena};
 pub use cpu_info::{cpu_info, CpuInfo, Simd};
 pub use deferred::{Deferred, Status};
 pub use describe::{describe, Description};
@@ -157,7 +163,10 @@ pub fn pool_dispatches() -> u64 {
     crate::cpu::threads::pool_dispatches()
 }
 
-/// A snapshot of the buffer pool's counters (see [`MemoryStats`]).
+/// A snapshot of the calling thread's buffer pool's counters (see
+/// [`MemoryStats`]): inside an [`Executor`]'s call its pool's (also
+/// [`Executor::memory_stats`]), inside an [`Arena`]'s call the arena's,
+/// else the process's.
 ///
 /// ```
 /// let s = forge::runtime::memory_stats();
@@ -167,8 +176,9 @@ pub fn memory_stats() -> MemoryStats {
     crate::cpu::memory::stats()
 }
 
-/// Gives every free buffer of the pool back to the operating system and
-/// returns the number of bytes released, for example after training,
+/// Gives every free buffer of the calling thread's pool (see
+/// [`memory_stats`]) back to the operating system and returns the number
+/// of bytes released, for example after training,
 /// before a long idle phase. Tensors alive keep their memory; the pool
 /// refills from the operating system as tensors are created again.
 ///
@@ -190,7 +200,8 @@ pub fn trim_memory() -> usize {
 /// ```
 pub const DEFAULT_MEMORY_CEILING: usize = crate::cpu::memory::DEFAULT_CEILING_BYTES;
 
-/// Sets the most bytes the pool's free lists may hold. A freed buffer that
+/// Sets the most bytes the calling thread's pool (see [`memory_stats`])
+/// may keep on its free lists. A freed buffer that
 /// would push the held bytes above it goes back to the operating system
 /// instead; lowering the ceiling below what is held releases the excess at
 /// once (largest buffers first). Buffers in use by tensors are never
@@ -206,7 +217,7 @@ pub fn set_memory_ceiling(bytes: usize) {
     crate::cpu::memory::set_ceiling(bytes)
 }
 
-/// Restarts the pool's high-water mark at its current footprint
+/// Restarts the calling thread's pool's high-water mark at its current footprint
 /// (`live_bytes + held_bytes`), to measure the peak of one phase.
 ///
 /// ```

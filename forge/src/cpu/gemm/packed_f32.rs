@@ -52,11 +52,17 @@ const KC: usize = 256;
 /// passes).
 const MAX_CHUNK_TILES: usize = 16;
 
-thread_local! {
-    /// Each thread's packed block of `a`: kept from call to call (never
-    /// returned to the allocator, so never faulted in again), at most
-    /// `MAX_CHUNK_TILES * MR * KC` floats.
-    static PACKED_A: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+/// A buffer for a chunk's packed block of `a`, of at least `len` floats:
+/// taken from the pool the call draws from (its executor's or arena's,
+/// on whichever thread runs the chunk), always of the same size class
+/// (`MAX_CHUNK_TILES * MR * KC` floats, 192 KiB) so that every chunk of
+/// every product reuses the same buffers, and given back when the chunk
+/// ends. It used to be a thread-local vector that each thread kept for
+/// its whole life, outside every pool and its counters.
+fn packed_a_buffer(len: usize) -> Storage<f32> {
+    // `stale`: `pack_a` writes every slot it hands to the kernel, the
+    // zero padding included (`tests::packed_a_writes_every_slot_of_a_stale_buffer`).
+    Storage::stale(len.max(MAX_CHUNK_TILES * MR * KC))
 }
 
 /// Multiply-adds per nanosecond one thread sustains with this CPU's
@@ -311,12 +317,9 @@ fn run_rows<const R: usize>(
         first,
     } = blk;
     let tiles = rows.div_ceil(R);
-    PACKED_A.with(|buf| {
-        let mut buf = buf.borrow_mut();
+    {
         let len = tiles * R * kc;
-        if buf.len() < len {
-            buf.resize(len.max(MAX_CHUNK_TILES * MR * KC), 0.0);
-        }
+        let mut buf = packed_a_buffer(len);
         let pa = &mut buf[..len];
         pack_a::<R>(isa, a, i0, rows, k0, kc, pa);
         for (j, bp) in pb.chunks_exact(kc * NR).enumerate() {
@@ -350,7 +353,7 @@ fn run_rows<const R: usize>(
                 }
             }
         }
-    });
+    }
 }
 
 /// Packs rows `k0..k0 + kc`, columns `j0..j0 + NR` of `b` (zero past `n`)

@@ -1,10 +1,22 @@
-//! The process-wide free lists, their counters, the ceiling and trim.
+//! The free lists of a pool, their counters, the ceiling and trim; the
+//! process's pool and the calling thread's choice of pool.
+//!
+//! A [`MemPool`] is a set of free lists with its own counters and ceiling.
+//! The process has one (calls outside every executor use it); each
+//! [`Executor`](crate::runtime::Executor) and each
+//! [`Arena`](crate::runtime::Arena) owns another. Which pool a new buffer
+//! comes from is the calling thread's *target* ([`current`], set by
+//! [`with_target`] while an executor or an arena runs a call, and carried
+//! to the worker threads with each parallel task); a buffer goes back to
+//! the pool it came from, whatever thread frees it.
 
 use super::classes::{class_bytes, class_of, CLASSES, MAX_POOLED};
 use super::reserve::{self, Region};
 use std::alloc::{alloc, alloc_zeroed, dealloc, Layout};
+use std::cell::RefCell;
 use std::ptr::NonNull;
-use crate::cpu::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Alignments kept apart: 1, 2, 4, 8, 16 bytes (index = log2).
 const ALIGNS: usize = 5;
@@ -76,14 +88,89 @@ struct Pool {
 /// says otherwise: 1 GiB.
 pub const DEFAULT_CEILING_BYTES: usize = 1 << 30;
 
-#[cfg(not(loom))]
-static POOL: Mutex<Option<Pool>> = Mutex::new(None);
+/// A pool of free lists: the process's ([`PROCESS`]), an executor's or an
+/// arena's.
+pub(crate) struct MemPool {
+    /// Built at the first use (the ceiling read from the environment).
+    state: Mutex<Option<Pool>>,
+    /// Set for an arena's pool: its name and the call it serves now.
+    arena: Option<ArenaMark>,
+}
 
-// Under the model checker (`cpu::sync`): loom's lock, made afresh for each
-// interleaving it explores (`cpu/memory/loom_tests.rs`).
-#[cfg(loom)]
-loom::lazy_static! {
-    static ref POOL: Mutex<Option<Pool>> = Mutex::new(None);
+/// What makes a pool an arena's: buffers it hands out carry the
+/// generation (the arena's call) they were taken in, and reading one after
+/// the arena has moved on panics (`Storage`'s accessors).
+pub(crate) struct ArenaMark {
+    pub name: String,
+    /// The arena's current call, from 1; bumped as each call starts.
+    pub generation: AtomicU64,
+}
+
+/// The process's pool: used by calls outside every executor, and by the
+/// process's default executor.
+static PROCESS: MemPool = MemPool {
+    state: Mutex::new(None),
+    arena: None,
+};
+
+/// A pool a buffer belongs to: `None` is the process's.
+pub(crate) type PoolRef = Option<Arc<MemPool>>;
+
+thread_local! {
+    /// Where this thread's new buffers come from (`None`: the process's
+    /// pool), and the pool outside its innermost arena.
+    static TARGET: RefCell<(PoolRef, PoolRef)> = const { RefCell::new((None, None)) };
+}
+
+/// The pool this thread's new buffers come from now.
+pub(crate) fn current() -> PoolRef {
+    TARGET.with(|t| t.borrow().0.clone())
+}
+
+/// The pool outside the thread's innermost arena (its executor's, or the
+/// process's).
+pub(crate) fn current_base() -> PoolRef {
+    TARGET.with(|t| t.borrow().1.clone())
+}
+
+/// Runs `f` with `target` as this thread's pool (and, unless `target` is
+/// an arena's, as the pool outside arenas too), restoring the previous
+/// ones afterwards, also when `f` panics.
+pub(crate) fn with_target<R>(target: PoolRef, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<(PoolRef, PoolRef)>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            if let Some(prev) = self.0.take() {
+                TARGET.with(|t| *t.borrow_mut() = prev);
+            }
+        }
+    }
+    let is_arena = target.as_ref().is_some_and(|p| p.arena.is_some());
+    let prev = TARGET.with(|t| {
+        let mut t = t.borrow_mut();
+        let base = if is_arena {
+            t.1.clone()
+        } else {
+            target.clone()
+        };
+        std::mem::replace(&mut *t, (target, base))
+    });
+    let _restore = Restore(Some(prev));
+    f()
+}
+
+/// The pool `r` names.
+fn resolve(r: &PoolRef) -> &MemPool {
+    r.as_deref().unwrap_or(&PROCESS)
+}
+
+/// Whether `a` and `b` name the same pool.
+fn same(a: &PoolRef, b: &PoolRef) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        _ => false,
+    }
 }
 
 /// Keeps glibc's allocator from handing large temporaries back to the OS;
@@ -120,12 +207,54 @@ pub fn tune_malloc() -> bool {
     false
 }
 
-fn with_pool<R>(f: impl FnOnce(&mut Pool) -> R) -> R {
-    let mut guard = POOL.lock().unwrap_or_else(|e| e.into_inner());
-    let pool = guard.get_or_insert_with(|| {
-        if std::env::var("FORGE_MALLOC_TUNE").is_ok_and(|v| v == "1") {
-            tune_malloc();
+impl MemPool {
+    /// A new, empty pool (an arena's when `arena` is given).
+    pub(crate) fn new(arena: Option<ArenaMark>) -> Self {
+        MemPool {
+            state: Mutex::new(None),
+            arena,
         }
+    }
+
+    /// The arena mark of an arena's pool.
+    pub(crate) fn arena(&self) -> Option<&ArenaMark> {
+        self.arena.as_ref()
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut Pool) -> R) -> R {
+        let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let pool = guard.get_or_insert_with(new_pool);
+        f(pool)
+    }
+}
+
+impl Drop for MemPool {
+    /// An executor's or an arena's pool goes when the last buffer taken
+    /// from it and its owner are gone: its free buffers go back to the OS.
+    fn drop(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(pool) = state.take() {
+            for (slot, list) in pool.lists.into_iter().enumerate() {
+                let l = layout(slot % CLASSES, 1 << (slot / CLASSES));
+                for Free(ptr) in list {
+                    // SAFETY: a listed buffer is owned by the list alone
+                    // and was allocated by `fresh` with this layout.
+                    unsafe { dealloc(ptr.as_ptr(), l) };
+                }
+            }
+        }
+    }
+}
+
+/// A new pool's free lists and counters.
+fn new_pool() -> Pool {
+    {
+        static TUNE: std::sync::Once = std::sync::Once::new();
+        TUNE.call_once(|| {
+            if std::env::var("FORGE_MALLOC_TUNE").is_ok_and(|v| v == "1") {
+                tune_malloc();
+            }
+        });
         let ceiling = std::env::var("FORGE_POOL_CEILING_MB")
             .ok()
             .and_then(|s| s.parse::<usize>().ok())
@@ -137,8 +266,7 @@ fn with_pool<R>(f: impl FnOnce(&mut Pool) -> R) -> R {
                 ..MemoryStats::default()
             },
         }
-    });
-    f(pool)
+    }
 }
 
 fn align_index(align: usize) -> usize {
@@ -194,11 +322,14 @@ fn advise_huge(ptr: NonNull<u8>, bytes: usize) {
     let _ = (ptr, bytes);
 }
 
-/// A buffer handed out by the pool: `bytes` usable bytes (a whole class),
-/// aligned to `align`.
+/// A buffer handed out by a pool: `bytes` usable bytes (a whole class),
+/// aligned to `align`, from `pool`; `generation` is the arena call it was
+/// taken in (0 outside arenas).
 pub(crate) struct Block {
     pub ptr: NonNull<u8>,
     pub bytes: usize,
+    pub pool: PoolRef,
+    pub generation: u64,
 }
 
 /// Whether a request of `bytes` with alignment `align` is served by the
@@ -218,13 +349,20 @@ pub(crate) fn thread_takes() -> (u64, u64) {
     TAKEN.with(std::cell::Cell::get)
 }
 
-/// Takes a buffer of at least `bytes` bytes from the free lists, or from
-/// the OS when the class's list is empty. `pooled(bytes, align)` must hold.
+/// Takes a buffer of at least `bytes` bytes from the free lists of the
+/// calling thread's pool ([`current`]), or from the OS when the class's
+/// list is empty. `pooled(bytes, align)` must hold.
 pub(crate) fn take(bytes: usize, align: usize) -> Block {
     let class = class_of(bytes);
     let size = class_bytes(class);
     let slot = align_index(align) * CLASSES + class;
-    let reused = with_pool(|p| {
+    let target = current();
+    let pool = resolve(&target);
+    let generation = pool
+        .arena
+        .as_ref()
+        .map_or(0, |a| a.generation.load(Ordering::Relaxed));
+    let reused = pool.with(|p| {
         let got = p.lists[slot].pop();
         if got.is_some() {
             p.stats.hits += 1;
@@ -248,7 +386,12 @@ pub(crate) fn take(bytes: usize, align: usize) -> Block {
         Some(Free(ptr)) => ptr,
         None => fresh(class, align),
     };
-    Block { ptr, bytes: size }
+    Block {
+        ptr,
+        bytes: size,
+        pool: target,
+        generation,
+    }
 }
 
 /// A new block of `class` for alignment `align`, from the OS: zeroed and
@@ -280,15 +423,16 @@ fn fresh(class: usize, align: usize) -> NonNull<u8> {
 }
 
 /// Ends a parallel region run on up to `threads` threads (see
-/// [`reserve`]): outermost, each free list the region used gets the
-/// buffers it lacked for the region's worst-case overlap, so the next run
-/// of the same region takes nothing from the OS however its chunks
-/// interleave. Never above the ceiling.
-pub(crate) fn settle_region(region: &Region, threads: usize) {
+/// [`reserve`]) whose chunks drew from `target`: outermost, each free list
+/// of `target` the region used gets the buffers it lacked for the region's
+/// worst-case overlap, so the next run of the same region takes nothing
+/// from the OS however its chunks interleave. Never above the ceiling.
+pub(crate) fn settle_region(region: &Region, threads: usize, target: &PoolRef) {
+    let pool = resolve(target);
     reserve::settle(region, threads, |slot, worst, net| {
         let (align, class) = (1usize << (slot / CLASSES), slot % CLASSES);
         let size = class_bytes(class);
-        let missing = with_pool(|p| {
+        let missing = pool.with(|p| {
             let room = p.stats.ceiling_bytes.saturating_sub(p.stats.held_bytes) / size;
             let n = reserve::lacking(p.lists[slot].len(), worst, net).min(room);
             if n > 0 {
@@ -303,7 +447,7 @@ pub(crate) fn settle_region(region: &Region, threads: usize) {
         });
         for _ in 0..missing {
             let ptr = fresh(class, align);
-            with_pool(|p| p.lists[slot].push(Free(ptr)));
+            pool.with(|p| p.lists[slot].push(Free(ptr)));
         }
     });
 }
@@ -326,18 +470,22 @@ fn fault_in(ptr: NonNull<u8>, bytes: usize) {
 }
 
 /// Returns a block from [`take`] (same `bytes` as it handed out, same
-/// `align`) to its free list, or to the OS when the free lists would
-/// otherwise hold more than the ceiling.
+/// `align`, same `pool`) to its free list, or to the OS when the free
+/// lists would otherwise hold more than the ceiling.
 ///
 /// # Safety
-/// `ptr` must come from [`take`] with this `bytes` and `align`, and must
-/// not be used again by the caller.
-pub(crate) unsafe fn give(ptr: NonNull<u8>, bytes: usize, align: usize) {
+/// `ptr` must come from [`take`] with this `bytes`, `align` and `pool`, and
+/// must not be used again by the caller.
+pub(crate) unsafe fn give(ptr: NonNull<u8>, bytes: usize, align: usize, pool: &PoolRef) {
     let class = class_of(bytes);
     debug_assert_eq!(class_bytes(class), bytes);
     let slot = align_index(align) * CLASSES + class;
-    reserve::note(slot, -1);
-    let keep = with_pool(|p| {
+    // A parallel region's record is of the pool its chunks draw from; a
+    // buffer of another pool freed inside it is not its traffic.
+    if TARGET.with(|t| same(&t.borrow().0, pool)) {
+        reserve::note(slot, -1);
+    }
+    let keep = resolve(pool).with(|p| {
         p.stats.live_bytes -= bytes;
         if p.stats.held_bytes + bytes <= p.stats.ceiling_bytes {
             p.stats.held_bytes += bytes;
@@ -355,24 +503,31 @@ pub(crate) unsafe fn give(ptr: NonNull<u8>, bytes: usize, align: usize) {
     }
 }
 
-/// Counts one vector wrapped as storage from outside the pool.
+/// Counts one vector wrapped as storage from outside the pool (in the
+/// calling thread's pool's counters).
 pub(crate) fn count_wrapped() {
-    with_pool(|p| p.stats.wrapped += 1);
+    resolve(&current()).with(|p| p.stats.wrapped += 1);
 }
 
 /// Counts one in-place update that had to copy `bytes` of shared values
-/// ([`MemoryStats::copies_on_write`]).
+/// ([`MemoryStats::copies_on_write`]), in the calling thread's pool.
 pub(crate) fn count_copy_on_write(bytes: usize) {
-    with_pool(|p| {
+    resolve(&current()).with(|p| {
         p.stats.copies_on_write += 1;
         p.stats.copied_on_write_bytes += bytes as u64;
     });
 }
 
-/// A snapshot of the pool's counters (public as
+/// A snapshot of the process's pool's counters, whatever the calling
+/// thread's pool.
+pub(crate) fn stats_of_process() -> MemoryStats {
+    PROCESS.stats()
+}
+
+/// A snapshot of the calling thread's pool's counters (public as
 /// `forge::runtime::memory_stats`).
 pub fn stats() -> MemoryStats {
-    with_pool(|p| p.stats)
+    resolve(&current()).stats()
 }
 
 /// Sets the most bytes the free lists may hold. A freed buffer that would
@@ -382,8 +537,7 @@ pub fn stats() -> MemoryStats {
 /// that environment variable is set. Buffers in use by tensors are never
 /// affected (public as `forge::runtime::set_memory_ceiling`).
 pub fn set_ceiling(bytes: usize) {
-    with_pool(|p| p.stats.ceiling_bytes = bytes);
-    release_above(bytes);
+    resolve(&current()).set_ceiling(bytes);
 }
 
 /// Gives every free buffer back to the operating system and returns the
@@ -391,38 +545,56 @@ pub fn set_ceiling(bytes: usize) {
 /// refills from the OS as they are created again (public as
 /// `forge::runtime::trim_memory`).
 pub fn trim() -> usize {
-    release_above(0)
+    resolve(&current()).release_above(0)
 }
 
-/// Releases free buffers, largest classes first, until at most `limit`
-/// bytes are held. Returns the bytes released.
-fn release_above(limit: usize) -> usize {
-    let mut out: Vec<(Free, Layout)> = Vec::new();
-    with_pool(|p| {
-        for class in (0..CLASSES).rev() {
-            for a in 0..ALIGNS {
-                let list = &mut p.lists[a * CLASSES + class];
-                while p.stats.held_bytes > limit {
-                    let Some(f) = list.pop() else { break };
-                    p.stats.held_bytes -= class_bytes(class);
-                    out.push((f, layout(class, 1 << a)));
+impl MemPool {
+    /// A snapshot of this pool's counters.
+    pub(crate) fn stats(&self) -> MemoryStats {
+        self.with(|p| p.stats)
+    }
+
+    /// [`set_ceiling`] for this pool.
+    pub(crate) fn set_ceiling(&self, bytes: usize) {
+        self.with(|p| p.stats.ceiling_bytes = bytes);
+        self.release_above(bytes);
+    }
+
+    /// [`reset_high_water`] for this pool.
+    pub(crate) fn reset_high_water(&self) {
+        self.with(|p| p.stats.high_water_bytes = p.stats.live_bytes + p.stats.held_bytes);
+    }
+
+    /// Releases free buffers, largest classes first, until at most `limit`
+    /// bytes are held. Returns the bytes released.
+    pub(crate) fn release_above(&self, limit: usize) -> usize {
+        let mut out: Vec<(Free, Layout)> = Vec::new();
+        self.with(|p| {
+            for class in (0..CLASSES).rev() {
+                for a in 0..ALIGNS {
+                    let list = &mut p.lists[a * CLASSES + class];
+                    while p.stats.held_bytes > limit {
+                        let Some(f) = list.pop() else { break };
+                        p.stats.held_bytes -= class_bytes(class);
+                        out.push((f, layout(class, 1 << a)));
+                    }
                 }
             }
+        });
+        let mut released = 0;
+        for (Free(ptr), l) in out {
+            released += l.size();
+            // SAFETY: `ptr` was removed from its free list above, so this is
+            // the only reference; it was allocated by `take` with layout `l`.
+            unsafe { dealloc(ptr.as_ptr(), l) };
         }
-    });
-    let mut released = 0;
-    for (Free(ptr), l) in out {
-        released += l.size();
-        // SAFETY: `ptr` was removed from its free list above, so this is
-        // the only reference; it was allocated by `take` with layout `l`.
-        unsafe { dealloc(ptr.as_ptr(), l) };
+        self.with(|p| p.stats.released_bytes += released as u64);
+        released
     }
-    with_pool(|p| p.stats.released_bytes += released as u64);
-    released
 }
 
 /// Restarts the high-water mark at the current footprint
 /// (`live_bytes + held_bytes`) (public as `forge::runtime::reset_high_water`).
 pub fn reset_high_water() {
-    with_pool(|p| p.stats.high_water_bytes = p.stats.live_bytes + p.stats.held_bytes);
+    resolve(&current()).reset_high_water();
 }

@@ -35,10 +35,7 @@ pub(crate) mod freelists;
 pub(crate) mod reserve;
 mod storage;
 
-#[cfg(all(test, loom))]
-mod loom_tests;
-
-pub(crate) use freelists::{count_copy_on_write, thread_takes};
+pub(crate) use freelists::{count_copy_on_write, stats_of_process, thread_takes};
 pub use freelists::{
     reset_high_water, set_ceiling, stats, trim, MemoryStats, DEFAULT_CEILING_BYTES,
 };

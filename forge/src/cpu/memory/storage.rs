@@ -1,7 +1,7 @@
 //! [`Storage`]: a vector whose buffer comes from the pool and goes back to
 //! it on drop.
 
-use super::freelists::{count_wrapped, give, pooled, take};
+use super::freelists::{count_wrapped, give, pooled, take, PoolRef};
 use std::fmt;
 use std::mem::{size_of, ManuallyDrop, MaybeUninit};
 use std::ops::{Deref, DerefMut};
@@ -41,6 +41,11 @@ pub struct Storage<T: Copy> {
     /// `T` (to a cache line, or 2 MiB when large; `freelists::layout`), a
     /// layout a vector of `T` could not free or grow.
     block: usize,
+    /// The pool a pooled block goes back to (`None`: the process's).
+    pool: PoolRef,
+    /// The arena call the block was taken in, or 0 outside arenas: the
+    /// accessors panic once the arena has started a later call.
+    generation: u64,
 }
 
 // SAFETY: a `Storage` owns its buffer alone, as a `Vec` does (no other
@@ -73,6 +78,8 @@ impl<T: Copy> Storage<T> {
         let b = take(bytes, align);
         debug_assert_eq!(b.bytes % size, 0);
         Storage {
+            pool: b.pool,
+            generation: b.generation,
             // The block is aligned to at least `align_of::<T>()` (a cache
             // line or more), and `b.bytes` is a multiple of `size_of::<T>()`
             // (classes are multiples of 16 bytes, or 64, and element sizes
@@ -94,6 +101,8 @@ impl<T: Copy> Storage<T> {
             len: v.len(),
             cap: v.capacity(),
             block: 0,
+            pool: None,
+            generation: 0,
         }
     }
 
@@ -330,6 +339,7 @@ impl<T: Copy> Storage<T> {
     /// assert_eq!(&s[..], &[0.0, 1.0]);
     /// ```
     pub fn spare_capacity_mut(&mut self) -> &mut [MaybeUninit<T>] {
+        self.check_fresh();
         // SAFETY: slots `len..cap` are inside the buffer, owned by `self`
         // (borrowed mutably for the slice's life), and `MaybeUninit` claims
         // nothing of their contents.
@@ -362,6 +372,7 @@ impl<T: Copy> Storage<T> {
     /// ```
     pub fn into_vec(self) -> Vec<T> {
         if self.block > 0 {
+            self.check_fresh();
             return self.to_vec();
         }
         let s = ManuallyDrop::new(self);
@@ -369,6 +380,40 @@ impl<T: Copy> Storage<T> {
         // 0`), and `s` is never dropped, so the vector is their only owner.
         unsafe { Vec::from_raw_parts(s.ptr.as_ptr(), s.len, s.cap) }
     }
+}
+
+impl<T: Copy> Storage<T> {
+    /// Panics when this storage was made in an arena call that the arena
+    /// has moved on from (see [`Arena`](crate::runtime::Arena)): its
+    /// values are gone. Free outside arenas (one comparison).
+    #[inline]
+    fn check_fresh(&self) {
+        if self.generation != 0 {
+            self.check_arena();
+        }
+    }
+
+    #[inline(never)]
+    fn check_arena(&self) {
+        let Some(mark) = self.pool.as_deref().and_then(|p| p.arena()) else {
+            return;
+        };
+        let now = mark.generation.load(std::sync::atomic::Ordering::Acquire);
+        if now != self.generation {
+            stale(&mark.name, self.generation, now);
+        }
+    }
+}
+
+/// The panic of a read of an arena's output after the arena moved on.
+#[cold]
+#[inline(never)]
+fn stale(arena: &str, made: u64, now: u64) -> ! {
+    panic!(
+        "arena \"{arena}\": a tensor made in its call {made} was read after call {now} \
+         started (an arena's outputs last until its next call); keep a result past the \
+         next call by copying it out first (Arena::keep)"
+    )
 }
 
 impl<T: Copy> Drop for Storage<T> {
@@ -382,7 +427,14 @@ impl<T: Copy> Drop for Storage<T> {
         // SAFETY: `ptr` is the block handed out by `take` for `self.block`
         // bytes with `T`'s alignment, and nothing uses it after this.
         // `T: Copy` has no destructor to run on the elements.
-        unsafe { give(self.ptr.cast::<u8>(), self.block, std::mem::align_of::<T>()) };
+        unsafe {
+            give(
+                self.ptr.cast::<u8>(),
+                self.block,
+                std::mem::align_of::<T>(),
+                &self.pool,
+            )
+        };
     }
 }
 
@@ -390,6 +442,7 @@ impl<T: Copy> Deref for Storage<T> {
     type Target = [T];
     #[inline]
     fn deref(&self) -> &[T] {
+        self.check_fresh();
         // SAFETY: the first `len` elements are initialised, inside the
         // buffer `self` owns.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
@@ -399,6 +452,7 @@ impl<T: Copy> Deref for Storage<T> {
 impl<T: Copy> DerefMut for Storage<T> {
     #[inline]
     fn deref_mut(&mut self) -> &mut [T] {
+        self.check_fresh();
         // SAFETY: as in `deref`, borrowed mutably.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }

@@ -107,7 +107,7 @@ impl Halves {
         *self.slots[i].lock().unwrap_or_else(|e| e.into_inner()) = None;
         // Two threads may run its chunks: this half's and the other's,
         // once that one is done.
-        settle_region(&task.region, 2);
+        settle_region(&task.region, 2, &task.target);
         let panic = task.panic.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(p) = panic {
             resume_unwind(p);

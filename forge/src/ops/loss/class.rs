@@ -1,5 +1,5 @@
 //! Classification losses on integer class targets: [`cross_entropy_with`] and
-//! [`nll_loss`], with PyTorch's semantics (class dimension 1, K-dimensional
+//! [`nll_loss_with`], with PyTorch's semantics (class dimension 1, K-dimensional
 //! inputs `(N, C, d1, ...)`, per-class weights, `ignore_index`, label
 //! smoothing). Both are one fused op (`class_fused.rs`, with the log-softmax
 //! kernels in `cross_entropy.rs`): a pass forward, a pass backward, the
@@ -9,7 +9,7 @@ use super::class_fused::class_loss_fused;
 use super::spec::{Kind, Options, Reduction};
 use crate::tensor::{Device, Element, Float, Tensor};
 
-/// Options of [`nll_loss`], with PyTorch's defaults
+/// Options of [`nll_loss_with`], with PyTorch's defaults
 /// (`weight = None, ignore_index = -100, reduction = Mean`).
 ///
 /// ```
@@ -41,7 +41,7 @@ impl<E: Element, D: Device> Default for NllLossOptions<E, D> {
 /// (`weight = None, ignore_index = -100, label_smoothing = 0, reduction = Mean`).
 ///
 /// ```
-/// use forge::nn::functional::CrossEntropyOptions;
+/// use forge::nn::functional::*;
 /// let o = CrossEntropyOptions::<f32> { label_smoothing: 0.1, ..Default::default() };
 /// assert_eq!(o.ignore_index, -100);
 /// ```
@@ -99,15 +99,15 @@ fn class_axis(op: &str, shape: &[usize], target_shape: &[usize]) -> (usize, usiz
 /// weight does not have one entry per class.
 ///
 /// ```
-/// use forge::nn::functional::{nll_loss, NllLossOptions};
+/// use forge::nn::functional::*;
 /// use forge::Tensor;
 /// let logp = Tensor::<f64>::from_vec(vec![-0.5, -1.0, -2.0, -0.1], &[2, 2]);
 /// let t = Tensor::<i64>::from_vec(vec![1, 0], &[2]);
-/// let l = nll_loss(&logp, &t, NllLossOptions::default());
+/// let l = nll_loss_with(&logp, &t, NllLossOptions::default());
 /// assert_eq!(l.item(), 1.5);
 /// ```
 #[track_caller]
-pub fn nll_loss<E: Float, D: Device>(
+pub fn nll_loss_with<E: Float, D: Device>(
     input: &Tensor<E, D>,
     targets: &Tensor<i64, D>,
     options: NllLossOptions<E, D>,
@@ -123,7 +123,7 @@ pub fn nll_loss<E: Float, D: Device>(
 }
 
 /// Cross-entropy between `logits` (classes on dimension 1; shapes as in
-/// [`nll_loss`]) and integer class `targets`: `nll_loss(log_softmax(logits))`,
+/// [`nll_loss_with`]) and integer class `targets`: `nll_loss(log_softmax(logits))`,
 /// with PyTorch's label smoothing `(1 - ls) * nll + ls / C * sum_c(-w_c log p_c)`
 /// (the smoothing term is reduced like the nll term: its mean divides by
 /// the same summed target weights).
@@ -134,10 +134,10 @@ pub fn nll_loss<E: Float, D: Device>(
 /// PyTorch refuses to compute.
 ///
 /// # Panics
-/// As [`nll_loss`], and when `label_smoothing` is outside `[0, 1]`.
+/// As [`nll_loss_with`], and when `label_smoothing` is outside `[0, 1]`.
 ///
 /// ```
-/// use forge::nn::functional::{cross_entropy_with, CrossEntropyOptions};
+/// use forge::nn::functional::*;
 /// use forge::Tensor;
 /// let logits = Tensor::<f64>::zeros(&[3, 4]);
 /// let t = Tensor::<i64>::from_vec(vec![0, 3, -100], &[3]);

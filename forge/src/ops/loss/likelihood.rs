@@ -2,7 +2,8 @@
 //! `poisson_nll_loss` and `gaussian_nll_loss`, with PyTorch's formulas and
 //! defaults, composed of differentiable ops.
 
-use super::spec::{reduce, Reduction};
+use super::options::{GaussianNllLossOptions, PoissonNllLossOptions};
+use super::spec::reduce;
 use crate::tensor::{Device, Float, Tensor};
 
 /// `F.poisson_nll_loss(input, target, log_input, full, eps, reduction)`:
@@ -16,22 +17,25 @@ use crate::tensor::{Device, Float, Tensor};
 /// When the shapes differ.
 ///
 /// ```
-/// use forge::nn::functional::{poisson_nll_loss, Reduction};
+/// use forge::nn::functional::*;
 /// use forge::Tensor;
 /// let x = Tensor::<f64>::zeros(&[2]);
 /// let y = Tensor::<f64>::from_vec(vec![1.0, 3.0], &[2]);
-/// let l = poisson_nll_loss(&x, &y, true, false, 1e-8, Reduction::None);
+/// let l = poisson_nll_loss_with(&x, &y, PoissonNllLossOptions { log_input: true, full: false, eps: 1e-8, reduction: Reduction::None });
 /// assert_eq!(l.to_vec(), vec![1.0, 1.0]);
 /// ```
 #[track_caller]
-pub fn poisson_nll_loss<E: Float, D: Device>(
+pub fn poisson_nll_loss_with<E: Float, D: Device>(
     input: &Tensor<E, D>,
     target: &Tensor<E, D>,
-    log_input: bool,
-    full: bool,
-    eps: f64,
-    reduction: Reduction,
+    options: PoissonNllLossOptions,
 ) -> Tensor<E, D> {
+    let PoissonNllLossOptions {
+        log_input,
+        full,
+        eps,
+        reduction,
+    } = options;
     assert!(
         input.shape() == target.shape(),
         "poisson_nll_loss: input {:?} and target {:?} differ in shape",
@@ -71,23 +75,26 @@ pub fn poisson_nll_loss<E: Float, D: Device>(
 /// above, or a variance is negative.
 ///
 /// ```
-/// use forge::nn::functional::{gaussian_nll_loss, Reduction};
+/// use forge::nn::functional::*;
 /// use forge::Tensor;
 /// let x = Tensor::<f64>::from_vec(vec![1.0, 2.0], &[1, 2]);
 /// let y = Tensor::<f64>::from_vec(vec![1.0, 0.0], &[1, 2]);
 /// let var = Tensor::<f64>::ones(&[1]);
-/// let l = gaussian_nll_loss(&x, &y, &var, false, 1e-6, Reduction::None);
+/// let l = gaussian_nll_loss_with(&x, &y, &var, GaussianNllLossOptions { full: false, eps: 1e-6, reduction: Reduction::None });
 /// assert_eq!(l.to_vec(), vec![0.0, 2.0]);
 /// ```
 #[track_caller]
-pub fn gaussian_nll_loss<E: Float, D: Device>(
+pub fn gaussian_nll_loss_with<E: Float, D: Device>(
     input: &Tensor<E, D>,
     target: &Tensor<E, D>,
     var: &Tensor<E, D>,
-    full: bool,
-    eps: f64,
-    reduction: Reduction,
+    options: GaussianNllLossOptions,
 ) -> Tensor<E, D> {
+    let GaussianNllLossOptions {
+        full,
+        eps,
+        reduction,
+    } = options;
     let (s, v) = (input.shape(), var.shape());
     let r = s.len();
     assert!(

@@ -3,7 +3,11 @@
 //! and `multilabel_soft_margin_loss`. Each is composed of differentiable
 //! ops, so gradients of every order come from theirs.
 
-use super::spec::{reduce, Reduction};
+use super::options::{
+    CosineEmbeddingLossOptions, MarginRankingLossOptions, MultilabelSoftMarginLossOptions,
+    TripletMarginLossOptions,
+};
+use super::spec::reduce;
 use crate::ops::vector_norm::pairwise_distance;
 use crate::tensor::{Device, Float, Tensor};
 
@@ -19,22 +23,22 @@ use crate::tensor::{Device, Float, Tensor};
 /// have one label per pair.
 ///
 /// ```
-/// use forge::nn::functional::{cosine_embedding_loss, Reduction};
+/// use forge::nn::functional::*;
 /// use forge::Tensor;
 /// let a = Tensor::<f64>::from_vec(vec![1.0, 0.0, 1.0, 0.0], &[2, 2]);
 /// let b = Tensor::<f64>::from_vec(vec![1.0, 0.0, 0.0, 1.0], &[2, 2]);
 /// let y = Tensor::<f64>::from_vec(vec![1.0, -1.0], &[2]);
-/// let l = cosine_embedding_loss(&a, &b, &y, 0.0, Reduction::None);
+/// let l = cosine_embedding_loss_with(&a, &b, &y, CosineEmbeddingLossOptions { margin: 0.0, reduction: Reduction::None });
 /// assert!(l.to_vec().iter().all(|v| v.abs() < 1e-9));
 /// ```
 #[track_caller]
-pub fn cosine_embedding_loss<E: Float, D: Device>(
+pub fn cosine_embedding_loss_with<E: Float, D: Device>(
     x1: &Tensor<E, D>,
     x2: &Tensor<E, D>,
     y: &Tensor<E, D>,
-    margin: f64,
-    reduction: Reduction,
+    options: CosineEmbeddingLossOptions,
 ) -> Tensor<E, D> {
+    let CosineEmbeddingLossOptions { margin, reduction } = options;
     let r = x1.rank();
     assert!(
         x1.shape() == x2.shape() && (r == 1 || r == 2) && y.shape() == &x1.shape()[..r - 1],
@@ -65,21 +69,21 @@ pub fn cosine_embedding_loss<E: Float, D: Device>(
 /// When the three shapes differ.
 ///
 /// ```
-/// use forge::nn::functional::{margin_ranking_loss, Reduction};
+/// use forge::nn::functional::*;
 /// use forge::Tensor;
 /// let a = Tensor::<f64>::from_vec(vec![1.0, 0.0], &[2]);
 /// let b = Tensor::<f64>::from_vec(vec![0.0, 0.5], &[2]);
 /// let y = Tensor::<f64>::from_vec(vec![1.0, 1.0], &[2]);
-/// assert_eq!(margin_ranking_loss(&a, &b, &y, 0.1, Reduction::None).to_vec(), vec![0.0, 0.6]);
+/// assert_eq!(margin_ranking_loss_with(&a, &b, &y, MarginRankingLossOptions { margin: 0.1, reduction: Reduction::None }).to_vec(), vec![0.0, 0.6]);
 /// ```
 #[track_caller]
-pub fn margin_ranking_loss<E: Float, D: Device>(
+pub fn margin_ranking_loss_with<E: Float, D: Device>(
     x1: &Tensor<E, D>,
     x2: &Tensor<E, D>,
     y: &Tensor<E, D>,
-    margin: f64,
-    reduction: Reduction,
+    options: MarginRankingLossOptions,
 ) -> Tensor<E, D> {
+    let MarginRankingLossOptions { margin, reduction } = options;
     assert!(
         x1.shape() == x2.shape() && x1.shape() == y.shape(),
         "margin_ranking_loss: inputs {:?} and {:?} and target {:?} differ in shape",
@@ -105,26 +109,29 @@ pub fn margin_ranking_loss<E: Float, D: Device>(
 /// When the three shapes differ.
 ///
 /// ```
-/// use forge::nn::functional::{triplet_margin_loss, Reduction};
+/// use forge::nn::functional::*;
 /// use forge::Tensor;
 /// let a = Tensor::<f64>::from_vec(vec![0.0, 0.0], &[1, 2]);
 /// let p = Tensor::<f64>::from_vec(vec![3.0, 4.0], &[1, 2]);
 /// let n = Tensor::<f64>::from_vec(vec![0.0, 1.0], &[1, 2]);
-/// let l = triplet_margin_loss(&a, &p, &n, 1.0, 2.0, 0.0, false, Reduction::Mean);
+/// let l = triplet_margin_loss_with(&a, &p, &n, TripletMarginLossOptions { margin: 1.0, p: 2.0, eps: 0.0, swap: false, reduction: Reduction::Mean });
 /// assert!((l.item() - 5.0).abs() < 1e-12);
 /// ```
 #[allow(clippy::too_many_arguments)]
 #[track_caller]
-pub fn triplet_margin_loss<E: Float, D: Device>(
+pub fn triplet_margin_loss_with<E: Float, D: Device>(
     anchor: &Tensor<E, D>,
     positive: &Tensor<E, D>,
     negative: &Tensor<E, D>,
-    margin: f64,
-    p: f64,
-    eps: f64,
-    swap: bool,
-    reduction: Reduction,
+    options: TripletMarginLossOptions,
 ) -> Tensor<E, D> {
+    let TripletMarginLossOptions {
+        margin,
+        p,
+        eps,
+        swap,
+        reduction,
+    } = options;
     assert!(
         anchor.shape() == positive.shape() && anchor.shape() == negative.shape(),
         "triplet_margin_loss: anchor {:?}, positive {:?} and negative {:?} differ in shape",
@@ -153,20 +160,21 @@ pub fn triplet_margin_loss<E: Float, D: Device>(
 /// broadcast against them.
 ///
 /// ```
-/// use forge::nn::functional::{multilabel_soft_margin_loss, Reduction};
+/// use forge::nn::functional::*;
 /// use forge::Tensor;
 /// let x = Tensor::<f64>::zeros(&[1, 2]);
 /// let y = Tensor::<f64>::from_vec(vec![1.0, 0.0], &[1, 2]);
-/// let l = multilabel_soft_margin_loss(&x, &y, None, Reduction::Mean);
+/// let l = multilabel_soft_margin_loss_with(&x, &y, MultilabelSoftMarginLossOptions { weight: None, reduction: Reduction::Mean });
 /// assert!((l.item() - 2f64.ln()).abs() < 1e-12);
 /// ```
 #[track_caller]
-pub fn multilabel_soft_margin_loss<E: Float, D: Device>(
+pub fn multilabel_soft_margin_loss_with<E: Float, D: Device>(
     input: &Tensor<E, D>,
     target: &Tensor<E, D>,
-    weight: Option<&Tensor<E, D>>,
-    reduction: Reduction,
+    options: MultilabelSoftMarginLossOptions<E, D>,
 ) -> Tensor<E, D> {
+    let reduction = options.reduction;
+    let weight = options.weight.as_ref();
     assert!(
         input.shape() == target.shape() && input.rank() >= 1,
         "multilabel_soft_margin_loss: input {:?} and target {:?} differ in shape",

@@ -3,7 +3,11 @@
 //! differentiable tensor ops; piecewise formulas choose their branch with a
 //! constant mask (its derivative is zero almost everywhere).
 
-use super::spec::{reduce, Reduction};
+use super::options::{
+    BinaryCrossEntropyOptions, BinaryCrossEntropyWithLogitsOptions, HuberLossOptions, KlDivOptions,
+    KlDivReduction, L1LossOptions, MseLossOptions, SmoothL1LossOptions,
+};
+use super::spec::reduce;
 use crate::tensor::{Device, Float, Tensor};
 
 #[track_caller]
@@ -29,18 +33,19 @@ fn mask<E: Float, D: Device>(x: &Tensor<E, D>, pred: impl Fn(E) -> bool + Sync) 
 /// When the shapes differ (PyTorch would broadcast with a warning).
 ///
 /// ```
-/// use forge::nn::functional::{mse_loss, Reduction};
+/// use forge::nn::functional::*;
 /// use forge::Tensor;
 /// let a = Tensor::<f64>::from_vec(vec![1.0, 2.0], &[2]);
 /// let b = Tensor::<f64>::from_vec(vec![0.0, 4.0], &[2]);
-/// assert_eq!(mse_loss(&a, &b, Reduction::Mean).item(), 2.5);
+/// assert_eq!(mse_loss_with(&a, &b, MseLossOptions { reduction: Reduction::Mean }).item(), 2.5);
 /// ```
 #[track_caller]
-pub fn mse_loss<E: Float, D: Device>(
+pub fn mse_loss_with<E: Float, D: Device>(
     input: &Tensor<E, D>,
     target: &Tensor<E, D>,
-    reduction: Reduction,
+    options: MseLossOptions,
 ) -> Tensor<E, D> {
+    let MseLossOptions { reduction } = options;
     same_shape("mse_loss", input, target);
     reduce(input.sub(target).square(), reduction)
 }
@@ -51,18 +56,19 @@ pub fn mse_loss<E: Float, D: Device>(
 /// When the shapes differ.
 ///
 /// ```
-/// use forge::nn::functional::{l1_loss, Reduction};
+/// use forge::nn::functional::*;
 /// use forge::Tensor;
 /// let a = Tensor::<f64>::from_vec(vec![1.0, 2.0], &[2]);
 /// let b = Tensor::<f64>::from_vec(vec![0.0, 4.0], &[2]);
-/// assert_eq!(l1_loss(&a, &b, Reduction::Sum).item(), 3.0);
+/// assert_eq!(l1_loss_with(&a, &b, L1LossOptions { reduction: Reduction::Sum }).item(), 3.0);
 /// ```
 #[track_caller]
-pub fn l1_loss<E: Float, D: Device>(
+pub fn l1_loss_with<E: Float, D: Device>(
     input: &Tensor<E, D>,
     target: &Tensor<E, D>,
-    reduction: Reduction,
+    options: L1LossOptions,
 ) -> Tensor<E, D> {
+    let L1LossOptions { reduction } = options;
     same_shape("l1_loss", input, target);
     reduce(input.sub(target).abs(), reduction)
 }
@@ -95,19 +101,19 @@ fn smooth_l1_raw<E: Float, D: Device>(
 /// When the shapes differ or `beta < 0`.
 ///
 /// ```
-/// use forge::nn::functional::{smooth_l1_loss, Reduction};
+/// use forge::nn::functional::*;
 /// use forge::Tensor;
 /// let a = Tensor::<f64>::from_vec(vec![0.5, 3.0], &[2]);
 /// let b = Tensor::<f64>::zeros(&[2]);
-/// assert_eq!(smooth_l1_loss(&a, &b, 1.0, Reduction::None).to_vec(), vec![0.125, 2.5]);
+/// assert_eq!(smooth_l1_loss_with(&a, &b, SmoothL1LossOptions { beta: 1.0, reduction: Reduction::None }).to_vec(), vec![0.125, 2.5]);
 /// ```
 #[track_caller]
-pub fn smooth_l1_loss<E: Float, D: Device>(
+pub fn smooth_l1_loss_with<E: Float, D: Device>(
     input: &Tensor<E, D>,
     target: &Tensor<E, D>,
-    beta: f64,
-    reduction: Reduction,
+    options: SmoothL1LossOptions,
 ) -> Tensor<E, D> {
+    let SmoothL1LossOptions { beta, reduction } = options;
     same_shape("smooth_l1_loss", input, target);
     shape_assert!(beta >= 0.0, "smooth_l1_loss: beta {beta} is negative");
     reduce(smooth_l1_raw(input, target, beta), reduction)
@@ -120,19 +126,19 @@ pub fn smooth_l1_loss<E: Float, D: Device>(
 /// When the shapes differ or `delta <= 0`.
 ///
 /// ```
-/// use forge::nn::functional::{huber_loss, Reduction};
+/// use forge::nn::functional::*;
 /// use forge::Tensor;
 /// let a = Tensor::<f64>::from_vec(vec![0.5, 3.0], &[2]);
 /// let b = Tensor::<f64>::zeros(&[2]);
-/// assert_eq!(huber_loss(&a, &b, 2.0, Reduction::None).to_vec(), vec![0.125, 4.0]);
+/// assert_eq!(huber_loss_with(&a, &b, HuberLossOptions { delta: 2.0, reduction: Reduction::None }).to_vec(), vec![0.125, 4.0]);
 /// ```
 #[track_caller]
-pub fn huber_loss<E: Float, D: Device>(
+pub fn huber_loss_with<E: Float, D: Device>(
     input: &Tensor<E, D>,
     target: &Tensor<E, D>,
-    delta: f64,
-    reduction: Reduction,
+    options: HuberLossOptions,
 ) -> Tensor<E, D> {
+    let HuberLossOptions { delta, reduction } = options;
     same_shape("huber_loss", input, target);
     shape_assert!(delta > 0.0, "huber_loss: delta {delta} is not positive");
     let l = smooth_l1_raw(input, target, delta).mul_scalar(E::from_f64(delta));
@@ -148,21 +154,22 @@ pub fn huber_loss<E: Float, D: Device>(
 /// outside `[0, 1]`.
 ///
 /// ```
-/// use forge::nn::functional::{binary_cross_entropy, Reduction};
+/// use forge::nn::functional::*;
 /// use forge::Tensor;
 /// let p = Tensor::<f64>::from_vec(vec![0.5, 1.0], &[2]);
 /// let t = Tensor::<f64>::from_vec(vec![1.0, 0.0], &[2]);
-/// let l = binary_cross_entropy(&p, &t, None, Reduction::None).to_vec();
+/// let l = binary_cross_entropy_with(&p, &t, BinaryCrossEntropyOptions { weight: None, reduction: Reduction::None }).to_vec();
 /// assert!((l[0] - 2f64.ln()).abs() < 1e-15);
 /// assert_eq!(l[1], 100.0);
 /// ```
 #[track_caller]
-pub fn binary_cross_entropy<E: Float, D: Device>(
+pub fn binary_cross_entropy_with<E: Float, D: Device>(
     input: &Tensor<E, D>,
     target: &Tensor<E, D>,
-    weight: Option<&Tensor<E, D>>,
-    reduction: Reduction,
+    options: BinaryCrossEntropyOptions<E, D>,
 ) -> Tensor<E, D> {
+    let reduction = options.reduction;
+    let weight = options.weight.as_ref();
     same_shape("binary_cross_entropy", input, target);
     shape_assert!(
         input
@@ -194,22 +201,22 @@ pub fn binary_cross_entropy<E: Float, D: Device>(
 /// When the shapes differ or a weight does not broadcast.
 ///
 /// ```
-/// use forge::nn::functional::{binary_cross_entropy_with_logits, Reduction};
+/// use forge::nn::functional::*;
 /// use forge::Tensor;
 /// let x = Tensor::<f64>::from_vec(vec![0.0, 1000.0, -1000.0], &[3]);
 /// let t = Tensor::<f64>::from_vec(vec![1.0, 1.0, 1.0], &[3]);
-/// let l = binary_cross_entropy_with_logits(&x, &t, None, None, Reduction::None).to_vec();
+/// let l = binary_cross_entropy_with_logits_with(&x, &t, BinaryCrossEntropyWithLogitsOptions { weight: None, pos_weight: None, reduction: Reduction::None }).to_vec();
 /// assert!((l[0] - 2f64.ln()).abs() < 1e-15);
 /// assert_eq!(l[1..], [0.0, 1000.0]);
 /// ```
 #[track_caller]
-pub fn binary_cross_entropy_with_logits<E: Float, D: Device>(
+pub fn binary_cross_entropy_with_logits_with<E: Float, D: Device>(
     input: &Tensor<E, D>,
     target: &Tensor<E, D>,
-    weight: Option<&Tensor<E, D>>,
-    pos_weight: Option<&Tensor<E, D>>,
-    reduction: Reduction,
+    options: BinaryCrossEntropyWithLogitsOptions<E, D>,
 ) -> Tensor<E, D> {
+    let reduction = options.reduction;
+    let (weight, pos_weight) = (options.weight.as_ref(), options.pos_weight.as_ref());
     same_shape("binary_cross_entropy_with_logits", input, target);
     let neg = target.rsub_scalar(E::one()).mul(input);
     let ls = input.log_sigmoid();
@@ -229,26 +236,6 @@ pub fn binary_cross_entropy_with_logits<E: Float, D: Device>(
     reduce(l, reduction)
 }
 
-/// How [`kl_div`] reduces: PyTorch's `reduction`, including `batchmean`.
-///
-/// ```
-/// assert_ne!(forge::nn::functional::KlDivReduction::BatchMean,
-///            forge::nn::functional::KlDivReduction::Mean);
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum KlDivReduction {
-    /// The mean over every element (PyTorch's default, not the true KL).
-    #[default]
-    Mean,
-    /// The sum divided by the batch size (`input.shape()[0]`): the true KL
-    /// divergence per sample.
-    BatchMean,
-    /// The sum over every element.
-    Sum,
-    /// No reduction.
-    None,
-}
-
 /// Kullback-Leibler divergence with `input` = log-probabilities:
 /// pointwise `t (log t - input)` (0 where `t = 0`), or with `log_target`
 /// (target given as log-probabilities) `exp(t) (t - input)`; reduced. As in
@@ -258,19 +245,22 @@ pub enum KlDivReduction {
 /// When the shapes differ, or for `BatchMean` on a 0-d input.
 ///
 /// ```
-/// use forge::nn::functional::{kl_div, KlDivReduction};
+/// use forge::nn::functional::*;
 /// use forge::Tensor;
 /// let p = Tensor::<f64>::from_vec(vec![0.5, 0.5, 0.25, 0.75], &[2, 2]);
-/// let l = kl_div(&p.log(), &p, KlDivReduction::BatchMean, false);
+/// let l = kl_div_with(&p.log(), &p, KlDivOptions { reduction: KlDivReduction::BatchMean, log_target: false });
 /// assert_eq!(l.item(), 0.0);
 /// ```
 #[track_caller]
-pub fn kl_div<E: Float, D: Device>(
+pub fn kl_div_with<E: Float, D: Device>(
     input: &Tensor<E, D>,
     target: &Tensor<E, D>,
-    reduction: KlDivReduction,
-    log_target: bool,
+    options: KlDivOptions,
 ) -> Tensor<E, D> {
+    let KlDivOptions {
+        reduction,
+        log_target,
+    } = options;
     same_shape("kl_div", input, target);
     let l = if log_target {
         target.exp().mul(&target.sub(input))

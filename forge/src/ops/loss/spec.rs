@@ -10,13 +10,13 @@ use crate::tensor::{Device, Float, Tensor};
 /// argument.
 ///
 /// ```
-/// use forge::nn::functional::{mse_loss, Reduction};
+/// use forge::nn::functional::*;
 /// use forge::Tensor;
 /// let a = Tensor::<f64>::from_vec(vec![1.0, 3.0], &[2]);
 /// let b = Tensor::<f64>::zeros(&[2]);
-/// assert_eq!(mse_loss(&a, &b, Reduction::Mean).item(), 5.0);
-/// assert_eq!(mse_loss(&a, &b, Reduction::Sum).item(), 10.0);
-/// assert_eq!(mse_loss(&a, &b, Reduction::None).to_vec(), vec![1.0, 9.0]);
+/// assert_eq!(mse_loss_with(&a, &b, MseLossOptions { reduction: Reduction::Mean }).item(), 5.0);
+/// assert_eq!(mse_loss_with(&a, &b, MseLossOptions { reduction: Reduction::Sum }).item(), 10.0);
+/// assert_eq!(mse_loss_with(&a, &b, MseLossOptions { reduction: Reduction::None }).to_vec(), vec![1.0, 9.0]);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Reduction {

@@ -9,7 +9,9 @@
 use super::super::super::memory::Storage;
 use super::super::super::threads::{parallel_for, parallel_for_cost, PARALLEL_MIN_NS};
 use super::super::Mat;
-use super::{isa, macs_per_ns, pack_a, tile, Isa, Shared, KC, MAX_CHUNK_TILES, MR, NR, PACKED_A};
+use super::{
+    isa, macs_per_ns, pack_a, packed_a_buffer, tile, Isa, Shared, KC, MAX_CHUNK_TILES, MR, NR,
+};
 
 /// Packs the `kc x NR` panel of a right operand at rows `k0..k0 + kc`,
 /// columns `j0..j0 + NR`: `(k0, kc, j0, panel)`.
@@ -283,16 +285,13 @@ pub(super) unsafe fn gemm_core_isa(
         };
         match a {
             ASrc::Packed(p) => multiply(p.tiles(k0, kc, t0, t1)),
-            ASrc::Mat(a) => PACKED_A.with(|buf| {
-                let mut buf = buf.borrow_mut();
+            ASrc::Mat(a) => {
                 let len = (t1 - t0) * MR * kc;
-                if buf.len() < len {
-                    buf.resize(MAX_CHUNK_TILES * MR * KC, 0.0);
-                }
+                let mut buf = packed_a_buffer(len);
                 let pa = &mut buf[..len];
                 pack_a::<MR>(isa, a, t0 * MR, ((t1 * MR).min(m)) - t0 * MR, k0, kc, pa);
                 multiply(pa);
-            }),
+            }
         }
     };
     let chunks = row_chunks * col_chunks;
