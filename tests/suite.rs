@@ -35,5 +35,7 @@ mod nn;
 mod ops;
 #[path = "optim/main.rs"]
 mod optim;
+#[path = "reliability/main.rs"]
+mod reliability;
 #[path = "tools/main.rs"]
 mod tools;

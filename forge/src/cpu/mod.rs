@@ -26,6 +26,7 @@ pub(crate) mod reduce;
 pub(crate) mod resample;
 pub(crate) mod scan;
 pub(crate) mod strided;
+pub(crate) mod sync;
 pub(crate) mod threads;
 pub(crate) mod vmath;
 

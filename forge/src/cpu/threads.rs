@@ -37,6 +37,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 mod join;
+#[cfg(all(test, loom))]
+mod loom_tests;
 mod spans;
 pub use join::join;
 use join::HALF;
@@ -229,7 +231,11 @@ const YIELD_EVERY: Duration = Duration::from_micros(20);
 /// Waits one look of a spin-then-yield loop that started `waited` ago and
 /// last yielded at `yielded` (both measured from the loop's start).
 fn wait_a_little(waited: Duration, yielded: &mut Duration) {
-    if waited >= *yielded + YIELD_EVERY {
+    if cfg!(loom) {
+        // The model checker's threads share one OS thread: every look
+        // yields to them (`cpu::sync::spin_hint`).
+        crate::cpu::sync::spin_hint();
+    } else if waited >= *yielded + YIELD_EVERY {
         *yielded = waited;
         std::thread::yield_now();
     } else {
@@ -375,8 +381,9 @@ struct Task {
     /// [`spans`]).
     spans: Spans,
     /// Chunks finished, by anyone; each thread adds its count once, when
-    /// it finds nothing left to claim.
-    done: AtomicUsize,
+    /// it finds nothing left to claim (`cpu::sync`: model-checked under
+    /// `cfg(loom)`).
+    done: crate::cpu::sync::AtomicUsize,
     chunks: usize,
     /// The pool's epoch when this task was posted.
     epoch: u64,
@@ -411,7 +418,7 @@ impl Task {
     ) -> Self {
         Task {
             spans: Spans::new(chunks, owners),
-            done: AtomicUsize::new(0),
+            done: crate::cpu::sync::AtomicUsize::new(0),
             chunks,
             epoch,
             f,

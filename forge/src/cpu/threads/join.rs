@@ -3,10 +3,10 @@
 
 use super::{num_threads, parallel_for, wait_a_little, Task, IN_PARALLEL};
 use crate::cpu::memory::freelists::settle_region;
+use crate::cpu::sync::{AtomicUsize, Mutex, Ordering};
 use std::cell::Cell;
 use std::panic::resume_unwind;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Runs `a` and `b`, on two threads of the pool when there are two, else
@@ -32,8 +32,11 @@ pub fn join<A: Send, B: Send>(
     if num_threads() < 2 || IN_PARALLEL.with(Cell::get) || HALF.with(Cell::get).is_some() {
         return (a(), b());
     }
-    let (fa, fb) = (Mutex::new(Some(a)), Mutex::new(Some(b)));
-    let (ra, rb) = (Mutex::new(None), Mutex::new(None));
+    let (fa, fb) = (
+        std::sync::Mutex::new(Some(a)),
+        std::sync::Mutex::new(Some(b)),
+    );
+    let (ra, rb) = (std::sync::Mutex::new(None), std::sync::Mutex::new(None));
     let halves = Halves::default();
     parallel_for(2, |i| {
         {
@@ -165,6 +168,9 @@ impl Drop for HalfGuard<'_> {
         self.halves.state[self.i].store(DONE, Ordering::Release);
     }
 }
+
+#[cfg(all(test, loom))]
+mod loom_tests;
 
 /// The examples that documented these kernels while they were public.
 #[cfg(test)]

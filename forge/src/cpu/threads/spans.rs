@@ -18,7 +18,7 @@
 //! Which thread runs a chunk never changes what the chunk computes, so
 //! results stay bit-identical for any thread count and any steal.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::cpu::sync::{AtomicU64, Ordering};
 
 /// The spans of one loop over `chunks` chunks, for `owners` threads: owner
 /// `t`'s remaining chunks `[front, back)` packed in one word (`front` in

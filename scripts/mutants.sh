@@ -1,0 +1,27 @@
+#!/bin/sh
+# Mutation testing of one source file of forge (docs/src/reliability.md,
+# "Mutation testing"): cargo-mutants edits the file one mutant at a time
+# (a copy of the tree under target/mutants-tree, not this checkout), builds
+# with the `mutants` profile and runs forge's unit tests plus the suite's
+# tests matching FILTER; a mutant that no test notices is "missed".
+#
+#   sh scripts/mutants.sh forge/src/ops/loss.rs loss        # one file
+#   sh scripts/mutants.sh forge/src/cpu/memory/classes.rs ''  # every test
+#   LIST=1 sh scripts/mutants.sh forge/src/ops/norm.rs      # list only
+#
+# Needs `cargo install cargo-mutants`. Results go to
+# target/mutants/<file>/mutants.out (outcomes.json, caught.txt, missed.txt,
+# unviable.txt, timeout.txt). On 2 shared cores a file of 40 mutants takes
+# about an hour: run one file at a time.
+set -eu
+cd "$(dirname "$0")/.."
+file="$1"
+filter="${2-}"
+out="${CARGO_TARGET_DIR:-$PWD/target}/mutants/$(echo "$file" | tr / _)"
+mkdir -p "$out"
+if [ -n "${LIST:-}" ]; then
+    exec cargo mutants --list --package forge -f "$file"
+fi
+cargo mutants --package forge --test-package forge --test-package forge-suite \
+    -f "$file" --output "$out" --jobs 1 \
+    -- --lib --test suite -- --skip loom_tests $filter

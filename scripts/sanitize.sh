@@ -1,0 +1,58 @@
+#!/bin/sh
+# Runs forge's unit tests of the thread pool, the buffer pool and the CPU
+# kernels under a sanitizer, or its scalar paths under Miri
+# (docs/src/reliability.md, "Sanitizers and Miri"). Needs the nightly
+# toolchain with the rust-src component (-Zbuild-std rebuilds the standard
+# library instrumented) and, for `miri`, the miri component:
+#
+#   rustup component add rust-src miri --toolchain nightly
+#
+#   sh scripts/sanitize.sh thread  [FILTER...]   # ThreadSanitizer
+#   sh scripts/sanitize.sh address [FILTER...]   # AddressSanitizer (+ leaks)
+#   sh scripts/sanitize.sh miri    [FILTER...]   # Miri
+#
+# Each builds in its own target directory (target/san-thread, ...), so the
+# normal build is untouched. The default filters are the tests the docs
+# list as run.
+set -eu
+cd "$(dirname "$0")/.."
+mode="${1:?thread, address or miri}"
+shift
+target_dir="${CARGO_TARGET_DIR:-$PWD/target}/san-$mode"
+host=x86_64-unknown-linux-gnu
+case "$mode" in
+thread | address)
+    if [ $# -eq 0 ]; then
+        # The pool (spans, join, lingering workers), the buffer pool and
+        # its reserve, the pooled kernels, and the kernels whose vector
+        # paths are checked against the portable order.
+        set -- cpu::threads cpu::memory cpu::pool cpu::gemm cpu::elementwise \
+            cpu::reduce cpu::vmath cpu::conv cpu::scan
+    fi
+    # The tests' own profile (opt-level 3) with debug info for the reports;
+    # TSan needs every thread's memory accesses instrumented, std's too.
+    RUSTFLAGS="-Zsanitizer=$mode -Cdebuginfo=1" \
+    RUSTDOCFLAGS="-Zsanitizer=$mode" \
+    TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1 second_deadlock_stack=1}" \
+    ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1 halt_on_error=1}" \
+    CARGO_TARGET_DIR="$target_dir" \
+        cargo +nightly test -Zbuild-std --target "$host" -p forge --lib -- "$@"
+    ;;
+miri)
+    if [ $# -eq 0 ]; then
+        # Scalar code under the interpreter: storage, the pool's reserve
+        # and classes, the spans, the tape, the readers. The portable CPU
+        # class keeps every kernel on its scalar path.
+        set -- cpu::memory cpu::threads::spans autograd:: io::safetensors \
+            ops::rnn_cell
+    fi
+    FORGE_CPU_CLASS=portable \
+    MIRIFLAGS="${MIRIFLAGS:--Zmiri-disable-isolation}" \
+    CARGO_TARGET_DIR="$target_dir" \
+        cargo +nightly miri test -p forge --lib -- "$@"
+    ;;
+*)
+    echo "usage: sh scripts/sanitize.sh thread|address|miri [FILTER...]" >&2
+    exit 2
+    ;;
+esac
