@@ -9,7 +9,8 @@
 #                                                  #   (bench/torch_phases.py)
 #   bash bench/compare.sh --out DIR                # write the run there instead
 #   bash bench/compare.sh --hub [--repeat 3]       # the hub rows instead: gpt2s
-#                                                  #   generate 1, bert_base infer 8
+#                                                  #   generate(_int8) 1, bert_base
+#                                                  #   infer(_int8, _bf16) 8
 #                                                  #   against transformers
 #                                                  #   (bench/infer_bench.py), 3
 #                                                  #   rounds each; folder ..._hub
@@ -74,16 +75,17 @@ torch_bench="${TORCH_BENCH:-bench/torch_bench.py}"
 suite=models
 forge_modes=()
 if [ "$hub" = 1 ]; then
-    # infer_bench.py's hub rows (the f32 ones forge has); its own schedule
+    # infer_bench.py's hub rows (f32, int8 and bf16); its own schedule
     # (3 rounds of 2 timed calls per thread count) unless --quick
     torch_bench="bench/infer_bench.py"
     suite=hub
-    extra=(--modes generate,infer)
+    hub_modes=generate,generate_int8,infer,infer_int8,infer_bf16
+    extra=(--modes "$hub_modes")
     if [ "$quick" = 1 ]; then
         extra+=(--rounds 1 --block 1)
-        forge_modes=(--modes generate,infer --rounds 1 --block 5)
+        forge_modes=(--modes "$hub_modes" --rounds 1 --block 5)
     else
-        forge_modes=(--modes generate,infer --rounds 3)
+        forge_modes=(--modes "$hub_modes" --rounds 3)
     fi
     python3 -c 'import transformers' 2>/dev/null || { echo "compare.sh: --hub needs transformers (pip install transformers)" >&2; exit 1; }
 fi

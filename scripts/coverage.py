@@ -21,7 +21,8 @@ Which PyTorch names are listed (the rule, applied to the installed PyTorch):
   forms (`_` suffix), names also listed under `torch.nn.functional` (listed
   there once), and the families of SKIP_TORCH_PREFIXES / SKIP_TORCH_SUFFIXES /
   SKIP_TORCH below (backend kernels, quantization, sparse layouts, complex
-  numbers, dtype/device/utility queries, functionalization `_copy` variants,
+  numbers, dtype/device/utility queries, functionalization `_copy` variants
+  (but `index_copy`, an operator of its own),
   the kernels behind a module, and names PyTorch documents as deprecated).
 * `torch.nn`: the `nn.Module` subclasses exported by `torch.nn`, without the
   base classes, the `Lazy*` modules (a lazily shaped variant of a listed
@@ -71,6 +72,8 @@ SKIP_TORCH_PREFIXES = (
 SKIP_TORCH_SUFFIXES = (
     "_copy",  # view-op copies of the functionalization pass
 )
+# Names with a skipped suffix that are operators of their own.
+KEEP_TORCH = {"index_copy"}
 SKIP_TORCH = {
     # sparse matrix products
     "dsmm", "hsmm", "hspmm", "smm", "spmm", "sspaddmm", "saddmm",
@@ -132,7 +135,7 @@ def torch_names():
             continue
         if n in f_names or n in SKIP_TORCH:
             continue
-        if n.startswith(SKIP_TORCH_PREFIXES) or n.endswith(SKIP_TORCH_SUFFIXES):
+        if n not in KEEP_TORCH and (n.startswith(SKIP_TORCH_PREFIXES) or n.endswith(SKIP_TORCH_SUFFIXES)):
             continue
         t_names.add(n)
 

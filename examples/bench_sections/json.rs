@@ -106,8 +106,8 @@ fn plan(model: &str) -> Option<&'static [(&'static str, usize)]> {
         ],
         "lstm" => &[("train", 64), ("infer", 64), ("infer_int8", 64)],
         // infer_bench.py's hub rows (the PyTorch side is transformers)
-        "gpt2s" => &[("generate", 1)],
-        "bert_base" => &[("infer", 8)],
+        "gpt2s" => &[("generate", 1), ("generate_int8", 1)],
+        "bert_base" => &[("infer", 8), ("infer_int8", 8), ("infer_bf16", 8)],
         _ => return None,
     })
 }
@@ -476,6 +476,11 @@ fn make(model: &str, mode: &str, batch: usize) -> (Step, usize, &'static str) {
         "gpt2s" => {
             let mut m = Gpt::<f32>::new(GptConfig::gpt2_small(), &mut rng);
             m.eval();
+            // generate_int8: the Linear layers quantized per tensor, as the
+            // script's quantize_dynamic with PyTorch's default qconfig
+            if mode == "generate_int8" {
+                quantize_dynamic(&mut m, Granularity::PerTensor);
+            }
             let prompt: Vec<i64> = (0..32).map(|_| rng.below(50257) as i64).collect();
             let opts = GenerateOptions {
                 max_new_tokens: 64,
@@ -496,9 +501,23 @@ fn make(model: &str, mode: &str, batch: usize) -> (Step, usize, &'static str) {
             let mut m = Bert::<f32>::new(BertConfig::bert_base(), false, &mut rng);
             m.eval();
             let ids = Tensor::<i64>::from_fn(&[batch, 128], |_| rng.below(30522) as i64);
-            let step: Step = Box::new(move || {
-                black_box(no_grad(|| m.encode(&ids, None, None)));
-            });
+            let step: Step = match mode {
+                // infer_bf16: under autocast entered in each timed call, as
+                // the script's `with torch.autocast(...)` around the call
+                "infer_bf16" => Box::new(move || {
+                    black_box(no_grad(|| {
+                        autocast(DType::BF16, || m.encode(&ids, None, None))
+                    }));
+                }),
+                _ => {
+                    if mode == "infer_int8" {
+                        quantize_dynamic(&mut m, Granularity::PerTensor);
+                    }
+                    Box::new(move || {
+                        black_box(no_grad(|| m.encode(&ids, None, None)));
+                    })
+                }
+            };
             (step, batch, "seq/s")
         }
         _ => unreachable!("model {model}"),

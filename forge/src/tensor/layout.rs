@@ -404,10 +404,13 @@ mod tests {
             reshape_strides(&[4, 2], &[1, 4], &[2, 2, 2]),
             Some(vec![2, 1, 4])
         );
-        // Inserting dimensions of size 1 into any view.
+        // Inserting dimensions of size 1 into any view: the size-1
+        // dimension's stride is never used to address, and is what
+        // PyTorch gives (`torch.arange(6.).reshape(2, 3).t().view(3, 1, 2)
+        // .stride()` is `(1, 6, 3)` in torch 2.15).
         assert_eq!(
             reshape_strides(&[3, 2], &[1, 3], &[3, 1, 2]),
-            Some(vec![1, 3, 3])
+            Some(vec![1, 6, 3])
         );
         // A narrowed row block [2, 3] of a [4, 3] (strides 3, 1) flattens.
         assert_eq!(reshape_strides(&[2, 3], &[3, 1], &[6]), Some(vec![1]));
