@@ -72,7 +72,8 @@ fn an_output_read_after_the_next_call_panics_naming_the_arena_and_the_calls() {
     let kept = arena.keep(&first);
     drop(arena.run(|| x.mul_scalar(-1.0)));
     let second = arena.run(|| x.mul_scalar(-1.0));
-    let reads: [(&str, Box<dyn Fn() + '_>); 3] = [
+    type Read<'a> = Box<dyn Fn() + 'a>;
+    let reads: [(&str, Read<'_>); 3] = [
         ("to_vec", Box::new(|| drop(first.to_vec()))),
         ("an op", Box::new(|| drop(first.add(&x)))),
         ("sum", Box::new(|| drop(first.sum()))),

@@ -85,7 +85,9 @@ impl Fp8Format {
     }
 
     /// `x` rounded to this format (nearest, ties to even), as PyTorch
-    /// converts: see the [module docs](self) for overflow and NaN.
+    /// converts. Overflow: `E4M3` saturates (any magnitude from 464 up,
+    /// infinities included, gives ±448); `E5M2` gives ±infinity from 61440
+    /// up. NaN stays NaN.
     ///
     /// ```
     /// use forge::quant::Fp8Format;
