@@ -34,10 +34,14 @@ mod amx;
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+mod quantize;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use quantize::quantize_rows;
+
 use super::threads::parallel_for_cost;
+use parallel_for_cost as threads_cost;
 
 /// Output channels per packed panel.
 pub(crate) const PANEL: usize = 16;

@@ -65,13 +65,21 @@ pub(super) unsafe fn chunk(
     let stride = tiles_k * 64;
     assert!(rows <= BLOCK_ROWS && a.len() >= (r0 + rows) * kp);
     assert!(data.len() >= (p0 + panels) * quads * 64 + slack(quads));
+    // Whole tiles of rows and of `k` are read in place; others through the
+    // zero-padded scratch.
+    let in_place = rows == BLOCK_ROWS && kp == stride;
     SCRATCH.with(|s| {
         let mut s = s.borrow_mut();
-        s.clear();
-        s.resize(BLOCK_ROWS * stride, 0);
-        for r in 0..rows {
-            s[r * stride..][..kp].copy_from_slice(&a[(r0 + r) * kp..][..kp]);
-        }
+        let (a_blk, a_stride): (&[u8], usize) = if in_place {
+            (&a[r0 * kp..][..BLOCK_ROWS * kp], kp)
+        } else {
+            s.clear();
+            s.resize(BLOCK_ROWS * stride, 0);
+            for r in 0..rows {
+                s[r * stride..][..kp].copy_from_slice(&a[(r0 + r) * kp..][..kp]);
+            }
+            (&s[..], stride)
+        };
         let mut cfg = Config::new();
         for t in 0..8 {
             cfg.set(t, 16, 64);
@@ -81,29 +89,45 @@ pub(super) unsafe fn chunk(
         // uses tiles).
         let tiles = unsafe { Tiles::new(&cfg) };
         let two_rows = rows > 16;
+        let mut acc = [0i32; 32 * 32];
         let mut p = p0;
         while p < p0 + panels {
             let pair = p + 1 < p0 + panels;
-            let mut acc = [0i32; 32 * 32];
-            // SAFETY: the A tiles read rows 0..32 of the scratch, each
-            // `stride` bytes, at offsets `64 t < stride`; the B tiles read
-            // 16 rows of 64 bytes from `(panel quads + 16 t) * 64`, which
-            // ends at most `slack` bytes past the panel, inside `data`
-            // (asserted above); the stores write 16 rows of 64 bytes at
-            // stride 128 into `acc` (32 rows of 128 bytes). Every tile is
-            // 16 x 64, so the shapes of `tdpbusd` agree.
-            unsafe {
-                block(&tiles, data, quads, p, pair, two_rows, &s, stride, &mut acc);
-            }
             let j0 = p * PANEL;
             let cols = ((1 + usize::from(pair)) * PANEL).min(n - j0);
-            for r in 0..rows {
-                // SAFETY: row `r0 + r`, columns `j0..j0 + cols` of the
-                // `m x n` output belong to this chunk alone (caller).
-                let dst = unsafe {
-                    std::slice::from_raw_parts_mut(out.get().add((r0 + r) * n + j0), cols)
-                };
-                dst.copy_from_slice(&acc[r * 32..][..cols]);
+            // A whole 32 x 32 block goes straight to `c`.
+            let direct = rows == BLOCK_ROWS && cols == 32;
+            let (dst, dst_stride) = if direct {
+                // SAFETY: row `r0`, column `j0` lies inside the `m x n`
+                // output (rows and columns of this chunk).
+                (unsafe { out.get().add(r0 * n + j0) }.cast::<u8>(), 4 * n)
+            } else {
+                (acc.as_mut_ptr().cast::<u8>(), 128)
+            };
+            // SAFETY: the A tiles read 32 rows of `a_blk` at `a_stride`
+            // (`rows * stride` bytes of the scratch, or the chunk's 32 rows
+            // of `a`, `stride == kp` bytes each), 64 bytes at offsets
+            // `64 t < a_stride`; the B tiles read 16 rows of 64 bytes from
+            // `(panel quads + 16 t) * 64`, which ends at most `slack` bytes
+            // past the panel, inside `data` (asserted above); the stores
+            // write 32 rows of 32 `i32` at `dst_stride`: `acc`'s 32 rows of
+            // 128 bytes, or rows `r0..r0 + 32`, columns `j0..j0 + 32` of
+            // `c`, this chunk's alone (caller). Every tile is 16 x 64, so
+            // the shapes of `tdpbusd` agree.
+            unsafe {
+                block(
+                    &tiles, data, quads, p, pair, two_rows, a_blk, a_stride, dst, dst_stride,
+                );
+            }
+            if !direct {
+                for r in 0..rows {
+                    // SAFETY: row `r0 + r`, columns `j0..j0 + cols` of the
+                    // `m x n` output belong to this chunk alone (caller).
+                    let dst = unsafe {
+                        std::slice::from_raw_parts_mut(out.get().add((r0 + r) * n + j0), cols)
+                    };
+                    dst.copy_from_slice(&acc[r * 32..][..cols]);
+                }
             }
             p += 2;
         }
@@ -111,11 +135,13 @@ pub(super) unsafe fn chunk(
     });
 }
 
-/// One 32 x 32 (or narrower) block of sums into `acc` (32 rows of 32).
+/// One 32 x 32 block of sums (zeros in the tiles a narrower block does
+/// not use) to `dst`, rows `dst_stride` bytes apart.
 ///
 /// # Safety
-/// As in [`chunk`]'s body: the tiles are configured 16 x 64 and the
-/// reads stay inside `data` and `s`.
+/// As in [`chunk`]'s body: the tiles are configured 16 x 64, the reads
+/// stay inside `data` and `s`, the 32 rows of 128 bytes at `dst` are
+/// writable.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn block(
@@ -127,7 +153,8 @@ unsafe fn block(
     two_rows: bool,
     s: &[u8],
     stride: usize,
-    acc: &mut [i32; 32 * 32],
+    dst: *mut u8,
+    dst_stride: usize,
 ) {
     let tiles_k = quads.div_ceil(TILE_QUADS);
     let b0 = data.as_ptr().wrapping_add(p * quads * 64).cast::<u8>();
@@ -156,10 +183,9 @@ unsafe fn block(
                 }
             }
         }
-        let c = acc.as_mut_ptr().cast::<u8>();
-        t.store::<0>(c, 128);
-        t.store::<1>(c.add(64), 128);
-        t.store::<2>(c.add(16 * 128), 128);
-        t.store::<3>(c.add(16 * 128 + 64), 128);
+        t.store::<0>(dst, dst_stride);
+        t.store::<1>(dst.add(64), dst_stride);
+        t.store::<2>(dst.add(16 * dst_stride), dst_stride);
+        t.store::<3>(dst.add(16 * dst_stride + 64), dst_stride);
     }
 }
