@@ -94,7 +94,7 @@ pub(super) unsafe fn chunk(
     let pairs = panels.div_ceil(2);
     // A chunk of whole 32 x 32 blocks sums straight into `c`; others
     // into a local block of 32 rows x `pairs` x 32 columns.
-    let whole = rows == BLOCK_ROWS && panels % 2 == 0 && (p0 + panels) * PANEL <= n;
+    let whole = rows == BLOCK_ROWS && panels.is_multiple_of(2) && (p0 + panels) * PANEL <= n;
     // `k` in blocks of at most `KB_TILES` tiles, as even as they come.
     let k_blocks = tiles_k.div_ceil(kb_tiles_max());
     let kb_tiles = tiles_k.div_ceil(k_blocks);
