@@ -214,67 +214,58 @@ fn gemm_one<E: Float>(opts: &Opts, n: usize, threads: usize) -> (f64, f64) {
     t.rate(2.0 * (n * n * n) as f64 / 1e9)
 }
 
-/// `matrixmultiply`'s single-threaded product of the same operands, output
-/// allocated per call as `Tensor::matmul`'s: the same-run reference.
-fn matrixmultiply_one<E: Float>(opts: &Opts, n: usize) -> f64 {
+/// `matrixmultiply`'s `sgemm` / `dgemm`: `(m, k, n, alpha, a, rsa, csa, b,
+/// rsb, csb, beta, c, rsc, csc)`.
+type MmGemm<T> = unsafe fn(
+    usize,
+    usize,
+    usize,
+    T,
+    *const T,
+    isize,
+    isize,
+    *const T,
+    isize,
+    isize,
+    T,
+    *mut T,
+    isize,
+    isize,
+);
+
+/// `matrixmultiply`'s single-threaded product of the same operands as
+/// [`gemm_one`] (same seed), output allocated per call as
+/// `Tensor::matmul`'s: the same-run reference, GFLOP/s.
+fn matrixmultiply_one<E: Float>(opts: &Opts, n: usize, product: MmGemm<E>) -> f64 {
     let mut rng = Rng::new(n as u64);
-    let a: Vec<f64> = (0..n * n).map(|_| rng.uniform() * 2.0 - 1.0).collect();
-    let b: Vec<f64> = (0..n * n).map(|_| rng.uniform() * 2.0 - 1.0).collect();
+    let a = square::<E>(n, &mut rng).to_vec();
+    let b = square::<E>(n, &mut rng).to_vec();
     let s = n as isize;
-    let t = if std::mem::size_of::<E>() == 4 {
-        let (a, b): (Vec<f32>, Vec<f32>) = (
-            a.iter().map(|&x| x as f32).collect(),
-            b.iter().map(|&x| x as f32).collect(),
-        );
-        measure(opts, 10, Duration::from_millis(700), || {
-            let mut c = vec![0f32; n * n];
-            // SAFETY: `a`, `b` and `c` hold `n * n` floats each, row-major
-            // with row stride `n` and column stride 1, the strides given.
-            unsafe {
-                matrixmultiply::sgemm(
-                    n,
-                    n,
-                    n,
-                    1.0,
-                    a.as_ptr(),
-                    s,
-                    1,
-                    b.as_ptr(),
-                    s,
-                    1,
-                    0.0,
-                    c.as_mut_ptr(),
-                    s,
-                    1,
-                );
-            }
-            black_box(c);
-        })
-    } else {
-        measure(opts, 10, Duration::from_millis(700), || {
-            let mut c = vec![0f64; n * n];
-            // SAFETY: as above, with `f64` buffers of `n * n` elements.
-            unsafe {
-                matrixmultiply::dgemm(
-                    n,
-                    n,
-                    n,
-                    1.0,
-                    a.as_ptr(),
-                    s,
-                    1,
-                    b.as_ptr(),
-                    s,
-                    1,
-                    0.0,
-                    c.as_mut_ptr(),
-                    s,
-                    1,
-                );
-            }
-            black_box(c);
-        })
-    };
+    let t = measure(opts, 10, Duration::from_millis(700), || {
+        let mut c = vec![E::zero(); n * n];
+        // SAFETY: `a`, `b` and `c` hold `n * n` elements each, row-major
+        // with row stride `n` and column stride 1, the strides given, so
+        // every index the product forms is inside its buffer.
+        unsafe {
+            product(
+                n,
+                n,
+                n,
+                E::one(),
+                a.as_ptr(),
+                s,
+                1,
+                b.as_ptr(),
+                s,
+                1,
+                E::zero(),
+                c.as_mut_ptr(),
+                s,
+                1,
+            );
+        }
+        black_box(c);
+    });
     t.rate(2.0 * (n * n * n) as f64 / 1e9).0
 }
 
@@ -297,9 +288,9 @@ fn gemm(opts: &Opts) {
     for (bits, name) in [(32, "sgemm"), (64, "dgemm")] {
         for n in GEMM_SIZES {
             let mm = if bits == 32 {
-                matrixmultiply_one::<f32>(opts, n)
+                matrixmultiply_one::<f32>(opts, n, matrixmultiply::sgemm)
             } else {
-                matrixmultiply_one::<f64>(opts, n)
+                matrixmultiply_one::<f64>(opts, n, matrixmultiply::dgemm)
             };
             for threads in [1, 2] {
                 let (g, best) = if bits == 32 {
