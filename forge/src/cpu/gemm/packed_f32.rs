@@ -103,8 +103,8 @@ impl Isa {
     /// once; `None` when it has neither.
     pub(super) fn detect() -> Option<Isa> {
         // One answer per CPU class (`cpu::class`), each detected once.
-        static ISA: [std::sync::OnceLock<Option<Isa>>; 3] =
-            [const { std::sync::OnceLock::new() }; 3];
+        static ISA: [std::sync::OnceLock<Option<Isa>>; crate::cpu::class::CLASSES] =
+            [const { std::sync::OnceLock::new() }; crate::cpu::class::CLASSES];
         *ISA[crate::cpu::class::current() as usize].get_or_init(|| Isa::all().first().copied())
     }
 
