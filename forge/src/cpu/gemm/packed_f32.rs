@@ -38,7 +38,7 @@ mod avx512;
 mod direct;
 #[cfg(test)]
 use direct::gemm_core_isa;
-pub(crate) use direct::{gemm_core, ASrc, Out, PackedA};
+pub(crate) use direct::{gemm_core, gemm_core_packed_b, ASrc, Out, PackedA};
 
 /// Rows of a register tile.
 const MR: usize = 12;
@@ -221,6 +221,11 @@ impl PackedB {
     /// `(k, n)`.
     pub(super) fn dims(&self) -> (usize, usize) {
         (self.k, self.n)
+    }
+
+    /// The packed panels, in the layout [`gemm_core_packed_b`] reads.
+    pub(super) fn panels(&self) -> &[f32] {
+        &self.panels
     }
 }
 
