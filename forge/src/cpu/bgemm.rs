@@ -46,6 +46,7 @@ mod tests;
 
 pub(crate) use conv::conv2d;
 
+use super::memory::Storage;
 use super::threads::parallel_for_cost;
 
 /// Output channels per packed panel.
@@ -163,8 +164,9 @@ fn ftz(x: f32) -> f32 {
 pub(crate) struct PackedBf16 {
     n: usize,
     k: usize,
-    /// `[panel][pair][16 channels][2 k]`, zero-padded in both `n` and `k`.
-    data: Vec<u16>,
+    /// `[panel][pair][16 channels][2 k]`, zero-padded in both `n` and `k`
+    /// (pooled: the convolution packs its patches at every call).
+    data: Storage<u16>,
 }
 
 impl PackedBf16 {
@@ -187,7 +189,7 @@ impl PackedBf16 {
     pub(crate) fn from_fn(n: usize, k: usize, mut f: impl FnMut(usize, usize) -> f32) -> Self {
         let pairs = padded_k(k) / 2;
         let panels = n.div_ceil(PANEL);
-        let mut data = vec![0u16; panels * pairs * PANEL * 2];
+        let mut data = Storage::<u16>::zeroed(panels * pairs * PANEL * 2);
         for j in 0..n {
             let (panel, lane) = (j / PANEL, j % PANEL);
             let base = panel * pairs * PANEL * 2 + lane * 2;
