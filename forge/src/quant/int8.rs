@@ -489,6 +489,8 @@ pub(crate) fn quantize_activations(x: &[f32], scale: f32, zero_point: i32, out: 
         // clamped to [-1, 256] first (a NaN becomes -1, hence 0 as
         // `round_ties_even` then `as u8` gives it): rounding then clamping
         // to [0, 255] gives the same byte as rounding the unclamped value
+        // not `clamp`: it passes a NaN through, `max` turns it into -1
+        #[allow(clippy::manual_clamp)]
         let t = (zp + v * inverse).max(-1.0).min(256.0);
         *q = round_small(t).clamp(0.0, 255.0) as u8;
     }
