@@ -139,7 +139,7 @@ pub const GEMM_SHAPES: &[(usize, usize, usize, bool)] = &[
 /// two-core peak is measured, not doubled (a Sapphire Rapids VM: 134-155
 /// GFLOP/s on one thread, 245-268 on two, 512-bit).
 #[allow(unreachable_code)]
-fn fma_peak(iters: usize, threads: usize) -> (Option<f64>, Option<f64>) {
+pub(crate) fn fma_peak(iters: usize, threads: usize) -> (Option<f64>, Option<f64>) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::*;

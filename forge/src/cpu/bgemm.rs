@@ -27,6 +27,16 @@
 //! is added last in f32. The `k` blocking and the thread split do not change
 //! any of this, so the result is the same bits for every path and thread
 //! count (`tests::every_path_equals_the_reference`).
+//!
+//! # Why not AMX
+//! AMX's `tdpbf16ps` does not give these bits, nor any bits portable code
+//! is known to reproduce: with one pair per element it rounds the pair's
+//! sum before adding it (not the odd product, then the even one), and
+//! with more pairs per instruction (what makes it fast) it sums them in
+//! an internal adder that none of the models tried matches (the
+//! experiment and its figures: `crate::cpu::amx`'s `bf16_probe`). Since
+//! every path must give the same bits, the bf16 products stay on
+//! `vdpbf16ps`.
 
 #[cfg(target_arch = "x86_64")]
 mod avx512;

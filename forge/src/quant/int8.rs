@@ -442,10 +442,9 @@ pub(crate) fn quantize_rows(x: &[f32], k: usize, out: &mut [u8]) -> (f32, i32) {
         return (1.0, 0);
     }
     let (scale, zero_point) = range_params(x);
-    let kp = padded_k(k);
-    for (row, xs) in out.chunks_exact_mut(kp).zip(x.chunks_exact(k)) {
-        quantize_activations(xs, scale, zero_point, row);
-    }
+    // the bytes of `quantize_activations`, vectorized and threaded (the
+    // padding set to zero)
+    crate::cpu::qgemm::quantize_rows(x, k, padded_k(k), scale, zero_point, out);
     (scale, zero_point)
 }
 
@@ -493,6 +492,8 @@ pub(crate) fn quantize_activations(x: &[f32], scale: f32, zero_point: i32, out: 
         // clamped to [-1, 256] first (a NaN becomes -1, hence 0 as
         // `round_ties_even` then `as u8` gives it): rounding then clamping
         // to [0, 255] gives the same byte as rounding the unclamped value
+        // not `clamp`: it passes a NaN through, `max` turns it into -1
+        #[allow(clippy::manual_clamp)]
         let t = (zp + v * inverse).max(-1.0).min(256.0);
         *q = round_small(t).clamp(0.0, 255.0) as u8;
     }
