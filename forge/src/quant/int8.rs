@@ -412,17 +412,20 @@ impl Int8Weight {
         let per_row: Storage<f32> = (0..n).map(|j| scale * self.scale_of(j)).collect();
         let offsets: Storage<i32> = sums.iter().map(|&s| zero_point.wrapping_mul(s)).collect();
         for (yr, ar) in y[..m * n].chunks_exact_mut(n).zip(acc.chunks_exact(n)) {
+            let terms = yr
+                .iter_mut()
+                .zip(ar)
+                .zip(offsets.iter())
+                .zip(per_row.iter());
             match bias {
                 Some(b) => {
-                    for j in 0..n {
-                        let raw = ar[j].wrapping_sub(offsets[j]);
-                        yr[j] = raw as f32 * per_row[j] + b[j];
+                    for ((((yv, &a), &off), &s), &bv) in terms.zip(b) {
+                        *yv = a.wrapping_sub(off) as f32 * s + bv;
                     }
                 }
                 None => {
-                    for j in 0..n {
-                        let raw = ar[j].wrapping_sub(offsets[j]);
-                        yr[j] = raw as f32 * per_row[j] + 0.0;
+                    for (((yv, &a), &off), &s) in terms {
+                        *yv = a.wrapping_sub(off) as f32 * s + 0.0;
                     }
                 }
             }
