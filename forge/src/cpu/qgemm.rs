@@ -142,8 +142,7 @@ pub(crate) fn padded_k(k: usize) -> usize {
 pub(crate) struct PackedI8 {
     n: usize,
     k: usize,
-    /// `[panel][quad][16 channels][4 k]`, zero-padded in both `n` and `k`,
-    /// then the AMX path's zero slack (`amx::slack`).
+    /// `[panel][quad][16 channels][4 k]`, zero-padded in both `n` and `k`.
     data: Vec<i8>,
     /// `sum_p b[j][p]` per row `j`.
     row_sums: Vec<i32>,
@@ -163,11 +162,7 @@ impl PackedI8 {
         );
         let quads = padded_k(k) / 4;
         let panels = n.div_ceil(PANEL);
-        #[cfg(target_arch = "x86_64")]
-        let slack = amx::slack(quads);
-        #[cfg(not(target_arch = "x86_64"))]
-        let slack = 0;
-        let mut data = vec![0i8; panels * quads * PANEL * 4 + slack];
+        let mut data = vec![0i8; panels * quads * PANEL * 4];
         for j in 0..n {
             let (panel, lane) = (j / PANEL, j % PANEL);
             for p in 0..k {

@@ -4,10 +4,12 @@
 //! B-tile layout of `tdpbusd` as it is: the 16 quads `16 t .. 16 t + 16`
 //! of a panel are one tile of 16 rows x 64 bytes, rows 64 bytes apart.
 //! When the quads are not a multiple of 16, the last tile of a panel reads
-//! on into the next panel (or into the zero slack `PackedI8` keeps after
-//! its last panel); the activations are copied into a scratch block
-//! whose `k` is padded with zeros to a multiple of 64, so those extra
-//! weight bytes meet zero activations and add exactly nothing.
+//! on into the next panel (the last panel's last tile is copied into a
+//! zeroed 1 KiB block on the stack instead, so the packed weight keeps no
+//! slack and its bytes stay what the other paths need); the activations
+//! are copied into a scratch block whose `k` is padded with zeros to a
+//! multiple of 64, so those extra weight bytes meet zero activations and
+//! add exactly nothing.
 //!
 //! A chunk of the parallel loop is [`BLOCK_ROWS`] rows x up to
 //! [`GROUP_PANELS`] panels: one `ldtilecfg`, the rows copied once, then
@@ -26,12 +28,6 @@ pub(super) const BLOCK_ROWS: usize = 32;
 pub(super) const GROUP_PANELS: usize = 16;
 /// Quads of `k` per tile (64 bytes).
 const TILE_QUADS: usize = 16;
-
-/// Zero bytes `PackedI8` keeps after its last panel for a `k` of `quads`
-/// quads: what the last tile of the last panel reads past it.
-pub(super) fn slack(quads: usize) -> usize {
-    (quads.next_multiple_of(TILE_QUADS) - quads) * 64
-}
 
 /// `k` tiles per block: 1 KiB of `k`, so that the chunk's 32 rows (32
 /// KiB) stay in L1/L2 while the pairs of panels stream past them (best of
@@ -66,7 +62,7 @@ thread_local! {
 ///
 /// # Safety
 /// AMX-INT8 is usable (`crate::cpu::amx::int8()`); `data` is the packed
-/// weight of `n` channels and `quads` quads (with its [`slack`]), `a` holds
+/// weight of `n` channels and `quads` quads, `a` holds
 /// the chunk's rows at stride `4 quads`, and `out` points to an `m x n`
 /// matrix of which this call writes only its rows x columns block, which
 /// no other thread touches.
@@ -87,7 +83,7 @@ pub(super) unsafe fn chunk(
     let tiles_k = quads.div_ceil(TILE_QUADS);
     let stride = tiles_k * 64;
     assert!(rows <= BLOCK_ROWS && a.len() >= (r0 + rows) * kp);
-    assert!(data.len() >= (p0 + panels) * quads * 64 + slack(quads));
+    assert!(data.len() >= (p0 + panels) * quads * 64);
     // Whole tiles of rows and of `k` are read in place; others through the
     // zero-padded scratch.
     let in_place = rows == BLOCK_ROWS && kp == stride;
@@ -144,8 +140,10 @@ pub(super) unsafe fn chunk(
                     // or the chunk's 32 rows of `a`, `stride == kp` bytes
                     // each), 64 bytes at offsets `64 t < a_stride`; the B
                     // tiles read 16 rows of 64 bytes from `(panel quads +
-                    // 16 t) * 64`, which ends at most `slack` bytes past
-                    // the panel, inside `data` (asserted above); the C
+                    // 16 t) * 64` when those 1,024 bytes lie inside `data`
+                    // (`data.len()` bounds the panels, asserted above),
+                    // else from `block`'s zeroed copy of the part that
+                    // does; the C
                     // tiles load and store 32 rows of 32 `i32` at
                     // `c_stride` from `c0 + 128 q`: inside the local block
                     // (32 rows of `pairs` x 128 bytes), or rows `r0..r0 +
@@ -208,8 +206,31 @@ unsafe fn block(
     dst_stride: usize,
 ) {
     let (a, stride) = a;
-    let b0 = data.as_ptr().wrapping_add(p * quads * 64).cast::<u8>();
-    let b1 = b0.wrapping_add(quads * 64);
+    let bytes: &[u8] = {
+        // SAFETY: `i8` and `u8` have the same size and alignment, and
+        // every bit pattern is valid for both.
+        unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), data.len()) }
+    };
+    // The B tile of `k` tile `kt` of the panel starting at byte `start`:
+    // read in place when its 1,024 bytes lie inside the packed weight,
+    // else (the last panel's last tile, when its quads are not a multiple
+    // of 16) from `tail`, the part inside `data` followed by zeros, which
+    // meet zero activations.
+    let mut tail = [0u8; 1024];
+    let mut b_tile = |start: usize, kt: usize| -> *const u8 {
+        let at = start + kt * 1024;
+        match bytes.get(at..at + 1024) {
+            Some(tile) => tile.as_ptr(),
+            None => {
+                let part = &bytes[at.min(bytes.len())..];
+                tail[..part.len()].copy_from_slice(part);
+                tail[part.len()..].fill(0);
+                tail.as_ptr()
+            }
+        }
+    };
+    let b0 = p * quads * 64;
+    let b1 = b0 + quads * 64;
     let a0 = a.as_ptr();
     let a1 = a0.wrapping_add(16 * stride);
     // SAFETY: see `chunk`: every address lies inside `data`, `a` or the
@@ -228,10 +249,10 @@ unsafe fn block(
         }
         for kt in kt {
             t.load::<4>(a0.add(kt * 64), stride);
-            t.load::<6>(b0.add(kt * 1024), 64);
+            t.load::<6>(b_tile(b0, kt), 64);
             t.dpbusd::<0, 4, 6>();
             if pair {
-                t.load::<7>(b1.add(kt * 1024), 64);
+                t.load::<7>(b_tile(b1, kt), 64);
                 t.dpbusd::<1, 4, 7>();
             }
             if two_rows {
