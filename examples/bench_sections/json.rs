@@ -355,9 +355,10 @@ where
             })
         }
         // infer_bench.py's bf16 rows: the forward under bf16 autocast,
-        // entered inside each timed call as the script does (so the
-        // weights are converted to bf16 in every call, as PyTorch's
-        // autocast cache lives only as long as its context)
+        // entered inside each timed call as the script does (PyTorch's
+        // autocast cache lives only as long as its context, so it converts
+        // the weights in every call; forge's cache keeps them across
+        // scopes until a weight is written)
         "infer_bf16" => {
             m.eval();
             Box::new(move || {

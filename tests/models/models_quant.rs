@@ -213,3 +213,79 @@ fn summary_shows_int8_layers_with_their_bytes() {
     let text = s.to_string();
     assert!(text.contains("int8+float32"), "{text}");
 }
+
+/// The int8 weights of a model: `(int8 bytes, f32 bytes)` of the quantized
+/// weights alone (their packed values and row sums, and their scales, vs
+/// four bytes per value).
+fn quantized_weight_bytes<L: Layer<f32>>(model: &L) -> (usize, usize) {
+    struct Count(usize, usize);
+    impl forge::nn::TensorVisitor<f32> for Count {
+        fn visit(&mut self, path: &str, t: &Tensor<f32>, _: forge::nn::TensorKind) {
+            if path.ends_with("_scale") {
+                self.0 += t.numel() * 4;
+            }
+        }
+        fn visit_int8(&mut self, path: &str, w: &forge::quant::Int8Weight) {
+            self.0 += w.bytes();
+            self.1 += w.out_features() * w.in_features() * 4;
+            // the scales come as their own tensor (`<path>_scale`)
+            let _ = path;
+        }
+    }
+    let mut c = Count(0, 0);
+    model.visit_tensors(&mut c);
+    (c.0, c.1)
+}
+
+fn resident_row<L: Layer<f32>>(name: &str, mut model: L) {
+    let f32_bytes = resident_bytes(&model);
+    quantize_dynamic(&mut model, Granularity::PerTensor);
+    let int8 = resident_bytes(&model);
+    let (q, qf) = quantized_weight_bytes(&model);
+    eprintln!(
+        "| {name} | {f32_bytes} | {int8} | {:.3} | {:.3} | {:.3} |",
+        int8 as f64 / f32_bytes as f64,
+        qf as f64 / f32_bytes as f64,
+        q as f64 / qf as f64
+    );
+}
+
+#[test]
+#[ignore = "builds BERT-base and GPT-2 small (110 M and 124 M parameters): the resident-bytes table of docs/src/quantization.md"]
+fn resident_bytes_of_the_reference_models() {
+    #[derive(Layer)]
+    struct LstmHead {
+        lstm: Lstm,
+        head: Linear,
+    }
+    eprintln!("| model | f32 bytes | int8 bytes | int8 / f32 | quantized weights' share of f32 | int8 / f32 of the quantized weights |");
+    eprintln!("|---|---|---|---|---|---|");
+    let mut rng = Rng::new(0);
+    resident_row("MLP", MnistMlp::new(&mut rng));
+    resident_row("LeNet-5", LeNet5::new(&mut rng));
+    resident_row(
+        "LSTM 128x128 (bench)",
+        LstmHead {
+            lstm: Lstm::new(RnnConfig::new(128, 128).batch_first(true), &mut rng),
+            head: Linear::new(128, 10, &mut rng),
+        },
+    );
+    let gpt = GptConfig {
+        vocab_size: 256,
+        block_size: 64,
+        n_layer: 4,
+        n_head: 4,
+        n_embd: 128,
+        bias: true,
+    };
+    resident_row("GPT (bench)", Gpt::<f32>::new(gpt, &mut rng));
+    resident_row("ResNet-18", resnet18::<f32>(10, &mut rng));
+    resident_row(
+        "BERT-base",
+        Bert::<f32>::new(forge::hub::BertConfig::bert_base(), false, &mut rng),
+    );
+    resident_row(
+        "GPT-2 small",
+        Gpt::<f32>::new(GptConfig::gpt2_small(), &mut rng),
+    );
+}

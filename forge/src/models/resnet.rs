@@ -4,7 +4,7 @@
 //! `fc.bias`, ...) so that its checkpoints load by name.
 
 use crate::nn::init::{kaiming_normal, FanMode, Nonlinearity};
-use crate::nn::record_output;
+use crate::nn::{conv_bn_act, record_output};
 use crate::nn::{AdaptiveAvgPool2d, BatchNorm2d, Conv2d, Forward, Layer, Linear, MaxPool2d};
 use crate::tensor::{Float, Rng, Tensor};
 
@@ -60,7 +60,7 @@ impl<E: Float> Downsample<E> {
 impl<E: Float> Forward<Tensor<E>> for Downsample<E> {
     type Output = Tensor<E>;
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
-        record_output(self, self.1.forward(self.0.forward(x)))
+        record_output(self, conv_bn_act(&self.0, &self.1, x, None, false))
     }
 }
 
@@ -126,9 +126,12 @@ impl<E: Float> Forward<Tensor<E>> for BasicBlock<E> {
             Some(d) => d.forward(x.clone()),
             None => x.clone(),
         };
-        let y = self.bn1.forward(self.conv1.forward(x)).relu();
-        let y = self.bn2.forward(self.conv2.forward(y));
-        record_output(self, (&y + &identity).relu())
+        // In eval mode under no_grad each convolution's batch norm, the
+        // residual sum and the ReLUs run as one pass over its output
+        // (nn::conv_bn_act, same bits as the layers in turn).
+        let y = conv_bn_act(&self.conv1, &self.bn1, x, None, true);
+        let y = conv_bn_act(&self.conv2, &self.bn2, y, Some(&identity), true);
+        record_output(self, y)
     }
 }
 
@@ -213,7 +216,7 @@ impl<E: Float> Forward<Tensor<E>> for ResNet<E> {
             "ResNet: expected images [N, 3, H, W], got {:?}",
             x.shape()
         );
-        let x = self.bn1.forward(self.conv1.forward(x)).relu();
+        let x = conv_bn_act(&self.conv1, &self.bn1, x, None, true);
         let mut x = self.maxpool.forward(x);
         for block in self
             .layer1

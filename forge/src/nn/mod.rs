@@ -21,6 +21,8 @@ mod buffer;
 mod builder;
 mod cells;
 mod conv;
+mod conv_bn_act;
+pub(crate) use conv_bn_act::conv_bn_act;
 mod conv2d_int8;
 mod conv3d;
 mod conv_transpose;

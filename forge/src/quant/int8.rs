@@ -412,17 +412,20 @@ impl Int8Weight {
         let per_row: Storage<f32> = (0..n).map(|j| scale * self.scale_of(j)).collect();
         let offsets: Storage<i32> = sums.iter().map(|&s| zero_point.wrapping_mul(s)).collect();
         for (yr, ar) in y[..m * n].chunks_exact_mut(n).zip(acc.chunks_exact(n)) {
+            let terms = yr
+                .iter_mut()
+                .zip(ar)
+                .zip(offsets.iter())
+                .zip(per_row.iter());
             match bias {
                 Some(b) => {
-                    for j in 0..n {
-                        let raw = ar[j].wrapping_sub(offsets[j]);
-                        yr[j] = raw as f32 * per_row[j] + b[j];
+                    for ((((yv, &a), &off), &s), &bv) in terms.zip(b) {
+                        *yv = a.wrapping_sub(off) as f32 * s + bv;
                     }
                 }
                 None => {
-                    for j in 0..n {
-                        let raw = ar[j].wrapping_sub(offsets[j]);
-                        yr[j] = raw as f32 * per_row[j] + 0.0;
+                    for (((yv, &a), &off), &s) in terms {
+                        *yv = a.wrapping_sub(off) as f32 * s + 0.0;
                     }
                 }
             }
@@ -439,10 +442,9 @@ pub(crate) fn quantize_rows(x: &[f32], k: usize, out: &mut [u8]) -> (f32, i32) {
         return (1.0, 0);
     }
     let (scale, zero_point) = range_params(x);
-    let kp = padded_k(k);
-    for (row, xs) in out.chunks_exact_mut(kp).zip(x.chunks_exact(k)) {
-        quantize_activations(xs, scale, zero_point, row);
-    }
+    // the bytes of `quantize_activations`, vectorized and threaded (the
+    // padding set to zero)
+    crate::cpu::qgemm::quantize_rows(x, k, padded_k(k), scale, zero_point, out);
     (scale, zero_point)
 }
 
@@ -490,6 +492,8 @@ pub(crate) fn quantize_activations(x: &[f32], scale: f32, zero_point: i32, out: 
         // clamped to [-1, 256] first (a NaN becomes -1, hence 0 as
         // `round_ties_even` then `as u8` gives it): rounding then clamping
         // to [0, 255] gives the same byte as rounding the unclamped value
+        // not `clamp`: it passes a NaN through, `max` turns it into -1
+        #[allow(clippy::manual_clamp)]
         let t = (zp + v * inverse).max(-1.0).min(256.0);
         *q = round_small(t).clamp(0.0, 255.0) as u8;
     }

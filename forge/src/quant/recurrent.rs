@@ -11,7 +11,6 @@ use super::buf::{f32_values, tensor_from_f32};
 use super::int8::{quantize_rows, Granularity, Int8Weight};
 use crate::cpu::memory::Storage;
 use crate::cpu::qgemm::padded_k;
-use crate::cpu::vmath::{sigmoid_f32, tanh_f32};
 use crate::tensor::{Element, Float, Tensor};
 use std::sync::Arc;
 
@@ -135,42 +134,10 @@ pub(crate) fn int8_sequence<E: Float>(
             let hb = &mut h[b * h_size..(b + 1) * h_size];
             match kind {
                 CellKind::Lstm => {
-                    // PyTorch: gates = linear_hh(h) + linear_ih(x)
-                    for (v, &xv) in hr.iter_mut().zip(xr) {
-                        *v += xv;
-                    }
-                    let (ifg, o) = hr.split_at_mut(3 * h_size);
-                    let (i_f, gg) = ifg.split_at_mut(2 * h_size);
-                    for v in i_f.iter_mut().chain(o.iter_mut()) {
-                        *v = sigmoid_f32(*v);
-                    }
-                    for v in gg.iter_mut() {
-                        *v = tanh_f32(*v);
-                    }
-                    let (i, f) = i_f.split_at(h_size);
                     let cb = &mut c[b * h_size..(b + 1) * h_size];
-                    for j in 0..h_size {
-                        cb[j] = f[j] * cb[j] + i[j] * gg[j];
-                        tmp[j] = tanh_f32(cb[j]);
-                    }
-                    for j in 0..h_size {
-                        hb[j] = o[j] * tmp[j];
-                    }
+                    gates::lstm(hr, xr, cb, hb, &mut tmp);
                 }
-                CellKind::Gru => {
-                    let (rz, hn) = hr.split_at_mut(2 * h_size);
-                    for (v, &xv) in rz.iter_mut().zip(&xr[..2 * h_size]) {
-                        *v = sigmoid_f32(*v + xv);
-                    }
-                    let (r, z) = rz.split_at(h_size);
-                    let xn = &xr[2 * h_size..];
-                    for j in 0..h_size {
-                        tmp[j] = tanh_f32(xn[j] + hn[j] * r[j]);
-                    }
-                    for j in 0..h_size {
-                        hb[j] = (hb[j] - tmp[j]) * z[j] + tmp[j];
-                    }
-                }
+                CellKind::Gru => gates::gru(hr, xr, hb, &mut tmp),
             }
         }
         out[t * n * h_size..(t + 1) * n * h_size].copy_from_slice(&h);
@@ -180,4 +147,142 @@ pub(crate) fn int8_sequence<E: Float>(
         states.push(tensor_from_f32(c, &[n, h_size]));
     }
     (tensor_from_f32(out, &[t_len, n, h_size]), states)
+}
+
+/// The gates and the state update of one batch row, compiled for the
+/// CPU's vector width (the loops vectorize only with the target features
+/// the transcendental helpers need, as in `ops/rnn_cell/lstm_f32.rs`);
+/// every build computes the same operations in the same order, so the bits
+/// do not depend on the path.
+mod gates {
+    use crate::cpu::vmath::{sigmoid_f32, tanh_f32};
+
+    /// LSTM: `hr` holds `linear_hh(h)` (`[4 H]`, gates `i f g o`), `xr`
+    /// `linear_ih(x)`; `c` and `h` are updated, `tmp` (`[H]`) is scratch.
+    #[inline(always)]
+    fn lstm_body(hr: &mut [f32], xr: &[f32], c: &mut [f32], h: &mut [f32], tmp: &mut [f32]) {
+        let hs = h.len();
+        // PyTorch: gates = linear_hh(h) + linear_ih(x)
+        for (v, &xv) in hr.iter_mut().zip(xr) {
+            *v += xv;
+        }
+        let (i_f, go) = hr.split_at_mut(2 * hs);
+        let (g, o) = go.split_at_mut(hs);
+        for v in i_f.iter_mut() {
+            *v = sigmoid_f32(*v);
+        }
+        for v in o[..hs].iter_mut() {
+            *v = sigmoid_f32(*v);
+        }
+        for v in g.iter_mut() {
+            *v = tanh_f32(*v);
+        }
+        let (i, f) = i_f.split_at(hs);
+        let tmp = &mut tmp[..hs];
+        for ((((cv, t), &iv), &fv), &gv) in c.iter_mut().zip(tmp.iter_mut()).zip(i).zip(f).zip(&*g)
+        {
+            *cv = fv * *cv + iv * gv;
+            *t = tanh_f32(*cv);
+        }
+        for ((hv, &ov), &t) in h.iter_mut().zip(&o[..hs]).zip(&*tmp) {
+            *hv = ov * t;
+        }
+    }
+
+    /// GRU: `hr` holds `linear_hh(h)` (`[3 H]`, gates `r z n`), `xr`
+    /// `linear_ih(x)`; `h` is updated, `tmp` (`[H]`) is scratch.
+    #[inline(always)]
+    fn gru_body(hr: &mut [f32], xr: &[f32], h: &mut [f32], tmp: &mut [f32]) {
+        let hs = h.len();
+        let (rz, hn) = hr.split_at_mut(2 * hs);
+        for (v, &xv) in rz.iter_mut().zip(&xr[..2 * hs]) {
+            *v = sigmoid_f32(*v + xv);
+        }
+        let (r, z) = rz.split_at(hs);
+        let tmp = &mut tmp[..hs];
+        for (((t, &xn), &hnv), &rv) in tmp.iter_mut().zip(&xr[2 * hs..]).zip(&hn[..hs]).zip(r) {
+            *t = tanh_f32(xn + hnv * rv);
+        }
+        for ((hv, &t), &zv) in h.iter_mut().zip(&*tmp).zip(z) {
+            *hv = (*hv - t) * zv + t;
+        }
+    }
+
+    macro_rules! build {
+        ($lstm:ident, $gru:ident, $features:literal) => {
+            /// # Safety
+            /// The CPU has the target features.
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = $features)]
+            #[inline(never)]
+            unsafe fn $lstm(
+                hr: &mut [f32],
+                xr: &[f32],
+                c: &mut [f32],
+                h: &mut [f32],
+                tmp: &mut [f32],
+            ) {
+                lstm_body(hr, xr, c, h, tmp)
+            }
+
+            /// # Safety
+            /// The CPU has the target features.
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = $features)]
+            #[inline(never)]
+            unsafe fn $gru(hr: &mut [f32], xr: &[f32], h: &mut [f32], tmp: &mut [f32]) {
+                gru_body(hr, xr, h, tmp)
+            }
+        };
+    }
+    build!(lstm_avx512, gru_avx512, "avx512f");
+    build!(lstm_avx2, gru_avx2, "avx2,fma");
+
+    /// Which build this CPU (and the CPU class in force) runs.
+    #[derive(Clone, Copy)]
+    enum Path {
+        Avx512,
+        Avx2,
+        Portable,
+    }
+
+    fn path() -> Path {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use crate::cpu::class::cpu_has;
+            if cpu_has!("avx512f") {
+                return Path::Avx512;
+            }
+            if cpu_has!("avx2") && cpu_has!("fma") {
+                return Path::Avx2;
+            }
+        }
+        Path::Portable
+    }
+
+    /// See `lstm_body`.
+    pub(super) fn lstm(hr: &mut [f32], xr: &[f32], c: &mut [f32], h: &mut [f32], tmp: &mut [f32]) {
+        match path() {
+            // SAFETY: `path` chose the build from what the CPU has.
+            #[cfg(target_arch = "x86_64")]
+            Path::Avx512 => unsafe { lstm_avx512(hr, xr, c, h, tmp) },
+            // SAFETY: as above.
+            #[cfg(target_arch = "x86_64")]
+            Path::Avx2 => unsafe { lstm_avx2(hr, xr, c, h, tmp) },
+            _ => lstm_body(hr, xr, c, h, tmp),
+        }
+    }
+
+    /// See `gru_body`.
+    pub(super) fn gru(hr: &mut [f32], xr: &[f32], h: &mut [f32], tmp: &mut [f32]) {
+        match path() {
+            // SAFETY: `path` chose the build from what the CPU has.
+            #[cfg(target_arch = "x86_64")]
+            Path::Avx512 => unsafe { gru_avx512(hr, xr, h, tmp) },
+            // SAFETY: as above.
+            #[cfg(target_arch = "x86_64")]
+            Path::Avx2 => unsafe { gru_avx2(hr, xr, h, tmp) },
+            _ => gru_body(hr, xr, h, tmp),
+        }
+    }
 }

@@ -22,6 +22,11 @@
 //! (`crate::cpu::class`, `FORGE_CPU_CLASS=avx512` or narrower) turns AMX
 //! off like any other path: `cpu_has!("amx-int8")` asks both.
 //!
+//! Only the int8 products use the tiles: `tdpbf16ps` sums the pairs of
+//! one instruction in a way no portable code is known to reproduce bit
+//! for bit (`bf16_probe.rs` holds the experiment and its findings), and
+//! every path of a kernel must give the same bits.
+//!
 //! The instructions are written with `core::arch::asm!` (the AMX
 //! intrinsics are not stable Rust): the tile registers are named in the
 //! templates, so each wrapper takes its tile numbers as const generics.
@@ -147,3 +152,6 @@ pub(crate) mod tiles;
 
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests;
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod bf16_probe;
