@@ -581,6 +581,9 @@ fn forward_flops(model: &str, batch: usize) -> Option<f64> {
 /// three times it with a backward (the two products of each backward
 /// matrix product), the optimizer's few FLOPs per weight left out.
 fn step_gflop(model: &str, mode: &str, batch: usize) -> Option<f64> {
+    if (model, mode) == ("gpt2s", "generate") {
+        return Some(gpt2s_generate_flops() / 1e9);
+    }
     let f = forward_flops(model, batch)?;
     let times = match mode {
         "fwd" | "infer" | "infer_bf16" => 1.0,
@@ -588,6 +591,25 @@ fn step_gflop(model: &str, mode: &str, batch: usize) -> Option<f64> {
         _ => return None,
     };
     Some(times * f / 1e9)
+}
+
+/// FLOPs of the gpt2s row's call, counting the matrix products (2 per
+/// multiply-add): 64 new tokens after a 32-token prompt take 32 + 63
+/// positions through the 12 blocks (q, k, v, output and the two
+/// 3072-wide MLP products, width 768, and the attention products over the
+/// positions so far), and the 50,257-word head at the 64 positions whose
+/// logits pick a token (the prompt's last, then each new token but the
+/// last).
+fn gpt2s_generate_flops() -> f64 {
+    let (c, layers, vocab) = (768.0, 12.0, 50257.0);
+    let (prompt, new) = (32.0, 64.0);
+    let positions = prompt + new - 1.0;
+    let blocks = layers * 2.0 * c * (3.0 * c + c + 2.0 * 4.0 * c);
+    // the position at index p attends to p + 1 keys: q k^T and the
+    // weighted sum of the values, c multiply-adds per key each
+    let keys = positions * (positions + 1.0) / 2.0;
+    let attention = layers * 4.0 * c * keys;
+    positions * blocks + attention + new * 2.0 * c * vocab
 }
 
 /// Minor page faults of the whole process so far.

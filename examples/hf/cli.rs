@@ -10,9 +10,10 @@
 //!   streams the text and ends with a line `ids: a,b,c` (the new ids, an end
 //!   token included when one stopped it); without `--eos` the end tokens are
 //!   the config's `eos_token_id`;
-//! - `embed --model DIR --input FILE` reads one sentence per line (every
-//!   line, empty ones included; a final newline ends the last line) and
-//!   writes one JSON line `{"embedding": [...]}` per sentence, in order.
+//! - `embed --model DIR --input FILE [--bf16]` reads one sentence per line
+//!   (every line, empty ones included; a final newline ends the last line)
+//!   and writes one JSON line `{"embedding": [...]}` per sentence, in order
+//!   (`--bf16`: the values rounded to bf16).
 
 use clap::{Args, Parser, Subcommand};
 use forge::hub::{
@@ -61,6 +62,10 @@ enum Cmd {
         /// The sentences, one per line.
         #[arg(long)]
         input: PathBuf,
+        /// Write the embeddings rounded to bf16 (to nearest, ties to even),
+        /// for stores that keep them in bf16.
+        #[arg(long)]
+        bf16: bool,
     },
 }
 
@@ -129,7 +134,7 @@ pub fn run(args: &[String], out: &mut dyn Write) -> Res<()> {
             writeln!(out, "wrote {name} to {}", path.display())?;
         }
         Cmd::Generate(g) => run_generate(g, out)?,
-        Cmd::Embed { model, input } => {
+        Cmd::Embed { model, input, bf16 } => {
             let e = SentenceEmbedder::<f32>::from_dir(&model)?;
             let text = std::fs::read_to_string(&input)?;
             let mut lines: Vec<&str> = text.split('\n').collect();
@@ -142,7 +147,12 @@ pub fn run(args: &[String], out: &mut dyn Write) -> Res<()> {
                 .collect();
             // Batches of 32 sentences keep padding and memory small.
             for chunk in lines.chunks(32) {
-                let v = e.embed(chunk)?;
+                // bf16 values are exact in f32, so JSON's numbers carry them
+                let v = if bf16 {
+                    e.embed_bf16(chunk)?.cast::<f32>()
+                } else {
+                    e.embed(chunk)?
+                };
                 let h = v.dim(1);
                 for row in v.as_slice().chunks(h.max(1)).take(chunk.len()) {
                     writeln!(out, "{}", serde_json::json!({ "embedding": row }))?;

@@ -208,6 +208,41 @@ fn embed_writes_one_json_line_per_input_line() {
             );
         }
     }
+    // --bf16: the same embeddings rounded to bf16 (each value's low 16
+    // bits as f32 are zero, and it is within half a bf16 unit of the f32
+    // value: 8 significant bits, so a relative 2^-8 at most; the 1.0001
+    // covers the f32 output's shortest decimal form).
+    let out16 = run(&[
+        "embed",
+        "--model",
+        dir.to_str().unwrap(),
+        "--input",
+        input.to_str().unwrap(),
+        "--bf16",
+    ]);
+    let values = |line: &str| -> Vec<f64> {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        v["embedding"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect()
+    };
+    assert_eq!(out16.lines().count(), 3, "{out16}");
+    let mut rounded = 0;
+    for (l32, l16) in out.lines().zip(out16.lines()) {
+        for (a, b) in values(l32).iter().zip(values(l16)) {
+            let b32 = b as f32;
+            assert_eq!(b32.to_bits() & 0xFFFF, 0, "{b} is not a bf16 value");
+            assert!(
+                (a - b).abs() <= a.abs() * 2f64.powi(-8) * 1.0001,
+                "{a} -> {b}"
+            );
+            rounded += usize::from(*a != b);
+        }
+    }
+    assert!(rounded > 0, "--bf16 changed nothing");
     // Without a final newline the last line still counts; an empty file has none.
     std::fs::write(&input, "a\nb").unwrap();
     assert_eq!(

@@ -53,6 +53,41 @@ pub trait CausalLm<E: Float> {
         cache: &mut KvCache<E>,
     ) -> Tensor<E>;
 
+    /// The logits `[B, 1, vocab]` of the last of the `T` new tokens of each
+    /// sequence: what [`generate`](super::generate) reads. Models apply
+    /// their head to that position only (a prompt's other positions need
+    /// no logits; GPT-2 small's head over 50,257 words for a 32-token
+    /// prompt was a tenth of a 64-token generation's work). Equal to the
+    /// last position of [`forward_cached`](Self::forward_cached) to
+    /// rounding (the head's product may sum in another order for one row
+    /// than for several).
+    ///
+    /// ```
+    /// use forge::hub::CausalLm;
+    /// use forge::models::gpt::{Gpt, GptConfig};
+    /// use forge::prelude::*;
+    /// let cfg = GptConfig { vocab_size: 11, block_size: 8, n_layer: 1, n_head: 2, n_embd: 8, bias: true };
+    /// let gpt = Gpt::<f64>::new(cfg, &mut Rng::new(0));
+    /// let ids = Tensor::<i64>::from_vec(vec![1, 2, 3], &[1, 3]);
+    /// let last = gpt.forward_cached_last(&ids, None, &mut gpt.new_cache());
+    /// assert_eq!(last.shape(), &[1, 1, 11]);
+    /// let want = gpt.logits(&ids).narrow(1, 2, 1).to_vec();
+    /// assert!(last.to_vec().iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-12));
+    /// ```
+    ///
+    /// # Panics
+    /// As [`forward_cached`](Self::forward_cached).
+    fn forward_cached_last(
+        &self,
+        ids: &Tensor<i64>,
+        valid: Option<&[bool]>,
+        cache: &mut KvCache<E>,
+    ) -> Tensor<E> {
+        let logits = self.forward_cached(ids, valid, cache);
+        let t = logits.dim(1);
+        logits.narrow(1, t - 1, 1)
+    }
+
     /// The logits `[B, T, vocab]` of a whole sequence, without padding,
     /// through a fresh cache.
     ///

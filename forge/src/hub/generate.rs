@@ -145,12 +145,11 @@ pub fn generate<E: Float, M: CausalLm<E> + ?Sized>(
     let v = model.vocab_size();
     no_grad(|| {
         let mut cache = model.new_cache();
-        let mut logits = model.forward_cached(
+        let mut logits = model.forward_cached_last(
             &Tensor::from_vec(ids, &[b, longest]),
             Some(&valid),
             &mut cache,
         );
-        let mut t = longest;
         for _ in 0..opts.max_new_tokens {
             let data = logits.as_slice();
             let mut next = vec![0i64; b];
@@ -159,7 +158,7 @@ pub fn generate<E: Float, M: CausalLm<E> + ?Sized>(
                 if done[r] {
                     continue;
                 }
-                let row = &data[(r * t + t - 1) * v..(r * t + t) * v];
+                let row = &data[r * v..(r + 1) * v];
                 let mut row: Vec<f64> = row.iter().map(|&x| Element::to_f64(x)).collect();
                 penalize(&mut row, &history[r], opts.repetition_penalty);
                 let tok = pick(&row, opts.sampling, &mut rng);
@@ -178,8 +177,7 @@ pub fn generate<E: Float, M: CausalLm<E> + ?Sized>(
                 break;
             }
             let step_valid: Vec<bool> = done.iter().map(|d| !d).collect();
-            t = 1;
-            logits = model.forward_cached(
+            logits = model.forward_cached_last(
                 &Tensor::from_vec(next, &[b, 1]),
                 Some(&step_valid),
                 &mut cache,

@@ -157,6 +157,29 @@ impl<E: Float> CausalLm<E> for Gpt<E> {
         valid: Option<&[bool]>,
         cache: &mut KvCache<E>,
     ) -> Tensor<E> {
+        gpt_cached(self, ids, valid, cache, false)
+    }
+
+    fn forward_cached_last(
+        &self,
+        ids: &Tensor<i64>,
+        valid: Option<&[bool]>,
+        cache: &mut KvCache<E>,
+    ) -> Tensor<E> {
+        gpt_cached(self, ids, valid, cache, true)
+    }
+}
+
+/// [`CausalLm::forward_cached`] for [`Gpt`], the head applied to the last
+/// position only when `last`.
+fn gpt_cached<E: Float>(
+    gpt: &Gpt<E>,
+    ids: &Tensor<i64>,
+    valid: Option<&[bool]>,
+    cache: &mut KvCache<E>,
+    last: bool,
+) -> Tensor<E> {
+    {
         assert!(
             ids.rank() == 2,
             "Gpt: expected token ids [B, T], got {:?}",
@@ -164,17 +187,17 @@ impl<E: Float> CausalLm<E> for Gpt<E> {
         );
         let (b, t) = (ids.dim(0), ids.dim(1));
         let step = cache.begin(b, t, valid);
-        let bs = self.config.block_size as i64;
+        let bs = gpt.config.block_size as i64;
         if let Some(&p) = step.positions.iter().max() {
             assert!(p < bs, "Gpt: position {p} is past block_size {bs}");
         }
-        let tr = &self.transformer;
-        let c = self.config.n_embd;
+        let tr = &gpt.transformer;
+        let c = gpt.config.n_embd;
         let pos = Tensor::<i64>::from_vec(step.positions.clone(), &[b, t]);
         let mut x = tr.wte.forward(ids.clone()).add(&tr.wpe.forward(pos));
         for (i, block) in tr.h.iter().enumerate() {
             let qkv = block.attn.c_attn.forward(block.ln_1.forward(x.clone()));
-            let heads = self.config.n_head;
+            let heads = gpt.config.n_head;
             let q = split_heads(&qkv.narrow(-1, 0, c), heads);
             let k = split_heads(&qkv.narrow(-1, c, c), heads);
             let v = split_heads(&qkv.narrow(-1, 2 * c, c), heads);
@@ -183,6 +206,7 @@ impl<E: Float> CausalLm<E> for Gpt<E> {
             x = x.add(&block.attn.c_proj.forward(y));
             x = x.add(&block.mlp.forward(block.ln_2.forward(x.clone())));
         }
+        let x = if last { x.narrow(1, t - 1, 1) } else { x };
         tr.ln_f.forward(x).matmul_t(&tr.wte.weight)
     }
 }

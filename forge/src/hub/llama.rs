@@ -456,6 +456,29 @@ impl<E: Float> CausalLm<E> for Llama<E> {
         valid: Option<&[bool]>,
         cache: &mut KvCache<E>,
     ) -> Tensor<E> {
+        self.cached(ids, valid, cache, false)
+    }
+
+    fn forward_cached_last(
+        &self,
+        ids: &Tensor<i64>,
+        valid: Option<&[bool]>,
+        cache: &mut KvCache<E>,
+    ) -> Tensor<E> {
+        self.cached(ids, valid, cache, true)
+    }
+}
+
+impl<E: Float> Llama<E> {
+    /// [`CausalLm::forward_cached`], the head applied to the last position
+    /// only when `last`.
+    fn cached(
+        &self,
+        ids: &Tensor<i64>,
+        valid: Option<&[bool]>,
+        cache: &mut KvCache<E>,
+        last: bool,
+    ) -> Tensor<E> {
         assert!(
             ids.rank() == 2,
             "Llama: expected token ids [B, T], got {:?}",
@@ -481,6 +504,12 @@ impl<E: Float> CausalLm<E> for Llama<E> {
                 .forward(layer.post_attention_layernorm.forward(x.clone()));
             x = x.add(&m);
         }
+        let x = if last {
+            let t = x.dim(1);
+            x.narrow(1, t - 1, 1)
+        } else {
+            x
+        };
         let x = self.model.norm.forward(x);
         match &self.lm_head {
             Some(h) => h.forward(x),
