@@ -1,5 +1,7 @@
-//! forge's micro-benchmarks, printed next to the reference figures of
-//! `../shared/bench/README.md` (copied below with their source).
+//! forge's micro-benchmarks. Every reference figure is measured in the same
+//! run on the same machine (the FMA peak, `matrixmultiply`'s sgemm/dgemm on
+//! the same operands, a plain slice copy): figures from other machines are
+//! not ratios anyone can act on.
 //!
 //! ```sh
 //! cargo run --release --example bench                     # every section
@@ -115,24 +117,16 @@ fn mnist(opts: &Opts) {
 }
 
 // ---- Reference figures ------------------------------------------------------
-// Source: ../shared/bench/README.md, "Reference figures on this machine"
-// (2 cores, AMD EPYC Zen 4, AVX-512, 3.64 GHz), measured 2026-11-29.
 
-/// Measured FMA peak per core, GFLOP/s ("Physical limit").
-const PEAK_F32_PER_CORE: f64 = 117.0;
-const PEAK_F64_PER_CORE: f64 = 58.0;
+/// Square sizes of the gemm section.
+const GEMM_SIZES: [usize; 3] = [256, 512, 1024];
 
-/// "gemm, GFLOP/s": size, matrixmultiply 0.3 1T, matrixmultiply 2T,
-/// torch.mm (MKL) 1T, torch.mm 2T; f32, square M = K = N.
-const REF_SGEMM: [(usize, [f64; 4]); 3] = [
-    (256, [102.0, 152.0, 101.0, 173.0]),
-    (512, [102.0, 185.0, 100.0, 179.0]),
-    (1024, [99.0, 189.0, 97.0, 189.0]),
-];
-
-/// "f64: matrixmultiply reaches 45-53 GFLOP/s on one thread" (no size
-/// breakdown and no 2-thread figure is given; the midpoint is used).
-const REF_DGEMM_1T: f64 = 49.0;
+/// The FMA peak of `threads` threads measured now (512-bit vectors where
+/// the CPU has them, else 256-bit), GFLOP/s f32; f64 is half of it.
+fn measured_peak(threads: usize) -> Option<f64> {
+    let (zmm, ymm) = json_section::fma_peak(20_000_000, threads);
+    zmm.or(ymm)
+}
 
 // ---- Timing -----------------------------------------------------------------
 
@@ -220,41 +214,107 @@ fn gemm_one<E: Float>(opts: &Opts, n: usize, threads: usize) -> (f64, f64) {
     t.rate(2.0 * (n * n * n) as f64 / 1e9)
 }
 
-fn gemm(opts: &Opts) {
-    println!("gemm: C = A B, square f32/f64, through Tensor::matmul (output allocated per call)");
-    for (n, [mm1, mm2, torch1, torch2]) in REF_SGEMM {
-        for (threads, mm, torch) in [(1, mm1, torch1), (2, mm2, torch2)] {
-            let (g, best) = gemm_one::<f32>(opts, n, threads);
-            let peak = PEAK_F32_PER_CORE * threads as f64;
-            Row {
-                label: format!("sgemm {n:>4} {threads}T"),
-                value: g,
-                best,
-                unit: "GFLOP/s",
-                refs: vec![("matrixmultiply", mm), ("torch.mm", torch)],
-                note: format!("{:.0}% of the f32 peak", 100.0 * g / peak),
-            }
-            .print();
+/// `matrixmultiply`'s `sgemm` / `dgemm`: `(m, k, n, alpha, a, rsa, csa, b,
+/// rsb, csb, beta, c, rsc, csc)`.
+type MmGemm<T> = unsafe fn(
+    usize,
+    usize,
+    usize,
+    T,
+    *const T,
+    isize,
+    isize,
+    *const T,
+    isize,
+    isize,
+    T,
+    *mut T,
+    isize,
+    isize,
+);
+
+/// `matrixmultiply`'s single-threaded product of the same operands as
+/// [`gemm_one`] (same seed), output allocated per call as
+/// `Tensor::matmul`'s: the same-run reference, GFLOP/s.
+fn matrixmultiply_one<E: Float>(opts: &Opts, n: usize, product: MmGemm<E>) -> f64 {
+    let mut rng = Rng::new(n as u64);
+    let a = square::<E>(n, &mut rng).to_vec();
+    let b = square::<E>(n, &mut rng).to_vec();
+    let s = n as isize;
+    let t = measure(opts, 10, Duration::from_millis(700), || {
+        let mut c = vec![E::zero(); n * n];
+        // SAFETY: `a`, `b` and `c` hold `n * n` elements each, row-major
+        // with row stride `n` and column stride 1, the strides given, so
+        // every index the product forms is inside its buffer.
+        unsafe {
+            product(
+                n,
+                n,
+                n,
+                E::one(),
+                a.as_ptr(),
+                s,
+                1,
+                b.as_ptr(),
+                s,
+                1,
+                E::zero(),
+                c.as_mut_ptr(),
+                s,
+                1,
+            );
         }
+        black_box(c);
+    });
+    t.rate(2.0 * (n * n * n) as f64 / 1e9).0
+}
+
+fn gemm(opts: &Opts) {
+    println!(
+        "gemm: C = A B, square f32/f64, through Tensor::matmul (output allocated per call);\n\
+         references measured in this run: matrixmultiply 0.3 on one thread (same operands)\n\
+         and the FMA peak of 1 and 2 threads (f64 peak: half the f32 one)"
+    );
+    let peaks = [measured_peak(1), measured_peak(2)];
+    // A peak read while other processes run is too low (and a percentage
+    // above 100 says so): the load goes with every figure.
+    if let Ok(load) = std::fs::read_to_string("/proc/loadavg") {
+        let avg: Vec<&str> = load.split_whitespace().take(3).collect();
+        println!(
+            "load average (1, 5, 15 min) as the peak was measured: {}",
+            avg.join(", ")
+        );
     }
-    for (n, _) in REF_SGEMM {
-        for threads in [1, 2] {
-            let (g, best) = gemm_one::<f64>(opts, n, threads);
-            let peak = PEAK_F64_PER_CORE * threads as f64;
-            let refs = if threads == 1 {
-                vec![("matrixmultiply", REF_DGEMM_1T)]
+    for (bits, name) in [(32, "sgemm"), (64, "dgemm")] {
+        for n in GEMM_SIZES {
+            let mm = if bits == 32 {
+                matrixmultiply_one::<f32>(opts, n, matrixmultiply::sgemm)
             } else {
-                vec![]
+                matrixmultiply_one::<f64>(opts, n, matrixmultiply::dgemm)
             };
-            Row {
-                label: format!("dgemm {n:>4} {threads}T"),
-                value: g,
-                best,
-                unit: "GFLOP/s",
-                refs,
-                note: format!("{:.0}% of the f64 peak", 100.0 * g / peak),
+            for threads in [1, 2] {
+                let (g, best) = if bits == 32 {
+                    gemm_one::<f32>(opts, n, threads)
+                } else {
+                    gemm_one::<f64>(opts, n, threads)
+                };
+                let note = match peaks[threads - 1] {
+                    Some(p) => {
+                        let peak = if bits == 32 { p } else { p / 2.0 };
+                        format!("{:.0}% of the measured peak {peak:.0}", 100.0 * g / peak)
+                    }
+                    None => "no FMA peak measured on this CPU".to_string(),
+                };
+                Row {
+                    label: format!("{name} {n:>4} {threads}T"),
+                    value: g,
+                    best,
+                    unit: "GFLOP/s",
+                    refs: vec![("matrixmultiply 1T", mm)],
+                    note,
+                }
+                .print();
             }
-            .print();
         }
     }
 }
@@ -262,7 +322,7 @@ fn gemm(opts: &Opts) {
 fn elementwise(opts: &Opts) {
     println!(
         "elementwise f32 (output allocated per call); GB/s counts bytes read + written.\n\
-         No reference figure in ../shared/bench/README.md: the reference is a plain\n\
+         The reference is a plain\n\
          slice copy of the same size (read n + write n floats) measured in this run."
     );
     let mut rng = Rng::new(7);
@@ -314,7 +374,7 @@ fn conv2d(opts: &Opts) {
     println!(
         "conv2d: forge::nn::Conv2d 3->64, 3x3, padding 1, input [64, 3, 32, 32] f32 (im2col + gemm).\n\
          GFLOP/s counts 2 N O OH OW C kh kw = 0.226 GFLOP per forward, twice that per\n\
-         gradient (input, weight). No reference figure in ../shared/bench/README.md."
+         gradient (input, weight)."
     );
     use forge::nn::Conv2d;
     use forge::Forward;
@@ -358,17 +418,15 @@ fn conv2d(opts: &Opts) {
 }
 
 // ---- Models (GPT, ResNet18) -------------------------------------------------
-// Source: ../shared/bench/README.md, "PyTorch 2.15 eager (MKL, oneDNN),
-// float32, ms per step": (threads, low, high) ms per training step.
-
-/// GPT: 4 layers, 4 heads, n_embd 128, block 64, vocab 256, AdamW, batch 16.
-const REF_GPT_TRAIN_MS: [(usize, f64, f64); 2] = [(1, 81.0, 85.0), (2, 49.0, 55.0)];
+// forge's time alone: the ratio to PyTorch comes from `bench/compare.sh`,
+// which runs torch_bench.py interleaved with `--json` on the same machine.
 
 fn gpt_train(opts: &Opts) {
     println!(
         "GPT training step (forward, cross-entropy, backward, AdamW), batch 16 x 64 tokens,\n\
          4 layers, 4 heads, n_embd 128, vocab 256, f32 (forge's GELU is the tanh form,\n\
-         the PyTorch script's the erf form; same shapes and FLOPs, 5.50 GFLOP per step)"
+         the PyTorch script's the erf form; same shapes and FLOPs, 5.50 GFLOP per step;\n\
+         PyTorch's time in the same run: bench/compare.sh --models gpt)"
     );
     let cfg = GptConfig {
         vocab_size: 256,
@@ -383,7 +441,7 @@ fn gpt_train(opts: &Opts) {
     let x = Tensor::<i64>::from_fn(&[16, 64], |_| rng.below(256) as i64);
     let y = Tensor::<i64>::from_fn(&[16, 64], |_| rng.below(256) as i64);
     let mut opt = AdamW::<f32>::new(3e-4).weight_decay(0.1);
-    for (threads, lo, hi) in REF_GPT_TRAIN_MS {
+    for threads in [1, 2] {
         set_num_threads(threads);
         let t = measure(opts, 5, Duration::from_secs(4), || {
             let grads = gpt.loss(&x, &y).backward();
@@ -394,9 +452,9 @@ fn gpt_train(opts: &Opts) {
             value: t.median * 1e3,
             best: t.best * 1e3,
             unit: "ms",
-            refs: vec![("torch", (lo + hi) / 2.0)],
+            refs: vec![],
             note: format!(
-                "torch {lo}-{hi} ms; {:.0} tok/s; {:.1} GFLOP/s",
+                "{:.0} tok/s; {:.1} GFLOP/s",
                 16.0 * 64.0 / t.median,
                 5.50 / t.median
             ),
@@ -405,21 +463,19 @@ fn gpt_train(opts: &Opts) {
     }
 }
 
-/// ResNet-18 (torchvision, 10 classes) on 3x32x32, SGD momentum 0.9, batch 16.
-const REF_RESNET18_TRAIN_MS: [(usize, f64, f64); 2] = [(1, 73.0, 74.0), (2, 46.0, 47.0)];
-
 fn resnet18_train(opts: &Opts) {
     println!(
         "ResNet-18 training step (forward, cross-entropy, backward, SGD momentum 0.9),\n\
          torchvision's network with 10 classes, batch 16 x 3x32x32, f32, training-mode\n\
-         batch norm (3.48 GFLOP per step)"
+         batch norm (3.48 GFLOP per step; PyTorch's time in the same run:\n\
+         bench/compare.sh --models resnet18)"
     );
     let mut rng = Rng::new(0);
     let mut m = resnet18::<f32>(10, &mut rng);
     let x = Tensor::<f32>::normal(&[16, 3, 32, 32], 0.0, 1.0, &mut rng);
     let y = Tensor::<i64>::from_fn(&[16], |_| rng.below(10) as i64);
     let mut opt = Sgd::<f32>::new(0.01).momentum(0.9);
-    for (threads, lo, hi) in REF_RESNET18_TRAIN_MS {
+    for threads in [1, 2] {
         set_num_threads(threads);
         let t = measure(opts, 5, Duration::from_secs(4), || {
             // the loss (and its graph) dropped before the step, as in `--json`
@@ -432,9 +488,9 @@ fn resnet18_train(opts: &Opts) {
             value: t.median * 1e3,
             best: t.best * 1e3,
             unit: "ms",
-            refs: vec![("torch", (lo + hi) / 2.0)],
+            refs: vec![],
             note: format!(
-                "torch {lo}-{hi} ms; {:.0} img/s; {:.1} GFLOP/s",
+                "{:.0} img/s; {:.1} GFLOP/s",
                 16.0 / t.median,
                 3.48 / t.median
             ),
@@ -446,8 +502,7 @@ fn resnet18_train(opts: &Opts) {
 fn lstm_step(opts: &Opts) {
     println!(
         "LSTM step (f32): x [T 32, N 64, I 128] -> H 128, one layer; forward (out, h_n, c_n)\n\
-         then backward of out.sum() to x and every weight. No reference figure in\n\
-         ../shared/bench/README.md; GFLOP/s counts the 6 matmuls' flops (2 forward + 4 backward)."
+         then backward of out.sum() to x and every weight; GFLOP/s counts the 6 matmuls' flops (2 forward + 4 backward)."
     );
     let (t, n, i, h) = (32, 64, 128, 128);
     let mut rng = Rng::new(11);

@@ -10,18 +10,22 @@
 #   LIST=1 sh scripts/mutants.sh forge/src/ops/norm.rs      # list only
 #
 # Needs `cargo install cargo-mutants`. Results go to
-# target/mutants/<file>/mutants.out (outcomes.json, caught.txt, missed.txt,
+# target/mutants-out/<file>/mutants.out (outcomes.json, caught.txt, missed.txt,
 # unviable.txt, timeout.txt). On 2 shared cores a file of 40 mutants takes
 # about an hour: run one file at a time.
 set -eu
 cd "$(dirname "$0")/.."
 file="$1"
 filter="${2-}"
-out="${CARGO_TARGET_DIR:-$PWD/target}/mutants/$(echo "$file" | tr / _)"
+out="${CARGO_TARGET_DIR:-$PWD/target}/mutants-out/$(echo "$file" | tr / _)"
 mkdir -p "$out"
 if [ -n "${LIST:-}" ]; then
     exec cargo mutants --list --package forge -f "$file"
 fi
-cargo mutants --package forge --test-package forge --test-package forge-suite \
+# One target directory for every run (cargo-mutants builds a copy of the
+# tree in a temporary folder): the dependencies are built once, at the
+# first run, not again for each file.
+CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}/mutants-build" \
+    cargo mutants --package forge --test-package forge --test-package forge-suite \
     -f "$file" --output "$out" --jobs 1 \
     -- --lib --test suite -- --skip loom_tests $filter

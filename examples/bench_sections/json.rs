@@ -141,7 +141,7 @@ pub const GEMM_SHAPES: &[(usize, usize, usize, bool)] = &[
 /// two-core peak is measured, not doubled (a Sapphire Rapids VM: 134-155
 /// GFLOP/s on one thread, 245-268 on two, 512-bit).
 #[allow(unreachable_code)]
-fn fma_peak(iters: usize, threads: usize) -> (Option<f64>, Option<f64>) {
+pub(crate) fn fma_peak(iters: usize, threads: usize) -> (Option<f64>, Option<f64>) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::*;
@@ -357,9 +357,10 @@ where
             })
         }
         // infer_bench.py's bf16 rows: the forward under bf16 autocast,
-        // entered inside each timed call as the script does (so the
-        // weights are converted to bf16 in every call, as PyTorch's
-        // autocast cache lives only as long as its context)
+        // entered inside each timed call as the script does (PyTorch's
+        // autocast cache lives only as long as its context, so it converts
+        // the weights in every call; forge's cache keeps them across
+        // scopes until a weight is written)
         "infer_bf16" => {
             m.eval();
             Box::new(move || {

@@ -1,6 +1,7 @@
 //! The `mnist` section of `examples/bench.rs`: LeNet-5 and MLP training
 //! steps (forward, cross-entropy, backward, Adam step) at batch 64 and 128
-//! on 1 and 2 threads, next to PyTorch's figures.
+//! on 1 and 2 threads, split into phases. PyTorch's time on the same
+//! machine in the same run comes from `bench/compare.sh --models mlp,lenet`.
 
 use forge::models::mnist::{LeNet5, MnistMlp};
 use forge::nn::functional::{cross_entropy_with, CrossEntropyOptions};
@@ -9,13 +10,6 @@ use forge::optim::Adam;
 use forge::runtime::set_num_threads;
 use forge::{Gradients, Rng, Tensor};
 use std::time::Instant;
-
-/// PyTorch 2.15 eager, ms per training step at batch 128 (min, max), from
-/// ../shared/bench/README.md ("PyTorch 2.15 eager (MKL, oneDNN), float32").
-const TORCH_MS_B128: [(&str, [(f64, f64); 2]); 2] = [
-    ("mlp", [(6.4, 8.0), (4.9, 5.3)]),
-    ("lenet", [(13.5, 20.8), (9.7, 12.7)]),
-];
 
 /// Per-phase medians of one training step, in seconds.
 #[derive(Clone, Copy, Default)]
@@ -82,17 +76,8 @@ where
 pub fn run(quick: bool) {
     let (warmup, steps) = if quick { (2, 5) } else { (5, 60) };
     println!(
-        "{:<6} {:>5} {:>3}  {:>8} {:>9}  {:>7} {:>7} {:>7}  {:>13}  {:>6}",
-        "model",
-        "batch",
-        "thr",
-        "ms/step",
-        "img/s",
-        "fwd ms",
-        "bwd ms",
-        "adam ms",
-        "torch ms",
-        "ratio"
+        "{:<6} {:>5} {:>3}  {:>8} {:>9}  {:>7} {:>7} {:>7}",
+        "model", "batch", "thr", "ms/step", "img/s", "fwd ms", "bwd ms", "adam ms"
     );
     for name in ["mlp", "lenet"] {
         for batch in [64, 128] {
@@ -104,23 +89,8 @@ pub fn run(quick: bool) {
                     let mut m = LeNet5::new(&mut Rng::new(0));
                     time_steps(&mut m, batch, threads, warmup, steps)
                 };
-                let torch = TORCH_MS_B128
-                    .iter()
-                    .find(|(n, _)| *n == name)
-                    .filter(|_| batch == 128)
-                    .map(|(_, r)| r[threads - 1]);
-                let (torch_s, ratio_s) = match torch {
-                    Some((lo, hi)) => {
-                        let mid = (lo + hi) / 2.0;
-                        (
-                            format!("{lo:.1}-{hi:.1}"),
-                            format!("{:.2}x", p.total * 1e3 / mid),
-                        )
-                    }
-                    None => ("-".to_string(), "-".to_string()),
-                };
                 println!(
-                    "{:<6} {:>5} {:>3}  {:>8.2} {:>9.0}  {:>7.2} {:>7.2} {:>7.2}  {:>13}  {:>6}",
+                    "{:<6} {:>5} {:>3}  {:>8.2} {:>9.0}  {:>7.2} {:>7.2} {:>7.2}",
                     name,
                     batch,
                     threads,
@@ -128,12 +98,10 @@ pub fn run(quick: bool) {
                     batch as f64 / p.total,
                     p.forward * 1e3,
                     p.backward * 1e3,
-                    p.optimizer * 1e3,
-                    torch_s,
-                    ratio_s
+                    p.optimizer * 1e3
                 );
             }
         }
     }
-    println!("ratio = forge ms / PyTorch midpoint ms (PyTorch measured at batch 128 only); below 1 is faster");
+    println!("PyTorch's time in the same run: bash bench/compare.sh --models mlp,lenet");
 }

@@ -23,12 +23,19 @@
 //! in PyTorch.
 //!
 //! # The weight cache
-//! The first bf16 product of a weight within a scope converts it to bf16
-//! and packs it; later products of the same weight (same buffer) in the
-//! same scope reuse it. The cache is dropped when the outermost scope ends,
-//! so a weight changed in place inside a scope keeps its old bf16 copy
-//! until then (PyTorch's autocast cache behaves the same). Hold one
-//! [`Autocast`] guard around a serving loop to convert the weights once.
+//! The first bf16 product of a weight converts it to bf16 and packs it;
+//! every later product of the same weight on the same thread reuses that
+//! copy, in this scope and the next ones, so a serving loop that enters
+//! autocast at every call converts its weights once. Writing the weight
+//! (an optimizer step, `load_weights`, any in-place op) makes the next
+//! product convert it again: the cache shares the weight's f32 buffer, so
+//! a write copies it first (copy-on-write) and the copy's address misses
+//! the cache. A dropped or rewritten weight's entry is evicted at the next
+//! conversion; [`clear_cache`] drops them all (the cache holds one bf16
+//! copy, half the f32 size, of every weight used under autocast, plus
+//! the old f32 buffers of weights written since, until their eviction).
+//! The activations are converted at every call with vector code
+//! (`vcvtne2ps2bf16` on CPUs with AVX-512 BF16), into pooled buffers.
 //!
 //! ```
 //! use forge::prelude::*;
@@ -42,6 +49,7 @@
 //! ```
 
 mod cache;
+mod convert;
 mod ops;
 
 use crate::base::DType;
@@ -52,9 +60,6 @@ pub(crate) use ops::{conv2d_hook, linear_hook};
 thread_local! {
     /// The autocast dtype in force on this thread (`None`: off).
     static MODE: Cell<Option<DType>> = const { Cell::new(None) };
-    /// How many scopes are open on this thread (the cache lives while
-    /// this is above zero).
-    static DEPTH: Cell<usize> = const { Cell::new(0) };
 }
 
 /// The autocast dtype in force on this thread, if any.
@@ -69,8 +74,7 @@ pub fn current() -> Option<DType> {
 }
 
 /// Turns autocast to `dtype` on for this thread until dropped (then the
-/// previous state is back, and the weight cache is dropped with the
-/// outermost guard). `Autocast::new(DType::F32)` turns it off inside an
+/// previous state is back). `Autocast::new(DType::F32)` turns it off inside an
 /// autocast scope, like `torch.autocast(.., enabled=False)`.
 ///
 /// ```
@@ -108,7 +112,6 @@ impl Autocast {
             DType::F32 => None,
             other => panic!("autocast: dtype {other:?} is not supported (BF16, or F32 for off)"),
         };
-        DEPTH.with(|d| d.set(d.get() + 1));
         Autocast {
             prev: MODE.with(|m| m.replace(mode)),
         }
@@ -118,13 +121,6 @@ impl Autocast {
 impl Drop for Autocast {
     fn drop(&mut self) {
         MODE.with(|m| m.set(self.prev));
-        let depth = DEPTH.with(|d| {
-            d.set(d.get() - 1);
-            d.get()
-        });
-        if depth == 0 {
-            cache::clear();
-        }
     }
 }
 
@@ -148,6 +144,23 @@ pub fn autocast<R>(dtype: DType, f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// Drops this thread's cached bf16 weights (see [the weight
+/// cache](self#the-weight-cache)); returns how many there were.
+///
+/// ```
+/// use forge::{DType, Tensor};
+/// let x = Tensor::<f32>::ones(&[1, 2]);
+/// let w = Tensor::<f32>::ones(&[3, 2]);
+/// forge::autocast(DType::BF16, || x.linear(&w, None));
+/// assert_eq!(forge::autocast::clear_cache(), 1);
+/// assert_eq!(forge::autocast::clear_cache(), 0);
+/// ```
+pub fn clear_cache() -> usize {
+    let n = cache::len();
+    cache::clear();
+    n
+}
+
 /// Whether an op on this thread should run in bf16 now: autocast to bf16
 /// is on and the op would not record (recording off, or no tracked input).
 fn bf16_now(tracked: bool) -> bool {
@@ -160,19 +173,33 @@ mod tests {
     use crate::tensor::Tensor;
 
     #[test]
-    fn the_weight_cache_lives_as_long_as_the_outermost_scope() {
+    fn the_weight_cache_outlives_scopes_and_misses_after_a_write() {
+        clear_cache();
         let x = Tensor::<f32>::from_vec(vec![1.0, 2.0, 3.0], &[1, 3]);
-        let w = Tensor::<f32>::from_vec(vec![0.5; 6], &[2, 3]);
-        assert_eq!(cache::len(), 0);
-        {
-            let _outer = Autocast::new(DType::BF16);
-            let a = x.linear(&w, None);
-            assert_eq!(cache::len(), 1);
-            let b = autocast(DType::BF16, || x.linear(&w, None));
-            assert_eq!(cache::len(), 1, "the inner scope reuses the entry");
-            assert_eq!(a.to_vec(), b.to_vec());
-            assert_eq!(a.to_vec(), vec![3.0, 3.0]);
-        }
-        assert_eq!(cache::len(), 0);
+        let mut w = Tensor::<f32>::from_vec(vec![0.5; 6], &[2, 3]);
+        let a = autocast(DType::BF16, || x.linear(&w, None));
+        assert_eq!(cache::len(), 1);
+        let b = autocast(DType::BF16, || x.linear(&w, None));
+        assert_eq!(cache::len(), 1, "the next scope reuses the entry");
+        assert_eq!(a.to_vec(), b.to_vec());
+        assert_eq!(a.to_vec(), vec![3.0, 3.0]);
+        // the cache shares the buffer, so no writer gets it in place: the
+        // optimizer then writes a copy (`Optimizer::step`'s shared case)
+        assert!(w.values_mut().is_none());
+        let mut copy = w.to_vec();
+        copy[0] = 2.5;
+        w = Tensor::from_vec(copy, &[2, 3]);
+        let c = autocast(DType::BF16, || x.linear(&w, None));
+        assert_eq!(
+            c.to_vec(),
+            vec![5.0, 3.0],
+            "the written weight is converted again"
+        );
+        assert_eq!(cache::len(), 1, "the old buffer's entry is evicted");
+        drop(w);
+        let w2 = Tensor::<f32>::from_vec(vec![1.0; 6], &[2, 3]);
+        autocast(DType::BF16, || x.linear(&w2, None));
+        assert_eq!(cache::len(), 1, "the dropped weight's entry is evicted");
+        assert_eq!(clear_cache(), 1);
     }
 }

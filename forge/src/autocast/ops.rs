@@ -3,9 +3,11 @@
 //! autocast to bf16 is on, the op would not record, and the tensors are
 //! f32 on the CPU.
 
-use super::cache::{get_or_make, Entry, Key, Layout};
+use super::cache::{get_or_make, Entry, Keeper, Key, Layout};
+use super::convert::rows_to_bf16;
 use crate::cpu::bgemm::{self, PackedBf16};
 use crate::cpu::conv::ConvGeom;
+use crate::cpu::memory::Storage;
 use crate::tensor::{Cpu, Device, Float, Tensor};
 use std::any::Any;
 use std::sync::Arc;
@@ -23,20 +25,27 @@ fn back<E: Float, D: Device>(t: Tensor<f32, Cpu>) -> Option<Tensor<E, D>> {
         .map(|b| *b)
 }
 
-fn key(w: &Tensor<f32, Cpu>, layout: Layout) -> Key {
+/// The cache key of a contiguous weight and the buffer the entry keeps
+/// (see `cache`), or `None` for a strided view (converted at every call).
+fn key(w: &Tensor<f32, Cpu>, layout: Layout) -> Option<(Key, Keeper)> {
+    if !w.is_contiguous() {
+        return None;
+    }
     let s = w.as_slice();
-    Key {
+    let key = Key {
         addr: s.as_ptr() as usize,
         len: s.len(),
         layout,
-    }
+    };
+    Some((key, Arc::clone(&w.storage)))
 }
 
-/// The weight itself (its storage, and the contiguous copy a strided view
-/// reads through), kept alive in the cache so that the key's address is
-/// never reused while the entry exists.
-fn keeper(w: &Tensor<f32, Cpu>) -> Arc<dyn Any> {
-    Arc::new(w.detach())
+/// The cached entry of `w` for `layout`, or a fresh one for a view.
+fn cached(w: &Tensor<f32, Cpu>, layout: Layout, make: impl FnOnce() -> Entry) -> Entry {
+    match key(w, layout) {
+        Some((k, keep)) => get_or_make(k, &keep, make),
+        None => make(),
+    }
 }
 
 /// `x W^T + b` with bf16 inputs and f32 accumulation, if autocast applies
@@ -56,21 +65,20 @@ pub(crate) fn linear_hook<E: Float, D: Device>(
         None => None,
     };
     let (n, k) = (w.shape()[0], w.shape()[1]);
-    let packed = match get_or_make(
-        key(w, Layout::Packed),
-        || keeper(w),
-        || Entry::Packed(Arc::new(PackedBf16::new(n, k, w.as_slice()))),
-    ) {
+    let packed = match cached(w, Layout::Packed, || {
+        Entry::Packed(Arc::new(PackedBf16::new(n, k, w.as_slice())))
+    }) {
         Entry::Packed(p) => p,
         Entry::Rows(_) => unreachable!("the key names the layout"),
     };
     let m: usize = x.shape()[..x.rank() - 1].iter().product();
-    let rows = bgemm::rows_to_bf16(x.as_slice(), m, k);
-    let mut out = vec![0f32; m * n];
+    let rows = rows_to_bf16(x.as_slice(), m, k);
+    // the product writes every element
+    let mut out = Storage::<f32>::stale(m * n);
     packed.gemm(m, &rows, b.map(|b| b.as_slice()), &mut out);
     let mut shape = x.shape()[..x.rank() - 1].to_vec();
     shape.push(n);
-    back(Tensor::from_vec(out, &shape))
+    back(Tensor::from_storage(out, &shape))
 }
 
 /// The convolution of `geom` with bf16 inputs and f32 accumulation, if
@@ -91,14 +99,12 @@ pub(crate) fn conv2d_hook<E: Float, D: Device>(
         None => None,
     };
     let k = w.as_slice().len() / geom.o.max(1);
-    let rows = match get_or_make(
-        key(w, Layout::Rows),
-        || keeper(w),
-        || Entry::Rows(Arc::new(bgemm::rows_to_bf16(w.as_slice(), geom.o, k))),
-    ) {
+    let rows = match cached(w, Layout::Rows, || {
+        Entry::Rows(Arc::new(bgemm::rows_to_bf16(w.as_slice(), geom.o, k)))
+    }) {
         Entry::Rows(r) => r,
         Entry::Packed(_) => unreachable!("the key names the layout"),
     };
     let y = bgemm::conv2d(geom, x.as_slice(), &rows, b.map(|b| b.as_slice()));
-    back(Tensor::from_vec(y, &[geom.n, geom.o, geom.oh, geom.ow]))
+    back(Tensor::from_storage(y, &[geom.n, geom.o, geom.oh, geom.ow]))
 }

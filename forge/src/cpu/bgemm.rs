@@ -27,6 +27,16 @@
 //! is added last in f32. The `k` blocking and the thread split do not change
 //! any of this, so the result is the same bits for every path and thread
 //! count (`tests::every_path_equals_the_reference`).
+//!
+//! # Why not AMX
+//! AMX's `tdpbf16ps` does not give these bits, nor any bits portable code
+//! is known to reproduce: with one pair per element it rounds the pair's
+//! sum before adding it (not the odd product, then the even one), and
+//! with more pairs per instruction (what makes it fast) it sums them in
+//! an internal adder that none of the models tried matches (the
+//! experiment and its figures: `crate::cpu::amx`'s `bf16_probe`). Since
+//! every path must give the same bits, the bf16 products stay on
+//! `vdpbf16ps`.
 
 #[cfg(target_arch = "x86_64")]
 mod avx512;
@@ -36,6 +46,7 @@ mod tests;
 
 pub(crate) use conv::conv2d;
 
+use super::memory::Storage;
 use super::threads::parallel_for_cost;
 
 /// Output channels per packed panel.
@@ -153,8 +164,9 @@ fn ftz(x: f32) -> f32 {
 pub(crate) struct PackedBf16 {
     n: usize,
     k: usize,
-    /// `[panel][pair][16 channels][2 k]`, zero-padded in both `n` and `k`.
-    data: Vec<u16>,
+    /// `[panel][pair][16 channels][2 k]`, zero-padded in both `n` and `k`
+    /// (pooled: the convolution packs its patches at every call).
+    data: Storage<u16>,
 }
 
 impl PackedBf16 {
@@ -177,7 +189,7 @@ impl PackedBf16 {
     pub(crate) fn from_fn(n: usize, k: usize, mut f: impl FnMut(usize, usize) -> f32) -> Self {
         let pairs = padded_k(k) / 2;
         let panels = n.div_ceil(PANEL);
-        let mut data = vec![0u16; panels * pairs * PANEL * 2];
+        let mut data = Storage::<u16>::zeroed(panels * pairs * PANEL * 2);
         for j in 0..n {
             let (panel, lane) = (j / PANEL, j % PANEL);
             let base = panel * pairs * PANEL * 2 + lane * 2;

@@ -64,10 +64,10 @@ pub(crate) fn build_chunks<E: Copy + Send>(
 ) -> Storage<E> {
     let mut s = Storage::with_capacity(n);
     for_each_chunk_mut(&mut s.spare_capacity_mut()[..n], chunk_len, fill);
-    // SAFETY: the chunks cover `0..n` (for a positive `chunk_len`; `n` is 0
-    // otherwise, as every caller passes a positive length for a non-empty
-    // output) and `fill` wrote every element of each.
     assert!(n == 0 || chunk_len > 0, "build_chunks: empty chunks");
+    // SAFETY: `n <= capacity` (allocated with `n` above); the chunks cover
+    // `0..n` (for a positive `chunk_len`, asserted unless `n` is 0) and
+    // `fill` wrote every element of each.
     unsafe { s.set_len(n) };
     s
 }

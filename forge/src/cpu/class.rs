@@ -7,7 +7,7 @@
 //! allows it. The class in force is the executor's, when the calling
 //! thread runs an executor's call that pins one (set on its worker
 //! threads too), else the process's: `FORGE_CPU_CLASS`
-//! (`portable`, `avx2`, `avx512`), read once, or
+//! (`portable`, `avx2`, `avx512`, `amx`), read once, or
 //! [`set_process_class`]. A class above what the CPU has means the CPU's
 //! own best. Results are the same bits in every class; only speed
 //! differs (see the kernels' own notes), which is what pinning lets a
@@ -26,23 +26,32 @@ pub(crate) enum Class {
     Avx2 = 1,
     /// AVX-512F on top of AVX2.
     Avx512 = 2,
+    /// AMX tiles on top of AVX-512F (`crate::cpu::amx`: the CPU has them,
+    /// the OS enables them and granted this process the tile state).
+    Amx = 3,
 }
+
+/// The number of classes: the length of an array indexed by
+/// `class as usize` (one detection per class).
+pub(crate) const CLASSES: usize = 4;
 
 impl Class {
     fn from_u8(v: u8) -> Class {
         match v {
             0 => Class::Portable,
             1 => Class::Avx2,
-            _ => Class::Avx512,
+            2 => Class::Avx512,
+            _ => Class::Amx,
         }
     }
 
-    /// The class named `portable`, `avx2` or `avx512` (any case).
+    /// The class named `portable`, `avx2`, `avx512` or `amx` (any case).
     pub(crate) fn parse(name: &str) -> Option<Class> {
         match name.trim().to_ascii_lowercase().as_str() {
             "portable" => Some(Class::Portable),
             "avx2" => Some(Class::Avx2),
             "avx512" => Some(Class::Avx512),
+            "amx" => Some(Class::Amx),
             _ => None,
         }
     }
@@ -54,7 +63,9 @@ pub(crate) fn detected() -> Class {
     {
         use std::arch::is_x86_feature_detected as has;
         if has!("avx2") && has!("fma") {
-            return if has!("avx512f") {
+            return if has!("avx512f") && crate::cpu::amx::any() {
+                Class::Amx
+            } else if has!("avx512f") {
                 Class::Avx512
             } else {
                 Class::Avx2
@@ -110,11 +121,13 @@ pub(crate) fn current() -> Class {
 }
 
 /// Whether the class in force allows a kernel that needs `feature` (an
-/// `is_x86_feature_detected!` name): AVX-512 features need
-/// [`Class::Avx512`], AVX2, FMA and F16C need [`Class::Avx2`], older ones
-/// are always allowed.
+/// `is_x86_feature_detected!` name, or `amx-int8` / `amx-bf16`): AMX
+/// needs [`Class::Amx`], AVX-512 features [`Class::Avx512`], AVX2, FMA and
+/// F16C [`Class::Avx2`]; older ones are always allowed.
 pub(crate) fn allows(feature: &str) -> bool {
-    let needs = if feature.starts_with("avx512") {
+    let needs = if feature.starts_with("amx") {
+        Class::Amx
+    } else if feature.starts_with("avx512") {
         Class::Avx512
     } else if matches!(feature, "avx2" | "fma" | "f16c" | "bmi1" | "bmi2") {
         Class::Avx2
@@ -125,8 +138,16 @@ pub(crate) fn allows(feature: &str) -> bool {
 }
 
 /// `is_x86_feature_detected!(feature)`, and allowed by the CPU class in
-/// force on this thread (see the module docs).
+/// force on this thread (see the module docs). `"amx-int8"` and
+/// `"amx-bf16"` ask `crate::cpu::amx` (CPU, OS and the process's
+/// permission) instead of the standard macro.
 macro_rules! cpu_has {
+    ("amx-int8") => {
+        ($crate::cpu::amx::int8() && $crate::cpu::class::allows("amx-int8"))
+    };
+    ("amx-bf16") => {
+        ($crate::cpu::amx::bf16() && $crate::cpu::class::allows("amx-bf16"))
+    };
     ($feature:tt) => {
         (std::arch::is_x86_feature_detected!($feature) && $crate::cpu::class::allows($feature))
     };
@@ -144,8 +165,14 @@ mod tests {
         pin_thread(Some(Class::Avx2));
         assert!(!allows("avx512f"));
         assert_eq!(allows("avx2"), detected() >= Class::Avx2);
+        pin_thread(Some(Class::Avx512));
+        assert!(!allows("amx-int8") && !cpu_has!("amx-int8") && !cpu_has!("amx-bf16"));
+        assert_eq!(allows("avx512f"), detected() >= Class::Avx512);
+        pin_thread(Some(Class::Amx));
+        assert_eq!(cpu_has!("amx-int8"), crate::cpu::amx::int8());
         pin_thread(prev);
         assert_eq!(Class::parse("AVX512"), Some(Class::Avx512));
         assert_eq!(Class::parse("sse"), None);
+        assert_eq!(Class::parse("amx"), Some(Class::Amx));
     }
 }

@@ -269,6 +269,8 @@ pub fn zip_assign<A: Copy + Send + Sync, B: Copy + Sync>(
         // initialised (they come from `&mut [A]`), so viewing them as `A`
         // again is sound.
         let chunk = unsafe { out.chunk(i, n) };
+        // SAFETY: the same chunk (`chunk.len()` elements from its start, in
+        // bounds), its `MaybeUninit<A>` initialised, so readable as `A`.
         let chunk =
             unsafe { std::slice::from_raw_parts_mut(chunk.as_mut_ptr().cast::<A>(), chunk.len()) };
         run(i * CHUNK, chunk)
@@ -306,6 +308,8 @@ pub fn update_chunks<E: Send, const K: usize>(
                 // (which spans `n` elements and stays mutably borrowed for
                 // the whole loop), and holds initialised `E`s.
                 let c = unsafe { p.chunk(i, n) };
+                // SAFETY: that chunk (`c.len()` elements, in bounds), its
+                // elements initialised, so viewable as `E`.
                 unsafe { std::slice::from_raw_parts_mut(c.as_mut_ptr().cast::<E>(), c.len()) }
             } else {
                 &mut []

@@ -401,6 +401,8 @@ mod packed_f32;
 mod prepacked;
 pub(crate) use prepacked::PackedRhs;
 pub(crate) mod prepared;
+mod weight_cache;
+pub(crate) use weight_cache::gemm_weight_t;
 #[cfg(test)]
 mod tests;
 

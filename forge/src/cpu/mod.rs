@@ -8,6 +8,7 @@
 //! computed by exactly one chunk in a fixed order: results are bit-identical
 //! for 1 and N threads.
 
+pub(crate) mod amx;
 pub(crate) mod bgemm;
 pub(crate) mod broadcast;
 pub(crate) mod buffers;

@@ -11,6 +11,9 @@
 //!
 //! Paths, chosen at every product from what the CPU has and the CPU class
 //! in force allows (`cpu_has!`), widest first:
+//! - AMX: `tdpbusd` on 16 x 16 tiles (`amx.rs`), for products of at least
+//!   [`AMX_MIN_ROWS`] rows (below that the AVX-512 VNNI path is as fast:
+//!   a tile always computes 16 rows).
 //! - AVX-512 VNNI: `vpdpbusd` on 512-bit registers, a 4-row x 64-column tile.
 //! - AVX-VNNI: the same instruction on 256-bit registers.
 //! - AVX2: bytes widened to 16 bits (`vpmovzxbw` / `vpmovsxbw`) and
@@ -26,13 +29,19 @@
 //! The sums cannot overflow below `k = 65_793` (`255 x 128 x k < 2^31`).
 
 #[cfg(target_arch = "x86_64")]
+mod amx;
+#[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+mod quantize;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use quantize::quantize_rows;
+
 use super::threads::parallel_for_cost;
+use parallel_for_cost as threads_cost;
 
 /// Output channels per packed panel.
 pub(crate) const PANEL: usize = 16;
@@ -40,10 +49,16 @@ pub(crate) const PANEL: usize = 16;
 const ROWS: usize = 4;
 /// Panels per micro-tile (a 64-column tile on the 512-bit path).
 const PANELS: usize = 4;
+/// The fewest rows [`PackedI8::gemm`] hands to the AMX path (measured,
+/// `tests::amx_speed`, best of 5, load 8: at 768 x 768, 4 rows run at 93
+/// GOP/s on the tiles and 233 on AVX-512 VNNI, 8 rows at 340 and 230).
+pub(crate) const AMX_MIN_ROWS: usize = 8;
 
 /// An instruction set of this module.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Isa {
+    /// AMX-INT8 tiles (`tdpbusd`).
+    Amx,
     /// AVX-512F + AVX-512 VNNI.
     Avx512Vnni,
     /// AVX2 + AVX-VNNI (256-bit `vpdpbusd`).
@@ -62,6 +77,9 @@ impl Isa {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::is_x86_feature_detected as has;
+            if crate::cpu::amx::int8() {
+                all.push(Isa::Amx);
+            }
             if has!("avx512f") && has!("avx512vnni") {
                 all.push(Isa::Avx512Vnni);
             }
@@ -79,6 +97,18 @@ impl Isa {
     /// The widest path this CPU has and the CPU class in force on this
     /// thread allows (`crate::cpu::class`; every path gives the same bits).
     pub(crate) fn detect() -> Isa {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use crate::cpu::class::cpu_has;
+            if cpu_has!("amx-int8") {
+                return Isa::Amx;
+            }
+        }
+        Isa::detect_vector()
+    }
+
+    /// [`detect`](Self::detect) without the AMX path.
+    pub(crate) fn detect_vector() -> Isa {
         #[cfg(target_arch = "x86_64")]
         {
             use crate::cpu::class::cpu_has;
@@ -112,7 +142,8 @@ pub(crate) fn padded_k(k: usize) -> usize {
 pub(crate) struct PackedI8 {
     n: usize,
     k: usize,
-    /// `[panel][quad][16 channels][4 k]`, zero-padded in both `n` and `k`.
+    /// `[panel][quad][16 channels][4 k]`, zero-padded in both `n` and `k`,
+    /// then the AMX path's zero slack (`amx::slack`).
     data: Vec<i8>,
     /// `sum_p b[j][p]` per row `j`.
     row_sums: Vec<i32>,
@@ -132,7 +163,11 @@ impl PackedI8 {
         );
         let quads = padded_k(k) / 4;
         let panels = n.div_ceil(PANEL);
-        let mut data = vec![0i8; panels * quads * PANEL * 4];
+        #[cfg(target_arch = "x86_64")]
+        let slack = amx::slack(quads);
+        #[cfg(not(target_arch = "x86_64"))]
+        let slack = 0;
+        let mut data = vec![0i8; panels * quads * PANEL * 4 + slack];
         for j in 0..n {
             let (panel, lane) = (j / PANEL, j % PANEL);
             for p in 0..k {
@@ -192,7 +227,11 @@ impl PackedI8 {
     /// # Panics
     /// When a buffer is too small.
     pub(crate) fn gemm(&self, m: usize, a: &[u8], c: &mut [i32]) {
-        self.gemm_with(Isa::detect(), m, a, c)
+        let isa = match Isa::detect() {
+            Isa::Amx if m < AMX_MIN_ROWS => Isa::detect_vector(),
+            isa => isa,
+        };
+        self.gemm_with(isa, m, a, c)
     }
 
     /// [`gemm`](Self::gemm) on a given path (which the CPU must have).
@@ -215,6 +254,10 @@ impl PackedI8 {
         );
         if m == 0 || self.n == 0 {
             return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if isa == Isa::Amx {
+            return self.gemm_amx(m, a, c);
         }
         let blocks = m.div_ceil(ROWS);
         let tiles = self.n.div_ceil(PANEL * PANELS);
@@ -242,6 +285,42 @@ impl PackedI8 {
                     std::slice::from_raw_parts_mut(out.get().add((r0 + r) * self.n + j0), cols)
                 };
                 dst.copy_from_slice(&acc_r[..cols]);
+            }
+        });
+    }
+}
+
+impl PackedI8 {
+    /// [`gemm_with`](Self::gemm_with) on the AMX path (checked there).
+    #[cfg(target_arch = "x86_64")]
+    fn gemm_amx(&self, m: usize, a: &[u8], c: &mut [i32]) {
+        let quads = padded_k(self.k) / 4;
+        let panels = self.n.div_ceil(PANEL);
+        let blocks = m.div_ceil(amx::BLOCK_ROWS);
+        let groups = panels.div_ceil(amx::GROUP_PANELS);
+        let out = SharedOut(c.as_mut_ptr());
+        // about 512 multiply-adds per nanosecond on the tiles
+        let cost = m * self.n * 4 * quads / 512;
+        parallel_for_cost(blocks * groups, cost, |chunk| {
+            let (block, group) = (chunk / groups, chunk % groups);
+            let r0 = block * amx::BLOCK_ROWS;
+            let p0 = group * amx::GROUP_PANELS;
+            // SAFETY: `gemm_with` checked that the CPU runs `Isa::Amx`
+            // (AMX-INT8 usable) and the sizes of `a` and `c`; `data` is
+            // this weight's packing with its slack; each chunk writes its
+            // own rows x panels block of `c`.
+            unsafe {
+                amx::chunk(
+                    &self.data,
+                    self.n,
+                    quads,
+                    a,
+                    r0,
+                    amx::BLOCK_ROWS.min(m - r0),
+                    p0,
+                    amx::GROUP_PANELS.min(panels - p0),
+                    out,
+                )
             }
         });
     }

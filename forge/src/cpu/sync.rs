@@ -1,9 +1,11 @@
 //! The synchronisation primitives of the thread pool's spans, a task's
-//! completion count and `join`'s hand-off, in one place so that a model checker
+//! completion count, `join`'s hand-off and the buffer pool's free lists
+//! (their lock), in one place so that a model checker
 //! can swap them: a normal build takes them from `std`; a build with
 //! `RUSTFLAGS="--cfg loom"` takes them from the [loom] crate, whose
 //! `loom::model` runs a test under every interleaving of its threads
-//! (`loom_tests` under `cpu/threads/` and `cpu/threads/join/`;
+//! (`loom_tests` under `cpu/threads/`, `cpu/threads/join/` and
+//! `cpu/memory/`;
 //! `scripts/loom.sh` runs them).
 //!
 //! Only the types the model-checked code uses go through here, so a normal

@@ -6,7 +6,7 @@
 //! `(r, z, n)`), written in differentiable tensor ops.
 
 use super::forward::Forward;
-use super::rnn::RnnNonlinearity;
+use super::rnn_elman::RnnNonlinearity;
 use super::summary::record_output;
 use crate::tensor::{Float, Rng, Tensor};
 use forge_macros::Layer;

@@ -5,7 +5,8 @@ use super::conv::Conv2d;
 use super::layer::{enter_layer, enter_layer_mut, Layer};
 use super::visit::{TensorKind, TensorVisitor, TensorVisitorMut, Visit, Visitable};
 use crate::quant::{
-    conv2d_int8, visit_int8, visit_int8_mut, ConvGeometry, Granularity, Int8Weight, Quantizable,
+    conv2d_int8, f32_values, tensor_from_f32, visit_int8, visit_int8_mut, ConvGeometry,
+    Granularity, Int8Weight, Quantizable,
 };
 use crate::tensor::{Element, Float, Tensor};
 use std::sync::Arc;
@@ -29,17 +30,8 @@ impl<E: Float> Conv2d<E> {
     /// The int8 convolution of a batched input `[N, C, H, W]`.
     pub(super) fn forward_int8(&self, q: &Int8Weight, x: &Tensor<E>) -> Tensor<E> {
         let s = x.shape();
-        let xs: Vec<f32> = x
-            .to_vec()
-            .iter()
-            .map(|&v| Element::to_f64(v) as f32)
-            .collect();
-        let bias: Option<Vec<f32>> = self.bias.as_ref().map(|b| {
-            b.to_vec()
-                .iter()
-                .map(|&v| Element::to_f64(v) as f32)
-                .collect()
-        });
+        let xs = f32_values(x.as_slice());
+        let bias = self.bias.as_ref().map(|b| f32_values(b.as_slice()));
         let g = ConvGeometry {
             stride: self.stride,
             padding: self.padding,
@@ -53,10 +45,7 @@ impl<E: Float> Conv2d<E> {
             g.kernel
         );
         let (y, [oh, ow]) = conv2d_int8(q, &xs, [s[0], s[1], s[2], s[3]], bias.as_deref(), &g);
-        Tensor::from_vec(
-            y.into_iter().map(|v| E::from_f64(f64::from(v))).collect(),
-            &[s[0], q.out_features(), oh, ow],
-        )
+        tensor_from_f32(y, &[s[0], q.out_features(), oh, ow])
     }
 }
 

@@ -178,7 +178,7 @@ mod tests {
                 "hw {hw} affine {affine} relu {relu}"
             );
             if relu {
-                assert!(fused.to_vec().iter().any(|&v| v == 0.0));
+                assert!(fused.to_vec().contains(&0.0));
             }
         }
     }

@@ -5,7 +5,9 @@ use super::layer::{enter_layer, enter_layer_mut, Layer};
 use super::summary::record_output;
 use super::visit::{TensorKind, TensorVisitor, TensorVisitorMut, Visit, Visitable};
 use crate::error::{ForgeError, Result};
-use crate::quant::{visit_int8, visit_int8_mut, Granularity, Int8Weight, Quantizable};
+use crate::quant::{
+    f32_values, tensor_from_f32, visit_int8, visit_int8_mut, Granularity, Int8Weight, Quantizable,
+};
 use crate::tensor::{Element, Float, Rng, Tensor};
 use std::sync::Arc;
 
@@ -171,24 +173,12 @@ impl<E: Float> Linear<E> {
 
     /// The int8 forward pass: `x` to `f32`, the dynamic int8 product, back.
     fn forward_int8(&self, q: &Int8Weight, x: &Tensor<E>) -> Tensor<E> {
-        let xs: Vec<f32> = x
-            .as_slice()
-            .iter()
-            .map(|&v| Element::to_f64(v) as f32)
-            .collect();
-        let bias: Option<Vec<f32>> = self.bias.as_ref().map(|b| {
-            b.as_slice()
-                .iter()
-                .map(|&v| Element::to_f64(v) as f32)
-                .collect()
-        });
-        let y = q.linear(&xs, bias.as_deref());
+        let xs = f32_values(x.as_slice());
+        let bias = self.bias.as_ref().map(|b| f32_values(b.as_slice()));
+        let y = q.linear_pooled(&xs, bias.as_deref());
         let mut shape = x.shape().to_vec();
         *shape.last_mut().expect("checked rank") = q.out_features();
-        Tensor::from_vec(
-            y.into_iter().map(|v| E::from_f64(f64::from(v))).collect(),
-            &shape,
-        )
+        tensor_from_f32(y, &shape)
     }
 }
 

@@ -5,7 +5,7 @@
 //! training step, the zeroing 3%).
 
 use super::softmax::{row_blocks_mut, ROW_BLOCK_ELEMS};
-use crate::cpu::gemm::{gemm_batched, Mat};
+use crate::cpu::gemm::{gemm_batched, gemm_weight_t, Mat};
 use crate::cpu::memory::Storage;
 use crate::tensor::{Device, Float, Tensor};
 
@@ -59,16 +59,24 @@ impl<E: Float, D: Device> Tensor<E, D> {
             None => (Storage::<E>::stale(rows * out_f), E::zero()),
         };
         let (x, w) = (self.as_slice(), weight.as_slice());
-        gemm_batched(
-            1,
-            rows,
-            in_f,
-            out_f,
-            |_| Mat::row_major(x, in_f),
-            |_| Mat::transposed(w, in_f),
-            beta,
-            &mut out,
-        );
+        // Outside autograd a plain weight is packed once and kept on its
+        // storage until it is next written (`cpu::gemm::gemm_weight_t`):
+        // the same bits as packing it here.
+        let cached = !crate::autograd::is_grad_enabled()
+            && weight.layout.is_none()
+            && gemm_weight_t(rows, in_f, out_f, x, &weight.storage, beta, &mut out);
+        if !cached {
+            gemm_batched(
+                1,
+                rows,
+                in_f,
+                out_f,
+                |_| Mat::row_major(x, in_f),
+                |_| Mat::transposed(w, in_f),
+                beta,
+                &mut out,
+            );
+        }
         let mut shape = self.shape()[..self.rank() - 1].to_vec();
         shape.push(out_f);
         let mut inputs = vec![self.clone(), weight.clone()];

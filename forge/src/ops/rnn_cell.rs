@@ -224,10 +224,11 @@ fn forward_steps<E: Float>(
         let hw = unsafe { hw_r.at(0, n, r0, r1, g) };
         for s in 0..seq.t_len {
             let (t, prev) = (seq.time(s), seq.prev(s));
-            // SAFETY (both `at`): this block reads and writes only rows
-            // r0..r1 of `ys`, and reads time index `prev` while it writes
-            // time index `t != prev`.
+            // Both `at`: this block reads and writes only rows r0..r1 of
+            // `ys`, and reads time index `prev` while it writes time index
+            // `t != prev`; `at` asserts each range inside `ys`.
             let h_prev: &[E] = match prev {
+                // SAFETY: rows r0..r1 of step `prev`, read only (see above).
                 Some(p) => unsafe { ys_r.at(p, n, r0, r1, h) },
                 None => rows_of(h0, r0, r1, h),
             };
@@ -237,6 +238,8 @@ fn forward_steps<E: Float>(
                 Some(p) => p.gemm(r1 - r0, hp, E::zero(), hw),
                 None => gemm(r1 - r0, h, g, hp, w_t, E::zero(), hw),
             }
+            // SAFETY: rows r0..r1 of step `t != prev`: overlaps no live
+            // slice (`h_prev` is another step's rows, `hw` another buffer).
             let y = unsafe { ys_r.at(t, n, r0, r1, h) };
             cell(Step { t, prev, r0, r1 }, hw, h_prev, y);
         }
@@ -264,11 +267,13 @@ fn backward_steps<E: Float>(
     let packed = (n >= 2).then(|| PackedRhs::new(g, h, w_m)).flatten();
     let (carry_r, ds_r) = (Rows::new(carry), Rows::new(ds));
     for_batch_blocks(n, |r0, r1| {
-        // SAFETY (every `at`): this block reads and writes only rows
-        // r0..r1 of `carry` and `ds`.
+        // SAFETY: this block reads and writes only rows r0..r1 of `carry`
+        // (and of `ds` below), which `at` asserts inside the buffer.
         let cb = unsafe { carry_r.at(0, n, r0, r1, h) };
         for s in (0..seq.t_len).rev() {
             let (t, prev) = (seq.time(s), seq.prev(s));
+            // SAFETY: rows r0..r1 of step `t` of `ds`, this block's own; the
+            // previous step's slice `d` is dead by now.
             let d = unsafe { ds_r.at(t, n, r0, r1, g) };
             cell(Step { t, prev, r0, r1 }, cb, d);
             let dm = Mat::row_major(d, g);

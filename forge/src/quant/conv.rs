@@ -8,6 +8,7 @@
 //! written with integer arithmetic in `tests/fixtures/gen/gen_quant.py`.
 
 use super::int8::{quantize_activations, range_params, Int8Weight};
+use crate::cpu::memory::Storage;
 use crate::cpu::qgemm::padded_k;
 
 /// The geometry of one int8 convolution.
@@ -49,7 +50,7 @@ pub(crate) fn conv2d_int8(
     [n, c, h, w]: [usize; 4],
     bias: Option<&[f32]>,
     g: &ConvGeometry,
-) -> (Vec<f32>, [usize; 2]) {
+) -> (Storage<f32>, [usize; 2]) {
     let [kh, kw] = g.kernel;
     let k = c * kh * kw;
     assert_eq!(
@@ -66,16 +67,19 @@ pub(crate) fn conv2d_int8(
         .output(h, w)
         .unwrap_or_else(|| panic!("conv2d_int8: input {h}x{w} smaller than the kernel"));
     let out = q.out_features();
-    let mut y = vec![0f32; n * out * oh * ow];
+    let mut y = Storage::<f32>::stale(n * out * oh * ow);
     if y.is_empty() {
         return (y, [oh, ow]);
     }
     let (scale, zp) = range_params(x);
-    let mut xq = vec![0u8; x.len()];
+    let mut xq = Storage::<u8>::zeroed(x.len());
     quantize_activations(x, scale, zp, &mut xq);
     let kp = padded_k(k);
     let rows = oh * ow;
-    let mut a = vec![0u8; rows * kp];
+    // scratch for every image, pooled (reused from call to call)
+    let mut a = Storage::<u8>::zeroed(rows * kp);
+    let mut acc = Storage::<i32>::stale(rows * out);
+    let mut prod = Storage::<f32>::stale(rows * out);
     let zero = zp as u8;
     for (image, y_img) in xq
         .chunks_exact(c * h * w)
@@ -101,7 +105,7 @@ pub(crate) fn conv2d_int8(
             }
         }
         // [rows, out] from the product, stored channel-major
-        let prod = q.product(rows, &a, scale, zp, bias);
+        q.product_into(rows, &a, scale, zp, bias, &mut acc, &mut prod);
         for (r, pr) in prod.chunks_exact(out).enumerate() {
             for (o, &v) in pr.iter().enumerate() {
                 y_img[o * rows + r] = v;

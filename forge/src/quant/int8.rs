@@ -2,6 +2,7 @@
 //! int8 product with it; [`Quantizable`], what a layer implements to be
 //! converted by [`quantize_dynamic`](super::quantize_dynamic).
 
+use crate::cpu::memory::Storage;
 use crate::cpu::qgemm::{padded_k, PackedI8};
 use crate::tensor::{Float, Tensor};
 
@@ -349,12 +350,47 @@ impl Int8Weight {
     /// assert!((y[0] - 1.25).abs() < 0.01);
     /// ```
     pub fn linear(&self, x: &[f32], bias: Option<&[f32]>) -> Vec<f32> {
+        self.linear_pooled(x, bias).to_vec()
+    }
+
+    /// [`linear`](Self::linear) into a pooled buffer, with every scratch
+    /// buffer (the quantized rows, the `i32` sums) pooled too.
+    pub(crate) fn linear_pooled(&self, x: &[f32], bias: Option<&[f32]>) -> Storage<f32> {
         let (n, k) = (self.out_features(), self.in_features());
         assert!(
             k > 0 && x.len().is_multiple_of(k),
             "Int8Weight::linear: {} inputs are not rows of {k}",
             x.len()
         );
+        let m = x.len() / k;
+        let mut a = Storage::<u8>::zeroed(m * padded_k(k));
+        let (scale, zero_point) = quantize_rows(x, k, &mut a);
+        let mut acc = Storage::<i32>::stale(m * n);
+        let mut y = Storage::<f32>::stale(m * n);
+        self.product_into(m, &a, scale, zero_point, bias, &mut acc, &mut y);
+        y
+    }
+
+    /// The `[m, out]` outputs from `m` rows of quantized activations `a`
+    /// (each [`padded_k`] bytes, the padding zero) quantized with `scale`
+    /// and `zero_point`, written into `y`: the int8 product (into `acc`,
+    /// at least `m x out`) and its `f32` epilogue,
+    /// `(acc - zero_point * rowsum) * scale * w_scale + bias`.
+    ///
+    /// # Panics
+    /// When a buffer is too small or the bias is not `out` long.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn product_into(
+        &self,
+        m: usize,
+        a: &[u8],
+        scale: f32,
+        zero_point: i32,
+        bias: Option<&[f32]>,
+        acc: &mut [i32],
+        y: &mut [f32],
+    ) {
+        let n = self.out_features();
         if let Some(b) = bias {
             assert_eq!(
                 b.len(),
@@ -363,53 +399,84 @@ impl Int8Weight {
                 b.len()
             );
         }
-        let m = x.len() / k;
-        let (scale, zero_point) = if m == 0 { (1.0, 0) } else { range_params(x) };
-        let kp = padded_k(k);
-        let mut a = vec![0u8; m * kp];
-        for (row, xs) in a.chunks_exact_mut(kp).zip(x.chunks_exact(k)) {
-            quantize_activations(xs, scale, zero_point, row);
+        assert!(
+            y.len() >= m * n,
+            "Int8Weight::product: output of {} for {m} x {n}",
+            y.len()
+        );
+        self.packed.gemm(m, a, acc);
+        if n == 0 {
+            return;
         }
-        self.product(m, &a, scale, zero_point, bias)
-    }
-
-    /// The `[m, out]` outputs from `m` rows of quantized activations `a`
-    /// (each [`padded_k`] bytes, the padding zero) quantized with `scale`
-    /// and `zero_point`: the int8 product and its `f32` epilogue,
-    /// `(acc - zero_point * rowsum) * scale * w_scale + bias`.
-    pub(crate) fn product(
-        &self,
-        m: usize,
-        a: &[u8],
-        scale: f32,
-        zero_point: i32,
-        bias: Option<&[f32]>,
-    ) -> Vec<f32> {
-        let n = self.out_features();
-        let mut acc = vec![0i32; m * n];
-        self.packed.gemm(m, a, &mut acc);
         let sums = self.packed.row_sums();
-        let mut y = vec![0f32; m * n];
-        for (yr, ar) in y.chunks_exact_mut(n.max(1)).zip(acc.chunks_exact(n.max(1))) {
-            for j in 0..n {
-                let raw = ar[j].wrapping_sub(zero_point.wrapping_mul(sums[j]));
-                let b = bias.map_or(0.0, |b| b[j]);
-                yr[j] = raw as f32 * (scale * self.scale_of(j)) + b;
+        let per_row: Storage<f32> = (0..n).map(|j| scale * self.scale_of(j)).collect();
+        let offsets: Storage<i32> = sums.iter().map(|&s| zero_point.wrapping_mul(s)).collect();
+        for (yr, ar) in y[..m * n].chunks_exact_mut(n).zip(acc.chunks_exact(n)) {
+            match bias {
+                Some(b) => {
+                    for j in 0..n {
+                        let raw = ar[j].wrapping_sub(offsets[j]);
+                        yr[j] = raw as f32 * per_row[j] + b[j];
+                    }
+                }
+                None => {
+                    for j in 0..n {
+                        let raw = ar[j].wrapping_sub(offsets[j]);
+                        yr[j] = raw as f32 * per_row[j] + 0.0;
+                    }
+                }
             }
         }
-        y
     }
 }
 
+/// Quantizes the rows of `x` (each `k` values) with one scale and zero
+/// point over all of them ([`range_params`]) into `out`, rows of
+/// [`padded_k`]`(k)` bytes whose padding is left as it is (zero in a
+/// zeroed buffer): the activations of one dynamic int8 product.
+pub(crate) fn quantize_rows(x: &[f32], k: usize, out: &mut [u8]) -> (f32, i32) {
+    if x.is_empty() {
+        return (1.0, 0);
+    }
+    let (scale, zero_point) = range_params(x);
+    // the bytes of `quantize_activations`, vectorized and threaded (the
+    // padding set to zero)
+    crate::cpu::qgemm::quantize_rows(x, k, padded_k(k), scale, zero_point, out);
+    (scale, zero_point)
+}
+
 /// The activation parameters of `x` (nonempty) over its whole range: see
-/// [`activation_params`].
+/// [`activation_params`]. NaNs are skipped, as `f32::min` / `max` do.
 pub(crate) fn range_params(x: &[f32]) -> (f32, i32) {
-    let (lo, hi) = x
-        .iter()
-        .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &v| {
-            (lo.min(v), hi.max(v))
-        });
+    const LANES: usize = 16;
+    let mut lo = [f32::INFINITY; LANES];
+    let mut hi = [f32::NEG_INFINITY; LANES];
+    let mut chunks = x.chunks_exact(LANES);
+    for c in &mut chunks {
+        for i in 0..LANES {
+            lo[i] = lo[i].min(c[i]);
+            hi[i] = hi[i].max(c[i]);
+        }
+    }
+    for &v in chunks.remainder() {
+        lo[0] = lo[0].min(v);
+        hi[0] = hi[0].max(v);
+    }
+    let lo = lo.iter().fold(f32::INFINITY, |a, &b| a.min(b));
+    let hi = hi.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
     activation_params(lo, hi)
+}
+
+/// `x` rounded to the nearest integer, ties to even, for `|x| <= 2^22`:
+/// adding and subtracting `1.5 x 2^23` leaves no fraction bits, and the
+/// addition rounds as the FPU does (to nearest even), the same bits as
+/// `f32::round_ties_even` in that range, and plain arithmetic that the
+/// compiler vectorizes (`round_ties_even` is a library call without
+/// SSE4.1).
+#[inline(always)]
+fn round_small(x: f32) -> f32 {
+    const MAGIC: f32 = 12_582_912.0; // 1.5 x 2^23
+    (x + MAGIC) - MAGIC
 }
 
 /// `x` quantized to unsigned bytes with `scale` and `zero_point` into the
@@ -417,10 +484,15 @@ pub(crate) fn range_params(x: &[f32]) -> (f32, i32) {
 /// to `[0, 255]`, as `torch.quantize_per_tensor` with `quint8`).
 pub(crate) fn quantize_activations(x: &[f32], scale: f32, zero_point: i32, out: &mut [u8]) {
     let inverse = 1.0 / scale;
+    let zp = zero_point as f32;
     for (q, &v) in out.iter_mut().zip(x) {
-        *q = (zero_point as f32 + v * inverse)
-            .round_ties_even()
-            .clamp(0.0, 255.0) as u8;
+        // clamped to [-1, 256] first (a NaN becomes -1, hence 0 as
+        // `round_ties_even` then `as u8` gives it): rounding then clamping
+        // to [0, 255] gives the same byte as rounding the unclamped value
+        // not `clamp`: it passes a NaN through, `max` turns it into -1
+        #[allow(clippy::manual_clamp)]
+        let t = (zp + v * inverse).max(-1.0).min(256.0);
+        *q = round_small(t).clamp(0.0, 255.0) as u8;
     }
 }
 
@@ -437,6 +509,46 @@ mod tests {
         assert_eq!((s, zp), (1.27 / 127.0, 127));
         // a tiny range is widened to the smallest scale
         assert_eq!(activation_params(0.0, 1e-6).0, 6.1e-5);
+    }
+
+    #[test]
+    fn vector_quantization_rounds_as_round_ties_even() {
+        // the reference: the formula as written, with the library rounding
+        let reference = |v: f32, inverse: f32, zp: f32| -> u8 {
+            (zp + v * inverse).round_ties_even().clamp(0.0, 255.0) as u8
+        };
+        let mut x: Vec<f32> = (-600..600).map(|i| i as f32 * 0.25).collect();
+        x.extend([
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            1e30,
+            -1e30,
+            0.5,
+            1.5,
+            2.5,
+            -0.5,
+            254.5,
+            255.5,
+            -0.0,
+            f32::MIN_POSITIVE,
+        ]);
+        for (scale, zp) in [(1.0, 0), (0.5, 64), (0.013, 127), (3.0, 5)] {
+            let mut out = vec![0u8; x.len()];
+            quantize_activations(&x, scale, zp, &mut out);
+            for (&v, &q) in x.iter().zip(&out) {
+                assert_eq!(q, reference(v, 1.0 / scale, zp as f32), "{v} {scale} {zp}");
+            }
+        }
+    }
+
+    #[test]
+    fn range_skips_nans_and_spans_every_lane() {
+        let mut x = vec![0.5f32; 37];
+        x[3] = f32::NAN;
+        x[36] = -2.0; // in the remainder past the 16-lane chunks
+        x[17] = 4.0;
+        assert_eq!(range_params(&x), activation_params(-2.0, 4.0));
     }
 
     #[test]

@@ -48,6 +48,7 @@
 //! std::fs::remove_file(&path).unwrap();
 //! ```
 
+mod buf;
 mod conv;
 mod dynamic;
 mod fp8;
@@ -56,6 +57,7 @@ mod int8;
 mod recurrent;
 mod visit;
 
+pub(crate) use buf::{f32_values, tensor_from_f32};
 pub(crate) use conv::{conv2d_int8, ConvGeometry};
 pub use dynamic::{quantize_dynamic, resident_bytes};
 pub use fp8::Fp8Format;

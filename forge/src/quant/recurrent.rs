@@ -7,7 +7,11 @@
 //! it by the int8 `weight_hh` (`bias_hh` added), and the gates and the state
 //! update run in `f32` exactly as in the float cell.
 
-use super::int8::{Granularity, Int8Weight};
+use super::buf::{f32_values, tensor_from_f32};
+use super::int8::{quantize_rows, Granularity, Int8Weight};
+use crate::cpu::memory::Storage;
+use crate::cpu::qgemm::padded_k;
+use crate::cpu::vmath::{sigmoid_f32, tanh_f32};
 use crate::tensor::{Element, Float, Tensor};
 use std::sync::Arc;
 
@@ -51,6 +55,16 @@ pub(crate) enum CellKind {
     Gru,
 }
 
+impl CellKind {
+    /// How many gates the weights stack.
+    fn gates(self) -> usize {
+        match self {
+            CellKind::Lstm => 4,
+            CellKind::Gru => 3,
+        }
+    }
+}
+
 pub(crate) fn to_f32<E: Float>(t: &Tensor<E>) -> Vec<f32> {
     t.to_vec()
         .iter()
@@ -58,20 +72,15 @@ pub(crate) fn to_f32<E: Float>(t: &Tensor<E>) -> Vec<f32> {
         .collect()
 }
 
-fn from_f32<E: Float>(v: &[f32], shape: &[usize]) -> Tensor<E> {
-    Tensor::from_vec(
-        v.iter().map(|&x| E::from_f64(f64::from(x))).collect(),
-        shape,
-    )
-}
-
-fn sigmoid(x: f32) -> f32 {
-    1.0 / (1.0 + (-x).exp())
-}
-
 /// One layer and direction of a quantized cell over a time-major input
 /// `x` (`[T, N, in]`) from the initial states `init` (each `[N, H]`):
 /// the outputs `[T, N, H]` in time order and the final states.
+///
+/// Every buffer comes from the pool and the step loop allocates nothing:
+/// the quantized `h`, the `i32` sums and the gates are taken once per
+/// sequence and reused at every step. The gate functions are forge's
+/// vectorizable `sigmoid_f32` / `tanh_f32` (within 2 and 2.5 ulp), as the
+/// f32 cells use.
 ///
 /// # Panics
 /// When the shapes do not fit the cell's weights.
@@ -87,58 +96,88 @@ pub(crate) fn int8_sequence<E: Float>(
     let (t_len, n) = (x.dim(0), x.dim(1));
     let gh = cell.hh.out_features();
     let h_size = cell.hh.in_features();
-    let g = gh / h_size;
-    let b_ih = bias_ih.map(to_f32);
-    let b_hh = bias_hh.map(to_f32);
+    let g = gh / h_size.max(1);
+    assert!(
+        h_size > 0 && g == kind.gates() && g * h_size == gh,
+        "int8 {kind:?}: weight_hh [{gh}, {h_size}] is not [{} H, H]",
+        kind.gates()
+    );
+    let b_ih = bias_ih.map(|b| f32_values(b.as_slice()));
+    let b_hh = bias_hh.map(|b| f32_values(b.as_slice()));
     // the whole sequence's input projection, one activation scale
-    let xp = cell.ih.linear(&to_f32(x), b_ih.as_deref());
-    let mut h = to_f32(&init[0]);
+    let xp = cell
+        .ih
+        .linear_pooled(&f32_values(x.as_slice()), b_ih.as_deref());
+    let mut h = Storage::from_slice(&f32_values(init[0].as_slice()));
     let mut c = match kind {
-        CellKind::Lstm => to_f32(&init[1]),
-        CellKind::Gru => Vec::new(),
+        CellKind::Lstm => Storage::from_slice(&f32_values(init[1].as_slice())),
+        CellKind::Gru => Storage::with_capacity(0),
     };
     assert_eq!(
         h.len(),
         n * h_size,
         "int8 {kind:?}: h0 is not [{n}, {h_size}]"
     );
-    let mut out = vec![0f32; t_len * n * h_size];
+    let mut out = Storage::<f32>::stale(t_len * n * h_size);
+    // the step's scratch, taken once
+    let mut a = Storage::<u8>::zeroed(n * padded_k(h_size));
+    let mut acc = Storage::<i32>::stale(n * gh);
+    let mut hp = Storage::<f32>::stale(n * gh);
+    let mut tmp = Storage::<f32>::stale(h_size);
     for step in 0..t_len {
         let t = if reverse { t_len - 1 - step } else { step };
-        let hp = cell.hh.linear(&h, b_hh.as_deref());
+        let (scale, zp) = quantize_rows(&h, h_size, &mut a);
+        cell.hh
+            .product_into(n, &a, scale, zp, b_hh.as_deref(), &mut acc, &mut hp);
         let xt = &xp[t * n * gh..(t + 1) * n * gh];
         for b in 0..n {
-            let (xr, hr) = (&xt[b * gh..(b + 1) * gh], &hp[b * gh..(b + 1) * gh]);
+            let (xr, hr) = (&xt[b * gh..(b + 1) * gh], &mut hp[b * gh..(b + 1) * gh]);
             let hb = &mut h[b * h_size..(b + 1) * h_size];
             match kind {
                 CellKind::Lstm => {
-                    debug_assert_eq!(g, 4);
+                    // PyTorch: gates = linear_hh(h) + linear_ih(x)
+                    for (v, &xv) in hr.iter_mut().zip(xr) {
+                        *v += xv;
+                    }
+                    let (ifg, o) = hr.split_at_mut(3 * h_size);
+                    let (i_f, gg) = ifg.split_at_mut(2 * h_size);
+                    for v in i_f.iter_mut().chain(o.iter_mut()) {
+                        *v = sigmoid_f32(*v);
+                    }
+                    for v in gg.iter_mut() {
+                        *v = tanh_f32(*v);
+                    }
+                    let (i, f) = i_f.split_at(h_size);
                     let cb = &mut c[b * h_size..(b + 1) * h_size];
                     for j in 0..h_size {
-                        // PyTorch: gates = linear_hh(h) + linear_ih(x)
-                        let gate = |k: usize| hr[k * h_size + j] + xr[k * h_size + j];
-                        let (i, f) = (sigmoid(gate(0)), sigmoid(gate(1)));
-                        let (gg, o) = (gate(2).tanh(), sigmoid(gate(3)));
-                        cb[j] = f * cb[j] + i * gg;
-                        hb[j] = o * cb[j].tanh();
+                        cb[j] = f[j] * cb[j] + i[j] * gg[j];
+                        tmp[j] = tanh_f32(cb[j]);
+                    }
+                    for j in 0..h_size {
+                        hb[j] = o[j] * tmp[j];
                     }
                 }
                 CellKind::Gru => {
-                    debug_assert_eq!(g, 3);
+                    let (rz, hn) = hr.split_at_mut(2 * h_size);
+                    for (v, &xv) in rz.iter_mut().zip(&xr[..2 * h_size]) {
+                        *v = sigmoid_f32(*v + xv);
+                    }
+                    let (r, z) = rz.split_at(h_size);
+                    let xn = &xr[2 * h_size..];
                     for j in 0..h_size {
-                        let r = sigmoid(hr[j] + xr[j]);
-                        let z = sigmoid(hr[h_size + j] + xr[h_size + j]);
-                        let nn = (xr[2 * h_size + j] + hr[2 * h_size + j] * r).tanh();
-                        hb[j] = (hb[j] - nn) * z + nn;
+                        tmp[j] = tanh_f32(xn[j] + hn[j] * r[j]);
+                    }
+                    for j in 0..h_size {
+                        hb[j] = (hb[j] - tmp[j]) * z[j] + tmp[j];
                     }
                 }
             }
         }
         out[t * n * h_size..(t + 1) * n * h_size].copy_from_slice(&h);
     }
-    let mut states = vec![from_f32(&h, &[n, h_size])];
+    let mut states = vec![tensor_from_f32(h, &[n, h_size])];
     if kind == CellKind::Lstm {
-        states.push(from_f32(&c, &[n, h_size]));
+        states.push(tensor_from_f32(c, &[n, h_size]));
     }
-    (from_f32(&out, &[t_len, n, h_size]), states)
+    (tensor_from_f32(out, &[t_len, n, h_size]), states)
 }

@@ -8,7 +8,8 @@ use std::fmt;
 /// has unless `FORGE_CPU_CLASS`, [`set_cpu_class`](super::set_cpu_class)
 /// or an executor ([`Executor::with_cpu_class`](super::Executor::with_cpu_class))
 /// pins a narrower one. Other element types and other CPUs run portable
-/// loops.
+/// loops. [`Simd::Amx`] adds the AMX tile kernels (the int8 matrix
+/// products) to AVX-512F; the class `Avx512` turns them off.
 ///
 /// ```
 /// use forge::runtime::Simd;
@@ -22,6 +23,10 @@ pub enum Simd {
     Avx2Fma,
     /// Neither: the portable loops (what the compiler vectorises).
     Portable,
+    /// AVX-512F plus the AMX tiles (`tdpbusd` for the int8 matrix
+    /// products), where the CPU has them and Linux grants the process the
+    /// tile state.
+    Amx,
 }
 
 impl fmt::Display for Simd {
@@ -30,6 +35,7 @@ impl fmt::Display for Simd {
             Simd::Avx512 => "AVX-512F",
             Simd::Avx2Fma => "AVX2+FMA",
             Simd::Portable => "portable",
+            Simd::Amx => "AMX+AVX-512F",
         })
     }
 }

@@ -53,6 +53,7 @@ fn class_of(s: Simd) -> Class {
         Simd::Portable => Class::Portable,
         Simd::Avx2Fma => Class::Avx2,
         Simd::Avx512 => Class::Avx512,
+        Simd::Amx => Class::Amx,
     }
 }
 
@@ -62,6 +63,7 @@ fn simd_of(c: Class) -> Simd {
         Class::Portable => Simd::Portable,
         Class::Avx2 => Simd::Avx2Fma,
         Class::Avx512 => Simd::Avx512,
+        Class::Amx => Simd::Amx,
     }
 }
 

@@ -6,41 +6,58 @@
 
 use super::{padded_k, to_bf16, PackedBf16, PANEL};
 use crate::cpu::conv::ConvGeom;
+use crate::cpu::memory::Storage;
 
-/// The patches of one group of one image (`x_img` starts at the group's
-/// first channel): an `l x k` matrix packed, `l = oh ow` output pixels,
-/// `k = (c / groups) kh kw` taps in PyTorch's weight order.
-fn pack_patches(g: &ConvGeom, x_img: &[f32]) -> PackedBf16 {
+/// Output pixels (columns of the product) a batched product aims for:
+/// images are grouped until their pixels reach this, so that a late stage
+/// with a handful of pixels per image still fills the kernel's 16-wide
+/// panels and gives the threads work, while an early stage with large
+/// images keeps one image (and a small patch buffer) per product.
+const TARGET_COLUMNS: usize = 1024;
+
+/// The patches of one group of `images` consecutive images (`x_imgs` starts
+/// at the first image's group's first channel, images `img_stride` apart):
+/// an `images l x k` matrix packed, `l = oh ow` output pixels per image
+/// (column `i l + pixel` is image `i`'s pixel), `k = (c / groups) kh kw`
+/// taps in PyTorch's weight order. The packed values are in a pooled buffer.
+fn pack_patches(g: &ConvGeom, x_imgs: &[f32], images: usize, img_stride: usize) -> PackedBf16 {
     let (cg, l) = (g.c / g.groups, g.oh * g.ow);
     let k = cg * g.kh * g.kw;
+    let cols = images * l;
     let pairs = padded_k(k) / 2;
-    let mut data = vec![0u16; l.div_ceil(PANEL) * pairs * PANEL * 2];
+    let mut data = Storage::<u16>::zeroed(cols.div_ceil(PANEL) * pairs * PANEL * 2);
     let (h, w) = (g.h as isize, g.w as isize);
-    for ci in 0..cg {
-        let plane = &x_img[ci * g.h * g.w..][..g.h * g.w];
-        for ki in 0..g.kh {
-            for kj in 0..g.kw {
-                let p = (ci * g.kh + ki) * g.kw + kj;
-                let base = (p / 2) * PANEL * 2 + p % 2;
-                for oy in 0..g.oh {
-                    let iy =
-                        (oy * g.stride[0] + ki * g.dilation[0]) as isize - g.padding[0] as isize;
-                    let row_ok = (0..h).contains(&iy);
-                    for ox in 0..g.ow {
-                        let ix = (ox * g.stride[1] + kj * g.dilation[1]) as isize
-                            - g.padding[1] as isize;
-                        if row_ok && (0..w).contains(&ix) {
-                            let pix = oy * g.ow + ox;
-                            let v = plane[(iy * w + ix) as usize];
-                            data[(pix / PANEL) * pairs * PANEL * 2 + base + (pix % PANEL) * 2] =
-                                to_bf16(v);
+    for img in 0..images {
+        let x_img = &x_imgs[img * img_stride..];
+        for ci in 0..cg {
+            let plane = &x_img[ci * g.h * g.w..][..g.h * g.w];
+            for ki in 0..g.kh {
+                for kj in 0..g.kw {
+                    let p = (ci * g.kh + ki) * g.kw + kj;
+                    let base = (p / 2) * PANEL * 2 + p % 2;
+                    for oy in 0..g.oh {
+                        let iy = (oy * g.stride[0] + ki * g.dilation[0]) as isize
+                            - g.padding[0] as isize;
+                        if !(0..h).contains(&iy) {
+                            continue;
+                        }
+                        for ox in 0..g.ow {
+                            let ix = (ox * g.stride[1] + kj * g.dilation[1]) as isize
+                                - g.padding[1] as isize;
+                            if (0..w).contains(&ix) {
+                                let col = img * l + oy * g.ow + ox;
+                                let v = plane[(iy * w + ix) as usize];
+                                data[(col / PANEL) * pairs * PANEL * 2
+                                    + base
+                                    + (col % PANEL) * 2] = to_bf16(v);
+                            }
                         }
                     }
                 }
             }
         }
     }
-    PackedBf16 { n: l, k, data }
+    PackedBf16 { n: cols, k, data }
 }
 
 /// `y [n, o, oh, ow]` of the convolution of `x [n, c, h, w]` (f32, rounded
@@ -48,9 +65,21 @@ fn pack_patches(g: &ConvGeom, x_img: &[f32]) -> PackedBf16 {
 /// [`padded_k`]`((c / groups) kh kw)` elements, from
 /// [`rows_to_bf16`](super::rows_to_bf16)), plus `bias [o]` in f32.
 ///
+/// Per group, the images go through the product in batches of about
+/// [`TARGET_COLUMNS`] output pixels: the weight rows times the batch's
+/// patches give `[og, images x pixels]`, copied into each image's NCHW
+/// block. Each output element is the same sum whatever the batch (a
+/// column of the product depends only on its own patch), so the result
+/// is the per-image product's, bit for bit. Every buffer is pooled.
+///
 /// # Panics
 /// When a buffer's length does not match the geometry.
-pub(crate) fn conv2d(g: &ConvGeom, x: &[f32], w_rows: &[u16], bias: Option<&[f32]>) -> Vec<f32> {
+pub(crate) fn conv2d(
+    g: &ConvGeom,
+    x: &[f32],
+    w_rows: &[u16],
+    bias: Option<&[f32]>,
+) -> Storage<f32> {
     let (cg, og, l) = (g.c / g.groups, g.o / g.groups, g.oh * g.ow);
     let k = cg * g.kh * g.kw;
     let kp = padded_k(k);
@@ -59,22 +88,35 @@ pub(crate) fn conv2d(g: &ConvGeom, x: &[f32], w_rows: &[u16], bias: Option<&[f32
     if let Some(b) = bias {
         assert_eq!(b.len(), g.o, "conv2d (bf16): bias");
     }
-    let mut y = vec![0f32; g.n * g.o * l];
-    if l == 0 {
+    let mut y = Storage::<f32>::zeroed(g.n * g.o * l);
+    if l == 0 || g.n == 0 {
         return y;
     }
-    for (b, y_img) in y.chunks_exact_mut(g.o * l).enumerate() {
+    let batch = TARGET_COLUMNS.div_ceil(l).clamp(1, g.n);
+    let img_stride = g.c * g.h * g.w;
+    let mut prod = Storage::<f32>::stale(og * batch * l);
+    for b0 in (0..g.n).step_by(batch) {
+        let images = batch.min(g.n - b0);
+        let cols = images * l;
         for grp in 0..g.groups {
-            let x_grp = &x[(b * g.c + grp * cg) * g.h * g.w..][..cg * g.h * g.w];
-            let patches = pack_patches(g, x_grp);
+            let x_grp = &x[b0 * img_stride + grp * cg * g.h * g.w..];
+            let patches = pack_patches(g, x_grp, images, img_stride);
             patches.gemm(
                 og,
                 &w_rows[grp * og * kp..(grp + 1) * og * kp],
                 None,
-                &mut y_img[grp * og * l..(grp + 1) * og * l],
+                &mut prod[..og * cols],
             );
+            for (o, row) in prod[..og * cols].chunks_exact(cols).enumerate() {
+                for (img, src) in row.chunks_exact(l).enumerate() {
+                    let start = ((b0 + img) * g.o + grp * og + o) * l;
+                    y[start..start + l].copy_from_slice(src);
+                }
+            }
         }
-        if let Some(bias) = bias {
+    }
+    if let Some(bias) = bias {
+        for y_img in y.chunks_exact_mut(g.o * l) {
             for (row, &bv) in y_img.chunks_exact_mut(l).zip(bias) {
                 for v in row {
                     *v += bv;
@@ -83,4 +125,49 @@ pub(crate) fn conv2d(g: &ConvGeom, x: &[f32], w_rows: &[u16], bias: Option<&[f32
         }
     }
     y
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::bgemm::rows_to_bf16;
+    use crate::tensor::Rng;
+
+    /// Batching images into one product gives each image's own result bit
+    /// for bit: `n` images at once against each image alone (groups,
+    /// stride, padding, dilation and an odd `k`; a large input, whose
+    /// batches hold one image, and a small one, all images in one batch).
+    #[test]
+    fn batched_images_equal_one_image_at_a_time() {
+        let mut rng = Rng::new(5);
+        for (n, hw, groups) in [(5, 5, 2), (3, 40, 1)] {
+            let (c, o, kh, kw) = (4, 6, 3, 2);
+            let x: Vec<f32> = (0..n * c * hw * hw).map(|_| rng.normal() as f32).collect();
+            let w: Vec<f32> = (0..o * (c / groups) * kh * kw)
+                .map(|_| rng.normal() as f32)
+                .collect();
+            let bias: Vec<f32> = (0..o).map(|_| rng.normal() as f32).collect();
+            let geom = |n| {
+                ConvGeom::new(
+                    [n, c, hw, hw],
+                    [o, c / groups, kh, kw],
+                    [2, 1],
+                    [1, 0],
+                    [1, 2],
+                    groups,
+                )
+                .unwrap()
+            };
+            let g = geom(n);
+            let k = (c / groups) * kh * kw;
+            let rows = rows_to_bf16(&w, o, k);
+            let all = conv2d(&g, &x, &rows, Some(&bias));
+            let img = c * hw * hw;
+            let out = o * g.oh * g.ow;
+            for b in 0..n {
+                let one = conv2d(&geom(1), &x[b * img..(b + 1) * img], &rows, Some(&bias));
+                assert_eq!(&all[b * out..(b + 1) * out], &one[..], "image {b} of {n}");
+            }
+        }
+    }
 }

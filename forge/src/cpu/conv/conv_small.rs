@@ -128,7 +128,8 @@ impl Kernel {
     /// else the portable loops (detected once, then cached).
     fn best() -> Kernel {
         // One answer per CPU class (`cpu::class`), each detected once.
-        static BEST: [std::sync::OnceLock<Kernel>; 3] = [const { std::sync::OnceLock::new() }; 3];
+        static BEST: [std::sync::OnceLock<Kernel>; crate::cpu::class::CLASSES] =
+            [const { std::sync::OnceLock::new() }; crate::cpu::class::CLASSES];
         *BEST[crate::cpu::class::current() as usize].get_or_init(|| {
             Kernel::all()
                 .into_iter()

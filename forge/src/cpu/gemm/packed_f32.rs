@@ -38,7 +38,7 @@ mod avx512;
 mod direct;
 #[cfg(test)]
 use direct::gemm_core_isa;
-pub(crate) use direct::{gemm_core, ASrc, Out, PackedA};
+pub(crate) use direct::{gemm_core, gemm_core_packed_b, ASrc, Out, PackedA};
 
 /// Rows of a register tile.
 const MR: usize = 12;
@@ -103,8 +103,8 @@ impl Isa {
     /// once; `None` when it has neither.
     pub(super) fn detect() -> Option<Isa> {
         // One answer per CPU class (`cpu::class`), each detected once.
-        static ISA: [std::sync::OnceLock<Option<Isa>>; 3] =
-            [const { std::sync::OnceLock::new() }; 3];
+        static ISA: [std::sync::OnceLock<Option<Isa>>; crate::cpu::class::CLASSES] =
+            [const { std::sync::OnceLock::new() }; crate::cpu::class::CLASSES];
         *ISA[crate::cpu::class::current() as usize].get_or_init(|| Isa::all().first().copied())
     }
 
@@ -221,6 +221,11 @@ impl PackedB {
     /// `(k, n)`.
     pub(super) fn dims(&self) -> (usize, usize) {
         (self.k, self.n)
+    }
+
+    /// The packed panels, in the layout [`gemm_core_packed_b`] reads.
+    pub(super) fn panels(&self) -> &[f32] {
+        &self.panels
     }
 }
 

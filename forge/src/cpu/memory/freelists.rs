@@ -15,8 +15,11 @@ use super::reserve::{self, Region};
 use std::alloc::{alloc, alloc_zeroed, dealloc, Layout};
 use std::cell::RefCell;
 use std::ptr::NonNull;
+// The lock of the free lists comes from the sync shim, so that a
+// `--cfg loom` build model-checks it (`loom_tests`); the rest is `std`.
+use crate::cpu::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Alignments kept apart: 1, 2, 4, 8, 16 bytes (index = log2).
 const ALIGNS: usize = 5;
@@ -112,10 +115,24 @@ pub(crate) struct ArenaMark {
 
 /// The process's pool: used by calls outside every executor, and by the
 /// process's default executor.
+#[cfg(not(loom))]
 static PROCESS: MemPool = MemPool {
     state: Mutex::new(None),
     arena: None,
 };
+
+// Under loom a lock is an object of the current model run, so the
+// process's pool is made afresh in each run (loom's `Mutex::new` is not
+// `const` either).
+#[cfg(loom)]
+loom::lazy_static! {
+    static ref PROCESS: MemPool = MemPool::new(None);
+}
+
+/// The process's pool.
+fn process() -> &'static MemPool {
+    &PROCESS
+}
 
 /// A pool a buffer belongs to: `None` is the process's.
 pub(crate) type PoolRef = Option<Arc<MemPool>>;
@@ -165,7 +182,7 @@ pub(crate) fn with_target<R>(target: PoolRef, f: impl FnOnce() -> R) -> R {
 
 /// The pool `r` names.
 fn resolve(r: &PoolRef) -> &MemPool {
-    r.as_deref().unwrap_or(&PROCESS)
+    r.as_deref().unwrap_or_else(|| process())
 }
 
 /// Whether `a` and `b` name the same pool.
@@ -309,7 +326,9 @@ const HUGE_BYTES: usize = 2 << 20;
 /// against 178-181 (Sapphire Rapids, commit f22bf04). Elsewhere, and where
 /// the kernel refuses, nothing changes.
 fn advise_huge(ptr: NonNull<u8>, bytes: usize) {
-    #[cfg(target_os = "linux")]
+    // Not under Miri, which cannot call into the C library (the advice
+    // changes no value, so nothing it checks is lost).
+    #[cfg(all(target_os = "linux", not(miri)))]
     {
         // <sys/mman.h>: int madvise(void *addr, size_t len, int advice).
         unsafe extern "C" {
@@ -322,7 +341,7 @@ fn advise_huge(ptr: NonNull<u8>, bytes: usize) {
         // kernel, THP compiled out) returns -1 and leaves it as it was.
         unsafe { madvise(ptr.as_ptr(), bytes, MADV_HUGEPAGE) };
     }
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(not(all(target_os = "linux", not(miri))))]
     let _ = (ptr, bytes);
 }
 
@@ -526,7 +545,7 @@ pub(crate) fn count_copy_on_write(bytes: usize) {
 /// A snapshot of the process's pool's counters, whatever the calling
 /// thread's pool.
 pub(crate) fn stats_of_process() -> MemoryStats {
-    PROCESS.stats()
+    process().stats()
 }
 
 /// A snapshot of the calling thread's pool's counters (public as

@@ -32,6 +32,8 @@
 
 mod classes;
 pub(crate) mod freelists;
+#[cfg(all(test, loom))]
+mod loom_tests;
 pub(crate) mod reserve;
 mod storage;
 

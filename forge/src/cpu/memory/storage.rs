@@ -46,6 +46,23 @@ pub struct Storage<T: Copy> {
     /// The arena call the block was taken in, or 0 outside arenas: the
     /// accessors panic once the arena has started a later call.
     generation: u64,
+    /// The write version: bumped by every mutable access to the values
+    /// ([`note_write`](Self::note_write), called by `deref_mut`,
+    /// `spare_capacity_mut`, `set_len`, `push` and `extend_from_slice`), so data derived from the values knows when they changed.
+    version: u64,
+    /// Data derived from the values at [`version`](Self::version) (a weight
+    /// packed for the gemm kernel: `cpu::gemm::weight_cache`), built on
+    /// first use by a shared reader; emptied by every write and dropped
+    /// with the storage.
+    derived: std::sync::OnceLock<Derived>,
+}
+
+/// A [`Storage`]'s derived data with the write version it was built at.
+pub(crate) struct Derived {
+    /// The storage's [`version`](Storage::version) when it was built.
+    pub(crate) version: u64,
+    /// The data (its type is the builder's).
+    pub(crate) data: Box<dyn std::any::Any + Send + Sync>,
 }
 
 // SAFETY: a `Storage` owns its buffer alone, as a `Vec` does (no other
@@ -88,6 +105,8 @@ impl<T: Copy> Storage<T> {
             len: 0,
             cap: b.bytes / size,
             block: b.bytes,
+            version: 0,
+            derived: std::sync::OnceLock::new(),
         }
     }
 
@@ -103,6 +122,8 @@ impl<T: Copy> Storage<T> {
             block: 0,
             pool: None,
             generation: 0,
+            version: 0,
+            derived: std::sync::OnceLock::new(),
         }
     }
 
@@ -241,6 +262,7 @@ impl<T: Copy> Storage<T> {
     /// ```
     #[inline]
     pub fn push(&mut self, x: T) {
+        self.note_write();
         if self.len == self.cap {
             self.reserve(1);
         }
@@ -299,6 +321,7 @@ impl<T: Copy> Storage<T> {
     /// assert_eq!(s.len(), 2);
     /// ```
     pub fn extend_from_slice(&mut self, src: &[T]) {
+        self.note_write();
         self.reserve(src.len());
         // SAFETY: `len + src.len() <= cap` (reserved above); `src` cannot
         // overlap the unused part of a buffer `self` owns mutably.
@@ -340,6 +363,7 @@ impl<T: Copy> Storage<T> {
     /// ```
     pub fn spare_capacity_mut(&mut self) -> &mut [MaybeUninit<T>] {
         self.check_fresh();
+        self.note_write();
         // SAFETY: slots `len..cap` are inside the buffer, owned by `self`
         // (borrowed mutably for the slice's life), and `MaybeUninit` claims
         // nothing of their contents.
@@ -358,6 +382,7 @@ impl<T: Copy> Storage<T> {
     /// [`spare_capacity_mut`](Self::spare_capacity_mut).
     pub unsafe fn set_len(&mut self, n: usize) {
         debug_assert!(n <= self.cap);
+        self.note_write();
         self.len = n;
     }
 
@@ -383,6 +408,53 @@ impl<T: Copy> Storage<T> {
 }
 
 impl<T: Copy> Storage<T> {
+    /// The write version: how many mutable accesses the values have had
+    /// (see the field). Derived data built at one version is stale at any
+    /// other.
+    pub(crate) fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// Records a write: bumps the version and drops the derived data.
+    /// Every `&mut` access to the values calls it.
+    #[inline]
+    pub(crate) fn note_write(&mut self) {
+        self.version = self.version.wrapping_add(1);
+        if self.derived.get_mut().is_some() {
+            self.derived.take();
+        }
+    }
+
+    /// The derived data of type `D` for the current values: built by
+    /// `build` when there is none (outside any arena, so that it lasts as
+    /// long as the storage), `None` when the slot holds data of another
+    /// type or `build` declines (returns `None`). The slot holds one
+    /// entry, so its memory is bounded by the builder's (one packed copy
+    /// of a weight), and it is dropped with the storage or by the next
+    /// write.
+    pub(crate) fn derived<D: std::any::Any + Send + Sync>(
+        &self,
+        build: impl FnOnce() -> Option<D>,
+    ) -> Option<&D> {
+        let version = self.version();
+        let entry = match self.derived.get() {
+            Some(e) => e,
+            None => {
+                let data = crate::runtime::outside_arena(build)?;
+                // Another thread may have filled the slot meanwhile: then
+                // its entry (for the same values) is kept.
+                let _ = self.derived.set(Derived {
+                    version,
+                    data: Box::new(data),
+                });
+                self.derived.get()?
+            }
+        };
+        (entry.version == version)
+            .then(|| entry.data.downcast_ref::<D>())
+            .flatten()
+    }
+
     /// Panics when this storage was made in an arena call that the arena
     /// has moved on from (see [`Arena`](crate::runtime::Arena)): its
     /// values are gone. Free outside arenas (one comparison).
@@ -453,6 +525,7 @@ impl<T: Copy> DerefMut for Storage<T> {
     #[inline]
     fn deref_mut(&mut self) -> &mut [T] {
         self.check_fresh();
+        self.note_write();
         // SAFETY: as in `deref`, borrowed mutably.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }

@@ -39,7 +39,10 @@ fn bytes(len: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
-const SIZES: [(usize, usize, usize); 9] = [
+/// Odd sizes for every path; the last five for the AMX tiles: rows past
+/// one and two tiles, `k` past whole 64-byte tiles (and short of one),
+/// a lone last panel, and more than one chunk of panels.
+const SIZES: [(usize, usize, usize); 14] = [
     (1, 1, 1),
     (3, 5, 7),
     (4, 4, 16),
@@ -49,6 +52,11 @@ const SIZES: [(usize, usize, usize); 9] = [
     (13, 127, 70),
     (2, 300, 131),
     (17, 9, 200),
+    (33, 130, 47),
+    (16, 64, 16),
+    (20, 1000, 33),
+    (70, 260, 300),
+    (35, 12, 530),
 ];
 
 #[test]
@@ -102,11 +110,80 @@ fn row_sums_and_thread_counts() {
         packed.row_sums()[3],
         b[3 * k..4 * k].iter().map(|&v| v as i32).sum::<i32>()
     );
-    let mut one = vec![0i32; m * n];
+    let mut want = vec![0i32; m * n];
+    packed.gemm_with(Isa::Portable, m, &a, &mut want);
+    for isa in Isa::all() {
+        for threads in [1, 2] {
+            crate::cpu::set_num_threads(threads);
+            let mut c = vec![0i32; m * n];
+            packed.gemm_with(isa, m, &a, &mut c);
+            assert_eq!(c, want, "{isa:?} on {threads} threads");
+        }
+    }
+    let mut c = vec![0i32; m * n];
+    packed.gemm(m, &a, &mut c);
+    assert_eq!(c, want, "the dispatched path");
+}
+
+#[test]
+fn the_class_turns_amx_off() {
+    use crate::cpu::class::{pin_thread, Class};
+    let prev = pin_thread(Some(Class::Avx512));
+    assert_ne!(Isa::detect(), Isa::Amx);
+    pin_thread(prev);
+    if crate::cpu::amx::int8() && crate::cpu::class::current() == Class::Amx {
+        assert_eq!(Isa::detect(), Isa::Amx);
+    }
+}
+
+/// GOP/s of every path (one thread) at the shapes of the bench rows: run
+/// with `--ignored --nocapture` to choose `AMX_MIN_ROWS`.
+#[test]
+#[ignore = "a measurement, not a check: prints GOP/s per path and size"]
+fn amx_speed() {
     crate::cpu::set_num_threads(1);
-    packed.gemm(m, &a, &mut one);
-    crate::cpu::set_num_threads(2);
-    let mut two = vec![0i32; m * n];
-    packed.gemm(m, &a, &mut two);
-    assert_eq!(one, two);
+    for &(m, k, n) in &[
+        (1, 768, 2304),
+        (4, 768, 768),
+        (8, 768, 768),
+        (16, 768, 768),
+        (32, 768, 768),
+        (128, 784, 512),
+        (1024, 768, 768),
+        (1024, 768, 3072),
+        (1024, 3072, 768),
+    ] {
+        let a = padded(m, k, &bytes(m * k, 1));
+        let b: Vec<i8> = bytes(n * k, 2).into_iter().map(|v| v as i8).collect();
+        let packed = PackedI8::new(n, k, &b);
+        let mut c = vec![0i32; m * n];
+        let mut line = format!("{m:5} x {k:5} x {n:5}:");
+        // the best of 5 timings of `reps / 5` calls: the machine is shared
+        let reps = (4e8 / (m * n * k) as f64).clamp(1.0, 400.0) as usize;
+        let mut time = |isa: Isa| {
+            packed.gemm_with(isa, m, &a, &mut c);
+            (0..5)
+                .map(|_| {
+                    let t = std::time::Instant::now();
+                    for _ in 0..reps {
+                        packed.gemm_with(isa, m, &a, &mut c);
+                    }
+                    t.elapsed().as_secs_f64() / reps as f64
+                })
+                .fold(f64::INFINITY, f64::min)
+        };
+        let gops = |s: f64| 2.0 * (m * n * k) as f64 / s / 1e9;
+        for isa in Isa::all() {
+            if isa == Isa::Amx {
+                for kb in [4, 8, 16, 1000] {
+                    amx::KB_TILES_TEST.with(|c| c.set(Some(kb)));
+                    line += &format!("  Amx(kb {kb}) {:.0}", gops(time(isa)));
+                }
+                amx::KB_TILES_TEST.with(|c| c.set(None));
+            } else if isa != Isa::Portable {
+                line += &format!("  {isa:?} {:.0}", gops(time(isa)));
+            }
+        }
+        println!("{line} GOP/s");
+    }
 }

@@ -501,4 +501,26 @@ fn dispatched_loops_equal_the_baseline_loops() {
             "{name} (each2): dispatched != baseline"
         );
     }
+    // The slice methods, whose loops call the kernel directly
+    // (`each_direct!`), against the baseline loop.
+    type Slice = (&'static str, fn(&mut [f32]), fn(f32) -> f32);
+    let slices: &[Slice] = &[
+        ("exp", <f32 as VecMath>::v_exp, exp_f32),
+        ("ln", <f32 as VecMath>::v_ln, ln_f32),
+        ("tanh", <f32 as VecMath>::v_tanh, tanh_f32),
+        ("sigmoid", <f32 as VecMath>::v_sigmoid, sigmoid_f32),
+        ("erf", <f32 as VecMath>::v_erf, erf_f32),
+        ("gelu", <f32 as VecMath>::v_gelu, gelu_f32),
+        ("gelu_tanh", <f32 as VecMath>::v_gelu_tanh, gelu_tanh_f32),
+        ("silu", <f32 as VecMath>::v_silu, silu_f32),
+    ];
+    for &(name, v, k) in slices {
+        let (mut wide, mut base) = (x.clone(), x.clone());
+        v(&mut wide);
+        each_base(&mut base, k);
+        assert!(
+            bits(&wide) == bits(&base),
+            "v_{name}: dispatched != baseline"
+        );
+    }
 }

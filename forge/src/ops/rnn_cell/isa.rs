@@ -29,7 +29,8 @@ pub(super) enum Isa {
 /// The CPU's [`Isa`], detected once.
 pub(super) fn isa() -> Isa {
     // One answer per CPU class (`cpu::class`), each detected once.
-    static ISA: [OnceLock<Isa>; 3] = [const { OnceLock::new() }; 3];
+    static ISA: [OnceLock<Isa>; crate::cpu::class::CLASSES] =
+        [const { OnceLock::new() }; crate::cpu::class::CLASSES];
     *ISA[crate::cpu::class::current() as usize].get_or_init(|| {
         if supports(Isa::Avx512) {
             Isa::Avx512

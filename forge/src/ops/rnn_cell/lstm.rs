@@ -259,16 +259,21 @@ pub fn lstm_sequence<E: Float, D: Device>(
         &mut ys,
         |st, hw, _, y| {
             let (t, r0, r1) = (st.t, st.r0, st.r1);
-            // SAFETY (every `at`): this block reads and writes only rows r0..r1
+            // Every `at` below: this block reads and writes only rows r0..r1
             // of each buffer, and reads time index `prev` while it writes time
             // index `t != prev` (`slot(prev) != slot(t)`: consecutive steps
-            // take the two slots in turn when they are not saved).
+            // take the two slots in turn when they are not saved); `at`
+            // asserts each range inside its buffer.
             let c_prev: &[E] = match st.prev {
+                // SAFETY: rows r0..r1 of slot(prev), read only (see above).
                 Some(p) => unsafe { cs_r.at(slot(p), n, r0, r1, h) },
                 None => rows_of(c0s, r0, r1, h),
             };
             let gt = if save { t } else { 0 };
+            // SAFETY: rows r0..r1 of slot(t) and of gate step `gt`, distinct
+            // buffers, this block's own (see above).
             let (c, gates) = unsafe { (cs_r.at(slot(t), n, r0, r1, h), g_r.at(gt, n, r0, r1, g4)) };
+            // SAFETY: rows r0..r1 of step `t` of `tcs`, this block's own.
             let tc = save.then(|| unsafe { tc_r.at(t, n, r0, r1, h) });
             let xt = step_rows(xs, t, n, r0, r1, g4);
             let ins = StepIns {

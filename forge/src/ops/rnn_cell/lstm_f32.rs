@@ -202,19 +202,25 @@ unsafe fn row<const AVX512: bool, const BIAS: bool>(b: &mut Block<'_>, r: usize)
     let y0 = r * b.y_stride;
     let (cr, yr) = (&mut b.c[r * h..(r + 1) * h], &mut b.y[y0..y0 + h]);
     let tc = b.tc.as_deref_mut().map(|t| &mut t[r * h..(r + 1) * h]);
-    // SAFETY (all four): the CPU has the build's features (our contract).
+    // All four arms: the CPU has the build's features (our contract), and
+    // the unit loops index their slices (bounds-checked safe code); the row
+    // slices above were cut with checked ranges.
     match (tc, AVX512) {
+        // SAFETY: the CPU has AVX-512F (`AVX512`, our contract); see above.
         (Some(tr), true) => unsafe {
             let g = &mut b.gates[r * g4..(r + 1) * g4];
             units_avx512::<BIAS, true>(x, bq, w, cp, cr, yr, g, tr)
         },
+        // SAFETY: as the first arm.
         (None, true) => unsafe {
             units_avx512::<BIAS, false>(x, bq, w, cp, cr, yr, &mut [], &mut [])
         },
+        // SAFETY: the CPU has AVX2 and FMA (not `AVX512`, our contract).
         (Some(tr), false) => unsafe {
             let g = &mut b.gates[r * g4..(r + 1) * g4];
             units_avx2::<BIAS, true>(x, bq, w, cp, cr, yr, g, tr)
         },
+        // SAFETY: as the previous arm.
         (None, false) => unsafe {
             let g = &mut b.gates[r * g4..(r + 1) * g4];
             units_avx2::<BIAS, false>(x, bq, w, cp, cr, yr, g, &mut [])

@@ -165,7 +165,7 @@ pub(crate) fn lstm_projected<E: Float, D: Device>(
     );
     for_batch_blocks(n, |r0, r1| {
         let rows = r1 - r0;
-        // SAFETY (every `at` and `span`): this block touches only rows
+        // SAFETY: (every `at` and `span`) this block touches only rows
         // r0..r1 of each buffer. In `ys` those rows lie in a region no
         // other block reaches (all of a time index's rows r0..r1
         // time-major, all of rows r0..r1 batch-first); the slice read by
@@ -191,6 +191,8 @@ pub(crate) fn lstm_projected<E: Float, D: Device>(
             match prev {
                 Some(p) => {
                     let (h_off, hlen) = y_at.span(p, r0, r1, h);
+                    // SAFETY: rows r0..r1 of step `prev` (see above),
+                    // `Rows::span` asserts them in bounds.
                     let hp: &[E] = unsafe { ys_r.span(h_off, hlen) };
                     let ha = Mat {
                         data: hp,
@@ -207,11 +209,16 @@ pub(crate) fn lstm_projected<E: Float, D: Device>(
                 ),
             }
             let c_prev: &[E] = match prev {
+                // SAFETY: rows r0..r1 of the other cell slot than `c`'s
+                // (`(s + 1) % 2 != s % 2`); `at` asserts the bounds.
                 Some(_) => unsafe { cs_r.at((s + 1) % 2, n, r0, r1, h) },
                 None => rows_of(c0s, r0, r1, h),
             };
+            // SAFETY: rows r0..r1 of cell slot `s % 2`, this block's own.
             let c = unsafe { cs_r.at(s % 2, n, r0, r1, h) };
             let (y_off, ylen) = y_at.span(t, r0, r1, h);
+            // SAFETY: rows r0..r1 of step `t`, this block's own; `hp` (step
+            // `prev`) was dropped after the hidden product above.
             let y = unsafe { ys_r.span(y_off, ylen) };
             let ins = StepIns {
                 xp: &*xp,

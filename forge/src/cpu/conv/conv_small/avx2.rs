@@ -66,7 +66,8 @@ unsafe fn forward_pass<const Q: usize>(
     let mut lo = [_mm256_setzero_ps(); Q];
     let mut hi = [_mm256_setzero_ps(); Q];
     for (tap, &at) in starts.iter().enumerate() {
-        // SAFETY (both loads): the caller checked the CPU's features.
+        // SAFETY: (both loads) the caller checked the CPU's features; `load`
+        // slices `s[at..at + 8]`, so a start past the end panics, never reads.
         let (sl, sh) = unsafe { (load(s, at + t0), load(s, at + t0 + HALF)) };
         let wq = &w[tap * op + q0..][..Q];
         for ((l, h), &wv) in lo.iter_mut().zip(hi.iter_mut()).zip(wq) {
@@ -77,7 +78,8 @@ unsafe fn forward_pass<const Q: usize>(
     }
     for (q, (&l, &h)) in lo.iter().zip(&hi).enumerate() {
         let at = (q0 + q) * LANES;
-        // SAFETY (both stores): the caller checked the CPU's features.
+        // SAFETY: (both stores) the caller checked the CPU's features;
+        // `store` slices `out[at..at + 8]`, so it cannot write past `out`.
         unsafe {
             store(out, at, l);
             store(out, at + HALF, h);
@@ -106,7 +108,9 @@ pub(super) unsafe fn forward_block(
     out: &mut [f32],
 ) {
     let out = &mut out[..OB * LANES];
-    // SAFETY (every pass): the caller checked the CPU's features.
+    // SAFETY: (every pass) the caller checked the CPU's features; the
+    // passes are safe code apart from the features: their loads and stores
+    // go through the bounds-checked `load` and `store`.
     unsafe {
         match nq {
             0 => {}
@@ -178,7 +182,8 @@ pub(super) unsafe fn wgrad_tap(
     let full = l_len / LANES * LANES;
     let acc = &mut acc[..OB * LANES];
     for h in [0, HALF] {
-        // SAFETY (every pass): the caller checked the CPU's features.
+        // SAFETY: (every pass) the caller checked the CPU's features; the
+        // passes read and write through the bounds-checked `load`/`store`.
         unsafe {
             match nq {
                 0 => {}

@@ -258,9 +258,10 @@ fn shifted_rows_equal_the_general_rows() {
             let mut b = vec![MaybeUninit::new(-7.5f32); l];
             g.im2col_row_shifted(&plane, t, inside[t % g.kw], &mut a);
             g.im2col_row_general(&plane, t, inside[t % g.kw], &mut b);
-            // SAFETY: both were initialised above.
             let bits = |v: &[MaybeUninit<f32>]| -> Vec<u32> {
                 v.iter()
+                    // SAFETY: both vectors were initialised with sentinels
+                    // above, and the paths only write `f32`s over them.
                     .map(|x| unsafe { x.assume_init() }.to_bits())
                     .collect()
             };

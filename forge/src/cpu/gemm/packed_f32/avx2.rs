@@ -211,11 +211,15 @@ pub(super) unsafe fn pack_a_rows<const R: usize>(
                 if p0 % 16 == 0 {
                     _mm_prefetch::<_MM_HINT_T0>(row(g + i, p0 + 64).cast());
                 }
+                // SAFETY: row `g + i < rows`, floats `p0..p0 + 8 <= whole
+                // <= kc` of it: inside `src` (asserted above).
                 *v = unsafe { _mm256_loadu_ps(row(g + i, p0)) };
             }
             // SAFETY: the CPU has AVX2.
             let cols = unsafe { transpose8(r) };
             for (q, &v) in cols.iter().enumerate() {
+                // SAFETY: lanes `g..g + 8 <= R` of column `p0 + q < kc`:
+                // below `R * kc <= dst.len()` (asserted above).
                 unsafe { _mm256_storeu_ps(d.add((p0 + q) * R + g), v) };
             }
         }
@@ -226,11 +230,15 @@ pub(super) unsafe fn pack_a_rows<const R: usize>(
         for p0 in (0..whole).step_by(8) {
             let mut r = [_mm256_setzero_ps(); 4];
             for (i, v) in r.iter_mut().enumerate().take(live) {
+                // SAFETY: row `g + i < rows`, floats `p0..p0 + 8 <= kc` of
+                // it: inside `src` (asserted above).
                 *v = unsafe { _mm256_loadu_ps(row(g + i, p0)) };
             }
             // SAFETY: the CPU has AVX2.
             let cols = unsafe { transpose4x8(r) };
             for (q, &v) in cols.iter().enumerate() {
+                // SAFETY: lanes `R - 4..R` of column `p0 + q < kc`: below
+                // `R * kc <= dst.len()` (asserted above).
                 unsafe { _mm_storeu_ps(d.add((p0 + q) * R + g), v) };
             }
         }
@@ -347,11 +355,13 @@ pub(super) unsafe fn half_tile<const R: usize>(
         return;
     }
     let (a, b, ch) = (ap.as_ptr(), bp.as_ptr().wrapping_add(16 * h), c[h]);
-    // SAFETY (both arms): the `R`-row packed tile and columns `16 h..16 h
-    // + 16` of the panel lie inside `ap` and `bp` (asserted); the passes
-    // write the `rows x hcols` half tile the caller gave.
+    // The `R`-row packed tile and columns `16 h..16 h + 16` of the panel lie
+    // inside `ap` and `bp` (asserted); the passes write the `rows x hcols`
+    // half tile the caller gave.
     match R {
+        // SAFETY: the CPU has AVX2 and FMA (our contract); bounds as above.
         12 => unsafe { passes::<R, 6>(kc, a, b, ch, ldc, rows, hcols, first, beta) },
+        // SAFETY: as for 12 rows.
         8 => unsafe { passes::<R, 4>(kc, a, b, ch, ldc, rows, hcols, first, beta) },
         _ => unreachable!("packed tiles have 12 or 8 rows"),
     }

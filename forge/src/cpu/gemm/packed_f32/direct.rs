@@ -172,6 +172,47 @@ pub(crate) unsafe fn gemm_core(
     unsafe { gemm_core_isa(isa(), m, k, n, a, pack_b, beta, out, threads) }
 }
 
+/// [`gemm_core`] with `b` packed beforehand: `panels` holds every `KC`
+/// block of `b` as the parallel path lays them out (block `kb` at
+/// `kb * ceil(n / NR) * NR * KC`, its panel `j` `kc x NR` at
+/// `j * kc * NR` within; a [`PackedB`](super::PackedB)'s buffer). The same
+/// bits as [`gemm_core`] packing the same `b` (packing is a copy), with
+/// the same split of the work.
+///
+/// # Safety
+/// As [`gemm_core`].
+///
+/// # Panics
+/// When `panels` is shorter than `b` packed, or the CPU lacks both
+/// AVX-512F and AVX2 + FMA.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn gemm_core_packed_b(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: ASrc<'_>,
+    panels: &[f32],
+    beta: f32,
+    out: Out,
+    threads: usize,
+) {
+    assert!(
+        panels.len() >= k * n.div_ceil(NR) * NR,
+        "packed_f32: packed rhs too small"
+    );
+    // SAFETY: the caller's contract.
+    unsafe { gemm_core_src(isa(), m, k, n, a, BSrc::Packed(panels), beta, out, threads) }
+}
+
+/// Where [`gemm_core_src`] takes `b`'s panels from.
+#[derive(Clone, Copy)]
+enum BSrc<'a> {
+    /// Packed in the call.
+    Pack(PackB<'a>),
+    /// Packed beforehand, in the parallel path's layout.
+    Packed(&'a [f32]),
+}
+
 /// [`gemm_core`] with the micro-kernel and packing of `isa`.
 ///
 /// # Safety
@@ -184,6 +225,26 @@ pub(super) unsafe fn gemm_core_isa(
     n: usize,
     a: ASrc<'_>,
     pack_b: PackB<'_>,
+    beta: f32,
+    out: Out,
+    threads: usize,
+) {
+    // SAFETY: the caller's contract.
+    unsafe { gemm_core_src(isa, m, k, n, a, BSrc::Pack(pack_b), beta, out, threads) }
+}
+
+/// [`gemm_core_isa`] with `b` packed in the call or beforehand.
+///
+/// # Safety
+/// As [`gemm_core`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_core_src(
+    isa: Isa,
+    m: usize,
+    k: usize,
+    n: usize,
+    a: ASrc<'_>,
+    b: BSrc<'_>,
     beta: f32,
     out: Out,
     threads: usize,
@@ -300,6 +361,41 @@ pub(super) unsafe fn gemm_core_isa(
     };
     let chunks = row_chunks * col_chunks;
     let blocks = k.div_ceil(KC);
+    let pack_b = match b {
+        BSrc::Pack(pack_b) => pack_b,
+        BSrc::Packed(panels) => {
+            // Every block already packed, where the parallel path packs
+            // them: only the multiplying runs, split as it would be.
+            let block = panels_n(n) * KC;
+            let base = Shared(panels.as_ptr().cast_mut());
+            let block_at = |kb: usize| {
+                let b = base;
+                // SAFETY: block `kb` starts inside `panels` (its length is
+                // checked by `gemm_core_packed_b`); the multiplying only
+                // reads through this pointer.
+                (
+                    kb * KC,
+                    KC.min(k - kb * KC),
+                    Shared(unsafe { b.0.add(kb * block) }),
+                )
+            };
+            if parallel {
+                parallel_for(chunks, |chunk| {
+                    for kb in 0..blocks {
+                        let (k0, kc, p) = block_at(kb);
+                        run_block(chunk, k0, kc, p);
+                    }
+                });
+            } else {
+                // block by block, as the serial path packs them
+                for kb in 0..blocks {
+                    let (k0, kc, p) = block_at(kb);
+                    (0..chunks).for_each(|chunk| run_block(chunk, k0, kc, p));
+                }
+            }
+            return;
+        }
+    };
     if !parallel {
         // Serial: one `KC` block of `b` packed at a time (it stays in
         // cache while every chunk multiplies it), in a buffer from the pool
@@ -359,4 +455,9 @@ pub(super) unsafe fn gemm_core_isa(
             run_block(chunk, k0, kc, p);
         }
     });
+}
+
+/// Columns of `n` rounded up to whole panels.
+fn panels_n(n: usize) -> usize {
+    n.div_ceil(NR) * NR
 }

@@ -46,7 +46,8 @@ unsafe fn load(s: &[f32], at: usize) -> __m256 {
 /// When `s` is shorter than `at + 15`.
 #[target_feature(enable = "avx2")]
 unsafe fn load_even(s: &[f32], at: usize) -> __m256 {
-    // SAFETY (both loads): the caller checked the CPU's features.
+    // SAFETY: (both loads) the caller checked the CPU's features; `load`
+    // slices `s[at..at + 8]` and `s[at + 7..at + 15]`, panicking when short.
     let (a, b) = unsafe { (load(s, at), load(s, at + 7)) };
     // Per 128-bit half: a0 a2 b1 b3 | a4 a6 b5 b7 = s0 s2 s8 s10 | s4 s6 s12 s14.
     let m = _mm256_shuffle_ps::<0b11_01_10_00>(a, b);
@@ -106,7 +107,8 @@ pub(super) unsafe fn run_row(
             let seg = &row[off..];
             for j in 0..g.taps {
                 let o = j * d;
-                // SAFETY (both loads): the caller checked the CPU's features.
+                // SAFETY: (both loads) the caller checked the CPU's features;
+                // `load` and `load_even` slice `seg`, panicking when short.
                 let x = unsafe {
                     if g.step == 1 {
                         load(seg, o)

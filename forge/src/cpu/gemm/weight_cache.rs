@@ -1,0 +1,302 @@
+//! Weights packed once for inference: a layer's weight `W` (`[n, k]`,
+//! row-major, as `Linear` stores it) multiplies its input as `x W^T`, and
+//! the packed f32 kernel first copies `W^T` into its panel layout. That
+//! copy is the same on every call while the weight does not change, so
+//! calls outside autograd (`no_grad`) keep it: the packed operand is the
+//! weight storage's derived data ([`Storage::derived`]), built once per
+//! write version of the storage outside any arena, emptied by the next
+//! write (an optimizer step, a copy-on-write, any `&mut` access) and
+//! dropped with the storage. Memory: one packed copy per weight (its
+//! columns rounded up to whole 32-wide panels), only for weights used by
+//! no-grad products.
+//!
+//! The products have [`gemm`](super::gemm)'s bits: packing is a copy, and
+//! the kernel, the `k` blocking and the split of the work across threads
+//! are the ones `gemm` uses for the same shapes (`tests` checks both
+//! thread counts). Convolution and recurrent paths can use
+//! [`gemm_weight_t`] the same way for their weights.
+
+use super::packed_f32::{self, ASrc, Out, PackedB};
+use super::prepacked::as_f32;
+use super::{macs_per_ns, num_threads, Mat, LANES, PARALLEL_MIN_NS};
+use crate::base::Float;
+use crate::cpu::memory::Storage;
+
+/// `W^T` (`k x n`) of a row-major `[n, k]` weight, packed.
+struct PackedWeightT {
+    k: usize,
+    n: usize,
+    b: PackedB,
+}
+
+/// Whether [`gemm_weight_t`] would take the cached path for these sizes
+/// (where [`gemm`](super::gemm) runs the packed f32 kernel: `E` is `f32`
+/// on a CPU with AVX-512F or AVX2 + FMA, at least two rows, more than 16
+/// columns, `k >= 1`).
+fn applies<E: Float>(m: usize, k: usize, n: usize) -> bool {
+    std::any::TypeId::of::<E>() == std::any::TypeId::of::<f32>()
+        && m >= 2
+        && n > LANES
+        && k >= 1
+        && packed_f32::available()
+}
+
+/// `c = x W^T + beta c` (`x` row-major `m x k`, `w` the storage of a
+/// row-major `[n, k]` weight, `c` row-major `m x n`) with `W^T` packed once
+/// per write version of `w` (see the module docs); `false`, with nothing
+/// written, where [`gemm`](super::gemm) would not take the packed kernel
+/// (call it instead). The same bits as `gemm` with `Mat::transposed(w, k)`.
+///
+/// # Panics
+/// When `x` is shorter than `m x k`, `w` than `n x k` or `c` than `m x n`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gemm_weight_t<E: Float>(
+    m: usize,
+    k: usize,
+    n: usize,
+    x: &[E],
+    w: &Storage<E>,
+    beta: E,
+    c: &mut [E],
+) -> bool {
+    if !applies::<E>(m, k, n) {
+        return false;
+    }
+    assert!(x.len() >= m * k, "gemm: lhs buffer too small");
+    assert!(w.len() >= n * k, "gemm: weight buffer too small");
+    assert!(c.len() >= m * n, "gemm: output buffer too small");
+    let (Some(xf), Some(betaf)) = (as_f32(x), as_f32(std::slice::from_ref(&beta))) else {
+        return false;
+    };
+    let Some(packed) = w.derived(|| {
+        let wf = as_f32(&w[..n * k])?;
+        Some(PackedWeightT {
+            k,
+            n,
+            b: PackedB::new(k, n, Mat::transposed(wf, k)),
+        })
+    }) else {
+        return false;
+    };
+    if (packed.k, packed.n) != (k, n) {
+        // the slot holds this storage read as another shape
+        return false;
+    }
+    let threads = num_threads();
+    let parts = if threads > 1 && m * n * k / macs_per_ns::<E>() >= PARALLEL_MIN_NS {
+        threads
+    } else {
+        1
+    };
+    let a = Mat::row_major(xf, k);
+    let out = Out::row_major(c.as_mut_ptr().cast::<f32>(), n);
+    // SAFETY: `c` (of `f32`: `E` is `f32`, checked by `as_f32`) holds the
+    // `m x n` row-major output (asserted) and is borrowed mutably for the
+    // call; `a` covers `m x k` (asserted).
+    unsafe {
+        packed_f32::gemm_core_packed_b(
+            m,
+            k,
+            n,
+            ASrc::Mat(a),
+            packed.b.panels(),
+            betaf[0],
+            out,
+            parts,
+        )
+    };
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::gemm;
+    use super::*;
+
+    /// Cached products equal `gemm`'s bit for bit at 1 and 2 threads, for
+    /// row counts on both sides of the parallel threshold, `k` over two
+    /// `KC` blocks and a partial last panel; a second call reuses the
+    /// entry; a write to the weight rebuilds it.
+    #[test]
+    fn cached_products_equal_gemm() {
+        if !packed_f32::available() {
+            return;
+        }
+        let mut rng = crate::tensor::Rng::new(5);
+        let (k, n) = (300, 72);
+        let mut w: Storage<f32> = (0..n * k).map(|_| rng.normal() as f32).collect();
+        for threads in [1, 2] {
+            // (results do not depend on the count, so tests running
+            // beside this one and setting it do not disturb it)
+            crate::cpu::set_num_threads(threads);
+            {
+                for m in [2, 13, 64, 300] {
+                    let x: Vec<f32> = (0..m * k).map(|_| rng.normal() as f32).collect();
+                    let c0: Vec<f32> = (0..m * n).map(|_| rng.normal() as f32).collect();
+                    for beta in [0.0, 1.0] {
+                        let (mut c1, mut c2) = (c0.clone(), c0.clone());
+                        gemm(
+                            m,
+                            k,
+                            n,
+                            Mat::row_major(&x, k),
+                            Mat::transposed(&w, k),
+                            beta,
+                            &mut c1,
+                        );
+                        assert!(gemm_weight_t(m, k, n, &x, &w, beta, &mut c2));
+                        assert!(c1 == c2, "threads {threads}, m {m}, beta {beta}");
+                    }
+                }
+            }
+        }
+        // a write drops the entry: the next product packs the new values
+        let v = w.version();
+        w[0] += 1.0;
+        assert!(w.version() > v);
+        let x: Vec<f32> = (0..4 * k).map(|_| rng.normal() as f32).collect();
+        let (mut c1, mut c2) = (vec![0.0; 4 * n], vec![0.0; 4 * n]);
+        gemm(
+            4,
+            k,
+            n,
+            Mat::row_major(&x, k),
+            Mat::transposed(&w, k),
+            0.0,
+            &mut c1,
+        );
+        assert!(gemm_weight_t(4, k, n, &x, &w, 0.0, &mut c2));
+        assert!(c1 == c2, "after a write");
+        // shapes the packed kernel does not take, and f64, are declined
+        assert!(!gemm_weight_t(1, k, n, &x, &w, 0.0, &mut c2));
+        assert!(!gemm_weight_t(4, k, 16, &x, &w, 0.0, &mut c2));
+        let w64: Storage<f64> = Storage::zeroed(n * k);
+        let mut c64 = vec![0.0; 4 * n];
+        assert!(!gemm_weight_t(
+            4,
+            k,
+            n,
+            &vec![0.0; 4 * k],
+            &w64,
+            0.0,
+            &mut c64
+        ));
+    }
+
+    /// `Linear`'s no-grad output (the cached path) against the same
+    /// product with autograd on (which packs the weight in the call).
+    fn cached_equals_fresh(l: &crate::nn::Linear<f32>, x: &crate::Tensor<f32>, what: &str) {
+        use crate::nn::Forward;
+        let cached = crate::no_grad(|| l.forward(x.clone()));
+        let fresh = l.forward(x.clone());
+        assert!(
+            cached.to_vec() == fresh.to_vec(),
+            "stale packed weight after {what}"
+        );
+        // the no-grad call left an entry for the current values (a stale
+        // one is never used: `derived` checks its version)
+        let entry = l.weight.storage.derived(|| None::<PackedWeightT>);
+        assert!(
+            entry.is_some(),
+            "no packed weight for the values after {what}"
+        );
+    }
+
+    fn linear_and_input() -> (crate::nn::Linear<f32>, crate::Tensor<f32>) {
+        let mut rng = crate::tensor::Rng::new(9);
+        let l = crate::nn::Linear::<f32>::new(40, 48, &mut rng);
+        let x = crate::Tensor::<f32>::from_fn(&[6, 40], |_| rng.normal() as f32);
+        (l, x)
+    }
+
+    /// The gradient of `sum(l(x))` for `l`'s weight and bias.
+    fn grads(l: &crate::nn::Linear<f32>, x: &crate::Tensor<f32>) -> crate::Gradients<f32> {
+        use crate::nn::Forward;
+        l.forward(x.clone()).sum().backward()
+    }
+
+    /// An optimizer step that updates the weight in place (its storage is
+    /// not shared) invalidates the entry: the write goes through
+    /// `values_mut`, a `&mut` access.
+    #[test]
+    fn an_in_place_optimizer_step_invalidates() {
+        if !packed_f32::available() {
+            return;
+        }
+        let (mut l, x) = linear_and_input();
+        cached_equals_fresh(&l, &x, "nothing");
+        let g = grads(&l, &x);
+        let v = l.weight.storage.version();
+        crate::optim::Sgd::<f32>::new(0.5).step(&mut l, &g).unwrap();
+        assert!(l.weight.storage.version() != v, "the step wrote in place");
+        cached_equals_fresh(&l, &x, "an in-place optimizer step");
+    }
+
+    /// A step on a weight whose storage another handle shares writes a
+    /// copy (copy-on-write): the new storage has no entry, and the old
+    /// handle's entry still matches its unchanged values.
+    #[test]
+    fn a_copy_on_write_step_invalidates() {
+        if !packed_f32::available() {
+            return;
+        }
+        let (mut l, x) = linear_and_input();
+        cached_equals_fresh(&l, &x, "nothing");
+        let old = l.weight.clone();
+        let g = grads(&l, &x);
+        crate::optim::Sgd::<f32>::new(0.5).step(&mut l, &g).unwrap();
+        assert!(!std::sync::Arc::ptr_eq(&old.storage, &l.weight.storage));
+        cached_equals_fresh(&l, &x, "a copy-on-write optimizer step");
+        let y_old = crate::no_grad(|| x.linear(&old, l.bias.as_ref()));
+        assert!(y_old.to_vec() == x.linear(&old, l.bias.as_ref()).to_vec());
+    }
+
+    /// Loading a state dict replaces the weight: the loaded values are
+    /// packed, not the old ones.
+    #[test]
+    fn loading_weights_invalidates() {
+        use crate::nn::Layer;
+        if !packed_f32::available() {
+            return;
+        }
+        let (mut l, x) = linear_and_input();
+        cached_equals_fresh(&l, &x, "nothing");
+        let mut rng = crate::tensor::Rng::new(10);
+        let other = crate::nn::Linear::<f32>::new(40, 48, &mut rng);
+        l.load_state_dict(&other.state_dict()).unwrap();
+        cached_equals_fresh(&l, &x, "load_state_dict");
+    }
+
+    /// Every `&mut` access of a storage bumps its version and drops the
+    /// entry: `deref_mut`, `spare_capacity_mut`, `set_len`, `push`,
+    /// `extend_from_slice` (and `extend`, through `spare_capacity_mut`).
+    #[test]
+    fn every_storage_writer_drops_the_entry() {
+        type W = fn(&mut Storage<f32>);
+        let writers: &[(&str, W)] = &[
+            ("deref_mut", |s| s[0] = 2.0),
+            ("spare_capacity_mut", |s| {
+                let _ = s.spare_capacity_mut();
+            }),
+            // SAFETY: the length is unchanged (every element initialised).
+            ("set_len", |s| unsafe { s.set_len(s.len()) }),
+            ("push", |s| s.push(1.0)),
+            ("extend_from_slice", |s| s.extend_from_slice(&[1.0])),
+            ("extend", |s| s.extend([1.0])),
+        ];
+        for &(name, write) in writers {
+            let mut s: Storage<f32> = Storage::from_slice(&[1.0; 8]);
+            assert_eq!(s.derived(|| Some(7u32)), Some(&7), "{name}: built");
+            assert_eq!(s.derived(|| Some(8u32)), Some(&7), "{name}: reused");
+            let v = s.version();
+            write(&mut s);
+            assert!(s.version() != v, "{name}: version not bumped");
+            assert_eq!(s.derived(|| Some(9u32)), Some(&9), "{name}: entry kept");
+        }
+        // another type in the slot, or a declining builder: no entry
+        let s: Storage<f32> = Storage::from_slice(&[1.0]);
+        assert_eq!(s.derived(|| None::<u32>), None);
+        assert_eq!(s.derived(|| Some(1u8)), Some(&1));
+        assert_eq!(s.derived(|| Some(1u32)), None);
+    }
+}
