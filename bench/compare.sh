@@ -14,6 +14,16 @@
 #                                                  #   against transformers
 #                                                  #   (bench/infer_bench.py), 3
 #                                                  #   rounds each; folder ..._hub
+#   bash bench/compare.sh --ort [--repeat 2]       # the inference rows against ONNX
+#                                                  #   Runtime and PyTorch: ort_bench.py
+#                                                  #   ($ORT_BENCH, default
+#                                                  #   ../shared/bench/ort_bench.py; mlp
+#                                                  #   1/128, resnet18 1/32, lstm 64,
+#                                                  #   bert_base 8) and torch_bench.py's
+#                                                  #   gpt infer 1, interleaved with
+#                                                  #   `bench --json --modes infer`;
+#                                                  #   folder ..._ort (needs onnxruntime
+#                                                  #   and onnx locally, never in CI)
 #
 # Builds forge's bench (release), then runs PyTorch's script
 # (bench/torch_bench.py, or $TORCH_BENCH) and `bench --json` alternately,
@@ -54,6 +64,7 @@ threads="1,2"
 out=""
 extra=()
 hub=0
+ort=0
 repeat=2
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -64,9 +75,10 @@ while [ $# -gt 0 ]; do
         --phases) phases=1; shift ;;
         --out) out="$2"; shift 2 ;;
         --hub) hub=1; gemm=0; models="gpt2s,bert_base"; shift ;;
+        --ort) ort=1; gemm=0; models="mlp,resnet18,lstm,gpt"; shift ;;
         --repeat) repeat="$2"; shift 2 ;;
         *) echo "compare.sh: unknown argument $1" >&2
-           echo "usage: bash bench/compare.sh [--models M,..] [--threads T,..] [--quick] [--no-gemm] [--phases] [--out DIR] [--hub] [--repeat N]" >&2
+           echo "usage: bash bench/compare.sh [--models M,..] [--threads T,..] [--quick] [--no-gemm] [--phases] [--out DIR] [--hub] [--ort] [--repeat N]" >&2
            exit 2 ;;
     esac
 done
@@ -88,6 +100,14 @@ if [ "$hub" = 1 ]; then
         forge_modes=(--modes "$hub_modes" --rounds 3)
     fi
     python3 -c 'import transformers' 2>/dev/null || { echo "compare.sh: --hub needs transformers (pip install transformers)" >&2; exit 1; }
+fi
+
+ort_bench="${ORT_BENCH:-../shared/bench/ort_bench.py}"
+if [ "$ort" = 1 ]; then
+    suite=ort
+    [ -f "$ort_bench" ] || { echo "compare.sh: --ort needs $ort_bench (set ORT_BENCH)" >&2; exit 1; }
+    python3 -c 'import onnxruntime, onnx' 2>/dev/null || { echo "compare.sh: --ort needs onnxruntime and onnx (pip install onnxruntime onnx)" >&2; exit 1; }
+    extra=(--modes infer)
 fi
 
 python3 -c 'import torch' 2>/dev/null || { echo "compare.sh: python3 cannot import torch (pip install torch torchvision)" >&2; exit 1; }
@@ -124,6 +144,7 @@ commit=$(git rev-parse --short=7 HEAD 2>/dev/null || echo unknown)
 if [ -z "$out" ]; then
     out="bench/results/$(date -u -d "$started" '+%Y-%m-%dT%H%MZ')_${machine}_${commit}"
     [ "$hub" = 1 ] && out="${out}_hub"
+    [ "$ort" = 1 ] && out="${out}_ort"
 fi
 if [ -e "$out" ] && [ -n "$(ls -A "$out")" ]; then
     echo "compare.sh: $out exists and is not empty" >&2
@@ -191,8 +212,16 @@ for round in $(seq 0 $((repeat - 1))); do
         run "forge gemm round $round" gemm_forge.jsonl \
             "$bench_bin" --json --models gemm --threads "$threads" --round "$round" "${extra[@]}"
     fi
+    if [ "$ort" = 1 ]; then
+        # ort_bench.py prints ONNX Runtime's and PyTorch's lines (framework
+        # "ort" / "torch"); torch_bench.py adds PyTorch's gpt infer 1
+        run "ort round $round" ort.jsonl python3 "$ort_bench" --rounds 1
+        run "torch gpt round $round" torch.jsonl \
+            python3 "$torch_bench" --models gpt --threads "$threads" --round "$round"
+    else
     run "torch round $round" torch.jsonl \
         python3 "$torch_bench" --models "$models" --threads "$threads" --round "$round" "${extra[@]}"
+    fi
     case "$phases,$models," in
         1,*resnet18,*) run "torch phases round $round" torch.jsonl \
             python3 -W ignore bench/torch_phases.py --threads "$threads" --round "$round" "${extra[@]}" ;;
@@ -213,6 +242,7 @@ peak 1 after
     echo "forge vs PyTorch, $started, ${cpu_model:-unknown CPU}, $(nproc) hardware threads, $(python3 -c 'import torch; print("torch", torch.__version__)'), PyTorch run with $omp_note"
     echo
     tables=("$out"/torch.jsonl "$out"/forge.jsonl)
+    [ "$ort" = 1 ] && tables+=("$out"/ort.jsonl)
     if [ "$gemm" = 1 ]; then
         python3 bench/compare_table.py "$out"/gemm_*.jsonl "$out"/peak.jsonl
     fi

@@ -147,6 +147,19 @@ def main():
     print()
     print("Medians over every timed step of every run (each run's own median in the runs columns); "
           "faults/step: the larger of the runs' minor page faults per timed step.")
+    ort_keys = [k for k in keys if ("ort",) + k in rows]
+    if ort_keys:
+        # compare.sh --ort: ort_bench.py's lines (ONNX Runtime and PyTorch)
+        print()
+        print("| model | mode | batch | threads | ONNX Runtime ms | forge ms | forge / ORT "
+              "| ORT runs | forge runs |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for k in ort_keys:
+            o_med, o_runs, _ = stats("ort", k)
+            f_med, f_runs, _ = stats("forge", k)
+            ratio = f"**{f_med / o_med:.2f}**" if o_med and f_med else "-"
+            print(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {fmt_ms(o_med)} | {fmt_ms(f_med)} | {ratio} "
+                  f"| {o_runs} | {f_runs} |")
 
 
 if __name__ == "__main__":

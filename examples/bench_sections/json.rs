@@ -91,6 +91,8 @@ fn plan(model: &str) -> Option<&'static [(&'static str, usize)]> {
             ("fwdbwd", 128),
             ("fwd", 128),
             ("infer", 1),
+            // ort_bench.py's second MLP row (compare.sh --ort)
+            ("infer", 128),
             ("infer_int8", 128),
         ],
         "lenet" => &[("train", 128)],

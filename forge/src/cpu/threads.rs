@@ -356,6 +356,23 @@ pub fn pool_dispatches() -> u64 {
     DISPATCHES.with(Cell::get)
 }
 
+/// Whether an op whose whole single-thread cost is about `cost_ns`
+/// nanoseconds, and which hands work to the pool `handoffs` times (a
+/// packed gemm: twice, once to pack its right operand and once to
+/// multiply), is worth splitting: at least [`PARALLEL_MIN_NS`] of work per
+/// hand-off. Decided on the whole op, so an op made of several parallel
+/// loops does not split each loop on its own estimate.
+///
+/// GPT batch-1 inference (4 layers, width 128, 64 tokens) split its MLP
+/// products (`64 x 128 x 512` and back, 42 µs estimated each, just past
+/// the threshold) into two hand-offs each, and ran slower on 2 threads
+/// than on 1 (0.80 against 0.76 ms, issue 41); on a loaded machine the
+/// worker thread took 1.2% of the samples of a 2-thread run (perf), the
+/// caller doing nearly all the chunks after waking it.
+pub(crate) fn worth_splitting(cost_ns: usize, handoffs: usize) -> bool {
+    cost_ns >= PARALLEL_MIN_NS * handoffs.max(1)
+}
+
 /// [`parallel_for`] for an op whose whole single-thread cost is about
 /// `cost_ns` nanoseconds: below [`PARALLEL_MIN_NS`] every chunk runs on the
 /// calling thread, in order, and no worker is woken. The chunks are the

@@ -7,7 +7,9 @@
 //! side; the thread splits and the per-element arithmetic are the same.
 
 use super::super::super::memory::Storage;
-use super::super::super::threads::{parallel_for, parallel_for_cost, PARALLEL_MIN_NS};
+use super::super::super::threads::{
+    parallel_for, parallel_for_cost, worth_splitting, PARALLEL_MIN_NS,
+};
 use super::super::Mat;
 use super::{
     isa, macs_per_ns, pack_a, packed_a_buffer, tile, Isa, Shared, KC, MAX_CHUNK_TILES, MR, NR,
@@ -252,7 +254,9 @@ unsafe fn gemm_core_src(
     }
     let panels = n.div_ceil(NR);
     let cost = m * n * k / macs_per_ns();
-    let parallel = threads > 1 && cost >= PARALLEL_MIN_NS;
+    // Two hand-offs when parallel (the packing of `b`, then the products):
+    // split only with enough work for both.
+    let parallel = threads > 1 && worth_splitting(cost, 2);
     // Row chunks of whole tiles; with several threads about four chunks
     // per thread (chunks are claimed one at a time, so the threads even
     // out: with two per thread, a 1024-row product cut into 16, 16, 16, 16,
