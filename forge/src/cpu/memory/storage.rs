@@ -440,7 +440,9 @@ impl<T: Copy> Storage<T> {
         let entry = match self.derived.get() {
             Some(e) => e,
             None => {
-                let data = crate::runtime::outside_arena(build)?;
+                // outside any arena (`runtime::outside_arena`'s body,
+                // called here directly: the runtime sits above the storage)
+                let data = super::freelists::with_target(super::freelists::current_base(), build)?;
                 // Another thread may have filled the slot meanwhile: then
                 // its entry (for the same values) is kept.
                 let _ = self.derived.set(Derived {
