@@ -506,7 +506,13 @@ pub(crate) unsafe fn give(ptr: NonNull<u8>, bytes: usize, align: usize, pool: &P
     let slot = align_index(align) * CLASSES + class;
     // A parallel region's record is of the pool its chunks draw from; a
     // buffer of another pool freed inside it is not its traffic.
-    if TARGET.with(|t| same(&t.borrow().0, pool)) {
+    // `try_with`: a buffer may come back from another thread-local's
+    // destructor (a cache of converted weights) after this thread's
+    // `TARGET` is gone; it is then no region's traffic.
+    if TARGET
+        .try_with(|t| same(&t.borrow().0, pool))
+        .unwrap_or(false)
+    {
         reserve::note(slot, -1);
     }
     let keep = resolve(pool).with(|p| {

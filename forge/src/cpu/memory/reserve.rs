@@ -81,7 +81,8 @@ thread_local! {
 /// Records one take (`delta` 1) or give (`delta` -1) on free list
 /// `slot`, if this thread is inside a scope.
 pub(super) fn note(slot: usize, delta: i64) {
-    STACK.with(|s| {
+    // `try_with`: during the thread's exit no region is open any more.
+    let _ = STACK.try_with(|s| {
         if let Some(top) = s.borrow_mut().last_mut() {
             top.note(slot, delta);
         }

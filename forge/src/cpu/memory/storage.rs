@@ -606,6 +606,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_buffer_a_thread_local_drops_at_thread_exit_goes_back_quietly() {
+        // A thread-local cache (autocast's converted weights) can outlive
+        // the pool's own thread-locals: its storage is dropped during the
+        // thread's exit, after them. Giving it back must not touch them
+        // (it used to panic in a destructor, which aborts the process).
+        thread_local! {
+            static KEEP: std::cell::RefCell<Option<Storage<f32>>> =
+                const { std::cell::RefCell::new(None) };
+        }
+        std::thread::spawn(|| {
+            KEEP.with(|k| *k.borrow_mut() = Some((0..4096).map(|i| i as f32).collect()));
+            let kept = KEEP.with(|k| k.borrow().as_ref().map(|s| s.block));
+            assert!(kept.is_some_and(|b| b > 0), "the storage is pooled");
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
     fn elements_whose_size_does_not_divide_16_bytes_are_not_pooled() {
         // A pooled block's length is a multiple of 16 bytes, not of 12 or
         // 24: such elements take a plain vector (this used to trip the
