@@ -85,7 +85,7 @@ impl Rng {
 }
 
 #[test]
-#[ignore = "characterizes this CPU's tdpbf16ps: prints mismatch counts per model"]
+#[ignore = "characterizes this CPU's tdpbf16ps: prints mismatch counts per model and checks the one-pair model exact"]
 fn probe() {
     if !super::bf16() {
         println!("no AMX-BF16 here");
@@ -133,6 +133,14 @@ fn probe() {
             println!(
                 "{pairs:2} pair(s), exponents {exps:?}: {total} elements, {one} differ from the pair-sum model, {odd} from vdpbf16ps's order"
             );
+            // what the module docs state: with one pair per instruction the
+            // pair-sum model is exact on every range
+            if pairs == 1 {
+                assert_eq!(
+                    one, 0,
+                    "one pair, exponents {exps:?}: the pair-sum model no longer holds"
+                );
+            }
         }
     }
 }

@@ -139,7 +139,7 @@ fn the_class_turns_amx_off() {
 /// GOP/s of every path (one thread) at the shapes of the bench rows: run
 /// with `--ignored --nocapture` to choose `AMX_MIN_ROWS`.
 #[test]
-#[ignore = "a measurement, not a check: prints GOP/s per path and size"]
+#[ignore = "prints GOP/s per path and k-block size at model-sized products (~1 min) and checks they all give the same sums"]
 fn amx_speed() {
     crate::cpu::set_num_threads(1);
     for &(m, k, n) in &[
@@ -156,13 +156,15 @@ fn amx_speed() {
         let a = padded(m, k, &bytes(m * k, 1));
         let b: Vec<i8> = bytes(n * k, 2).into_iter().map(|v| v as i8).collect();
         let packed = PackedI8::new(n, k, &b);
-        let mut c = vec![0i32; m * n];
+        let mut want: Option<Vec<i32>> = None;
         let mut line = format!("{m:5} x {k:5} x {n:5}:");
         // the best of 5 timings of `reps / 5` calls: the machine is shared
         let reps = (4e8 / (m * n * k) as f64).clamp(1.0, 400.0) as usize;
-        let mut time = |isa: Isa| {
+        // the best time and the sums the calls left
+        let time = |isa: Isa| {
+            let mut c = vec![0i32; m * n];
             packed.gemm_with(isa, m, &a, &mut c);
-            (0..5)
+            let best = (0..5)
                 .map(|_| {
                     let t = std::time::Instant::now();
                     for _ in 0..reps {
@@ -170,18 +172,28 @@ fn amx_speed() {
                     }
                     t.elapsed().as_secs_f64() / reps as f64
                 })
-                .fold(f64::INFINITY, f64::min)
+                .fold(f64::INFINITY, f64::min);
+            (best, c)
         };
         let gops = |s: f64| 2.0 * (m * n * k) as f64 / s / 1e9;
+        // every timed path and k-block size leaves the same sums in `c`
+        let mut check = |c: &[i32], what: String| match &want {
+            None => want = Some(c.to_vec()),
+            Some(w) => assert!(w == c, "{m} x {k} x {n}: {what} gives other sums"),
+        };
         for isa in Isa::all() {
             if isa == Isa::Amx {
                 for kb in [4, 8, 16, 1000] {
                     amx::KB_TILES_TEST.with(|c| c.set(Some(kb)));
-                    line += &format!("  Amx(kb {kb}) {:.0}", gops(time(isa)));
+                    let (t, c) = time(isa);
+                    line += &format!("  Amx(kb {kb}) {:.0}", gops(t));
+                    check(&c, format!("Amx(kb {kb})"));
                 }
                 amx::KB_TILES_TEST.with(|c| c.set(None));
             } else if isa != Isa::Portable {
-                line += &format!("  {isa:?} {:.0}", gops(time(isa)));
+                let (t, c) = time(isa);
+                line += &format!("  {isa:?} {:.0}", gops(t));
+                check(&c, format!("{isa:?}"));
             }
         }
         println!("{line} GOP/s");
