@@ -48,6 +48,29 @@ fn cached(w: &Tensor<f32, Cpu>, layout: Layout, make: impl FnOnce() -> Entry) ->
     }
 }
 
+/// The `f32` input, weight and bias of a product autocast runs in bf16
+/// now (autocast on and its rule for tracked operands met), else `None`.
+#[allow(clippy::type_complexity)]
+fn operands<'a, E: Float, D: Device>(
+    x: &'a Tensor<E, D>,
+    weight: &'a Tensor<E, D>,
+    bias: Option<&'a Tensor<E, D>>,
+) -> Option<(
+    &'a Tensor<f32, Cpu>,
+    &'a Tensor<f32, Cpu>,
+    Option<&'a Tensor<f32, Cpu>>,
+)> {
+    let tracked = x.is_tracked() || weight.is_tracked() || bias.is_some_and(|b| b.is_tracked());
+    if !super::bf16_now(tracked) {
+        return None;
+    }
+    let b = match bias {
+        Some(b) => Some(as_f32(b)?),
+        None => None,
+    };
+    Some((as_f32(x)?, as_f32(weight)?, b))
+}
+
 /// `x W^T + b` with bf16 inputs and f32 accumulation, if autocast applies
 /// (shapes already checked by [`Tensor::linear`]).
 pub(crate) fn linear_hook<E: Float, D: Device>(
@@ -55,15 +78,7 @@ pub(crate) fn linear_hook<E: Float, D: Device>(
     weight: &Tensor<E, D>,
     bias: Option<&Tensor<E, D>>,
 ) -> Option<Tensor<E, D>> {
-    let tracked = x.is_tracked() || weight.is_tracked() || bias.is_some_and(|b| b.is_tracked());
-    if !super::bf16_now(tracked) {
-        return None;
-    }
-    let (x, w) = (as_f32(x)?, as_f32(weight)?);
-    let b = match bias {
-        Some(b) => Some(as_f32(b)?),
-        None => None,
-    };
+    let (x, w, b) = operands(x, weight, bias)?;
     let (n, k) = (w.shape()[0], w.shape()[1]);
     let packed = match cached(w, Layout::Packed, || {
         Entry::Packed(Arc::new(PackedBf16::new(n, k, w.as_slice())))
@@ -89,15 +104,7 @@ pub(crate) fn conv2d_hook<E: Float, D: Device>(
     bias: Option<&Tensor<E, D>>,
     geom: &ConvGeom,
 ) -> Option<Tensor<E, D>> {
-    let tracked = x.is_tracked() || weight.is_tracked() || bias.is_some_and(|b| b.is_tracked());
-    if !super::bf16_now(tracked) {
-        return None;
-    }
-    let (x, w) = (as_f32(x)?, as_f32(weight)?);
-    let b = match bias {
-        Some(b) => Some(as_f32(b)?),
-        None => None,
-    };
+    let (x, w, b) = operands(x, weight, bias)?;
     let k = w.as_slice().len() / geom.o.max(1);
     let rows = match cached(w, Layout::Rows, || {
         Entry::Rows(Arc::new(bgemm::rows_to_bf16(w.as_slice(), geom.o, k)))

@@ -404,6 +404,8 @@ pub(crate) mod prepared;
 mod weight_cache;
 pub(crate) use weight_cache::gemm_weight_t;
 #[cfg(test)]
+pub(crate) use weight_cache::{holds_packed_weight, packed_f32_available};
+#[cfg(test)]
 mod tests;
 
 /// The examples that documented these kernels while they were public.
