@@ -2,8 +2,9 @@
 //! (this test binary again, on the `child` test, with `FORGE_SOAK_CHILD=1`:
 //! resident memory and the buffer pool's counters are process-wide, and
 //! the suite's other tests run beside this one). After a warm-up the
-//! resident memory, the pool's held bytes and the step time must stay
-//! flat (a least-squares slope near zero, bounds below), and the pool's
+//! resident memory, the pool's held bytes and the step time (relative to
+//! a control model's, stepped alternately) must stay flat (a least-squares
+//! slope near zero, bounds below), and the pool's
 //! live bytes must come back to the same count after every step: every
 //! buffer the step's graph held is freed with it.
 
@@ -64,50 +65,77 @@ fn child() {
     let y = Tensor::<i64>::from_vec((0..512).map(|_| rng.below(10) as i64).collect(), &[512]);
     let data = TensorDataset::new((x, y)).unwrap();
     let loader = DataLoader::new(&data, 32).shuffle(1);
-    let model = sequential![
-        Linear::<f32>::new(32, 64, &mut rng),
-        Gelu,
-        Dropout::from_rng(0.1, &mut rng),
-        Linear::new(64, 10, &mut rng)
-    ];
-    let mut model = model;
+    let build = |rng: &mut Rng| {
+        sequential![
+            Linear::<f32>::new(32, 64, rng),
+            Gelu,
+            Dropout::from_rng(0.1, rng),
+            Linear::new(64, 10, rng)
+        ]
+    };
+    let mut model = build(&mut rng);
     let mut opt = Adam::new(1e-3);
+    // The control: the same network, given the soaked model's weights at the
+    // end of the warm-up and a fresh optimizer at the start of every window,
+    // so it never has more than one window of history. Its steps alternate
+    // with the soaked model's, one for one, so whatever else runs on the
+    // machine slows both alike; the ratio of their step times is what the
+    // soaked model's own history adds.
+    let mut control = build(&mut rng);
+    let mut snapshot = None;
     // One kernel thread: the process's CPU time below is then the steps'
     // own work, with no pool workers waiting for work.
     forge::runtime::set_num_threads(1);
 
-    let (mut rss, mut held, mut window_times) = (Vec::new(), Vec::new(), Vec::new());
-    let mut times = Vec::with_capacity(WINDOW);
+    let (mut rss, mut held, mut window_ratios) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut times, mut control_times) = (Vec::with_capacity(WINDOW), Vec::with_capacity(WINDOW));
+    let mut control_opt = Adam::new(1e-3);
     let mut live_after_step = None;
     let mut step = 0;
     while step < STEPS {
         for (xb, yb) in loader.iter() {
-            // CPU time, not wall time: other processes on the machine (CI
-            // runs the other long tests beside this one) stretch wall time
-            // but not the work a step does, which is what a leak grows.
+            // CPU time, not wall time: time slices given to other processes
+            // stretch wall time but not the work a step does.
             let start = cpu_seconds();
-            let loss = cross_entropy(&model.forward(xb), &yb);
+            let loss = cross_entropy(&model.forward(xb.clone()), &yb);
             // backward_step drops the loss, and with it the step's graph.
             opt.backward_step(&mut model, loss).unwrap();
             times.push(cpu_seconds() - start);
             step += 1;
+            if step == WARM_UP {
+                snapshot = Some(model.state_dict());
+            }
             if step > WARM_UP {
                 // The batch tensors were dropped with the loop's previous
                 // item; what is live now is the model, the optimizer's
-                // moments and the loader's data.
+                // moments, the control and the loader's data.
                 let live = forge::runtime::memory_stats().live_bytes;
-                let first = *live_after_step.get_or_insert(live);
-                assert_eq!(live, first, "live pooled bytes after step {step}");
+                if step % WINDOW != 1 {
+                    // (The control's fresh optimizer allocates its moments
+                    // at the first step of a window.)
+                    let first = *live_after_step.get_or_insert(live);
+                    assert_eq!(live, first, "live pooled bytes after step {step}");
+                }
+                let start = cpu_seconds();
+                let loss = cross_entropy(&control.forward(xb), &yb);
+                control_opt.backward_step(&mut control, loss).unwrap();
+                control_times.push(cpu_seconds() - start);
             }
             if step % WINDOW == 0 {
                 if step > WARM_UP {
                     rss.push(resident_bytes() as f64);
                     held.push(forge::runtime::memory_stats().held_bytes as f64);
-                    // The lower quartile: the steps the machine's other
-                    // load did not slow down.
-                    window_times.push(quantile(&mut times, 0.25));
+                    // Lower quartiles: the steps the machine's other load
+                    // disturbed least, on both sides.
+                    window_ratios
+                        .push(quantile(&mut times, 0.25) / quantile(&mut control_times, 0.25));
+                }
+                if let Some(weights) = &snapshot {
+                    control.load_state_dict(weights).unwrap();
+                    control_opt = Adam::new(1e-3);
                 }
                 times.clear();
+                control_times.clear();
             }
             if step == STEPS {
                 break;
@@ -118,29 +146,31 @@ fn child() {
     // Growth over the measured run, as the fitted lines predict it.
     let rss_growth = slope(&rss) * samples;
     let held_growth = slope(&held) * samples;
-    let time_growth = slope(&window_times) * samples / quantile(&mut window_times.clone(), 0.5);
+    let ratio = quantile(&mut window_ratios.clone(), 0.5);
+    let time_growth = slope(&window_ratios) * samples / ratio;
     println!(
         "forge-soak: {STEPS} steps, {} samples after {WARM_UP}: resident {:.1} MiB, fitted growth {:.1} KiB; \
-         pool held {:.1} KiB, fitted growth {:.1} B; step time (lower quartile per window) {:.1} us, \
+         pool held {:.1} KiB, fitted growth {:.1} B; step time / control's (lower quartiles per window) {:.3}, \
          fitted growth {:.1}% of it",
         rss.len(),
         rss[0] / (1 << 20) as f64,
         rss_growth / 1024.0,
         held[0] / 1024.0,
         held_growth,
-        quantile(&mut window_times.clone(), 0.5) * 1e6,
+        ratio,
         time_growth * 100.0,
     );
     // Bounds: a leak of one 64-byte buffer per step would be 1.1 MiB over
     // the 18,000 measured steps; resident memory may drift by what the
     // allocator's own bookkeeping moves (well under 1 MiB here), so the
     // bound is 1 MiB. The pool's free lists must not grow at all: every
-    // step takes and gives the same classes. The step time's fitted growth
-    // must stay below 25% of its median: a graph kept alive step after
-    // step (a tape that grows) slows each step by more than that within a
-    // few thousand steps, while load from other processes moves the lower
-    // quartile of CPU time by less. The bound is one-sided: steps getting
-    // faster (caches warming, neighbours finishing) is no defect.
+    // step takes and gives the same classes. The ratio of the soaked
+    // model's step time to the control's (same network, same batch, at most
+    // one window of history, steps alternating) must not grow by 25% of its
+    // median: a graph or optimizer state kept growing from step to step
+    // slows each step by more than that within a few thousand steps, and
+    // load from other processes falls on both sides of the ratio. The bound
+    // is one-sided: the soaked side getting faster is no defect.
     assert!(
         rss_growth.abs() < (1 << 20) as f64,
         "resident memory grew {rss_growth} B"
