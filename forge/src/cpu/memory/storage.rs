@@ -103,7 +103,9 @@ impl<T: Copy> Storage<T> {
             // divide 16): room for exactly `b.bytes / size` elements.
             ptr: b.ptr.cast::<T>(),
             len: 0,
-            cap: b.bytes / size,
+            // Under ASan's poisoning (`super::asan`) the block past the
+            // request is off limits, so the capacity is the request.
+            cap: if super::asan::ON { n } else { b.bytes / size },
             block: b.bytes,
             version: 0,
             derived: std::sync::OnceLock::new(),
