@@ -250,7 +250,7 @@ unsafe fn avx512_decode(bits: Fp8Bits, src: &[u8], scales: &[f32; NR], dst: &mut
         Fp8Bits::E4M3 => 0x7f,
         Fp8Bits::E5M2 => 0x7c,
     });
-    // SAFETY (loads): `scales` holds NR = 32 floats.
+    // SAFETY: `scales` holds NR = 32 floats: two loads of 16.
     let sc = unsafe {
         [
             _mm512_loadu_ps(scales.as_ptr()),
