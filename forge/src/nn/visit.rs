@@ -232,7 +232,14 @@ pub trait TensorVisitorMut<E: Float> {
     /// assert_eq!(fc.fp8().unwrap().dequantize(), vec![scale, 2.0 * scale, -3.0 * scale, 0.5 * scale]);
     /// ```
     fn visit_fp8(&mut self, path: &str, weight: &mut Arc<Fp8Weight>) {
-        crate::quant::visit_fp8_tensors_mut(self, path, weight)
+        let (values, scales) = (weight.values_tensor::<E>(), weight.scale_tensor::<E>());
+        let (mut w, mut s) = (values.clone(), scales.clone());
+        self.visit(path, &mut w, TensorKind::Frozen);
+        self.visit(&format!("{path}_scale"), &mut s, TensorKind::Frozen);
+        if !w.shares_data(&values) || !s.shares_data(&scales) {
+            let format = weight.format();
+            *weight = Arc::new(crate::quant::fp8_from_float_tensors(&w, &s, format));
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 //! (the bytes become the layer's weight without an f32 copy).
 
 use super::fp8::Fp8Format;
-use super::fp8_weight::Fp8Weight;
+use super::fp8_weight::{from_float_tensors, Fp8Weight};
 use super::int8::{Granularity, Quantizable};
 use crate::error::{ForgeError, Result};
 use crate::io::{AnyTensor, SafeTensorsData};
@@ -65,63 +65,12 @@ pub fn to_fp8<E: Float, L: Layer<E> + ?Sized>(
     v.count
 }
 
-/// An fp8 weight from state-dict tensors: `values` the decoded values
-/// (`[out, in]`, encoded back to `format`: exact for values of the
-/// format, rounded to nearest otherwise) and `scales` (`[]`, `[1]`,
-/// `[out]` or `[out, 1]`).
-///
-/// # Panics
-/// When the tensors do not fit a weight (a checkpoint's shapes are checked
-/// against the model's before anything is replaced).
-fn from_float_tensors<E: Float>(
-    values: &Tensor<E>,
-    scales: &Tensor<E>,
-    format: Fp8Format,
-) -> Fp8Weight {
-    assert_eq!(
-        values.rank(),
-        2,
-        "fp8 weight: expected [out, in], got {:?}",
-        values.shape()
-    );
-    let (out, k) = (values.shape()[0], values.shape()[1]);
-    let bytes: Vec<u8> = values
-        .to_vec()
-        .iter()
-        .map(|&v| format.encode(Element::to_f64(v) as f32))
-        .collect();
-    let scales = scales
-        .to_vec()
-        .iter()
-        .map(|&s| Element::to_f64(s) as f32)
-        .collect();
-    Fp8Weight::from_bytes(&bytes, scales, out, k, format)
-}
-
 /// The granularity a weight was quantized with.
 fn granularity_of(w: &Fp8Weight) -> Granularity {
     if w.scales().len() == 1 {
         Granularity::PerTensor
     } else {
         Granularity::PerChannel
-    }
-}
-
-/// What [`TensorVisitorMut::visit_fp8`] does by default: reports the
-/// weight as two frozen tensors, `name` (the decoded values, `[out, in]`)
-/// and `name_scale`; when the visitor replaces either, the weight is
-/// rebuilt from them (the values encoded back to the weight's format).
-pub(crate) fn visit_fp8_tensors_mut<E: Float, V: TensorVisitorMut<E> + ?Sized>(
-    v: &mut V,
-    name: &str,
-    q: &mut Arc<Fp8Weight>,
-) {
-    let (values, scales) = (q.values_tensor::<E>(), q.scale_tensor::<E>());
-    let (mut w, mut s) = (values.clone(), scales.clone());
-    v.visit(name, &mut w, TensorKind::Frozen);
-    v.visit(&format!("{name}_scale"), &mut s, TensorKind::Frozen);
-    if !w.shares_data(&values) || !s.shares_data(&scales) {
-        *q = Arc::new(from_float_tensors(&w, &s, q.format()));
     }
 }
 

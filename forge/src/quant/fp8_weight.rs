@@ -15,7 +15,7 @@ use super::int8::Granularity;
 use crate::cpu::gemm::{gemm_fp8_t, Fp8Bits, Fp8Panels};
 use crate::cpu::memory::Storage;
 use crate::error::{ForgeError, Result};
-use crate::tensor::{Float, Tensor};
+use crate::tensor::{Element, Float, Tensor};
 
 /// A `[out, in]` weight of 8-bit floats ([`Fp8Format`]) with one `f32`
 /// scale for the whole weight or one per output row: `w = value x scale`.
@@ -370,6 +370,39 @@ impl Fp8Weight {
         gemm_fp8_t(m, x, &self.panels, beta, &mut y);
         y
     }
+}
+
+/// An fp8 weight from state-dict tensors: `values` the decoded values
+/// (`[out, in]`, encoded back to `format`: exact for values of the
+/// format, rounded to nearest otherwise) and `scales` (`[]`, `[1]`,
+/// `[out]` or `[out, 1]`).
+///
+/// # Panics
+/// When the tensors do not fit a weight (a checkpoint's shapes are checked
+/// against the model's before anything is replaced).
+pub(crate) fn from_float_tensors<E: Float>(
+    values: &Tensor<E>,
+    scales: &Tensor<E>,
+    format: Fp8Format,
+) -> Fp8Weight {
+    assert_eq!(
+        values.rank(),
+        2,
+        "fp8 weight: expected [out, in], got {:?}",
+        values.shape()
+    );
+    let (out, k) = (values.shape()[0], values.shape()[1]);
+    let bytes: Vec<u8> = values
+        .to_vec()
+        .iter()
+        .map(|&v| format.encode(Element::to_f64(v) as f32))
+        .collect();
+    let scales = scales
+        .to_vec()
+        .iter()
+        .map(|&s| Element::to_f64(s) as f32)
+        .collect();
+    Fp8Weight::from_bytes(&bytes, scales, out, k, format)
 }
 
 #[cfg(test)]
