@@ -7,7 +7,8 @@ use super::summary::{record_output, summary_running};
 use super::visit::{TensorKind, TensorVisitor, TensorVisitorMut, Visit, Visitable};
 use crate::error::{ForgeError, Result};
 use crate::quant::{
-    f32_values, tensor_from_f32, visit_int8, visit_int8_mut, Granularity, Int8Weight, Quantizable,
+    f32_values, tensor_from_f32, visit_int8, visit_int8_mut, Fp8Format, Fp8Weight, Granularity,
+    Int8Weight, Quantizable,
 };
 use crate::tensor::{Element, Float, Rng, Tensor};
 use std::sync::Arc;
@@ -33,6 +34,14 @@ use std::sync::Arc;
 /// to int8 ([`Linear::int8`]); `weight` is then empty (`[0, in_features]`)
 /// and the state dict holds the integer values as `weight` and their
 /// scales as `weight_scale`.
+///
+/// # FP8
+/// [`to_fp8`](crate::quant::to_fp8) keeps the weight as 8-bit floats with
+/// `f32` scales ([`Linear::fp8`]), decoded inside the f32 gemm's packing
+/// step; `weight` is then empty (`[0, in_features]`), the state dict holds
+/// the decoded values as `weight` and the scales as `weight_scale`, and a
+/// checkpoint stores the bytes as `F8_E4M3` / `F8_E5M2`. The layer is
+/// inference only: a backward pass through its output panics.
 #[derive(Clone, Debug)]
 pub struct Linear<E: Float = f32> {
     /// `[out_features, in_features]` (`[0, in_features]` once quantized).
@@ -41,6 +50,8 @@ pub struct Linear<E: Float = f32> {
     pub bias: Option<Tensor<E>>,
     /// The int8 weight, once quantized.
     int8: Option<Arc<Int8Weight>>,
+    /// The 8-bit float weight, once converted.
+    fp8: Option<Arc<Fp8Weight>>,
 }
 
 impl<E: Float> Linear<E> {
@@ -65,6 +76,7 @@ impl<E: Float> Linear<E> {
             weight: weight.requires_grad(),
             bias: Some(bias.requires_grad()),
             int8: None,
+            fp8: None,
         }
     }
 
@@ -87,6 +99,7 @@ impl<E: Float> Linear<E> {
             weight: weight.requires_grad(),
             bias: None,
             int8: None,
+            fp8: None,
         }
     }
 
@@ -131,6 +144,7 @@ impl<E: Float> Linear<E> {
             weight,
             bias,
             int8: None,
+            fp8: None,
         })
     }
 
@@ -151,9 +165,10 @@ impl<E: Float> Linear<E> {
     /// assert_eq!(fc.out_features(), 2);
     /// ```
     pub fn out_features(&self) -> usize {
-        match &self.int8 {
-            Some(q) => q.out_features(),
-            None => self.weight.shape()[0],
+        match (&self.int8, &self.fp8) {
+            (Some(q), _) => q.out_features(),
+            (_, Some(q)) => q.shape()[0],
+            _ => self.weight.shape()[0],
         }
     }
 
@@ -170,6 +185,43 @@ impl<E: Float> Linear<E> {
     /// ```
     pub fn int8(&self) -> Option<&Int8Weight> {
         self.int8.as_deref()
+    }
+
+    /// The 8-bit float weight, once the layer is converted by
+    /// [`to_fp8`](crate::quant::to_fp8).
+    ///
+    /// ```
+    /// use forge::prelude::*;
+    /// use forge::quant::{to_fp8, Fp8Format, Granularity};
+    /// let mut fc = Linear::<f32>::new(3, 2, &mut Rng::new(0));
+    /// assert!(fc.fp8().is_none());
+    /// to_fp8(&mut fc, Fp8Format::E4M3, Granularity::PerChannel);
+    /// assert_eq!(fc.fp8().unwrap().scales().len(), 2);
+    /// assert_eq!(fc.out_features(), 2);
+    /// ```
+    pub fn fp8(&self) -> Option<&Fp8Weight> {
+        self.fp8.as_deref()
+    }
+
+    /// The 8-bit float forward pass: `x` to `f32`, the product with the
+    /// weight decoded in the gemm's packing step, back; recorded so that a
+    /// backward pass through it fails loudly instead of skipping it.
+    fn forward_fp8(&self, q: &Fp8Weight, x: &Tensor<E>) -> Tensor<E> {
+        let xs = f32_values(x.as_slice());
+        let bias = self.bias.as_ref().map(|b| f32_values(b.as_slice()));
+        let y = q.linear_pooled(&xs, bias.as_deref());
+        let mut shape = x.shape().to_vec();
+        *shape.last_mut().expect("checked rank") = q.shape()[0];
+        let [out, fan_in] = q.shape();
+        let mut inputs = vec![x.clone()];
+        inputs.extend(self.bias.clone());
+        tensor_from_f32(y, &shape).record("linear_fp8", inputs, move |_| {
+            panic!(
+                "Linear({fan_in} -> {out}) with an fp8 weight is inference only: \
+                 backward through it is not supported (run it under no_grad, or \
+                 keep the layer in f32 to train)"
+            )
+        })
     }
 
     /// `act` applied to [`forward`](Forward::forward)`(x)`, the same values
@@ -242,7 +294,7 @@ impl<E: Float> Linear<E> {
 
 impl<E: Float> Quantizable for Linear<E> {
     fn quantize_int8(&mut self, granularity: Granularity) -> bool {
-        if self.int8.is_some() {
+        if self.int8.is_some() || self.fp8.is_some() {
             return false;
         }
         let (out, fan_in) = (self.out_features(), self.in_features());
@@ -256,13 +308,31 @@ impl<E: Float> Quantizable for Linear<E> {
         self.weight = Tensor::zeros(&[0, fan_in]);
         true
     }
+
+    fn quantize_fp8(&mut self, format: Fp8Format, granularity: Granularity) -> bool {
+        if self.int8.is_some() || self.fp8.is_some() {
+            return false;
+        }
+        let (out, fan_in) = (self.out_features(), self.in_features());
+        let w: Vec<f32> = self
+            .weight
+            .as_slice()
+            .iter()
+            .map(|&v| Element::to_f64(v) as f32)
+            .collect();
+        let q = Fp8Weight::quantize(&w, out, fan_in, format, granularity);
+        self.fp8 = Some(Arc::new(q));
+        self.weight = Tensor::zeros(&[0, fan_in]);
+        true
+    }
 }
 
 impl<E: Float> Layer<E> for Linear<E> {
     fn visit_tensors(&self, v: &mut dyn TensorVisitor<E>) {
-        match &self.int8 {
-            Some(q) => visit_int8(v, "weight", q),
-            None => v.visit("weight", &self.weight, TensorKind::Weight),
+        match (&self.int8, &self.fp8) {
+            (Some(q), _) => visit_int8(v, "weight", q),
+            (_, Some(q)) => v.visit_fp8("weight", q),
+            _ => v.visit("weight", &self.weight, TensorKind::Weight),
         }
         if let Some(b) = &self.bias {
             v.visit("bias", b, TensorKind::Weight);
@@ -271,9 +341,10 @@ impl<E: Float> Layer<E> for Linear<E> {
 
     fn visit_tensors_mut(&mut self, v: &mut dyn TensorVisitorMut<E>) {
         v.visit_quantizable("", self);
-        match &mut self.int8 {
-            Some(q) => visit_int8_mut(v, "weight", q),
-            None => v.visit("weight", &mut self.weight, TensorKind::Weight),
+        match (&mut self.int8, &mut self.fp8) {
+            (Some(q), _) => visit_int8_mut(v, "weight", q),
+            (_, Some(q)) => v.visit_fp8("weight", q),
+            _ => v.visit("weight", &mut self.weight, TensorKind::Weight),
         }
         if let Some(b) = &mut self.bias {
             v.visit("bias", b, TensorKind::Weight);
@@ -303,9 +374,10 @@ impl<E: Float> Forward<Tensor<E>> for Linear<E> {
     /// message names the layer and both shapes.
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
         self.check_input(&x);
-        let y = match &self.int8 {
-            Some(q) => self.forward_int8(q, &x, None),
-            None => x.linear(&self.weight, self.bias.as_ref()),
+        let y = match (&self.int8, &self.fp8) {
+            (Some(q), _) => self.forward_int8(q, &x, None),
+            (_, Some(q)) => self.forward_fp8(q, &x),
+            _ => x.linear(&self.weight, self.bias.as_ref()),
         };
         record_output(self, y)
     }

@@ -35,6 +35,22 @@ pub enum Granularity {
 pub trait Quantizable {
     /// Quantizes the layer's weight; `false` when it already was.
     fn quantize_int8(&mut self, granularity: Granularity) -> bool;
+
+    /// Converts the layer's weight to 8-bit floats held in memory (see
+    /// [`to_fp8`](super::to_fp8)); `false` when the layer cannot or
+    /// already did (the default: layers without an fp8 path).
+    ///
+    /// ```
+    /// use forge::prelude::*;
+    /// use forge::quant::{Fp8Format, Granularity, Quantizable};
+    /// let mut fc = Linear::<f32>::new(4, 3, &mut Rng::new(0));
+    /// assert!(fc.quantize_fp8(Fp8Format::E4M3, Granularity::PerTensor));
+    /// assert!(!fc.quantize_int8(Granularity::PerTensor)); // already fp8
+    /// ```
+    fn quantize_fp8(&mut self, format: super::Fp8Format, granularity: Granularity) -> bool {
+        let _ = (format, granularity);
+        false
+    }
 }
 
 /// The activation quantization parameters `(scale, zero_point)` PyTorch's
