@@ -206,13 +206,13 @@ fn amx_bits_do_not_depend_on_the_split() {
     crate::cpu::set_num_threads(before);
 }
 
-/// A panel's last, partial tile of `k` never reads the next panel's
-/// values: infinite weights in channels 16..32 leave channels 0..16 finite
-/// (`0 x inf` would be NaN).
+/// A panel's last, partial tile of `k` never reads the next panels'
+/// values: infinite weights in channels 16..96 leave channels 0..16 finite
+/// (`0 x inf` would be NaN; the next panels hold more than a tile).
 #[test]
 fn amx_partial_tiles_read_no_other_panel() {
     let Some(isa) = amx() else { return };
-    let (m, n, k) = (3, 32, 10);
+    let (m, n, k) = (3, 96, 10);
     let mut rng = Rng::new(21);
     let a = bf16_values(m * k, 1.0, &mut rng);
     let mut b = bf16_values(n * k, 1.0, &mut rng);
