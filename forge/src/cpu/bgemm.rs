@@ -340,8 +340,14 @@ impl PackedBf16 {
         let out = SharedOut(c.as_mut_ptr());
         // about 256 multiply-adds per nanosecond on the tiles
         let cost = m * self.n * 2 * pairs / 256;
+        // consecutive chunks share their panels (256 channels: 384 KiB at
+        // k = 768, 1.5 MiB at k = 3072, kept in L2 while the row blocks
+        // stream past), so a weight larger than L2 is read from memory once
+        // per group rather than once per block of 32 rows (at 1024 x 768 x
+        // 3072, 18 MB of traffic instead of 150; `tests::amx_speed` could
+        // not tell the two orders apart at load 11 on 2 cores)
         parallel_for_cost(blocks * groups, cost, |chunk| {
-            let (block, group) = (chunk / groups, chunk % groups);
+            let (group, block) = (chunk / blocks, chunk % blocks);
             let r0 = block * amx::BLOCK_ROWS;
             let p0 = group * amx::GROUP_PANELS;
             // SAFETY: `gemm_with` checked that the CPU runs `Isa::Amx`

@@ -309,3 +309,53 @@ fn the_avx512_class_keeps_the_vector_bits() {
         assert_eq!(bits(&c), bits(&product(isa, m, n, k, &a, &b)));
     }
 }
+
+/// GFLOP/s of the AMX path and of `vdpbf16ps` on one thread, at the
+/// shapes of BERT-base's products (1024 tokens) and smaller row counts;
+/// prints only (the machine is shared: no timed assertion).
+#[test]
+#[ignore = "prints the speed of the AMX and vdpbf16ps paths; run by hand with --nocapture"]
+fn amx_speed() {
+    let Some(amx_isa) = amx() else { return };
+    let _guard = crate::cpu::threads::lock_thread_count();
+    let before = crate::cpu::num_threads();
+    crate::cpu::set_num_threads(1);
+    for &(m, k, n) in &[
+        (1, 768, 768),
+        (16, 768, 768),
+        (128, 768, 768),
+        (1024, 768, 768),
+        (1024, 768, 3072),
+        (1024, 3072, 768),
+    ] {
+        let mut rng = Rng::new(1);
+        let a = bf16_values(m * k, 1.0, &mut rng);
+        let b = bf16_values(n * k, 1.0, &mut rng);
+        let packed = PackedBf16::new(n, k, &b);
+        let rows = rows_to_bf16(&a, m, k);
+        let reps = (4e8 / (m * n * k) as f64).clamp(1.0, 400.0) as usize;
+        let time = |isa: Isa| {
+            let mut c = vec![0f32; m * n];
+            packed.gemm_with(isa, m, &rows, None, &mut c);
+            // the best of 5 timings: the machine is shared
+            (0..5)
+                .map(|_| {
+                    let t = std::time::Instant::now();
+                    for _ in 0..reps {
+                        packed.gemm_with(isa, m, &rows, None, &mut c);
+                    }
+                    t.elapsed().as_secs_f64() / reps as f64
+                })
+                .fold(f64::INFINITY, f64::min)
+        };
+        let gflops = |s: f64| 2.0 * (m * n * k) as f64 / s / 1e9;
+        let mut line = format!("{m:5} x {k:5} x {n:5}:");
+        for isa in [amx_isa, Isa::Avx512Bf16] {
+            if Isa::all().contains(&isa) {
+                line += &format!(" {isa:?} {:7.1} GFLOP/s", gflops(time(isa)));
+            }
+        }
+        eprintln!("{line}");
+    }
+    crate::cpu::set_num_threads(before);
+}
