@@ -16,8 +16,9 @@ pub(in crate::cpu::conv) struct Tile {
     /// Per position: its index in the output for channel 0
     /// (`b * o * l + oy * ow + ox`).
     pub(in crate::cpu::conv) outs: [usize; MAX_NP],
-    /// The taps run, in order: `(tap * OB, offset of the tap in a channel
-    /// of the padded input)`.
+    /// The taps run, in order: `(tap * c * OB, offset of the tap in a
+    /// channel of the padded input)`: where the tap's weights start in a
+    /// packed block, and where its input is.
     pub(in crate::cpu::conv) taps: Vec<(usize, usize)>,
 }
 
@@ -116,7 +117,7 @@ pub(in crate::cpu::conv) fn plan(g: &ConvGeom) -> Plan {
                             .any(|&(r, c)| r >> ky & 1 == 1 && c >> kx & 1 == 1);
                     if used {
                         tile.taps.push((
-                            (ky * g.kw + kx) * OB,
+                            (ky * g.kw + kx) * g.c * OB,
                             ky * g.dilation[0] * wp + kx * g.dilation[1],
                         ));
                     }

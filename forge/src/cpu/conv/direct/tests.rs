@@ -160,7 +160,7 @@ fn tiles_skip_padding_taps() {
     let p = plan(&g(1, 1));
     assert_eq!(p.tiles.len(), 1);
     // the centre tap: row 1, column 1 of the padded 3x3 plane
-    assert_eq!(p.tiles[0].taps, vec![(4 * OB, 3 + 1)]);
+    assert_eq!(p.tiles[0].taps, vec![(4 * 8 * OB, 3 + 1)]);
     let p = plan(&g(32, 2));
     assert!(
         p.tiles.iter().all(|t| t.taps.len() == 4),
