@@ -1,8 +1,9 @@
 //! [`Linear`]: `y = x W^T + b`.
 
+use super::activation_kind::Activation;
 use super::forward::Forward;
 use super::layer::{enter_layer, enter_layer_mut, Layer};
-use super::summary::record_output;
+use super::summary::{record_output, summary_running};
 use super::visit::{TensorKind, TensorVisitor, TensorVisitorMut, Visit, Visitable};
 use crate::error::{ForgeError, Result};
 use crate::quant::{
@@ -171,11 +172,68 @@ impl<E: Float> Linear<E> {
         self.int8.as_deref()
     }
 
-    /// The int8 forward pass: `x` to `f32`, the dynamic int8 product, back.
-    fn forward_int8(&self, q: &Int8Weight, x: &Tensor<E>) -> Tensor<E> {
+    /// `act` applied to [`forward`](Forward::forward)`(x)`, the same values
+    /// (bit for bit) and the same graph. For an int8 layer in `f32` the
+    /// activation runs in the product's epilogue, on each block of outputs
+    /// while it is in cache, instead of as a pass of its own (unless a
+    /// [`summary`](crate::nn::summary) is recording outputs, which must see
+    /// the layer's own).
+    ///
+    /// ```
+    /// use forge::nn::{Activation, Forward, Linear};
+    /// use forge::quant::{quantize_dynamic, Granularity};
+    /// let mut rng = forge::Rng::new(0);
+    /// let mut fc = Linear::<f32>::new(8, 4, &mut rng);
+    /// quantize_dynamic(&mut fc, Granularity::PerChannel);
+    /// let x = forge::Tensor::<f32>::normal(&[3, 8], 0.0, 1.0, &mut rng);
+    /// let fused = fc.forward_activated(x.clone(), Activation::Gelu);
+    /// assert_eq!(fused.to_vec(), fc.forward(x).gelu().to_vec());
+    /// ```
+    ///
+    /// # Panics
+    /// As [`forward`](Forward::forward).
+    pub fn forward_activated(&self, x: Tensor<E>, act: Activation) -> Tensor<E> {
+        let fused = match (&self.int8, act) {
+            (Some(q), Activation::Gelu)
+                if std::any::TypeId::of::<E>() == std::any::TypeId::of::<f32>()
+                    && !summary_running() =>
+            {
+                Some(q)
+            }
+            _ => None,
+        };
+        match fused {
+            Some(q) => {
+                self.check_input(&x);
+                self.forward_int8(q, &x, Some(crate::cpu::vmath::gelu::<f32>))
+            }
+            None => act.apply(&self.forward(x)),
+        }
+    }
+
+    /// Panics naming the layer when `x`'s last dimension is not
+    /// `in_features`.
+    fn check_input(&self, x: &Tensor<E>) {
+        let fan_in = self.in_features();
+        shape_assert!(
+            x.rank() >= 1 && x.shape()[x.rank() - 1] == fan_in,
+            "Linear({fan_in} -> {}): expected input of shape [.., {fan_in}], got {:?}",
+            self.out_features(),
+            x.shape()
+        );
+    }
+
+    /// The int8 forward pass: `x` to `f32`, the dynamic int8 product (and
+    /// `act` in its epilogue), back.
+    fn forward_int8(
+        &self,
+        q: &Int8Weight,
+        x: &Tensor<E>,
+        act: Option<fn(&mut [f32])>,
+    ) -> Tensor<E> {
         let xs = f32_values(x.as_slice());
         let bias = self.bias.as_ref().map(|b| f32_values(b.as_slice()));
-        let y = q.linear_pooled(&xs, bias.as_deref());
+        let y = q.linear_pooled(&xs, bias.as_deref(), act);
         let mut shape = x.shape().to_vec();
         *shape.last_mut().expect("checked rank") = q.out_features();
         tensor_from_f32(y, &shape)
@@ -244,15 +302,9 @@ impl<E: Float> Forward<Tensor<E>> for Linear<E> {
     /// When `x` is 0-d or its last dimension is not `in_features`; the
     /// message names the layer and both shapes.
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
-        let fan_in = self.in_features();
-        shape_assert!(
-            x.rank() >= 1 && x.shape()[x.rank() - 1] == fan_in,
-            "Linear({fan_in} -> {}): expected input of shape [.., {fan_in}], got {:?}",
-            self.out_features(),
-            x.shape()
-        );
+        self.check_input(&x);
         let y = match &self.int8 {
-            Some(q) => self.forward_int8(q, &x),
+            Some(q) => self.forward_int8(q, &x, None),
             None => x.linear(&self.weight, self.bias.as_ref()),
         };
         record_output(self, y)
@@ -262,6 +314,60 @@ impl<E: Float> Forward<Tensor<E>> for Linear<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn forward_activated_equals_the_activation_after_forward() {
+        use crate::nn::{summary, Forward};
+        use crate::quant::{quantize_dynamic, Granularity};
+        let mut rng = Rng::new(3);
+        let bits = |t: &Tensor<f32>| t.to_vec().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        // odd sizes, rows enough for the AMX path where the CPU has it
+        for (rows, fan_in, out) in [(70, 37, 53), (5, 8, 3), (64, 96, 300)] {
+            let mut fc = Linear::<f32>::new(fan_in, out, &mut rng);
+            let x = Tensor::<f32>::normal(&[rows, fan_in], 0.0, 2.0, &mut rng);
+            for act in [Activation::Gelu, Activation::Relu] {
+                let want = act.apply(&fc.forward(x.clone()));
+                assert_eq!(bits(&fc.forward_activated(x.clone(), act)), bits(&want));
+            }
+            quantize_dynamic(&mut fc, Granularity::PerChannel);
+            for threads in [1, 2] {
+                crate::cpu::set_num_threads(threads);
+                for act in [Activation::Gelu, Activation::Relu] {
+                    let want = act.apply(&fc.forward(x.clone()));
+                    let got = fc.forward_activated(x.clone(), act);
+                    assert_eq!(bits(&got), bits(&want), "{rows}x{fan_in}x{out} {act:?}");
+                }
+            }
+        }
+        // f64 computes the int8 product in f32 and the GELU in f64: not fused
+        let mut fc = Linear::<f64>::new(16, 24, &mut rng);
+        quantize_dynamic(&mut fc, Granularity::PerChannel);
+        let x = Tensor::<f64>::normal(&[40, 16], 0.0, 1.0, &mut rng);
+        assert_eq!(
+            fc.forward_activated(x.clone(), Activation::Gelu).to_vec(),
+            fc.forward(x).gelu().to_vec()
+        );
+        // a summary sees the layer's own output, not the activation's
+        struct Block(Linear<f32>);
+        impl crate::nn::Layer<f32> for Block {
+            fn visit_tensors(&self, v: &mut dyn TensorVisitor<f32>) {
+                self.0.visit_tensors(v)
+            }
+            fn visit_tensors_mut(&mut self, v: &mut dyn TensorVisitorMut<f32>) {
+                self.0.visit_tensors_mut(v)
+            }
+        }
+        impl Forward<Tensor<f32>> for Block {
+            type Output = Tensor<f32>;
+            fn forward(&self, x: Tensor<f32>) -> Tensor<f32> {
+                self.0.forward_activated(x, Activation::Gelu)
+            }
+        }
+        let mut fc = Linear::<f32>::new(8, 4, &mut rng);
+        quantize_dynamic(&mut fc, Granularity::PerChannel);
+        let s = summary::<f32, _>(&Block(fc), &[70, 8]);
+        assert!(s.to_string().contains("[70, 4]"), "{s}");
+    }
 
     // Weights packed once for no-grad products (cpu/gemm/weight_cache.rs):
     // every way a Linear's weight changes invalidates the packed copy.
