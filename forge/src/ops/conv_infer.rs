@@ -1,8 +1,8 @@
 //! The inference path of `conv2d`: outside autograd, `f32` convolutions
 //! the direct kernel prefers (`cpu/conv/direct.rs`: one group, small
 //! batches) run it with the weight packed once per write version of its
-//! storage; the evaluation-mode fused convolution + batch norm (+ residual
-//! + ReLU) of `nn/conv_bn_act.rs` runs it with the batch norm folded into
+//! storage; the evaluation-mode fused convolution, batch norm, residual
+//! and ReLU of `nn/conv_bn_act.rs` runs it with the batch norm folded into
 //! the packed weights (PyTorch's `fuse_conv_bn_eval`, `nn/fuse.rs`) and
 //! the bias, residual sum and ReLU in its output pass.
 //!

@@ -250,10 +250,8 @@ pub(crate) fn packed_folded(
 ) -> Option<Arc<Folded>> {
     let entry = cache(w)?;
     let mut slot = entry.folded.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(f) = slot.as_ref() {
-        if f.key == key && f.packed.fits(g) {
-            return Some(f.clone());
-        }
+    if let Some(f) = slot.as_ref().filter(|f| f.key == key && f.packed.fits(g)) {
+        return Some(f.clone());
     }
     let (fw, fb) = fold();
     let f = Arc::new(Folded {
@@ -358,16 +356,16 @@ pub(super) fn forward_by(
             let o_ptr = out;
             for q in 0..nq {
                 let oc = ob * OB + q;
-                for (j, &at) in tile.outs[..tile.np].iter().enumerate() {
+                for (a, &at) in acc.iter().zip(&tile.outs[..tile.np]) {
                     let idx = at + oc * l;
-                    let mut v = acc[j][q];
+                    let mut v = a[q];
                     if let Some(b) = bias {
                         v += b[oc];
                     }
                     if let Some(r) = residual {
                         v += r[idx];
                     }
-                    if relu && !(v > 0.0) {
+                    if relu && v.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
                         v = 0.0;
                     }
                     // SAFETY: `idx` is inside `y` (asserted per tile); output
