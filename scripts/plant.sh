@@ -19,7 +19,14 @@ name="${1:?relaxed_count, double_give, simd_tail or inplace_checkpoint}"
 patch="scripts/plants/$name.patch"
 [ -f "$patch" ] || { echo "no $patch" >&2; exit 2; }
 git apply "$patch"
-trap 'git apply -R "$patch"' EXIT INT TERM
+# Reverted once: the handler clears the traps (a signal would otherwise
+# revert it twice, the second time failing on the clean file).
+revert() {
+    trap - EXIT INT TERM
+    git apply -R "$patch"
+}
+trap revert EXIT
+trap 'revert; exit 130' INT TERM
 echo "planted $name; running its check" >&2
 set +e
 case "$name" in

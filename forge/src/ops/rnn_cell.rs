@@ -45,6 +45,8 @@ mod lstm;
 mod lstm_f32;
 mod lstm_infer;
 #[cfg(test)]
+mod sequence_tests;
+#[cfg(test)]
 mod test_util;
 
 pub use gru::gru_sequence;

@@ -10,6 +10,7 @@
 //! to the worker threads with each parallel task); a buffer goes back to
 //! the pool it came from, whatever thread frees it.
 
+use super::asan;
 use super::classes::{class_bytes, class_of, CLASSES, MAX_POOLED};
 use super::reserve::{self, Region};
 use std::alloc::{alloc, alloc_zeroed, dealloc, Layout};
@@ -258,6 +259,7 @@ impl Drop for MemPool {
             for (slot, list) in pool.lists.into_iter().enumerate() {
                 let l = layout(slot % CLASSES, 1 << (slot / CLASSES));
                 for Free(ptr) in list {
+                    asan::unpoison(ptr, l.size());
                     // SAFETY: a listed buffer is owned by the list alone
                     // and was allocated by `fresh` with this layout.
                     unsafe { dealloc(ptr.as_ptr(), l) };
@@ -410,6 +412,7 @@ pub(crate) fn take(bytes: usize, align: usize) -> Block {
         Some(Free(ptr)) => ptr,
         None => fresh(class, align),
     };
+    asan::hand_out(ptr, bytes, size);
     Block {
         ptr,
         bytes: size,
@@ -471,6 +474,7 @@ pub(crate) fn settle_region(region: &Region, threads: usize, target: &PoolRef) {
         });
         for _ in 0..missing {
             let ptr = fresh(class, align);
+            asan::poison(ptr, size);
             pool.with(|p| p.lists[slot].push(Free(ptr)));
         }
     });
@@ -519,6 +523,7 @@ pub(crate) unsafe fn give(ptr: NonNull<u8>, bytes: usize, align: usize, pool: &P
         p.stats.live_bytes -= bytes;
         if p.stats.held_bytes + bytes <= p.stats.ceiling_bytes {
             p.stats.held_bytes += bytes;
+            asan::poison(ptr, bytes);
             p.lists[slot].push(Free(ptr));
             true
         } else {
@@ -527,6 +532,7 @@ pub(crate) unsafe fn give(ptr: NonNull<u8>, bytes: usize, align: usize, pool: &P
         }
     });
     if !keep {
+        asan::unpoison(ptr, bytes);
         // SAFETY: the caller gives up `ptr`, allocated by `take` with this
         // layout; it is not listed, so nothing else refers to it.
         unsafe { dealloc(ptr.as_ptr(), layout(class, align)) };
@@ -614,6 +620,7 @@ impl MemPool {
         let mut released = 0;
         for (Free(ptr), l) in out {
             released += l.size();
+            asan::unpoison(ptr, l.size());
             // SAFETY: `ptr` was removed from its free list above, so this is
             // the only reference; it was allocated by `take` with layout `l`.
             unsafe { dealloc(ptr.as_ptr(), l) };

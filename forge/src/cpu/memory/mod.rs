@@ -30,6 +30,7 @@
 //!
 //! Users reach all of this through [`crate::runtime`].
 
+mod asan;
 mod classes;
 pub(crate) mod freelists;
 #[cfg(all(test, loom))]

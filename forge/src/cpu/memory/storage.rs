@@ -103,7 +103,9 @@ impl<T: Copy> Storage<T> {
             // divide 16): room for exactly `b.bytes / size` elements.
             ptr: b.ptr.cast::<T>(),
             len: 0,
-            cap: b.bytes / size,
+            // Under ASan's poisoning (`super::asan`) the block past the
+            // request is off limits, so the capacity is the request.
+            cap: if super::asan::ON { n } else { b.bytes / size },
             block: b.bytes,
             version: 0,
             derived: std::sync::OnceLock::new(),
@@ -323,8 +325,14 @@ impl<T: Copy> Storage<T> {
         }
         let mut bigger = Self::with_capacity(need.max(2 * self.cap));
         bigger.extend_from_slice(self);
+        // The version moves on from this storage's, never back to the new
+        // one's own count: derived data built at an earlier version must
+        // not look current again (an exactly sized buffer, as under ASan,
+        // made `push` on a full storage return to an old version).
+        let version = self.version.wrapping_add(1);
         // The old storage is dropped here: its block goes back to the pool.
         *self = bigger;
+        self.version = version;
     }
 
     /// Appends a slice.
@@ -671,10 +679,33 @@ mod tests {
             s.push(i);
         }
         assert_eq!((s.len(), s[10_001], s[15_002]), (15_003, 2, 4_999));
-        assert!(s.block >= 15_003 * 8 && s.capacity() * 8 == s.block);
+        // the whole block, except under ASan's poisoning (exactly the request)
+        assert!(s.block >= 15_003 * 8 && (s.capacity() * 8 == s.block || super::super::asan::ON));
         let mut v = Storage::from_vec(vec![1u64]);
         v.extend(2..=1000u64);
         assert_eq!((v.len(), v[999], v.is_pooled()), (1000, 1000, false));
+    }
+
+    #[test]
+    fn growing_past_the_capacity_moves_the_version_forward() {
+        let mut s = Storage::<f32>::with_capacity(4);
+        let cap = s.capacity();
+        s.extend_from_slice(&vec![1.0; cap]);
+        let (v, block) = (s.version(), s.block);
+        s.push(2.0); // past the capacity: a new, larger block
+        assert!(
+            s.block > block && s.version() > v,
+            "version {} after {v}",
+            s.version()
+        );
+        let v = s.version();
+        s.reserve(4 * s.capacity());
+        assert!(
+            s.version() > v,
+            "reserve: version {} after {v}",
+            s.version()
+        );
+        assert_eq!((s.len(), s[cap]), (cap + 1, 2.0));
     }
 
     #[test]
