@@ -208,6 +208,11 @@ where
         forge::io::write_safetensors(&path, &t, &Default::default()).unwrap();
         let mut f8 = model.clone();
         f8.load_weights(&path).unwrap();
+        // the same file into a model whose Linear weights stay 8-bit
+        // floats in memory (`to_fp8`): the same logits, bit for bit
+        let mut resident = model.clone();
+        forge::quant::to_fp8(&mut resident, fmt, Granularity::PerTensor);
+        resident.load_weights(&path).unwrap();
         std::fs::remove_file(&path).unwrap();
         let acc = accuracy(&predict(&mut f8, test), test);
         f8.eval();
@@ -215,6 +220,16 @@ where
         eprintln!(
             "| {name} | fp8 {fmt:?} weights | {acc:.4} | {max:.5} | {mean:.6} | {f32_bytes} |"
         );
+        let acc_resident = accuracy(&predict(&mut resident, test), test);
+        resident.eval();
+        assert_eq!(acc_resident, acc, "{name} {fmt:?}: resident fp8 accuracy");
+        assert_eq!(
+            logit_errors(&resident, &f8, test),
+            (0.0, 0.0),
+            "{name} {fmt:?}"
+        );
+        let bytes = resident_bytes(&resident);
+        eprintln!("| {name} | fp8 {fmt:?} resident | {acc:.4} | {max:.5} | {mean:.6} | {bytes} |");
     }
     for (label, g) in [
         ("int8 per channel", Granularity::PerChannel),

@@ -153,3 +153,49 @@ fn fusing_mismatched_channels_panics() {
     bn.eval();
     fuse_linear_bn_eval(&lin, &bn);
 }
+
+/// The evaluation-mode inference path (`f32`, no autograd): a ResNet
+/// [`Downsample`](forge::models::resnet::Downsample) holding the file's
+/// convolution and batch norm folds the batch norm into the convolution's
+/// packed weights and runs the direct kernel where it applies (one group),
+/// the layers in turn elsewhere; either way its output matches PyTorch's
+/// fused output within the f32 tier (1e-4 relative / 1e-5 absolute, as
+/// above), and a second call (the kept packing) gives the same bits.
+#[test]
+fn eval_inference_path_matches_pytorch_fused_output() {
+    let mut checked = 0;
+    for name in files() {
+        let f = Fixture::load(&name);
+        if f.meta("kind") != "conv" {
+            continue;
+        }
+        let bias = f.flag("bias").then(|| f.input::<f32>("bias"));
+        let mut conv = Conv2d::from_weights(f.input::<f32>("weight"), bias).unwrap();
+        conv.stride = f.meta_pair("stride");
+        conv.padding = f.meta_pair("padding");
+        conv.dilation = f.meta_pair("dilation");
+        conv.groups = f.parse("groups");
+        let c = f.t("running_mean").numel();
+        let bn = load_bn!(BatchNorm2d<f32>, &f, c);
+        let d = forge::models::resnet::Downsample(conv, bn);
+        let x = f.input::<f32>("x");
+        let y = forge::no_grad(|| d.forward(x.clone()));
+        common::assert_close(
+            &format!("{name} (f32, eval inference path): out"),
+            &y.cast(),
+            &f.t("out"),
+            1e-4,
+            1e-5,
+        );
+        let again = forge::no_grad(|| d.forward(x.clone()));
+        assert!(
+            y.to_vec()
+                .iter()
+                .map(|v| v.to_bits())
+                .eq(again.to_vec().iter().map(|v| v.to_bits())),
+            "{name}: second call"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 1);
+}

@@ -68,7 +68,9 @@ pub trait LayerIo<E: Float>: Layer<E> {
     /// std::fs::remove_file(&path).unwrap();
     /// ```
     fn save_as(&self, path: impl AsRef<Path>, dtype: DType) -> Result<()> {
-        let int8 = int8_tensors(self);
+        let mut int8 = int8_tensors(self);
+        // 8-bit float weights as `F8_E4M3` / `F8_E5M2` with their scales
+        int8.extend(crate::quant::fp8_checkpoint_tensors(self));
         let mut dict = self.state_dict();
         dict.retain(|k, _| !int8.contains_key(k));
         let mut tensors = tensors_as(&dict, "", dtype)?;
@@ -144,6 +146,10 @@ pub trait LayerIo<E: Float>: Layer<E> {
                  `TrainingCheckpoint::load_into` (or `TrainingCheckpoint::load_model` \
                  for the model alone)",
             ));
+        }
+        if crate::quant::has_fp8(self) {
+            // 8-bit float weights load as bytes, straight into the layers
+            return crate::quant::load_fp8_model(self, &data, |d| float_dict(d, ""));
         }
         let dict = float_dict(&data, "")?;
         self.load_state_dict(&dict)

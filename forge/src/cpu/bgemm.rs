@@ -11,11 +11,14 @@
 //!
 //! Paths, chosen at every product from what the CPU has and the CPU class
 //! in force allows (`cpu_has!`):
+//! - AMX (the `amx` class only): `tdpbf16ps` on 16 x 16 tiles (`amx.rs`),
+//!   for every product, whatever its size, so that a row's bits do not
+//!   depend on how many rows share the product.
 //! - AVX-512 BF16: `vdpbf16ps` on 512-bit registers, a 6-row x 64-column
 //!   register tile.
 //! - portable: plain f32 loops over the same packed layout.
 //!
-//! # The summation order, the same on every path
+//! # The summation order of the `avx512` and `portable` classes
 //! Every element starts at `+0.0` and takes the pairs `(2q, 2q + 1)` in
 //! increasing `q`; each pair adds its odd product first, then its even one:
 //! `s = ftz(ftz(s + a[2q+1] b[2q+1]) + a[2q] b[2q])`, each addition rounded
@@ -25,19 +28,26 @@
 //! whole story. bf16 subnormals never reach a kernel: [`to_bf16`] flushes
 //! them (the instruction would treat them as zero). The bias, when given,
 //! is added last in f32. The `k` blocking and the thread split do not change
-//! any of this, so the result is the same bits for every path and thread
-//! count (`tests::every_path_equals_the_reference`).
+//! any of this, so the result is the same bits for both paths and every
+//! thread count (`tests::every_path_equals_the_reference`).
 //!
-//! # Why not AMX
+//! # The `amx` class: other bits, as close to the exact sum
 //! AMX's `tdpbf16ps` does not give these bits, nor any bits portable code
 //! is known to reproduce: with one pair per element it rounds the pair's
 //! sum before adding it (not the odd product, then the even one), and
 //! with more pairs per instruction (what makes it fast) it sums them in
 //! an internal adder that none of the models tried matches (the
-//! experiment and its figures: `crate::cpu::amx`'s `bf16_probe`). Since
-//! every path must give the same bits, the bf16 products stay on
-//! `vdpbf16ps`.
+//! experiment and its figures: `crate::cpu::amx`'s `bf16_probe`). So the
+//! bits of a bf16 product are defined per CPU class: on the `amx` class
+//! each element is one `tdpbf16ps` per 16 pairs of `k`, in increasing `k`,
+//! the same bits for every size, split, thread count and run on the same
+//! CPU (`tests::amx_bits_do_not_depend_on_the_split`); on the narrower
+//! classes the order above. Both are f32 sums of the same exact products;
+//! `tests::amx_error_is_bounded_by_the_vector_paths` measures both against
+//! an f64 reference and bounds AMX's error by the vector path's.
 
+#[cfg(target_arch = "x86_64")]
+mod amx;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 mod conv;
@@ -64,6 +74,8 @@ const CHUNK_ROWS: usize = 8 * ROWS;
 /// An instruction set of this module.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Isa {
+    /// AMX-BF16 tiles (`tdpbf16ps`): other bits than the other paths.
+    Amx,
     /// AVX-512F + AVX-512 BF16.
     Avx512Bf16,
     /// Plain loops.
@@ -78,6 +90,9 @@ impl Isa {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::is_x86_feature_detected as has;
+            if crate::cpu::amx::bf16() {
+                all.push(Isa::Amx);
+            }
             if has!("avx512f") && has!("avx512bf16") {
                 all.push(Isa::Avx512Bf16);
             }
@@ -87,11 +102,14 @@ impl Isa {
     }
 
     /// The widest path this CPU has and the CPU class in force on this
-    /// thread allows (every path gives the same bits).
+    /// thread allows (every path but [`Isa::Amx`] gives the same bits).
     pub(crate) fn detect() -> Isa {
         #[cfg(target_arch = "x86_64")]
         {
             use crate::cpu::class::cpu_has;
+            if cpu_has!("amx-bf16") {
+                return Isa::Amx;
+            }
             if cpu_has!("avx512f") && cpu_has!("avx512bf16") {
                 return Isa::Avx512Bf16;
             }
@@ -220,7 +238,8 @@ impl PackedBf16 {
     /// [`padded_k`]`(k)` bf16 (the padding zero), `c` is row-major `m x n`,
     /// `bias` (if any) has `n` elements. Uses up to
     /// [`num_threads`](super::num_threads) threads; the result is the same
-    /// for every thread count and path.
+    /// for every thread count, and for every path of the CPU class in
+    /// force (see the module docs).
     ///
     /// # Panics
     /// When a buffer is too small.
@@ -258,6 +277,10 @@ impl PackedBf16 {
         );
         if m == 0 || self.n == 0 {
             return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if isa == Isa::Amx {
+            return self.gemm_amx(m, a, bias, c);
         }
         let pairs = kp / 2;
         let groups = m.div_ceil(CHUNK_ROWS);
@@ -301,6 +324,50 @@ impl PackedBf16 {
                         *d += bv;
                     }
                 }
+            }
+        });
+    }
+}
+
+impl PackedBf16 {
+    /// [`gemm_with`](Self::gemm_with) on the AMX path (checked there).
+    #[cfg(target_arch = "x86_64")]
+    fn gemm_amx(&self, m: usize, a: &[u16], bias: Option<&[f32]>, c: &mut [f32]) {
+        let pairs = padded_k(self.k) / 2;
+        let panels = self.n.div_ceil(PANEL);
+        let blocks = m.div_ceil(amx::BLOCK_ROWS);
+        let groups = panels.div_ceil(amx::GROUP_PANELS);
+        let out = SharedOut(c.as_mut_ptr());
+        // about 256 multiply-adds per nanosecond on the tiles
+        let cost = m * self.n * 2 * pairs / 256;
+        // consecutive chunks share their panels (256 channels: 384 KiB at
+        // k = 768, 1.5 MiB at k = 3072, kept in L2 while the row blocks
+        // stream past), so a weight larger than L2 is read from memory once
+        // per group rather than once per block of 32 rows (at 1024 x 768 x
+        // 3072, 18 MB of traffic instead of 150; `tests::amx_speed` could
+        // not tell the two orders apart at load 11 on 2 cores)
+        parallel_for_cost(blocks * groups, cost, |chunk| {
+            let (group, block) = (chunk / blocks, chunk % blocks);
+            let r0 = block * amx::BLOCK_ROWS;
+            let p0 = group * amx::GROUP_PANELS;
+            // SAFETY: `gemm_with` checked that the CPU runs `Isa::Amx`
+            // (AMX-BF16 usable) and the sizes of `a`, `c` and `bias`;
+            // `data` is this weight's packing (`panels * pairs * 32`
+            // elements); each chunk writes its own rows x panels block of
+            // `c`.
+            unsafe {
+                amx::chunk(
+                    &self.data,
+                    self.n,
+                    pairs,
+                    a,
+                    r0,
+                    amx::BLOCK_ROWS.min(m - r0),
+                    p0,
+                    amx::GROUP_PANELS.min(panels - p0),
+                    bias,
+                    out,
+                )
             }
         });
     }

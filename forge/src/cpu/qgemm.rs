@@ -38,7 +38,7 @@ mod quantize;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use quantize::quantize_rows;
+pub(crate) use quantize::{quantize_rows, range, Dequantize};
 
 use super::threads::parallel_for_cost;
 use parallel_for_cost as threads_cost;
@@ -221,16 +221,65 @@ impl PackedI8 {
     ///
     /// # Panics
     /// When a buffer is too small.
+    #[cfg(test)]
     pub(crate) fn gemm(&self, m: usize, a: &[u8], c: &mut [i32]) {
+        self.gemm_then(
+            m,
+            a,
+            c,
+            &mut [] as &mut [u8],
+            None::<&fn(usize, &[i32], &mut [u8])>,
+        )
+    }
+
+    /// [`gemm`](Self::gemm), then `then` on every block of `c` as soon as a
+    /// chunk of the parallel loop has finished it, while it is in cache:
+    /// `then(j0, sums, outs)` for each row of the block, `sums` the row's
+    /// columns `j0..j0 + sums.len()` of `c` and `outs` the same columns of
+    /// the same row of `out` (row-major `m x n`). Each element of `out` is
+    /// given to exactly one call, so an element-wise epilogue gives the
+    /// same bits as a pass over `c` after the product.
+    ///
+    /// # Panics
+    /// When a buffer is too small (`out` too, when there is an epilogue).
+    pub(crate) fn gemm_then<T: Send, F: Fn(usize, &[i32], &mut [T]) + Sync>(
+        &self,
+        m: usize,
+        a: &[u8],
+        c: &mut [i32],
+        out: &mut [T],
+        then: Option<&F>,
+    ) {
         let isa = match Isa::detect() {
             Isa::Amx if m < AMX_MIN_ROWS => Isa::detect_vector(),
             isa => isa,
         };
-        self.gemm_with(isa, m, a, c)
+        self.run(isa, m, a, c, out, then)
     }
 
     /// [`gemm`](Self::gemm) on a given path (which the CPU must have).
+    #[cfg(test)]
     pub(crate) fn gemm_with(&self, isa: Isa, m: usize, a: &[u8], c: &mut [i32]) {
+        self.run(
+            isa,
+            m,
+            a,
+            c,
+            &mut [] as &mut [u8],
+            None::<&fn(usize, &[i32], &mut [u8])>,
+        )
+    }
+
+    /// [`gemm_then`](Self::gemm_then) on a given path.
+    fn run<T: Send, F: Fn(usize, &[i32], &mut [T]) + Sync>(
+        &self,
+        isa: Isa,
+        m: usize,
+        a: &[u8],
+        c: &mut [i32],
+        out: &mut [T],
+        then: Option<&F>,
+    ) {
         let kp = padded_k(self.k);
         assert!(
             a.len() >= m * kp,
@@ -244,19 +293,44 @@ impl PackedI8 {
             self.n
         );
         assert!(
+            then.is_none() || out.len() >= m * self.n,
+            "qgemm: epilogue output of {} for {m} x {}",
+            out.len(),
+            self.n
+        );
+        assert!(
             Isa::all().contains(&isa),
             "qgemm: this CPU cannot run {isa:?}"
         );
         if m == 0 || self.n == 0 {
             return;
         }
+        let sums = SharedOut(c.as_mut_ptr());
+        let outs = SharedOut(out.as_mut_ptr());
+        let n = self.n;
+        // The epilogue over the block of rows `r0..r0 + rows`, columns
+        // `j0..j0 + cols`, which the calling chunk has just written.
+        let finish = |r0: usize, rows: usize, j0: usize, cols: usize| {
+            let Some(then) = then else { return };
+            for r in r0..r0 + rows {
+                // SAFETY: the block lies inside the `m x n` matrices `c` and
+                // `out` (lengths checked above); the chunk that wrote it is
+                // the only one touching it, and it is done writing `c`.
+                let (s, o) = unsafe {
+                    (
+                        std::slice::from_raw_parts(sums.get().add(r * n + j0), cols),
+                        std::slice::from_raw_parts_mut(outs.get().add(r * n + j0), cols),
+                    )
+                };
+                then(j0, s, o);
+            }
+        };
         #[cfg(target_arch = "x86_64")]
         if isa == Isa::Amx {
-            return self.gemm_amx(m, a, c);
+            return self.gemm_amx(m, a, sums, &finish);
         }
         let blocks = m.div_ceil(ROWS);
         let tiles = self.n.div_ceil(PANEL * PANELS);
-        let out = SharedOut(c.as_mut_ptr());
         // about 64 multiply-adds per nanosecond on the vector paths
         let cost = m * self.n * kp / 64;
         parallel_for_cost(blocks * tiles, cost, |chunk| {
@@ -271,16 +345,17 @@ impl PackedI8 {
                 std::array::from_fn(|r| &a[(r0 + r.min(rows - 1)) * kp..][..kp]);
             let w = &self.data[p0 * (kp / 4) * PANEL * 4..];
             tile_with(isa, kp / 4, a_rows, w, panels, &mut acc);
+            let j0 = p0 * PANEL;
+            let cols = (panels * PANEL).min(self.n - j0);
             for (r, acc_r) in acc.iter().enumerate().take(rows) {
-                let j0 = p0 * PANEL;
-                let cols = (panels * PANEL).min(self.n - j0);
                 // SAFETY: each chunk writes its own rows x columns block of
                 // `c`, inside the `m x n` checked above.
                 let dst = unsafe {
-                    std::slice::from_raw_parts_mut(out.get().add((r0 + r) * self.n + j0), cols)
+                    std::slice::from_raw_parts_mut(sums.get().add((r0 + r) * self.n + j0), cols)
                 };
                 dst.copy_from_slice(&acc_r[..cols]);
             }
+            finish(r0, rows, j0, cols);
         });
     }
 }
@@ -288,19 +363,26 @@ impl PackedI8 {
 impl PackedI8 {
     /// [`gemm_with`](Self::gemm_with) on the AMX path (checked there).
     #[cfg(target_arch = "x86_64")]
-    fn gemm_amx(&self, m: usize, a: &[u8], c: &mut [i32]) {
+    fn gemm_amx(
+        &self,
+        m: usize,
+        a: &[u8],
+        out: SharedOut<i32>,
+        finish: &(dyn Fn(usize, usize, usize, usize) + Sync),
+    ) {
         let quads = padded_k(self.k) / 4;
         let panels = self.n.div_ceil(PANEL);
         let blocks = m.div_ceil(amx::BLOCK_ROWS);
         let groups = panels.div_ceil(amx::GROUP_PANELS);
-        let out = SharedOut(c.as_mut_ptr());
         // about 512 multiply-adds per nanosecond on the tiles
         let cost = m * self.n * 4 * quads / 512;
         parallel_for_cost(blocks * groups, cost, |chunk| {
             let (block, group) = (chunk / groups, chunk % groups);
             let r0 = block * amx::BLOCK_ROWS;
             let p0 = group * amx::GROUP_PANELS;
-            // SAFETY: `gemm_with` checked that the CPU runs `Isa::Amx`
+            let rows = amx::BLOCK_ROWS.min(m - r0);
+            let group_panels = amx::GROUP_PANELS.min(panels - p0);
+            // SAFETY: `run` checked that the CPU runs `Isa::Amx`
             // (AMX-INT8 usable) and the sizes of `a` and `c`; `data` is
             // this weight's packing with its slack; each chunk writes its
             // own rows x panels block of `c`.
@@ -311,26 +393,35 @@ impl PackedI8 {
                     quads,
                     a,
                     r0,
-                    amx::BLOCK_ROWS.min(m - r0),
+                    rows,
                     p0,
-                    amx::GROUP_PANELS.min(panels - p0),
+                    group_panels,
                     out,
                 )
             }
+            let j0 = p0 * PANEL;
+            finish(r0, rows, j0, (group_panels * PANEL).min(self.n - j0));
         });
     }
 }
 
-/// `c`'s pointer shared by the chunks of one product.
-#[derive(Clone, Copy)]
-struct SharedOut(*mut i32);
-// SAFETY: the chunks write disjoint blocks of `c`, which outlives the loop.
-unsafe impl Send for SharedOut {}
+/// An output's pointer shared by the chunks of one parallel loop (the
+/// sums `c`, an epilogue's outputs, quantized rows).
+struct SharedOut<T>(*mut T);
+impl<T> Clone for SharedOut<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for SharedOut<T> {}
+// SAFETY: the chunks write disjoint blocks of the output, which outlives
+// the loop, and `T: Send` values may be written from any thread.
+unsafe impl<T: Send> Send for SharedOut<T> {}
 // SAFETY: as above: no two chunks touch the same element.
-unsafe impl Sync for SharedOut {}
+unsafe impl<T: Send> Sync for SharedOut<T> {}
 
-impl SharedOut {
-    fn get(self) -> *mut i32 {
+impl<T> SharedOut<T> {
+    fn get(self) -> *mut T {
         self.0
     }
 }

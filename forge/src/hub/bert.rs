@@ -6,6 +6,7 @@ use super::llama::{checked, linear};
 use super::weights::HfWeights;
 use crate::error::{ForgeError, Result};
 use crate::nn::functional::scaled_dot_product_attention;
+use crate::nn::Activation;
 use crate::nn::{Embedding, Forward, Layer, LayerNorm, Linear};
 use crate::tensor::{Float, Rng, Tensor};
 use serde_json::json;
@@ -517,7 +518,10 @@ impl<E: Float> Bert<E> {
                 .reshape(&[b as isize, t as isize, c.hidden_size as isize]);
             let o = &l.attention.output;
             x = o.LayerNorm.forward(o.dense.forward(y).add(&x));
-            let m = l.intermediate.dense.forward(x.clone()).gelu();
+            let m = l
+                .intermediate
+                .dense
+                .forward_activated(x.clone(), Activation::Gelu);
             x = l
                 .output
                 .LayerNorm

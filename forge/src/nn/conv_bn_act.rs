@@ -1,32 +1,48 @@
 //! Inference epilogue of a convolution followed by an evaluation-mode batch
-//! norm, an optional residual sum and an optional ReLU: one pass over the
-//! convolution's output, in place, instead of one new tensor (and one
-//! sweep over memory) per op.
+//! norm, an optional residual sum and an optional ReLU.
 //!
-//! **Same bits.** Each element is computed with the composite's operations
-//! in the composite's order: the batch norm's `(v - mean) * k + beta`
-//! (`k = weight / sqrt(var + eps)`, as `batch_norm`'s evaluation kernel
-//! forms it), then `+ residual`, then `relu` (`y > 0 ? y : 0`). So the
-//! fused path equals `relu(bn(conv(x)) + residual)` bit for bit, which the
-//! tests check on random data.
+//! **Folded (f32, the direct kernel's shapes).** Where the direct
+//! convolution takes the convolution (`ops/conv_infer.rs`: `f32`, one
+//! group, small batches), the batch norm is folded into the convolution's
+//! weights and bias exactly as PyTorch's `fuse_conv_bn_eval` computes them
+//! (`nn/fuse.rs`'s `conv_bn_scale_bias`, shared with
+//! [`fuse_conv_bn_eval`](super::fuse_conv_bn_eval)), the folded weights are
+//! packed once and kept on the weight's storage (rebuilt after any write
+//! to it, or when the batch norm's statistics, affine parameters, eps or
+//! the convolution's bias differ from those folded: their bits are the
+//! key), and the bias, the residual and the ReLU are applied in the
+//! kernel's output pass. The result equals `fuse_conv_bn_eval(conv, bn)`'s
+//! forward (plus residual, ReLU) bit for bit, and differs from the layers in
+//! turn by rounding (the scale moves inside the products).
 //!
-//! The fused path runs only where nothing can tell the difference: the
-//! batch norm in evaluation mode, no tape recording (`no_grad`), no
-//! model summary capturing layer outputs, and a
-//! convolution output that nothing else holds. Anywhere else the layers'
-//! own forwards run one after the other.
+//! **Otherwise: one pass in place, same bits.** Each element is computed
+//! with the composite's operations in the composite's order: the batch
+//! norm's `(v - mean) * k + beta` (`k = weight / sqrt(var + eps)`, as
+//! `batch_norm`'s evaluation kernel forms it), then `+ residual`, then
+//! `relu` (`y > 0 ? y : 0`), in place over the convolution's output
+//! instead of one new tensor (and one sweep over memory) per op. So that
+//! path equals `relu(bn(conv(x)) + residual)` bit for bit, which the tests
+//! check on random data.
+//!
+//! Both run only where nothing can tell the difference: the batch norm in
+//! evaluation mode, no tape recording (`no_grad`), no model summary
+//! capturing layer outputs, and (for the in-place pass) a convolution
+//! output that nothing else holds. Anywhere else the layers' own forwards
+//! run one after the other.
 //!
 //! Measured (perf, ResNet-18 inference at batch 32, 3x32x32, one thread):
 //! the batch norm, residual-add and ReLU sweeps and their fresh buffers'
-//! page touches were 6-8% of the cycles before; see the commit message for
-//! the figures of the change.
+//! page touches were 6-8% of the cycles before the in-place pass.
 
 use super::conv::Conv2d;
 use super::forward::Forward;
+use super::fuse::{conv_bn_scale_bias, scaled_rows};
 use super::norm::BatchNorm2d;
 use super::summary::recording_mark;
 use crate::autograd::is_grad_enabled;
 use crate::cpu::buffers::for_each_row_work;
+use crate::cpu::conv::ConvGeom;
+use crate::ops::conv_infer::conv2d_folded;
 use crate::tensor::{Float, Tensor};
 
 /// `relu?(bn(conv(x)) + residual?)` for `conv` followed by `bn`, fused into
@@ -44,6 +60,9 @@ pub(crate) fn conv_bn_act<E: Float>(
     residual: Option<&Tensor<E>>,
     relu: bool,
 ) -> Tensor<E> {
+    if let Some(y) = folded(conv, bn, &x, residual, relu) {
+        return y;
+    }
     let y = conv.forward(x);
     let fusable = !bn.training
         && !is_grad_enabled()
@@ -58,6 +77,65 @@ pub(crate) fn conv_bn_act<E: Float>(
         }
     }
     composite(bn, y, residual, relu)
+}
+
+/// The evaluation-mode path with the batch norm folded into the
+/// convolution's packed weights (`ops/conv_infer.rs`), where the direct
+/// kernel takes the convolution; `None` elsewhere.
+fn folded<E: Float>(
+    conv: &Conv2d<E>,
+    bn: &BatchNorm2d<E>,
+    x: &Tensor<E>,
+    residual: Option<&Tensor<E>>,
+    relu: bool,
+) -> Option<Tensor<E>> {
+    let ws = conv.weight.shape();
+    let xs: [usize; 4] = x.shape().try_into().ok()?;
+    if bn.training
+        || is_grad_enabled()
+        || recording_mark().is_some()
+        || conv.int8.is_some()
+        || ws.len() != 4
+        || xs[1] != ws[1] * conv.groups
+        || bn.num_features() != ws[0]
+    {
+        return None;
+    }
+    let geom = ConvGeom::new(
+        xs,
+        [ws[0], ws[1], ws[2], ws[3]],
+        conv.stride,
+        conv.padding,
+        conv.dilation,
+        conv.groups,
+    )?;
+    if residual.is_some_and(|r| r.shape() != [geom.n, geom.o, geom.oh, geom.ow]) {
+        return None;
+    }
+    // Everything the fold reads besides the weight, as bits: the folded
+    // weights are reused while these are unchanged.
+    let mut key = vec![bn.eps.to_bits()];
+    let mut put = |t: Option<Tensor<E>>| match t {
+        Some(t) => {
+            key.push(t.numel() as u64);
+            key.extend(
+                t.to_vec()
+                    .iter()
+                    .map(|&v| crate::base::Element::to_f64(v).to_bits()),
+            );
+        }
+        None => key.push(u64::MAX),
+    };
+    put(Some(bn.running_mean.get()));
+    put(Some(bn.running_var.get()));
+    put(bn.weight.clone());
+    put(bn.bias.clone());
+    put(conv.bias.clone());
+    let fold = || {
+        let (scale, bias) = conv_bn_scale_bias(conv, bn);
+        (scaled_rows(conv.weight.as_slice(), &scale), bias)
+    };
+    conv2d_folded(x, &conv.weight, &geom, key, fold, residual, relu)
 }
 
 /// The layers one after the other.
@@ -131,14 +209,14 @@ fn epilogue<E: Float>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nn::Layer;
+    use crate::nn::{fuse_conv_bn_eval, Layer};
     use crate::no_grad;
     use crate::tensor::Rng;
 
     /// A batch norm in eval mode with random statistics and affine
     /// parameters (or none).
-    fn bn(c: usize, affine: bool, rng: &mut Rng) -> BatchNorm2d<f32> {
-        let mut bn = BatchNorm2d::<f32>::new(c);
+    fn bn<E: Float>(c: usize, affine: bool, rng: &mut Rng) -> BatchNorm2d<E> {
+        let mut bn = BatchNorm2d::<E>::new(c);
         bn.running_mean.set(Tensor::uniform(&[c], -1.0, 1.0, rng));
         bn.running_var.set(Tensor::uniform(&[c], 0.1, 3.0, rng));
         if affine {
@@ -152,8 +230,16 @@ mod tests {
         bn
     }
 
-    /// The fused pass gives the composite's bits, for every combination
-    /// of residual, ReLU, affine and plane size (1x1 planes included).
+    fn bits<E: Float>(t: &Tensor<E>) -> Vec<u64> {
+        t.to_vec()
+            .iter()
+            .map(|&v| crate::base::Element::to_f64(v).to_bits())
+            .collect()
+    }
+
+    /// The in-place pass (f64: the folded path is f32 only) gives the
+    /// composite's bits, for every combination of residual, ReLU, affine
+    /// and plane size (1x1 planes included).
     #[test]
     fn same_bits_as_the_layers_in_turn() {
         let mut rng = Rng::new(7);
@@ -164,14 +250,14 @@ mod tests {
             (3, true, true, false),
             (2, false, false, true),
         ] {
-            let conv = Conv2d::<f32>::new(3, 6, 3, &mut rng).padding(1);
-            let bn = bn(6, affine, &mut rng);
-            let x = Tensor::<f32>::uniform(&[2, 3, hw, hw], -1.0, 1.0, &mut rng);
-            let r = Tensor::<f32>::uniform(&[2, 6, hw, hw], -1.0, 1.0, &mut rng);
+            let conv = Conv2d::<f64>::new(3, 6, 3, &mut rng).padding(1);
+            let bn = bn::<f64>(6, affine, &mut rng);
+            let x = Tensor::<f64>::uniform(&[2, 3, hw, hw], -1.0, 1.0, &mut rng);
+            let r = Tensor::<f64>::uniform(&[2, 6, hw, hw], -1.0, 1.0, &mut rng);
             let res = with_res.then_some(&r);
+            assert!(no_grad(|| folded(&conv, &bn, &x, res, relu)).is_none());
             let fused = no_grad(|| conv_bn_act(&conv, &bn, x.clone(), res, relu));
             let plain = no_grad(|| composite(&bn, conv.forward(x.clone()), res, relu));
-            let bits = |t: &Tensor<f32>| t.to_vec().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
             assert_eq!(
                 bits(&fused),
                 bits(&plain),
@@ -181,6 +267,112 @@ mod tests {
                 assert!(fused.to_vec().contains(&0.0));
             }
         }
+    }
+
+    /// `relu?(fuse_conv_bn_eval(conv, bn)(x) + residual?)` with the fused
+    /// layer's forward, the residual sum and the ReLU as separate ops.
+    fn via_fuse(
+        conv: &Conv2d<f32>,
+        bn: &BatchNorm2d<f32>,
+        x: &Tensor<f32>,
+        res: Option<&Tensor<f32>>,
+        relu: bool,
+    ) -> Tensor<f32> {
+        let y = no_grad(|| fuse_conv_bn_eval(conv, bn).forward(x.clone()));
+        let y = match res {
+            Some(r) => &y + r,
+            None => y,
+        };
+        if relu {
+            y.relu()
+        } else {
+            y
+        }
+    }
+
+    /// The folded path (f32) equals PyTorch's fold as `fuse_conv_bn_eval`
+    /// computes it (checked against PyTorch by `tests/nn/nn_fuse_parity.rs`)
+    /// followed by the residual sum and the ReLU, bit for bit; and it is
+    /// close to the layers in turn (rounding only: a 3x3 over 3 channels,
+    /// 28 terms, 1e-5 absolute on values of order 1).
+    #[test]
+    fn folded_path_equals_fuse_conv_bn_eval() {
+        let mut rng = Rng::new(8);
+        for (hw, k, stride, bias, affine, relu, with_res) in [
+            (5, 3, 1, false, true, true, true),
+            (4, 3, 2, true, true, false, false),
+            (1, 3, 1, false, false, true, false),
+            (6, 1, 2, false, true, false, false),
+            (3, 3, 1, true, false, true, true),
+        ] {
+            let mut conv = Conv2d::<f32>::new(3, 40, k, &mut rng)
+                .padding(k / 2)
+                .stride(stride);
+            if !bias {
+                conv.bias = None;
+            }
+            let bn = bn::<f32>(40, affine, &mut rng);
+            let x = Tensor::<f32>::uniform(&[2, 3, hw, hw], -1.0, 1.0, &mut rng);
+            let oh = (hw + 2 * (k / 2) - k) / stride + 1;
+            let r = Tensor::<f32>::uniform(&[2, 40, oh, oh], -1.0, 1.0, &mut rng);
+            let res = with_res.then_some(&r);
+            let got = no_grad(|| folded(&conv, &bn, &x, res, relu)).expect("folded path");
+            let want = via_fuse(&conv, &bn, &x, res, relu);
+            assert_eq!(bits(&got), bits(&want), "hw {hw} k {k} stride {stride}");
+            let again = no_grad(|| conv_bn_act(&conv, &bn, x.clone(), res, relu));
+            assert_eq!(bits(&again), bits(&want), "reused packing");
+            let layers = no_grad(|| composite(&bn, conv.forward(x.clone()), res, relu));
+            for (a, b) in got.to_vec().iter().zip(layers.to_vec()) {
+                assert!((a - b).abs() <= 1e-5, "{a} vs {b}");
+            }
+        }
+    }
+
+    /// The folded weights kept on the weight's storage are rebuilt after
+    /// every change to what they were folded from: an optimizer step on the
+    /// weight, a state-dict load, new running statistics, eps, the affine
+    /// parameters.
+    #[test]
+    fn every_change_refolds() {
+        let mut rng = Rng::new(9);
+        let mut conv = Conv2d::<f32>::new(8, 32, 3, &mut rng).padding(1);
+        conv.bias = None;
+        let mut bn = bn::<f32>(32, true, &mut rng);
+        let x = Tensor::<f32>::uniform(&[1, 8, 4, 4], -1.0, 1.0, &mut rng);
+        let check = |conv: &Conv2d<f32>, bn: &BatchNorm2d<f32>, what: &str| {
+            let got = no_grad(|| conv_bn_act(conv, bn, x.clone(), None, true));
+            assert_eq!(
+                bits(&got),
+                bits(&via_fuse(conv, bn, &x, None, true)),
+                "stale folded weights after {what}"
+            );
+        };
+        check(&conv, &bn, "nothing");
+        // an optimizer step writes the weight
+        let y = conv.forward(x.clone()).sum();
+        let g = y.backward();
+        crate::optim::Sgd::<f32>::new(0.5)
+            .step(&mut conv, &g)
+            .unwrap();
+        check(&conv, &bn, "an optimizer step");
+        // a load replaces the weight
+        let other = Conv2d::<f32>::new(8, 32, 3, &mut rng).padding(1);
+        let mut sd = other.state_dict();
+        sd.remove("bias");
+        conv.load_state_dict(&sd).unwrap();
+        check(&conv, &bn, "load_state_dict");
+        bn.running_mean
+            .set(Tensor::uniform(&[32], -1.0, 1.0, &mut rng));
+        check(&conv, &bn, "new running mean");
+        bn.running_var
+            .set(Tensor::uniform(&[32], 0.5, 2.0, &mut rng));
+        check(&conv, &bn, "new running variance");
+        bn.eps = 1e-3;
+        check(&conv, &bn, "another eps");
+        bn.weight = Some(Tensor::uniform(&[32], -1.0, 1.0, &mut rng));
+        check(&conv, &bn, "new affine weight");
+        bn.bias = None;
+        check(&conv, &bn, "no affine bias");
     }
 
     /// In training mode the batch statistics are used (the composite

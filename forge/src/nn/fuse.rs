@@ -54,14 +54,7 @@ impl<E: Float> Stats<E> {
 /// The fused weight `[C, ...]` (each channel's block scaled by `scale[c]`),
 /// tracked when the original was.
 fn scale_rows<E: Float>(weight: &Tensor<E>, scale: &[E]) -> Tensor<E> {
-    let per = weight.numel() / scale.len().max(1);
-    let w: Vec<E> = weight
-        .to_vec()
-        .into_iter()
-        .enumerate()
-        .map(|(i, v)| v * scale[i / per])
-        .collect();
-    let t = Tensor::from_vec(w, weight.shape());
+    let t = Tensor::from_vec(scaled_rows(&weight.to_vec(), scale), weight.shape());
     if weight.is_tracked() {
         t.requires_grad()
     } else {
@@ -81,6 +74,47 @@ fn check_channels(op: &str, layer: &str, out: usize, bn: usize) {
         out == bn,
         "{op}: the {layer} has {out} output channels but the batch norm has {bn} features"
     );
+}
+
+/// The per-output-channel scale `gamma / sqrt(var + eps)` (as
+/// `gamma * (1 / sqrt(var + eps))`) and the fused bias
+/// `((b - mean) * (1 / sqrt(var + eps))) * gamma + beta` of folding `bn`
+/// into `conv` (channel counts checked by the caller): PyTorch's
+/// `fuse_conv_bn_weights` element by element. Shared by
+/// [`fuse_conv_bn_eval`] and the evaluation-mode fused path
+/// (`nn/conv_bn_act.rs`), so both fold to the same bits.
+pub(crate) fn conv_bn_scale_bias<E: Float>(
+    conv: &Conv2d<E>,
+    bn: &BatchNorm2d<E>,
+) -> (Vec<E>, Vec<E>) {
+    let out = conv.weight.shape()[0];
+    let s = Stats::new(
+        &bn.weight,
+        &bn.bias,
+        bn.running_mean.get(),
+        bn.running_var.get(),
+        bn.eps,
+    );
+    let scale: Vec<E> = (0..out).map(|c| s.gamma[c] * s.rsqrt[c]).collect();
+    let b = conv
+        .bias
+        .as_ref()
+        .map_or(vec![E::zero(); out], Tensor::to_vec);
+    let fused_b: Vec<E> = (0..out)
+        .map(|c| (b[c] - s.mean[c]) * s.rsqrt[c] * s.gamma[c] + s.beta[c])
+        .collect();
+    (scale, fused_b)
+}
+
+/// The fused weight's values: each output channel's block of `weight`
+/// scaled by `scale[c]` (one product per element, as [`fuse_conv_bn_eval`]).
+pub(crate) fn scaled_rows<E: Float>(weight: &[E], scale: &[E]) -> Vec<E> {
+    let per = weight.len() / scale.len().max(1);
+    weight
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| v * scale[i / per])
+        .collect()
 }
 
 /// A [`Conv2d`] that computes `bn(conv(x))` for an evaluation-mode
@@ -115,21 +149,7 @@ pub fn fuse_conv_bn_eval<E: Float>(conv: &Conv2d<E>, bn: &BatchNorm2d<E>) -> Con
     );
     let out = conv.weight.shape()[0];
     check_channels(op, "convolution", out, bn.num_features());
-    let s = Stats::new(
-        &bn.weight,
-        &bn.bias,
-        bn.running_mean.get(),
-        bn.running_var.get(),
-        bn.eps,
-    );
-    let scale: Vec<E> = (0..out).map(|c| s.gamma[c] * s.rsqrt[c]).collect();
-    let b = conv
-        .bias
-        .as_ref()
-        .map_or(vec![E::zero(); out], Tensor::to_vec);
-    let fused_b: Vec<E> = (0..out)
-        .map(|c| (b[c] - s.mean[c]) * s.rsqrt[c] * s.gamma[c] + s.beta[c])
-        .collect();
+    let (scale, fused_b) = conv_bn_scale_bias(conv, bn);
     let tracked = conv.bias.as_ref().is_some_and(Tensor::is_tracked) || conv.weight.is_tracked();
     let bias = Tensor::from_vec(fused_b, &[out]);
     Conv2d {

@@ -1,12 +1,14 @@
 //! [`Linear`]: `y = x W^T + b`.
 
+use super::activation_kind::Activation;
 use super::forward::Forward;
 use super::layer::{enter_layer, enter_layer_mut, Layer};
-use super::summary::record_output;
+use super::summary::{record_output, summary_running};
 use super::visit::{TensorKind, TensorVisitor, TensorVisitorMut, Visit, Visitable};
 use crate::error::{ForgeError, Result};
 use crate::quant::{
-    f32_values, tensor_from_f32, visit_int8, visit_int8_mut, Granularity, Int8Weight, Quantizable,
+    f32_values, tensor_from_f32, visit_int8, visit_int8_mut, Fp8Format, Fp8Weight, Granularity,
+    Int8Weight, Quantizable,
 };
 use crate::tensor::{Element, Float, Rng, Tensor};
 use std::sync::Arc;
@@ -32,6 +34,14 @@ use std::sync::Arc;
 /// to int8 ([`Linear::int8`]); `weight` is then empty (`[0, in_features]`)
 /// and the state dict holds the integer values as `weight` and their
 /// scales as `weight_scale`.
+///
+/// # FP8
+/// [`to_fp8`](crate::quant::to_fp8) keeps the weight as 8-bit floats with
+/// `f32` scales ([`Linear::fp8`]), decoded inside the f32 gemm's packing
+/// step; `weight` is then empty (`[0, in_features]`), the state dict holds
+/// the decoded values as `weight` and the scales as `weight_scale`, and a
+/// checkpoint stores the bytes as `F8_E4M3` / `F8_E5M2`. The layer is
+/// inference only: a backward pass through its output panics.
 #[derive(Clone, Debug)]
 pub struct Linear<E: Float = f32> {
     /// `[out_features, in_features]` (`[0, in_features]` once quantized).
@@ -40,6 +50,8 @@ pub struct Linear<E: Float = f32> {
     pub bias: Option<Tensor<E>>,
     /// The int8 weight, once quantized.
     int8: Option<Arc<Int8Weight>>,
+    /// The 8-bit float weight, once converted.
+    fp8: Option<Arc<Fp8Weight>>,
 }
 
 impl<E: Float> Linear<E> {
@@ -64,6 +76,7 @@ impl<E: Float> Linear<E> {
             weight: weight.requires_grad(),
             bias: Some(bias.requires_grad()),
             int8: None,
+            fp8: None,
         }
     }
 
@@ -86,6 +99,7 @@ impl<E: Float> Linear<E> {
             weight: weight.requires_grad(),
             bias: None,
             int8: None,
+            fp8: None,
         }
     }
 
@@ -130,6 +144,7 @@ impl<E: Float> Linear<E> {
             weight,
             bias,
             int8: None,
+            fp8: None,
         })
     }
 
@@ -150,9 +165,10 @@ impl<E: Float> Linear<E> {
     /// assert_eq!(fc.out_features(), 2);
     /// ```
     pub fn out_features(&self) -> usize {
-        match &self.int8 {
-            Some(q) => q.out_features(),
-            None => self.weight.shape()[0],
+        match (&self.int8, &self.fp8) {
+            (Some(q), _) => q.out_features(),
+            (_, Some(q)) => q.shape()[0],
+            _ => self.weight.shape()[0],
         }
     }
 
@@ -171,11 +187,105 @@ impl<E: Float> Linear<E> {
         self.int8.as_deref()
     }
 
-    /// The int8 forward pass: `x` to `f32`, the dynamic int8 product, back.
-    fn forward_int8(&self, q: &Int8Weight, x: &Tensor<E>) -> Tensor<E> {
+    /// The 8-bit float weight, once the layer is converted by
+    /// [`to_fp8`](crate::quant::to_fp8).
+    ///
+    /// ```
+    /// use forge::prelude::*;
+    /// use forge::quant::{to_fp8, Fp8Format, Granularity};
+    /// let mut fc = Linear::<f32>::new(3, 2, &mut Rng::new(0));
+    /// assert!(fc.fp8().is_none());
+    /// to_fp8(&mut fc, Fp8Format::E4M3, Granularity::PerChannel);
+    /// assert_eq!(fc.fp8().unwrap().scales().len(), 2);
+    /// assert_eq!(fc.out_features(), 2);
+    /// ```
+    pub fn fp8(&self) -> Option<&Fp8Weight> {
+        self.fp8.as_deref()
+    }
+
+    /// The 8-bit float forward pass: `x` to `f32`, the product with the
+    /// weight decoded in the gemm's packing step, back; recorded so that a
+    /// backward pass through it fails loudly instead of skipping it.
+    fn forward_fp8(&self, q: &Fp8Weight, x: &Tensor<E>) -> Tensor<E> {
         let xs = f32_values(x.as_slice());
         let bias = self.bias.as_ref().map(|b| f32_values(b.as_slice()));
         let y = q.linear_pooled(&xs, bias.as_deref());
+        let mut shape = x.shape().to_vec();
+        *shape.last_mut().expect("checked rank") = q.shape()[0];
+        let [out, fan_in] = q.shape();
+        let mut inputs = vec![x.clone()];
+        inputs.extend(self.bias.clone());
+        tensor_from_f32(y, &shape).record("linear_fp8", inputs, move |_| {
+            panic!(
+                "Linear({fan_in} -> {out}) with an fp8 weight is inference only: \
+                 backward through it is not supported (run it under no_grad, or \
+                 keep the layer in f32 to train)"
+            )
+        })
+    }
+
+    /// `act` applied to [`forward`](Forward::forward)`(x)`, the same values
+    /// (bit for bit) and the same graph. For an int8 layer in `f32` the
+    /// activation runs in the product's epilogue, on each block of outputs
+    /// while it is in cache, instead of as a pass of its own (unless a
+    /// [`summary`](crate::nn::summary) is recording outputs, which must see
+    /// the layer's own).
+    ///
+    /// ```
+    /// use forge::nn::{Activation, Forward, Linear};
+    /// use forge::quant::{quantize_dynamic, Granularity};
+    /// let mut rng = forge::Rng::new(0);
+    /// let mut fc = Linear::<f32>::new(8, 4, &mut rng);
+    /// quantize_dynamic(&mut fc, Granularity::PerChannel);
+    /// let x = forge::Tensor::<f32>::normal(&[3, 8], 0.0, 1.0, &mut rng);
+    /// let fused = fc.forward_activated(x.clone(), Activation::Gelu);
+    /// assert_eq!(fused.to_vec(), fc.forward(x).gelu().to_vec());
+    /// ```
+    ///
+    /// # Panics
+    /// As [`forward`](Forward::forward).
+    pub fn forward_activated(&self, x: Tensor<E>, act: Activation) -> Tensor<E> {
+        let fused = match (&self.int8, act) {
+            (Some(q), Activation::Gelu)
+                if std::any::TypeId::of::<E>() == std::any::TypeId::of::<f32>()
+                    && !summary_running() =>
+            {
+                Some(q)
+            }
+            _ => None,
+        };
+        match fused {
+            Some(q) => {
+                self.check_input(&x);
+                self.forward_int8(q, &x, Some(crate::cpu::vmath::gelu::<f32>))
+            }
+            None => act.apply(&self.forward(x)),
+        }
+    }
+
+    /// Panics naming the layer when `x`'s last dimension is not
+    /// `in_features`.
+    fn check_input(&self, x: &Tensor<E>) {
+        let fan_in = self.in_features();
+        shape_assert!(
+            x.rank() >= 1 && x.shape()[x.rank() - 1] == fan_in,
+            "Linear({fan_in} -> {}): expected input of shape [.., {fan_in}], got {:?}",
+            self.out_features(),
+            x.shape()
+        );
+    }
+
+    /// The int8 forward pass: `x` to `f32`, the dynamic int8 product (and
+    /// `act` in its epilogue), back.
+    fn forward_int8(
+        &self,
+        q: &Int8Weight,
+        x: &Tensor<E>,
+        act: Option<fn(&mut [f32])>,
+    ) -> Tensor<E> {
+        let xs = f32_values(x.as_slice());
+        let bias = self.bias.as_ref().map(|b| f32_values(b.as_slice()));
+        let y = q.linear_pooled(&xs, bias.as_deref(), act);
         let mut shape = x.shape().to_vec();
         *shape.last_mut().expect("checked rank") = q.out_features();
         tensor_from_f32(y, &shape)
@@ -184,7 +294,7 @@ impl<E: Float> Linear<E> {
 
 impl<E: Float> Quantizable for Linear<E> {
     fn quantize_int8(&mut self, granularity: Granularity) -> bool {
-        if self.int8.is_some() {
+        if self.int8.is_some() || self.fp8.is_some() {
             return false;
         }
         let (out, fan_in) = (self.out_features(), self.in_features());
@@ -198,13 +308,31 @@ impl<E: Float> Quantizable for Linear<E> {
         self.weight = Tensor::zeros(&[0, fan_in]);
         true
     }
+
+    fn quantize_fp8(&mut self, format: Fp8Format, granularity: Granularity) -> bool {
+        if self.int8.is_some() || self.fp8.is_some() {
+            return false;
+        }
+        let (out, fan_in) = (self.out_features(), self.in_features());
+        let w: Vec<f32> = self
+            .weight
+            .as_slice()
+            .iter()
+            .map(|&v| Element::to_f64(v) as f32)
+            .collect();
+        let q = Fp8Weight::quantize(&w, out, fan_in, format, granularity);
+        self.fp8 = Some(Arc::new(q));
+        self.weight = Tensor::zeros(&[0, fan_in]);
+        true
+    }
 }
 
 impl<E: Float> Layer<E> for Linear<E> {
     fn visit_tensors(&self, v: &mut dyn TensorVisitor<E>) {
-        match &self.int8 {
-            Some(q) => visit_int8(v, "weight", q),
-            None => v.visit("weight", &self.weight, TensorKind::Weight),
+        match (&self.int8, &self.fp8) {
+            (Some(q), _) => visit_int8(v, "weight", q),
+            (_, Some(q)) => v.visit_fp8("weight", q),
+            _ => v.visit("weight", &self.weight, TensorKind::Weight),
         }
         if let Some(b) = &self.bias {
             v.visit("bias", b, TensorKind::Weight);
@@ -213,9 +341,10 @@ impl<E: Float> Layer<E> for Linear<E> {
 
     fn visit_tensors_mut(&mut self, v: &mut dyn TensorVisitorMut<E>) {
         v.visit_quantizable("", self);
-        match &mut self.int8 {
-            Some(q) => visit_int8_mut(v, "weight", q),
-            None => v.visit("weight", &mut self.weight, TensorKind::Weight),
+        match (&mut self.int8, &mut self.fp8) {
+            (Some(q), _) => visit_int8_mut(v, "weight", q),
+            (_, Some(q)) => v.visit_fp8("weight", q),
+            _ => v.visit("weight", &mut self.weight, TensorKind::Weight),
         }
         if let Some(b) = &mut self.bias {
             v.visit("bias", b, TensorKind::Weight);
@@ -244,16 +373,11 @@ impl<E: Float> Forward<Tensor<E>> for Linear<E> {
     /// When `x` is 0-d or its last dimension is not `in_features`; the
     /// message names the layer and both shapes.
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
-        let fan_in = self.in_features();
-        shape_assert!(
-            x.rank() >= 1 && x.shape()[x.rank() - 1] == fan_in,
-            "Linear({fan_in} -> {}): expected input of shape [.., {fan_in}], got {:?}",
-            self.out_features(),
-            x.shape()
-        );
-        let y = match &self.int8 {
-            Some(q) => self.forward_int8(q, &x),
-            None => x.linear(&self.weight, self.bias.as_ref()),
+        self.check_input(&x);
+        let y = match (&self.int8, &self.fp8) {
+            (Some(q), _) => self.forward_int8(q, &x, None),
+            (_, Some(q)) => self.forward_fp8(q, &x),
+            _ => x.linear(&self.weight, self.bias.as_ref()),
         };
         record_output(self, y)
     }
@@ -262,6 +386,60 @@ impl<E: Float> Forward<Tensor<E>> for Linear<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn forward_activated_equals_the_activation_after_forward() {
+        use crate::nn::{summary, Forward};
+        use crate::quant::{quantize_dynamic, Granularity};
+        let mut rng = Rng::new(3);
+        let bits = |t: &Tensor<f32>| t.to_vec().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        // odd sizes, rows enough for the AMX path where the CPU has it
+        for (rows, fan_in, out) in [(70, 37, 53), (5, 8, 3), (64, 96, 300)] {
+            let mut fc = Linear::<f32>::new(fan_in, out, &mut rng);
+            let x = Tensor::<f32>::normal(&[rows, fan_in], 0.0, 2.0, &mut rng);
+            for act in [Activation::Gelu, Activation::Relu] {
+                let want = act.apply(&fc.forward(x.clone()));
+                assert_eq!(bits(&fc.forward_activated(x.clone(), act)), bits(&want));
+            }
+            quantize_dynamic(&mut fc, Granularity::PerChannel);
+            for threads in [1, 2] {
+                crate::cpu::set_num_threads(threads);
+                for act in [Activation::Gelu, Activation::Relu] {
+                    let want = act.apply(&fc.forward(x.clone()));
+                    let got = fc.forward_activated(x.clone(), act);
+                    assert_eq!(bits(&got), bits(&want), "{rows}x{fan_in}x{out} {act:?}");
+                }
+            }
+        }
+        // f64 computes the int8 product in f32 and the GELU in f64: not fused
+        let mut fc = Linear::<f64>::new(16, 24, &mut rng);
+        quantize_dynamic(&mut fc, Granularity::PerChannel);
+        let x = Tensor::<f64>::normal(&[40, 16], 0.0, 1.0, &mut rng);
+        assert_eq!(
+            fc.forward_activated(x.clone(), Activation::Gelu).to_vec(),
+            fc.forward(x).gelu().to_vec()
+        );
+        // a summary sees the layer's own output, not the activation's
+        struct Block(Linear<f32>);
+        impl crate::nn::Layer<f32> for Block {
+            fn visit_tensors(&self, v: &mut dyn TensorVisitor<f32>) {
+                self.0.visit_tensors(v)
+            }
+            fn visit_tensors_mut(&mut self, v: &mut dyn TensorVisitorMut<f32>) {
+                self.0.visit_tensors_mut(v)
+            }
+        }
+        impl Forward<Tensor<f32>> for Block {
+            type Output = Tensor<f32>;
+            fn forward(&self, x: Tensor<f32>) -> Tensor<f32> {
+                self.0.forward_activated(x, Activation::Gelu)
+            }
+        }
+        let mut fc = Linear::<f32>::new(8, 4, &mut rng);
+        quantize_dynamic(&mut fc, Granularity::PerChannel);
+        let s = summary::<f32, _>(&Block(fc), &[70, 8]);
+        assert!(s.to_string().contains("[70, 4]"), "{s}");
+    }
 
     // Weights packed once for no-grad products (cpu/gemm/weight_cache.rs):
     // every way a Linear's weight changes invalidates the packed copy.

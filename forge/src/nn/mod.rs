@@ -15,6 +15,7 @@
 
 mod activation;
 mod activation_extra;
+mod activation_kind;
 mod attention;
 mod bilinear;
 mod buffer;
@@ -63,6 +64,7 @@ pub use activation::{
 pub use activation_extra::{
     Celu, Glu, Hardsigmoid, Hardswish, Hardtanh, LogSigmoid, PRelu, Relu6, Selu, Softsign,
 };
+pub use activation_kind::Activation;
 pub use attention::{MultiheadAttention, PositionalEncoding};
 pub use bilinear::Bilinear;
 pub use buffer::Buffer;
@@ -103,8 +105,8 @@ pub use shape_layers::{Flatten, Lambda, Reshape};
 pub(crate) use summary::capture_outputs;
 pub use summary::{record_output, summary, OutputShape, Summary, SummaryRow};
 pub use transformer::{
-    Activation, DecoderMasks, EncoderMasks, TransformerConfig, TransformerDecoder,
-    TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer,
+    DecoderMasks, EncoderMasks, TransformerConfig, TransformerDecoder, TransformerDecoderLayer,
+    TransformerEncoder, TransformerEncoderLayer,
 };
 pub use upsample::Upsample;
 pub use visit::{

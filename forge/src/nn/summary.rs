@@ -456,6 +456,30 @@ where
             let n = weight.shape().iter().product();
             self.add_stored(path, n, Count::Frozen, weight.bytes(), DType::I8);
         }
+        fn visit_fp8(&mut self, path: &str, weight: &crate::quant::Fp8Weight) {
+            let [n, k] = weight.shape();
+            let dtype = match weight.format() {
+                crate::quant::Fp8Format::E4M3 => DType::F8E4M3,
+                crate::quant::Fp8Format::E5M2 => DType::F8E5M2,
+            };
+            // the bytes and the per-row scales the kernel reads; the
+            // scales as given are their own row
+            let scales = weight.scales().len();
+            self.add_stored(
+                path,
+                n * k,
+                Count::Frozen,
+                weight.bytes() - 4 * scales,
+                dtype,
+            );
+            self.add_stored(
+                &format!("{path}_scale"),
+                scales,
+                Count::Frozen,
+                4 * scales,
+                DType::F32,
+            );
+        }
         fn visit_layer(&mut self, path: &str, type_name: &'static str) {
             self.visit_layer_at(path, type_name, 0)
         }

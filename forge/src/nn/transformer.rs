@@ -3,6 +3,7 @@
 //! PyTorch's default, or pre-norm), and the stacks [`TransformerEncoder`],
 //! [`TransformerDecoder`].
 
+use super::activation_kind::Activation;
 use super::attention::MultiheadAttention;
 use super::dropout::Dropout;
 use super::forward::Forward;
@@ -11,29 +12,6 @@ use super::norm::LayerNorm;
 use super::summary::record_output;
 use crate::tensor::{Float, Rng, Tensor};
 use forge_macros::Layer;
-
-/// The feed-forward activation of a transformer block.
-///
-/// ```
-/// assert_eq!(forge::nn::Activation::default(), forge::nn::Activation::Relu);
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Activation {
-    /// `max(x, 0)` (PyTorch's default).
-    #[default]
-    Relu,
-    /// GELU, exact erf form.
-    Gelu,
-}
-
-impl Activation {
-    fn apply<E: Float>(self, x: &Tensor<E>) -> Tensor<E> {
-        match self {
-            Activation::Relu => x.relu(),
-            Activation::Gelu => x.gelu(),
-        }
-    }
-}
 
 /// The hyperparameters of a transformer block, with PyTorch's defaults
 /// (`TransformerConfig::new(d_model, nhead)`).
@@ -200,7 +178,7 @@ impl<E: Float> TransformerEncoderLayer<E> {
     }
 
     fn ff(&self, x: &Tensor<E>) -> Tensor<E> {
-        let h = self.activation.apply(&self.linear1.forward(x.clone()));
+        let h = self.linear1.forward_activated(x.clone(), self.activation);
         self.dropout2
             .forward(self.linear2.forward(self.dropout.forward(h)))
     }
@@ -370,7 +348,7 @@ impl<E: Float> TransformerDecoderLayer<E> {
     }
 
     fn ff(&self, x: &Tensor<E>) -> Tensor<E> {
-        let h = self.activation.apply(&self.linear1.forward(x.clone()));
+        let h = self.linear1.forward_activated(x.clone(), self.activation);
         self.dropout3
             .forward(self.linear2.forward(self.dropout.forward(h)))
     }

@@ -2,8 +2,9 @@
 //! field is walked), [`Visitable`] (the compile-time check on field types)
 //! and [`join_path`], the one function that builds tensor paths.
 
-use crate::quant::{Int8Weight, Quantizable};
+use crate::quant::{Fp8Weight, Int8Weight, Quantizable};
 use crate::tensor::{Element, Float, Rng, Tensor};
+use std::sync::Arc;
 
 /// The role of a stored tensor.
 ///
@@ -122,6 +123,32 @@ pub trait TensorVisitor<E: Float> {
     fn visit_int8(&mut self, path: &str, weight: &Int8Weight) {
         self.visit(path, &weight.values_tensor::<E>(), TensorKind::Frozen)
     }
+
+    /// An 8-bit float weight at `path` (a [`Linear`](crate::nn::Linear)
+    /// converted by [`to_fp8`](crate::quant::to_fp8)). The default reports
+    /// its values decoded (exact, unscaled) as a frozen tensor at `path`
+    /// and its scales as a frozen tensor at `<path>_scale` to
+    /// [`visit`](Self::visit), which is how it appears in a state dict; a
+    /// checkpoint writer overrides it to store the bytes as `F8_E4M3` /
+    /// `F8_E5M2`.
+    ///
+    /// ```
+    /// use forge::prelude::*;
+    /// use forge::quant::{to_fp8, Fp8Format, Granularity};
+    /// let mut fc = Linear::<f32>::from_weights(Tensor::from_vec(vec![448.0, -0.5], &[1, 2]), None).unwrap();
+    /// to_fp8(&mut fc, Fp8Format::E4M3, Granularity::PerTensor);
+    /// let dict = fc.state_dict();
+    /// assert_eq!(dict["weight"].to_vec(), vec![448.0, -0.5]);
+    /// assert_eq!(dict["weight_scale"].to_vec(), vec![1.0]);
+    /// ```
+    fn visit_fp8(&mut self, path: &str, weight: &Fp8Weight) {
+        self.visit(path, &weight.values_tensor::<E>(), TensorKind::Frozen);
+        self.visit(
+            &format!("{path}_scale"),
+            &weight.scale_tensor::<E>(),
+            TensorKind::Frozen,
+        );
+    }
 }
 
 impl<E: Float, F: FnMut(&str, &Tensor<E>, TensorKind)> TensorVisitor<E> for F {
@@ -185,6 +212,34 @@ pub trait TensorVisitorMut<E: Float> {
     /// ```
     fn visit_quantizable(&mut self, path: &str, layer: &mut dyn Quantizable) {
         let _ = (path, layer);
+    }
+
+    /// An 8-bit float weight at `path`; assign to `*weight` to replace it.
+    /// The default reports it as two frozen tensors to
+    /// [`visit`](Self::visit), `path` (the decoded values) and
+    /// `<path>_scale`, and rebuilds the weight from them when either is
+    /// replaced (the values encoded back to the weight's format).
+    ///
+    /// ```
+    /// use forge::prelude::*;
+    /// use forge::quant::{to_fp8, Fp8Format, Granularity};
+    /// let mut fc = Linear::<f32>::new(2, 2, &mut Rng::new(0));
+    /// to_fp8(&mut fc, Fp8Format::E4M3, Granularity::PerTensor);
+    /// let mut dict = fc.state_dict();
+    /// dict.insert("weight".into(), Tensor::from_vec(vec![1.0, 2.0, -3.0, 0.5], &[2, 2]));
+    /// fc.load_state_dict(&dict).unwrap();
+    /// let scale = dict["weight_scale"].item();
+    /// assert_eq!(fc.fp8().unwrap().dequantize(), vec![scale, 2.0 * scale, -3.0 * scale, 0.5 * scale]);
+    /// ```
+    fn visit_fp8(&mut self, path: &str, weight: &mut Arc<Fp8Weight>) {
+        let (values, scales) = (weight.values_tensor::<E>(), weight.scale_tensor::<E>());
+        let (mut w, mut s) = (values.clone(), scales.clone());
+        self.visit(path, &mut w, TensorKind::Frozen);
+        self.visit(&format!("{path}_scale"), &mut s, TensorKind::Frozen);
+        if !w.shares_data(&values) || !s.shares_data(&scales) {
+            let format = weight.format();
+            *weight = Arc::new(crate::quant::fp8_from_float_tensors(&w, &s, format));
+        }
     }
 }
 
@@ -252,6 +307,9 @@ impl<E: Float, V: TensorVisitor<E> + ?Sized> TensorVisitor<E> for Scoped<'_, V> 
     fn visit_int8(&mut self, path: &str, weight: &Int8Weight) {
         self.inner.visit_int8(&join_path(self.prefix, path), weight)
     }
+    fn visit_fp8(&mut self, path: &str, weight: &Fp8Weight) {
+        self.inner.visit_fp8(&join_path(self.prefix, path), weight)
+    }
 }
 
 impl<E: Float, V: TensorVisitorMut<E> + ?Sized> TensorVisitorMut<E> for Scoped<'_, V> {
@@ -273,6 +331,9 @@ impl<E: Float, V: TensorVisitorMut<E> + ?Sized> TensorVisitorMut<E> for Scoped<'
             join_path(self.prefix, path)
         };
         self.inner.visit_quantizable(&full, layer)
+    }
+    fn visit_fp8(&mut self, path: &str, weight: &mut Arc<Fp8Weight>) {
+        self.inner.visit_fp8(&join_path(self.prefix, path), weight)
     }
 }
 
@@ -325,6 +386,9 @@ impl<E: Float, V: TensorVisitor<E> + ?Sized> TensorVisitor<E> for AsFrozen<'_, V
     fn visit_int8(&mut self, path: &str, weight: &Int8Weight) {
         self.inner.visit_int8(path, weight)
     }
+    fn visit_fp8(&mut self, path: &str, weight: &Fp8Weight) {
+        self.inner.visit_fp8(path, weight)
+    }
 }
 
 impl<E: Float, V: TensorVisitorMut<E> + ?Sized> TensorVisitorMut<E> for AsFrozen<'_, V> {
@@ -339,6 +403,9 @@ impl<E: Float, V: TensorVisitorMut<E> + ?Sized> TensorVisitorMut<E> for AsFrozen
     }
     fn visit_quantizable(&mut self, path: &str, layer: &mut dyn Quantizable) {
         self.inner.visit_quantizable(path, layer)
+    }
+    fn visit_fp8(&mut self, path: &str, weight: &mut Arc<Fp8Weight>) {
+        self.inner.visit_fp8(path, weight)
     }
 }
 

@@ -12,6 +12,7 @@ mod compare;
 mod concat;
 mod conv;
 mod conv3d;
+pub(crate) mod conv_infer;
 mod conv_transpose1d;
 mod cumulative;
 pub(crate) mod dropout;

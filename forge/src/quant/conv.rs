@@ -72,7 +72,7 @@ pub(crate) fn conv2d_int8(
         return (y, [oh, ow]);
     }
     let (scale, zp) = range_params(x);
-    let mut xq = Storage::<u8>::zeroed(x.len());
+    let mut xq = Storage::<u8>::stale(x.len());
     quantize_activations(x, scale, zp, &mut xq);
     let kp = padded_k(k);
     let rows = oh * ow;
@@ -105,7 +105,7 @@ pub(crate) fn conv2d_int8(
             }
         }
         // [rows, out] from the product, stored channel-major
-        q.product_into(rows, &a, scale, zp, bias, &mut acc, &mut prod);
+        q.product_into(rows, &a, scale, zp, bias, None, &mut acc, &mut prod);
         for (r, pr) in prod.chunks_exact(out).enumerate() {
             for (o, &v) in pr.iter().enumerate() {
                 y_img[o * rows + r] = v;

@@ -45,8 +45,10 @@ pub fn quantize_dynamic<E: Float, L: Layer<E> + ?Sized>(
 }
 
 /// The bytes a model's stored tensors hold in memory: `numel x
-/// size_of::<E>()` for each float tensor and [`Int8Weight::bytes`] for
-/// each int8 weight (how much [`quantize_dynamic`] saves).
+/// size_of::<E>()` for each float tensor, [`Int8Weight::bytes`] for
+/// each int8 weight (how much [`quantize_dynamic`] saves) and
+/// [`Fp8Weight::bytes`](super::Fp8Weight::bytes) for each 8-bit float
+/// weight ([`to_fp8`](super::to_fp8)).
 ///
 /// ```
 /// use forge::prelude::*;
@@ -64,6 +66,9 @@ pub fn resident_bytes<E: Float, L: Layer<E> + ?Sized>(model: &L) -> usize {
             self.0 += t.numel() * std::mem::size_of::<E>();
         }
         fn visit_int8(&mut self, _: &str, weight: &Int8Weight) {
+            self.0 += weight.bytes();
+        }
+        fn visit_fp8(&mut self, _: &str, weight: &super::Fp8Weight) {
             self.0 += weight.bytes();
         }
     }

@@ -35,6 +35,22 @@ pub enum Granularity {
 pub trait Quantizable {
     /// Quantizes the layer's weight; `false` when it already was.
     fn quantize_int8(&mut self, granularity: Granularity) -> bool;
+
+    /// Converts the layer's weight to 8-bit floats held in memory (see
+    /// [`to_fp8`](super::to_fp8)); `false` when the layer cannot or
+    /// already did (the default: layers without an fp8 path).
+    ///
+    /// ```
+    /// use forge::prelude::*;
+    /// use forge::quant::{Fp8Format, Granularity, Quantizable};
+    /// let mut fc = Linear::<f32>::new(4, 3, &mut Rng::new(0));
+    /// assert!(fc.quantize_fp8(Fp8Format::E4M3, Granularity::PerTensor));
+    /// assert!(!fc.quantize_int8(Granularity::PerTensor)); // already fp8
+    /// ```
+    fn quantize_fp8(&mut self, format: super::Fp8Format, granularity: Granularity) -> bool {
+        let _ = (format, granularity);
+        false
+    }
 }
 
 /// The activation quantization parameters `(scale, zero_point)` PyTorch's
@@ -350,12 +366,19 @@ impl Int8Weight {
     /// assert!((y[0] - 1.25).abs() < 0.01);
     /// ```
     pub fn linear(&self, x: &[f32], bias: Option<&[f32]>) -> Vec<f32> {
-        self.linear_pooled(x, bias).to_vec()
+        self.linear_pooled(x, bias, None).to_vec()
     }
 
     /// [`linear`](Self::linear) into a pooled buffer, with every scratch
-    /// buffer (the quantized rows, the `i32` sums) pooled too.
-    pub(crate) fn linear_pooled(&self, x: &[f32], bias: Option<&[f32]>) -> Storage<f32> {
+    /// buffer (the quantized rows, the `i32` sums) pooled too, and `act`
+    /// (an element-wise slice function) applied to the outputs in the
+    /// product's epilogue.
+    pub(crate) fn linear_pooled(
+        &self,
+        x: &[f32],
+        bias: Option<&[f32]>,
+        act: Option<fn(&mut [f32])>,
+    ) -> Storage<f32> {
         let (n, k) = (self.out_features(), self.in_features());
         assert!(
             k > 0 && x.len().is_multiple_of(k),
@@ -363,11 +386,11 @@ impl Int8Weight {
             x.len()
         );
         let m = x.len() / k;
-        let mut a = Storage::<u8>::zeroed(m * padded_k(k));
+        let mut a = Storage::<u8>::stale(m * padded_k(k));
         let (scale, zero_point) = quantize_rows(x, k, &mut a);
         let mut acc = Storage::<i32>::stale(m * n);
         let mut y = Storage::<f32>::stale(m * n);
-        self.product_into(m, &a, scale, zero_point, bias, &mut acc, &mut y);
+        self.product_into(m, &a, scale, zero_point, bias, act, &mut acc, &mut y);
         y
     }
 
@@ -375,7 +398,8 @@ impl Int8Weight {
     /// (each [`padded_k`] bytes, the padding zero) quantized with `scale`
     /// and `zero_point`, written into `y`: the int8 product (into `acc`,
     /// at least `m x out`) and its `f32` epilogue,
-    /// `(acc - zero_point * rowsum) * scale * w_scale + bias`.
+    /// `(acc - zero_point * rowsum) * scale * w_scale + bias`, then `act`
+    /// (element-wise) when given.
     ///
     /// # Panics
     /// When a buffer is too small or the bias is not `out` long.
@@ -387,6 +411,7 @@ impl Int8Weight {
         scale: f32,
         zero_point: i32,
         bias: Option<&[f32]>,
+        act: Option<fn(&mut [f32])>,
         acc: &mut [i32],
         y: &mut [f32],
     ) {
@@ -404,39 +429,37 @@ impl Int8Weight {
             "Int8Weight::product: output of {} for {m} x {n}",
             y.len()
         );
-        self.packed.gemm(m, a, acc);
         if n == 0 {
             return;
         }
         let sums = self.packed.row_sums();
         let per_row: Storage<f32> = (0..n).map(|j| scale * self.scale_of(j)).collect();
         let offsets: Storage<i32> = sums.iter().map(|&s| zero_point.wrapping_mul(s)).collect();
-        for (yr, ar) in y[..m * n].chunks_exact_mut(n).zip(acc.chunks_exact(n)) {
-            let terms = yr
-                .iter_mut()
-                .zip(ar)
-                .zip(offsets.iter())
-                .zip(per_row.iter());
-            match bias {
-                Some(b) => {
-                    for ((((yv, &a), &off), &s), &bv) in terms.zip(b) {
-                        *yv = a.wrapping_sub(off) as f32 * s + bv;
-                    }
-                }
-                None => {
-                    for (((yv, &a), &off), &s) in terms {
-                        *yv = a.wrapping_sub(off) as f32 * s + 0.0;
-                    }
-                }
+        // The epilogue runs on each block of sums as soon as the product has
+        // finished it (in cache, on the thread that made it).
+        let kernel = crate::cpu::qgemm::Dequantize::new();
+        let dequantize = |j0: usize, acc: &[i32], y: &mut [f32]| {
+            let cols = j0..j0 + acc.len();
+            kernel.run(
+                acc,
+                &offsets[cols.clone()],
+                &per_row[cols.clone()],
+                bias.map(|b| &b[cols]),
+                y,
+            );
+            if let Some(act) = act {
+                act(y);
             }
-        }
+        };
+        self.packed
+            .gemm_then(m, a, acc, &mut y[..m * n], Some(&dequantize));
     }
 }
 
 /// Quantizes the rows of `x` (each `k` values) with one scale and zero
 /// point over all of them ([`range_params`]) into `out`, rows of
-/// [`padded_k`]`(k)` bytes whose padding is left as it is (zero in a
-/// zeroed buffer): the activations of one dynamic int8 product.
+/// [`padded_k`]`(k)` bytes whose padding is set to zero: the activations
+/// of one dynamic int8 product.
 pub(crate) fn quantize_rows(x: &[f32], k: usize, out: &mut [u8]) -> (f32, i32) {
     if x.is_empty() {
         return (1.0, 0);
@@ -451,22 +474,7 @@ pub(crate) fn quantize_rows(x: &[f32], k: usize, out: &mut [u8]) -> (f32, i32) {
 /// The activation parameters of `x` (nonempty) over its whole range: see
 /// [`activation_params`]. NaNs are skipped, as `f32::min` / `max` do.
 pub(crate) fn range_params(x: &[f32]) -> (f32, i32) {
-    const LANES: usize = 16;
-    let mut lo = [f32::INFINITY; LANES];
-    let mut hi = [f32::NEG_INFINITY; LANES];
-    let mut chunks = x.chunks_exact(LANES);
-    for c in &mut chunks {
-        for i in 0..LANES {
-            lo[i] = lo[i].min(c[i]);
-            hi[i] = hi[i].max(c[i]);
-        }
-    }
-    for &v in chunks.remainder() {
-        lo[0] = lo[0].min(v);
-        hi[0] = hi[0].max(v);
-    }
-    let lo = lo.iter().fold(f32::INFINITY, |a, &b| a.min(b));
-    let hi = hi.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+    let (lo, hi) = crate::cpu::qgemm::range(x);
     activation_params(lo, hi)
 }
 

@@ -20,7 +20,9 @@
 //! one product, the hidden state quantized at every step, the gates in
 //! `f32`; the convolution with its unfolded input quantized per call).
 //! [`Fp8Format`] converts 8-bit floats for `F8_E4M3` / `F8_E5M2`
-//! checkpoints ([`fp8_tensors`]). A quantized layer is still a layer: it saves its weight
+//! checkpoints ([`fp8_tensors`]); [`to_fp8`] keeps a model's `Linear`
+//! weights in memory as 8-bit floats ([`Fp8Weight`]), decoded inside the
+//! f32 gemm's packing step. A quantized layer is still a layer: it saves its weight
 //! as `I8` and its scales as `weight_scale` (a quarter of the f32 file),
 //! and loading such a file into a model quantized the same way needs no
 //! other code than loading an f32 checkpoint.
@@ -53,6 +55,8 @@ mod conv;
 mod dynamic;
 mod fp8;
 mod fp8_io;
+mod fp8_model;
+mod fp8_weight;
 mod int8;
 mod recurrent;
 mod visit;
@@ -63,6 +67,10 @@ pub use dynamic::{quantize_dynamic, resident_bytes};
 pub use fp8::Fp8Format;
 pub(crate) use fp8_io::dequantize as dequantize_fp8;
 pub use fp8_io::fp8_tensors;
+pub use fp8_model::to_fp8;
+pub(crate) use fp8_model::{fp8_checkpoint_tensors, has_fp8, load_fp8_model};
+pub(crate) use fp8_weight::from_float_tensors as fp8_from_float_tensors;
+pub use fp8_weight::Fp8Weight;
 pub use int8::{activation_params, Granularity, Int8Weight, Quantizable};
 pub(crate) use recurrent::{int8_sequence, CellKind, Int8Cell};
 pub(crate) use visit::{visit_int8, visit_int8_mut};

@@ -106,7 +106,7 @@ pub(crate) fn int8_sequence<E: Float>(
     // the whole sequence's input projection, one activation scale
     let xp = cell
         .ih
-        .linear_pooled(&f32_values(x.as_slice()), b_ih.as_deref());
+        .linear_pooled(&f32_values(x.as_slice()), b_ih.as_deref(), None);
     let mut h = Storage::from_slice(&f32_values(init[0].as_slice()));
     let mut c = match kind {
         CellKind::Lstm => Storage::from_slice(&f32_values(init[1].as_slice())),
@@ -119,7 +119,7 @@ pub(crate) fn int8_sequence<E: Float>(
     );
     let mut out = Storage::<f32>::stale(t_len * n * h_size);
     // the step's scratch, taken once
-    let mut a = Storage::<u8>::zeroed(n * padded_k(h_size));
+    let mut a = Storage::<u8>::stale(n * padded_k(h_size));
     let mut acc = Storage::<i32>::stale(n * gh);
     let mut hp = Storage::<f32>::stale(n * gh);
     let mut tmp = Storage::<f32>::stale(h_size);
@@ -127,7 +127,7 @@ pub(crate) fn int8_sequence<E: Float>(
         let t = if reverse { t_len - 1 - step } else { step };
         let (scale, zp) = quantize_rows(&h, h_size, &mut a);
         cell.hh
-            .product_into(n, &a, scale, zp, b_hh.as_deref(), &mut acc, &mut hp);
+            .product_into(n, &a, scale, zp, b_hh.as_deref(), None, &mut acc, &mut hp);
         let xt = &xp[t * n * gh..(t + 1) * n * gh];
         for b in 0..n {
             let (xr, hr) = (&xt[b * gh..(b + 1) * gh], &mut hp[b * gh..(b + 1) * gh]);

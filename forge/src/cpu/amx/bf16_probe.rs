@@ -2,8 +2,9 @@
 //! `cargo test -p forge --lib bf16_probe -- --ignored --nocapture`).
 //!
 //! Findings on the Xeon of family 6 model 207 (2026-12-05), the reason the
-//! bf16 products do not use AMX (`crate::cpu::bgemm` keeps `vdpbf16ps` and
-//! its portable emulation):
+//! bf16 products on AMX have their own bits (`crate::cpu::bgemm`: the
+//! `avx512` and narrower classes keep `vdpbf16ps` and its portable
+//! emulation):
 //! - One pair per element (the other pairs of the tile zero): the result
 //!   is `ftz(daz(s) + ftz(ftz(a0 b0) + ftz(a1 b1)))`: each product exact
 //!   and flushed when subnormal, the pair's sum rounded to f32 (nearest
@@ -12,13 +13,19 @@
 //!   random, wide-exponent, subnormal and cancelling inputs. `vdpbf16ps`
 //!   instead adds the odd product, then the even one, with a rounding
 //!   after each: the two differ in about 3% of random elements.
-//! - Two or more pairs per element: no model tried matches (sequential
-//!   pair sums in either order, a tree of pair sums, the pair sums added
-//!   in f64, the exact sum rounded once): 9-19% of the elements differ at
-//!   two pairs. The pairs of one instruction meet in an internal adder
-//!   whose width and rounding the experiment has not pinned down, so no
-//!   portable code gives AMX's bits yet, and every path must give the
-//!   same bits.
+//! - Two or more pairs per element: no model tried matches (`probe`:
+//!   sequential pair sums in either order, a tree of pair sums, the pair
+//!   sums added in f64, the exact sum rounded once: 9-19% of the elements
+//!   differ at two pairs; `probe_models`: the terms aligned to the
+//!   largest one's exponent and cut to 24..60 bits below it, summed and
+//!   rounded once to nearest, toward zero or to odd, with the accumulator
+//!   inside the adder or added after, with the products or the rounded
+//!   pair sums as the terms: the best, the products in a 36-bit adder
+//!   then added to the accumulator, still differs in 2.7% of the elements
+//!   at two pairs, 8% at four, 20% at sixteen). The pairs of one
+//!   instruction meet in an internal adder whose width and rounding the
+//!   experiments have not pinned down, so no portable code gives AMX's
+//!   bits.
 
 use super::tiles::{Config, Tiles};
 
@@ -141,6 +148,157 @@ fn probe() {
                     "one pair, exponents {exps:?}: the pair-sum model no longer holds"
                 );
             }
+        }
+    }
+}
+
+/// How the wide adder of the multi-pair models rounds.
+#[derive(Clone, Copy, Debug)]
+enum Mode {
+    Nearest,
+    Zero,
+    Odd,
+}
+
+/// `v` (an integer count of `2^scale`) rounded to 24 significant bits.
+fn round_int(v: i128, scale: i32, mode: Mode) -> f64 {
+    let neg = v < 0;
+    let mut m = v.unsigned_abs();
+    let len = 128 - m.leading_zeros() as i32;
+    let mut e = scale;
+    if len > 24 {
+        let sh = len - 24;
+        let dropped = m & ((1u128 << sh) - 1);
+        m >>= sh;
+        e += sh;
+        match mode {
+            Mode::Zero => {}
+            Mode::Odd => {
+                if dropped != 0 {
+                    m |= 1;
+                }
+            }
+            Mode::Nearest => {
+                let half = 1u128 << (sh - 1);
+                if dropped > half || (dropped == half && m & 1 == 1) {
+                    m += 1;
+                }
+            }
+        }
+    }
+    let x = (m as f64) * 2f64.powi(e);
+    if neg {
+        -x
+    } else {
+        x
+    }
+}
+
+/// The terms aligned to the largest one's exponent, each cut (toward
+/// zero) to `w` bits below it, summed exactly, rounded once.
+fn wide(terms: &[f64], w: i32, mode: Mode) -> f32 {
+    if terms.iter().any(|t| !t.is_finite()) {
+        return terms.iter().sum::<f64>() as f32;
+    }
+    let emax = terms
+        .iter()
+        .filter(|t| **t != 0.0)
+        .map(|t| t.abs().log2().floor() as i32)
+        .max();
+    let Some(emax) = emax else { return 0.0 };
+    let scale = emax - w;
+    let unit = 2f64.powi(scale);
+    let sum: i128 = terms.iter().map(|t| (t / unit).trunc() as i128).sum();
+    ftz(round_int(sum, scale, mode) as f32)
+}
+
+fn prods(a: &[u16], b: &[u16]) -> Vec<f64> {
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| f64::from(ftz(from_bf16(x))) * f64::from(ftz(from_bf16(y))))
+        .map(|p| if (p as f32).is_subnormal() { 0.0 } else { p })
+        .collect()
+}
+
+/// Candidate models of one instruction over `a.len() / 2` pairs.
+fn models(s: f32, a: &[u16], b: &[u16]) -> Vec<(String, f32)> {
+    let s = if s.is_subnormal() { 0.0 } else { s };
+    let p = prods(a, b);
+    let pairs: Vec<f32> = p.chunks(2).map(|c| ftz((c[0] + c[1]) as f32)).collect();
+    let mut out = Vec::new();
+    for mode in [Mode::Nearest, Mode::Zero, Mode::Odd] {
+        for w in [24, 25, 26, 27, 28, 30, 32, 36, 40, 48, 60] {
+            // A: accumulator and every product in one adder
+            let mut t = vec![f64::from(s)];
+            t.extend(&p);
+            out.push((format!("A {mode:?} w{w}"), wide(&t, w, mode)));
+            // B: pair sums rounded first, then one adder with s
+            let mut t = vec![f64::from(s)];
+            t.extend(pairs.iter().map(|&x| f64::from(x)));
+            out.push((format!("B {mode:?} w{w}"), wide(&t, w, mode)));
+            // C: products in one adder, then + s rounded to nearest
+            let ps = wide(&p, w, mode);
+            out.push((format!("C {mode:?} w{w}"), ftz(s + ps)));
+            // D: pair sums in one adder, then + s
+            let t: Vec<f64> = pairs.iter().map(|&x| f64::from(x)).collect();
+            out.push((format!("D {mode:?} w{w}"), ftz(s + wide(&t, w, mode))));
+        }
+    }
+    out
+}
+
+#[test]
+#[ignore = "searches models of tdpbf16ps with several pairs per element; prints the best ones"]
+fn probe_models() {
+    if !super::bf16() {
+        println!("no AMX-BF16 here");
+        return;
+    }
+    let mut rng = Rng(0x1234_5678_9abc_def1);
+    let ranges = [120..136, 1..251, 0..70, 126..129];
+    for pairs in [2usize, 4, 16] {
+        let mut miss: std::collections::BTreeMap<String, usize> = Default::default();
+        let mut total = 0;
+        for exps in ranges.iter() {
+            for _ in 0..30 {
+                let mut a = [0u16; 512];
+                let mut b = [0u16; 512];
+                let mut c = [0f32; 256];
+                for i in 0..16 {
+                    for k in 0..2 * pairs {
+                        a[i * 32 + k] = rng.bf16(exps.clone());
+                        b[(k / 2) * 32 + 2 * i + k % 2] = rng.bf16(exps.clone());
+                    }
+                }
+                for x in c.iter_mut() {
+                    *x = from_bf16(rng.bf16(exps.clone()));
+                }
+                let c0 = c;
+                tile(&mut c, &a, &b);
+                for i in 0..16 {
+                    for j in 0..16 {
+                        let got = c[i * 16 + j];
+                        if !got.is_finite() {
+                            continue;
+                        }
+                        let ar: Vec<u16> = (0..2 * pairs).map(|k| a[i * 32 + k]).collect();
+                        let br: Vec<u16> = (0..2 * pairs)
+                            .map(|k| b[(k / 2) * 32 + 2 * j + k % 2])
+                            .collect();
+                        total += 1;
+                        for (name, v) in models(c0[i * 16 + j], &ar, &br) {
+                            *miss.entry(name).or_default() +=
+                                usize::from(v.to_bits() != got.to_bits());
+                        }
+                    }
+                }
+            }
+        }
+        let mut v: Vec<_> = miss.into_iter().collect();
+        v.sort_by_key(|x| x.1);
+        println!("{pairs} pairs, {total} finite elements; best models:");
+        for (n, m) in v.iter().take(8) {
+            println!("  {n}: {m} differ");
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Intel AMX (Advanced Matrix Extensions): detection, the Linux
 //! permission request, and the tile instructions the int8 kernel
-//! (`cpu::qgemm`) uses.
+//! (`cpu::qgemm`) and the bf16 kernel (`cpu::bgemm`) use.
 //!
 //! AMX adds eight tile registers (`tmm0`..`tmm7`, up to 16 rows of 64
 //! bytes each) and matrix multiply-adds on them: `tdpbusd` (unsigned x
@@ -22,10 +22,12 @@
 //! (`crate::cpu::class`, `FORGE_CPU_CLASS=avx512` or narrower) turns AMX
 //! off like any other path: `cpu_has!("amx-int8")` asks both.
 //!
-//! Only the int8 products use the tiles: `tdpbf16ps` sums the pairs of
+//! The int8 products (`cpu::qgemm`) and, on the `amx` CPU class only, the
+//! bf16 products (`cpu::bgemm`) use the tiles. The int8 sums are exact, so
+//! the tiles give every other path's bits; `tdpbf16ps` sums the pairs of
 //! one instruction in a way no portable code is known to reproduce bit
-//! for bit (`bf16_probe.rs` holds the experiment and its findings), and
-//! every path of a kernel must give the same bits.
+//! for bit (`bf16_probe.rs` holds the experiment and its findings), so the
+//! bf16 bits are defined per CPU class (see `cpu::bgemm`).
 //!
 //! The instructions are written with `core::arch::asm!` (the AMX
 //! intrinsics are not stable Rust): the tile registers are named in the

@@ -154,7 +154,6 @@ impl Tiles {
     /// The CPU has AMX-BF16 (`super::bf16()`), and the shapes agree as for
     /// [`dpbusd`](Self::dpbusd) (a 32-bit element holds two bf16).
     #[inline(always)]
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) unsafe fn dpbf16ps<const C: u8, const A: u8, const B: u8>(&self) {
         // SAFETY: registers only; the caller guarantees the instruction
         // and the shapes.

@@ -38,7 +38,8 @@ fn check(m: usize, n: usize, k: usize, scale: f32, seed: u64) {
     let packed = PackedBf16::new(n, k, &b);
     assert_eq!(packed.unpack(), b, "pack/unpack {m}x{n}x{k}");
     let rows = rows_to_bf16(&a, m, k);
-    for isa in Isa::all() {
+    // the AMX path has its own bits (`amx_*` tests below)
+    for isa in Isa::all().into_iter().filter(|&i| i != Isa::Amx) {
         let mut c = vec![f32::NAN; m * n];
         packed.gemm_with(isa, m, &rows, Some(&bias), &mut c);
         for (idx, (x, y)) in c.iter().zip(&want).enumerate() {
@@ -141,4 +142,220 @@ fn sums_are_close_to_f64() {
             );
         }
     }
+}
+
+/// The AMX path, when this machine may run it.
+fn amx() -> Option<Isa> {
+    let has = Isa::all().contains(&Isa::Amx);
+    if !has {
+        eprintln!("no AMX-BF16 here: the AMX test checks nothing");
+    }
+    has.then_some(Isa::Amx)
+}
+
+/// `m x n` product of `a` (`m x k`) and `b` (`n x k`) on `isa`.
+fn product(isa: Isa, m: usize, n: usize, k: usize, a: &[f32], b: &[f32]) -> Vec<f32> {
+    let packed = PackedBf16::new(n, k, b);
+    let mut c = vec![f32::NAN; m * n];
+    packed.gemm_with(isa, m, &rows_to_bf16(a, m, k), None, &mut c);
+    c
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// The AMX bits of an element depend only on its row of `a` and its row of
+/// `b`: the same for every thread count and run, for a row computed alone,
+/// for a channel packed alone or at another position in its panel, with
+/// odd sizes at every edge (rows past a block of 32, channels past a tile
+/// of 16, `k` past a tile of 32 and past a block of 512).
+#[test]
+fn amx_bits_do_not_depend_on_the_split() {
+    let Some(isa) = amx() else { return };
+    let _guard = crate::cpu::threads::lock_thread_count();
+    let before = crate::cpu::num_threads();
+    for &(m, n, k) in &[(1, 1, 1), (7, 17, 33), (33, 49, 70), (70, 130, 1100)] {
+        let mut rng = Rng::new((m * 1000 + n * 10 + k) as u64);
+        let a = bf16_values(m * k, 1.0, &mut rng);
+        let b = bf16_values(n * k, 1.0, &mut rng);
+        crate::cpu::set_num_threads(1);
+        let one = bits(&product(isa, m, n, k, &a, &b));
+        for t in [2, 3, 2] {
+            crate::cpu::set_num_threads(t);
+            let again = bits(&product(isa, m, n, k, &a, &b));
+            assert_eq!(again, one, "{m}x{n}x{k}, {t} threads");
+        }
+        crate::cpu::set_num_threads(1);
+        for i in [0, m / 2, m - 1] {
+            let row = bits(&product(isa, 1, n, k, &a[i * k..(i + 1) * k], &b));
+            assert_eq!(row, one[i * n..(i + 1) * n], "{m}x{n}x{k}: row {i} alone");
+        }
+        // channel j moved 5 places on (another lane, maybe another panel)
+        let mut shifted = bf16_values(5 * k, 1.0, &mut rng);
+        shifted.extend(&b);
+        let c = bits(&product(isa, m, n + 5, k, &a, &shifted));
+        for i in 0..m {
+            assert_eq!(
+                c[i * (n + 5) + 5..(i + 1) * (n + 5)],
+                one[i * n..(i + 1) * n],
+                "{m}x{n}x{k}: channels 5 lanes on, row {i}"
+            );
+        }
+    }
+    crate::cpu::set_num_threads(before);
+}
+
+/// A panel's last, partial tile of `k` never reads the next panels'
+/// values: infinite weights in channels 16..96 leave channels 0..16 finite
+/// (`0 x inf` would be NaN; the next panels hold more than a tile).
+#[test]
+fn amx_partial_tiles_read_no_other_panel() {
+    let Some(isa) = amx() else { return };
+    let (m, n, k) = (3, 96, 10);
+    let mut rng = Rng::new(21);
+    let a = bf16_values(m * k, 1.0, &mut rng);
+    let mut b = bf16_values(n * k, 1.0, &mut rng);
+    b[16 * k..].fill(f32::INFINITY);
+    let c = product(isa, m, n, k, &a, &b);
+    for i in 0..m {
+        assert!(
+            c[i * n..i * n + 16].iter().all(|v| v.is_finite()),
+            "row {i}: {c:?}"
+        );
+    }
+}
+
+/// Mean and largest error of `c` against the exact (f64) sums of the same
+/// bf16 products, each relative to the sum of the products' magnitudes.
+fn errors(m: usize, n: usize, k: usize, a: &[f32], b: &[f32], c: &[f32]) -> (f64, f64) {
+    let (mut sum, mut max) = (0f64, 0f64);
+    for i in 0..m {
+        for j in 0..n {
+            let (mut exact, mut abs) = (0f64, 0f64);
+            for p in 0..k {
+                let prod = f64::from(a[i * k + p]) * f64::from(b[j * k + p]);
+                exact += prod;
+                abs += prod.abs();
+            }
+            let e = (f64::from(c[i * n + j]) - exact).abs() / abs.max(f64::MIN_POSITIVE);
+            sum += e;
+            max = max.max(e);
+        }
+    }
+    (sum / (m * n) as f64, max)
+}
+
+/// The AMX sums are no further from the exact sums of the bf16 products
+/// than the vector path's, give or take a factor: its mean and largest
+/// relative errors (relative to the sum of the products' magnitudes) stay
+/// within [`AMX_ERROR_FACTOR`] times the `vdpbf16ps` order's, at the `k`
+/// of the reference models' layers.
+#[test]
+fn amx_error_is_bounded_by_the_vector_paths() {
+    let Some(isa) = amx() else { return };
+    for &(m, n, k) in &[(32, 64, 64), (32, 64, 768), (16, 32, 3072), (16, 32, 4608)] {
+        let mut rng = Rng::new(k as u64);
+        let a = bf16_values(m * k, 1.0, &mut rng);
+        let b = bf16_values(n * k, 1.0, &mut rng);
+        let vector = product(Isa::Portable, m, n, k, &a, &b);
+        let tiles = product(isa, m, n, k, &a, &b);
+        let (vm, vx) = errors(m, n, k, &a, &b, &vector);
+        let (am, ax) = errors(m, n, k, &a, &b, &tiles);
+        eprintln!(
+            "k {k}: mean error amx {am:.3e} vector {vm:.3e}, largest amx {ax:.3e} vector {vx:.3e}"
+        );
+        assert!(
+            am <= AMX_ERROR_FACTOR * vm,
+            "k {k}: mean error {am:e} vs {vm:e}"
+        );
+        assert!(
+            ax <= AMX_ERROR_FACTOR * vx,
+            "k {k}: largest error {ax:e} vs {vx:e}"
+        );
+    }
+}
+
+/// How much further from the exact sums the AMX path may be than the
+/// vector path (`amx_error_is_bounded_by_the_vector_paths`).
+const AMX_ERROR_FACTOR: f64 = 1.0;
+
+/// Pinned to the `avx512` class (or any narrower), a product takes the
+/// vector order's bits even on a machine with AMX; the `amx` class takes
+/// the tiles.
+#[test]
+fn the_avx512_class_keeps_the_vector_bits() {
+    use crate::cpu::class::{pin_thread, Class};
+    let (m, n, k) = (40, 50, 300);
+    let mut rng = Rng::new(77);
+    let a = bf16_values(m * k, 1.0, &mut rng);
+    let b = bf16_values(n * k, 1.0, &mut rng);
+    let want = reference(m, n, k, &a, &b, None);
+    let packed = PackedBf16::new(n, k, &b);
+    let rows = rows_to_bf16(&a, m, k);
+    for class in [Class::Avx512, Class::Avx2, Class::Portable] {
+        let old = pin_thread(Some(class));
+        let mut c = vec![0f32; m * n];
+        packed.gemm(m, &rows, None, &mut c);
+        pin_thread(old);
+        assert_eq!(bits(&c), bits(&want), "{class:?}");
+    }
+    if let Some(isa) = amx() {
+        let old = pin_thread(Some(Class::Amx));
+        assert_eq!(Isa::detect(), Isa::Amx);
+        let mut c = vec![0f32; m * n];
+        packed.gemm(m, &rows, None, &mut c);
+        pin_thread(old);
+        assert_eq!(bits(&c), bits(&product(isa, m, n, k, &a, &b)));
+    }
+}
+
+/// GFLOP/s of the AMX path and of `vdpbf16ps` on one thread, at the
+/// shapes of BERT-base's products (1024 tokens) and smaller row counts;
+/// prints only (the machine is shared: no timed assertion).
+#[test]
+#[ignore = "prints the speed of the AMX and vdpbf16ps paths; run by hand with --nocapture"]
+fn amx_speed() {
+    let Some(amx_isa) = amx() else { return };
+    let _guard = crate::cpu::threads::lock_thread_count();
+    let before = crate::cpu::num_threads();
+    crate::cpu::set_num_threads(1);
+    for &(m, k, n) in &[
+        (1, 768, 768),
+        (16, 768, 768),
+        (128, 768, 768),
+        (1024, 768, 768),
+        (1024, 768, 3072),
+        (1024, 3072, 768),
+    ] {
+        let mut rng = Rng::new(1);
+        let a = bf16_values(m * k, 1.0, &mut rng);
+        let b = bf16_values(n * k, 1.0, &mut rng);
+        let packed = PackedBf16::new(n, k, &b);
+        let rows = rows_to_bf16(&a, m, k);
+        let reps = (4e8 / (m * n * k) as f64).clamp(1.0, 400.0) as usize;
+        let time = |isa: Isa| {
+            let mut c = vec![0f32; m * n];
+            packed.gemm_with(isa, m, &rows, None, &mut c);
+            // the best of 5 timings: the machine is shared
+            (0..5)
+                .map(|_| {
+                    let t = std::time::Instant::now();
+                    for _ in 0..reps {
+                        packed.gemm_with(isa, m, &rows, None, &mut c);
+                    }
+                    t.elapsed().as_secs_f64() / reps as f64
+                })
+                .fold(f64::INFINITY, f64::min)
+        };
+        let gflops = |s: f64| 2.0 * (m * n * k) as f64 / s / 1e9;
+        let mut line = format!("{m:5} x {k:5} x {n:5}:");
+        for isa in [amx_isa, Isa::Avx512Bf16] {
+            if Isa::all().contains(&isa) {
+                line += &format!(" {isa:?} {:7.1} GFLOP/s", gflops(time(isa)));
+            }
+        }
+        eprintln!("{line}");
+    }
+    crate::cpu::set_num_threads(before);
 }

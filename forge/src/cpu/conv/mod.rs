@@ -3,18 +3,24 @@
 //! check the buffers against the geometry ([`ConvGeom`], in `geom.rs`) and
 //! pick a kernel from the shapes alone: the direct kernels of
 //! `conv_small.rs` for few input channels, im2col and gemm (`im2col.rs`)
-//! for everything else.
+//! for everything else. Outside autograd, `f32` convolutions of one group
+//! at small batches take the direct kernel of `direct.rs` instead (weights
+//! packed once per write version, chosen in `ops/conv_infer.rs`).
 //!
-//! The imports point one way: this file uses `conv_small` and `im2col`,
-//! both use `geom`, and neither uses the other.
+//! The imports point one way: this file uses `conv_small`, `direct` and
+//! `im2col`, all use `geom`, and none uses another.
 
 mod conv_small;
+mod direct;
 mod geom;
 mod im2col;
 
 use crate::base::Float;
 use crate::cpu::buffers::{build, for_each_chunk_mut};
 use crate::cpu::memory::Storage;
+pub(crate) use direct::{
+    forward as direct_forward, packed_folded, packed_plain, preferred as direct_preferred,
+};
 pub(crate) use geom::ConvGeom;
 
 /// The forward convolution: `y [n, o, oh, ow]` from `x [n, c, h, w]`,

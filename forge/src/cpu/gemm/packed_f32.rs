@@ -43,10 +43,10 @@ pub(crate) use direct::{gemm_core, gemm_core_packed_b, ASrc, Out, PackedA};
 /// Rows of a register tile.
 const MR: usize = 12;
 /// Columns of a register tile (two 16-lane vectors, or four of 8).
-const NR: usize = 32;
+pub(super) const NR: usize = 32;
 /// The `k` block: a packed `KC x NR` panel of `b` (32 KiB) stays in L1
 /// while it is multiplied by every row tile of a chunk.
-const KC: usize = 256;
+pub(super) const KC: usize = 256;
 /// The most row tiles in one chunk (a packed `a` block of at most
 /// 16 x 12 x 256 floats, 192 KiB, stays in L2 while every panel of `b`
 /// passes).

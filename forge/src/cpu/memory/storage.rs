@@ -179,22 +179,36 @@ impl<T: Copy> Storage<T> {
     /// `n` elements with unspecified values (whatever the pooled buffer
     /// last held, or zeros), for an output that a kernel overwrites whole
     /// before anything reads it (a product with `beta = 0`): no zeroing
-    /// pass. `f32` and `f64` take the pooled buffer as it is, since every
-    /// bit pattern is one of their values; other types, and sizes the pool
-    /// does not serve, are zero-filled.
+    /// pass. The floating-point and primitive integer types take the
+    /// pooled buffer as it is, since every bit pattern is one of their
+    /// values; other types (`bool`, structs), and sizes the pool does not
+    /// serve, are zero-filled.
     pub(crate) fn stale(n: usize) -> Self
     where
         T: Default + 'static,
     {
         use std::any::TypeId;
-        let any_bits =
-            TypeId::of::<T>() == TypeId::of::<f32>() || TypeId::of::<T>() == TypeId::of::<f64>();
+        let t = TypeId::of::<T>();
+        let any_bits = [
+            TypeId::of::<f32>(),
+            TypeId::of::<f64>(),
+            TypeId::of::<u8>(),
+            TypeId::of::<i8>(),
+            TypeId::of::<u16>(),
+            TypeId::of::<i16>(),
+            TypeId::of::<u32>(),
+            TypeId::of::<i32>(),
+            TypeId::of::<u64>(),
+            TypeId::of::<i64>(),
+        ]
+        .contains(&t);
         let mut s = Self::with_capacity(n);
         if s.block > 0 && any_bits {
             // SAFETY: `n <= capacity()`; every byte of a pooled block is
             // initialised (allocated zeroed by `take`, and since then only
             // overwritten with values of element types, which have no
-            // padding), and every bit pattern is a valid `f32` / `f64`.
+            // padding), and every bit pattern is a valid value of the
+            // float and integer types listed above.
             unsafe { s.set_len(n) };
             s
         } else {

@@ -48,19 +48,176 @@ pub(crate) fn quantize_rows(
     let inverse = 1.0 / scale;
     let zp = zero_point as f32;
     let isa = Path::detect();
-    let out_ptr = super::SharedOut(out.as_mut_ptr().cast());
+    let out_ptr = super::SharedOut(out.as_mut_ptr());
     threads_cost(rows.div_ceil(CHUNK_ROWS), rows * k / 4, |chunk| {
         let r0 = chunk * CHUNK_ROWS;
         for r in r0..(r0 + CHUNK_ROWS).min(rows) {
             // SAFETY: row `r` of `out` (`kp` bytes, inside the length
             // checked above) is written by this chunk alone.
-            let row = unsafe {
-                std::slice::from_raw_parts_mut(out_ptr.get().cast::<u8>().add(r * kp), kp)
-            };
+            let row = unsafe { std::slice::from_raw_parts_mut(out_ptr.get().add(r * kp), kp) };
             quantize_row(isa, &x[r * k..][..k], inverse, zp, &mut row[..k]);
             row[k..].fill(0);
         }
     });
+}
+
+/// Values per parallel chunk of [`range`].
+const RANGE_CHUNK: usize = 1 << 15;
+
+/// The smallest and largest values of `x` (NaNs skipped, as `f32::min`
+/// and `max` do; `(inf, -inf)` when there is no other value), with a zero
+/// of either sign returned as `+0`, so the result does not depend on the
+/// order the values are met in: the same on every path and for any thread
+/// count. Uses the kernels' threads for large inputs.
+pub(crate) fn range(x: &[f32]) -> (f32, f32) {
+    let path = Path::detect();
+    let chunks = x.len().div_ceil(RANGE_CHUNK);
+    let mut parts = vec![(f32::INFINITY, f32::NEG_INFINITY); chunks];
+    let parts_ptr = super::SharedOut(parts.as_mut_ptr());
+    // about 16 values per nanosecond
+    threads_cost(chunks, x.len() / 16, |chunk| {
+        let xs = &x[chunk * RANGE_CHUNK..x.len().min((chunk + 1) * RANGE_CHUNK)];
+        let part = range_on(path, xs);
+        // SAFETY: element `chunk` of `parts` (`chunks` long) is written by
+        // this chunk alone, and `parts` outlives the loop.
+        unsafe { *parts_ptr.get().add(chunk) = part };
+    });
+    let (lo, hi) = parts
+        .iter()
+        .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &(l, h)| {
+            (lo.min(l), hi.max(h))
+        });
+    // -0 + 0 = +0: which zero a min or max keeps depends on the order
+    (lo + 0.0, hi + 0.0)
+}
+
+/// [`range`] of one chunk on `path` (zeros of either sign).
+fn range_on(path: Path, x: &[f32]) -> (f32, f32) {
+    match path {
+        #[cfg(target_arch = "x86_64")]
+        Path::Avx512 => {
+            // SAFETY: `Path::detect` saw AVX-512F; the kernel reads only
+            // inside `x`.
+            unsafe { range_avx512(x) }
+        }
+        _ => x
+            .iter()
+            .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &v| {
+                (lo.min(v), hi.max(v))
+            }),
+    }
+}
+
+/// # Safety
+/// The CPU has AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn range_avx512(x: &[f32]) -> (f32, f32) {
+    use std::arch::x86_64::*;
+    let mut lo = _mm512_set1_ps(f32::INFINITY);
+    let mut hi = _mm512_set1_ps(f32::NEG_INFINITY);
+    let full = x.len() / 16 * 16;
+    for i in (0..full).step_by(16) {
+        // SAFETY: `i + 16 <= x.len()`.
+        let v = unsafe { _mm512_loadu_ps(x.as_ptr().add(i)) };
+        // `vminps` / `vmaxps` return the second operand when either is a
+        // NaN: a NaN `v` leaves the running bound (never a NaN) as it is.
+        lo = _mm512_min_ps(v, lo);
+        hi = _mm512_max_ps(v, hi);
+    }
+    let (mut l, mut h) = (_mm512_reduce_min_ps(lo), _mm512_reduce_max_ps(hi));
+    for &v in &x[full..] {
+        l = l.min(v);
+        h = h.max(v);
+    }
+    (l, h)
+}
+
+/// The `f32` epilogue of an int8 product over row segments, on the path
+/// chosen once when it is made (it runs once per segment):
+/// `y[j] = (acc[j] - offsets[j]) as f32 * scales[j] + bias[j]` (the `i32`
+/// difference wrapping, a multiply then an add, never fused; `+ 0.0`
+/// without a bias), the same element-wise arithmetic on every path.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Dequantize(Path);
+
+impl Dequantize {
+    /// The epilogue on this thread's CPU class's widest path.
+    pub(crate) fn new() -> Self {
+        Dequantize(Path::detect())
+    }
+
+    /// One segment.
+    ///
+    /// # Panics
+    /// When the slices' lengths differ.
+    pub(crate) fn run(
+        self,
+        acc: &[i32],
+        offsets: &[i32],
+        scales: &[f32],
+        bias: Option<&[f32]>,
+        y: &mut [f32],
+    ) {
+        let n = y.len();
+        assert!(
+            acc.len() == n
+                && offsets.len() == n
+                && scales.len() == n
+                && bias.is_none_or(|b| b.len() == n),
+            "qgemm: epilogue of {n} outputs"
+        );
+        match self.0 {
+            #[cfg(target_arch = "x86_64")]
+            Path::Avx512 => {
+                // SAFETY: the path came from `Path::detect`, which saw
+                // AVX-512F; the lengths agree (asserted above).
+                unsafe { dequantize_avx512(acc, offsets, scales, bias, y) }
+            }
+            _ => dequantize_loop(acc, offsets, scales, bias, y),
+        }
+    }
+}
+
+/// [`dequantize`]'s loop, written for the compiler to vectorize.
+#[inline(always)]
+fn dequantize_loop(
+    acc: &[i32],
+    offsets: &[i32],
+    scales: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+) {
+    let terms = y.iter_mut().zip(acc).zip(offsets).zip(scales);
+    match bias {
+        Some(b) => {
+            for ((((yv, &a), &off), &s), &bv) in terms.zip(b) {
+                *yv = a.wrapping_sub(off) as f32 * s + bv;
+            }
+        }
+        None => {
+            for (((yv, &a), &off), &s) in terms {
+                *yv = a.wrapping_sub(off) as f32 * s + 0.0;
+            }
+        }
+    }
+}
+
+/// [`dequantize_loop`] compiled for AVX-512 (the same operations per
+/// element, 16 at a time: `vpsubd`, `vcvtdq2ps`, `vmulps`, `vaddps`).
+///
+/// # Safety
+/// The CPU has AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn dequantize_avx512(
+    acc: &[i32],
+    offsets: &[i32],
+    scales: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+) {
+    dequantize_loop(acc, offsets, scales, bias, y)
 }
 
 /// A path of this file.
@@ -131,6 +288,70 @@ unsafe fn avx512(x: &[f32], inverse: f32, zp: f32, out: &mut [u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dequantize_paths_agree() {
+        let n = 1000 + 13;
+        let acc: Vec<i32> = (0..n as i32)
+            .map(|i| i.wrapping_mul(2_654_435_761u32 as i32))
+            .collect();
+        let offsets: Vec<i32> = (0..n as i32).map(|i| i * 977 - 400_000).collect();
+        let scales: Vec<f32> = (0..n).map(|i| 1e-4 * (1.0 + (i % 37) as f32)).collect();
+        let bias: Vec<f32> = (0..n).map(|i| (i % 11) as f32 * 0.3 - 1.5).collect();
+        for b in [Some(&bias[..]), None] {
+            let mut want = vec![0.0f32; n];
+            for j in 0..n {
+                want[j] =
+                    acc[j].wrapping_sub(offsets[j]) as f32 * scales[j] + b.map_or(0.0, |b| b[j]);
+            }
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            for path in [Path::Portable, Path::detect()] {
+                let mut got = vec![f32::NAN; n];
+                Dequantize(path).run(&acc, &offsets, &scales, b, &mut got);
+                assert_eq!(bits(&got), bits(&want), "{path:?}, bias: {}", b.is_some());
+            }
+        }
+    }
+
+    #[test]
+    fn range_skips_nans_and_agrees_on_every_path_and_thread_count() {
+        let mut x: Vec<f32> = (0..100_003)
+            .map(|i| ((i * 7919) % 20011) as f32 * 0.013 - 130.0)
+            .collect();
+        x[5] = f32::NAN;
+        x[70_000] = f32::NAN;
+        x[99_999] = -1e30; // in the scalar tail of its chunk
+        x[33] = 2e30;
+        let want = x
+            .iter()
+            .fold((f32::INFINITY, f32::NEG_INFINITY), |(l, h), &v| {
+                (l.min(v), h.max(v))
+            });
+        assert_eq!(want, (-1e30, 2e30));
+        for path in [Path::Portable, Path::detect()] {
+            for xs in [&x[..], &x[..17], &x[3..40_000]] {
+                let (l, h) = range_on(path, xs);
+                let w = xs
+                    .iter()
+                    .fold((f32::INFINITY, f32::NEG_INFINITY), |(l, h), &v| {
+                        (l.min(v), h.max(v))
+                    });
+                assert_eq!((l, h), w, "{path:?}, {} values", xs.len());
+            }
+        }
+        // long enough to be split across threads
+        let long: Vec<f32> = x.iter().cycle().take(12 * x.len()).copied().collect();
+        for threads in [1, 2] {
+            crate::cpu::set_num_threads(threads);
+            assert_eq!(range(&x), want, "{threads} threads");
+            assert_eq!(range(&long), want, "{threads} threads");
+        }
+        // all NaN: no bounds; zeros of either sign come back as +0
+        let (l, h) = range(&[f32::NAN; 40]);
+        assert_eq!((l, h), (f32::INFINITY, f32::NEG_INFINITY));
+        let (l, h) = range(&[-0.0, 0.0, -0.0]);
+        assert!(l == 0.0 && l.is_sign_positive() && h.is_sign_positive());
+    }
 
     #[test]
     fn quantize_paths_agree() {

@@ -126,6 +126,39 @@ fn row_sums_and_thread_counts() {
 }
 
 #[test]
+fn the_epilogue_sees_every_sum_once_on_every_path() {
+    // Each output element must come from exactly one epilogue call, with
+    // its own sum and column: out = 3 sum - column, the same for every
+    // path, size and thread count (the AMX path's blocks are 32 x 256, the
+    // vector paths' smaller, so the odd sizes end blocks mid-way).
+    for &(m, k, n) in &SIZES {
+        let a = padded(m, k, &bytes(m * k, 11));
+        let b: Vec<i8> = bytes(n * k, 12).into_iter().map(|v| v as i8).collect();
+        let packed = PackedI8::new(n, k, &b);
+        let want: Vec<i64> = reference(m, k, n, &bytes(m * k, 11), &b)
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| 3 * s as i64 - (i % n) as i64)
+            .collect();
+        let then = |j0: usize, sums: &[i32], out: &mut [i64]| {
+            for (j, (o, &s)) in out.iter_mut().zip(sums).enumerate() {
+                assert_eq!(*o, i64::MIN, "an element given twice");
+                *o = 3 * s as i64 - (j0 + j) as i64;
+            }
+        };
+        for isa in Isa::all() {
+            for threads in [1, 2] {
+                crate::cpu::set_num_threads(threads);
+                let mut c = vec![0i32; m * n];
+                let mut out = vec![i64::MIN; m * n];
+                packed.run(isa, m, &a, &mut c, &mut out, Some(&then));
+                assert_eq!(out, want, "{isa:?} at {m} x {k} x {n}, {threads} threads");
+            }
+        }
+    }
+}
+
+#[test]
 fn the_class_turns_amx_off() {
     use crate::cpu::class::{pin_thread, Class};
     let prev = pin_thread(Some(Class::Avx512));

@@ -1,0 +1,444 @@
+//! Direct convolution for inference (`f32`, one group): no column matrix,
+//! the weights pre-arranged once per write version of their storage.
+//!
+//! **Layout.** The weights are packed into blocks of [`OB`] = 32 output
+//! channels, `w[ob][tap][c][q]` (`q` the channel in the block, channels
+//! past `o` zero): the 32 weights one input value meets are contiguous, a
+//! blocked channel layout for the output side (NCHWc with `c = 32` for the
+//! weights; the activations stay NCHW, so no layer around the convolution
+//! changes), and one tap's weights for all input channels are one
+//! contiguous run, so a tile that runs only some taps (small planes) reads
+//! only their weights, in long streams (tap-minor, the 1x1 plane of
+//! ResNet-18's last stage read every line of all nine taps: 17 GFLOP/s
+//! against 64 with this layout, batch 1, load 12). The input is copied once into a zero-padded buffer
+//! `[n, c, h + 2 p0, w + 2 p1]` (skipped without padding), so every tap of
+//! every output position is one load at a fixed offset.
+//!
+//! **Tiles.** Output positions `(image, oy, ox)` go in tiles of at most
+//! [`MAX_NP`]: a tile's 32 x `np` sums live in registers (AVX-512: 2 x 12
+//! zmm accumulators; AVX2: two passes of 16 channels over at most 6
+//! positions, 12 ymm) while the kernel walks the input channels and the
+//! taps, one weight load per 16 channels and one broadcast per position.
+//! A tile runs only the taps that meet the image at one of its positions;
+//! where every *tap class* (positions whose windows meet the image at the
+//! same taps) has at least [`MAX_NP`] positions over the batch, positions
+//! are grouped by class so that no tile runs a tap that is padding for all
+//! of its positions (a 1x1 plane runs only the centre tap; a 2x2 plane at
+//! batch 32 four taps per position instead of nine).
+//!
+//! **Arithmetic order (differs from im2col + gemm).** Each output is one
+//! accumulator started at zero, updated with `mul_add` (one rounding) over
+//! the input channels in order and, within a channel, over the tile's taps
+//! in order `(ky, kx)`; then `+ bias`, `+ residual`, ReLU (`v > 0 ? v :
+//! 0`). The gemm path sums the same products in `k = (c, ky, kx)` order but
+//! in `KC` blocks and with its own accumulator split, so the two paths
+//! differ by rounding (the tests bound it). Taps skipped as padding for a
+//! whole tile contribute `0 * w`: exact zeros. Tiles and their tap lists
+//! depend on the shapes only, each output is computed by one task, and
+//! every kernel (AVX-512, AVX2, portable `mul_add`) performs the same
+//! operations per output, so the bits do not depend on the thread count
+//! or the CPU class.
+//!
+//! **When.** `f32`, one group, outside autograd (`ops/conv_infer.rs`; the
+//! packed weights are kept on the weight's storage like
+//! [`gemm_weight_t`](crate::cpu::gemm::gemm_weight_t)'s, and dropped by
+//! its next write: an optimizer step or a load), where [`preferred`]'s
+//! thresholds say it is faster than im2col + gemm. Measured per layer of
+//! ResNet-18 on 3x32x32 (`examples`-style timing, best of 7 x 20 calls,
+//! one thread, 2026-12-05 under load 11, so ratios only), direct / im2col
+//! time:
+//!
+//! | layer (c -> o, plane) | batch 1 | batch 32 |
+//! |---|---|---|
+//! | stem 7x7 s2 (3 -> 64, 32x32) | 0.93 | (8192 positions: im2col) |
+//! | 3x3 (64 -> 64, 8x8) | 0.84 | 0.92 |
+//! | 3x3 s2 (64 -> 128, 8x8) | 0.47 | 0.75 |
+//! | 3x3 (128 -> 128, 4x4) | 0.50 | 0.75 |
+//! | 3x3 (256 -> 256, 2x2) | 0.16 | 0.74 |
+//! | 3x3 (512 -> 512, 1x1) | 0.09 | 0.55 |
+//! | 1x1 s2 (64 -> 128, 8x8) | 0.81 | 2.85 (512 positions: im2col) |
+//! | 1x1 s2 (128 -> 256, 4x4) | 0.34 | 1.07 |
+//! | 1x1 s2 (256 -> 512, 2x2) | 1.02 | 0.31 |
+//!
+//! Hence at most 4096 output positions over the batch, 256 for a 1x1
+//! kernel (a tile's 12 positions meet each input line once, so its
+//! broadcasts miss L1 once the tiles span images; with 3x3 windows the
+//! lines are reused across taps and neighbours).
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+mod plan;
+#[cfg(test)]
+mod tests;
+
+use super::geom::ConvGeom;
+use crate::cpu::memory::Storage;
+use crate::cpu::threads::parallel_for_cost;
+use plan::{plan, Tile};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Output channels per weight block (two AVX-512 registers).
+pub(super) const OB: usize = 32;
+/// Most output positions per tile (AVX-512: 2 x 12 accumulators).
+pub(super) const MAX_NP: usize = 12;
+/// Tiles per parallel task (each task shares one weight block).
+const TILES_PER_TASK: usize = 8;
+/// Multiply-adds per nanosecond assumed for the split decision (about
+/// 100 GFLOP/s on one AVX-512 core).
+const MACS_PER_NS: usize = 50;
+
+/// A tile's accumulators: `acc[j][q]` for position `j`, channel `q`.
+pub(super) type Acc = [[f32; OB]; MAX_NP];
+
+/// The inner loops the CPU runs (same bits in each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kernel {
+    /// Plain loops with `mul_add`.
+    Portable,
+    /// AVX2 + FMA intrinsics (`avx2.rs`).
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    /// AVX-512F intrinsics (`avx512.rs`).
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+}
+
+impl Kernel {
+    /// The fastest kernel the CPU (and its class in force) allows.
+    pub(super) fn best() -> Kernel {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use crate::cpu::class::cpu_has as has;
+            if has!("avx512f") && has!("fma") {
+                return Kernel::Avx512;
+            }
+            if has!("avx2") && has!("fma") {
+                return Kernel::Avx2;
+            }
+        }
+        Kernel::Portable
+    }
+
+    /// Every kernel this CPU runs, for the tests.
+    #[cfg(test)]
+    pub(super) fn available() -> Vec<Kernel> {
+        let mut v = vec![Kernel::Portable];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
+                v.push(Kernel::Avx2);
+            }
+            if std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
+                v.push(Kernel::Avx512);
+            }
+        }
+        v
+    }
+}
+
+/// A convolution weight `[o, c, kh, kw]` packed as `w[ob][tap][c][q]`
+/// (see the module docs).
+pub(crate) struct PackedConv {
+    o: usize,
+    c: usize,
+    kh: usize,
+    kw: usize,
+    w: Vec<f32>,
+}
+
+impl PackedConv {
+    /// Packs `weight [o, c, kh, kw]`.
+    ///
+    /// # Panics
+    /// When `weight` is not `o * c * kh * kw` long.
+    pub(crate) fn new(o: usize, c: usize, kh: usize, kw: usize, weight: &[f32]) -> Self {
+        let taps = kh * kw;
+        assert_eq!(weight.len(), o * c * taps, "direct conv: weight length");
+        let mut w = vec![0.0f32; o.div_ceil(OB) * c * taps * OB];
+        for (oc, row) in weight.chunks_exact(c * taps).enumerate() {
+            let (ob, q) = (oc / OB, oc % OB);
+            for (ct, &v) in row.iter().enumerate() {
+                let (ci, t) = (ct / taps, ct % taps);
+                w[((ob * taps + t) * c + ci) * OB + q] = v;
+            }
+        }
+        PackedConv { o, c, kh, kw, w }
+    }
+
+    /// Whether this packs a weight of shape `[o, c, kh, kw]`.
+    fn fits(&self, g: &ConvGeom) -> bool {
+        (self.o, self.c, self.kh, self.kw) == (g.o, g.c, g.kh, g.kw)
+    }
+}
+
+/// Whether the direct path computes `g`: one group, kernel extents and
+/// channel counts the plan takes (at most 64 taps per axis).
+pub(crate) fn applies(g: &ConvGeom) -> bool {
+    g.groups == 1 && g.kh <= 64 && g.kw <= 64 && g.c > 0 && g.o > 0 && g.n > 0
+}
+
+/// Whether the direct path is the faster one for `g` (measured; see the
+/// module docs' table): it [`applies`], and the output positions over the
+/// batch are few enough that im2col + gemm's packing is not amortised:
+/// at most [`MAX_POSITIONS`], or [`MAX_POSITIONS_1X1`] for a 1x1 kernel
+/// (whose tiles reuse each input line for one tap only).
+pub(crate) fn preferred(g: &ConvGeom) -> bool {
+    let max = if g.kh * g.kw == 1 {
+        MAX_POSITIONS_1X1
+    } else {
+        MAX_POSITIONS
+    };
+    applies(g) && g.n * g.l() <= max
+}
+
+/// The most output positions (over the batch) [`preferred`] takes.
+const MAX_POSITIONS: usize = 1 << 12;
+/// The same for 1x1 kernels.
+const MAX_POSITIONS_1X1: usize = 256;
+
+/// What a weight storage keeps for the direct path: its plain packing, and
+/// the last packing with a batch norm folded in (with the values it was
+/// folded from, compared on every use).
+#[derive(Default)]
+pub(crate) struct ConvCache {
+    plain: OnceLock<PackedConv>,
+    folded: Mutex<Option<Arc<Folded>>>,
+}
+
+/// Weights with a batch norm folded in, and the fused bias.
+pub(crate) struct Folded {
+    key: Vec<u64>,
+    /// The packed fused weight.
+    pub(crate) packed: PackedConv,
+    /// The fused bias `[o]`.
+    pub(crate) bias: Vec<f32>,
+}
+
+/// The cache entry of `w` (`None` when its slot holds another kind of
+/// derived data, e.g. a packed linear weight of the same storage).
+fn cache(w: &Storage<f32>) -> Option<&ConvCache> {
+    w.derived(|| Some(ConvCache::default()))
+}
+
+/// `w`'s values (a weight `[g.o, g.c, g.kh, g.kw]`) packed, built on first
+/// use and kept until the storage's next write.
+pub(crate) fn packed_plain<'a>(g: &ConvGeom, w: &'a Storage<f32>) -> Option<&'a PackedConv> {
+    let n = g.o * g.c * g.kh * g.kw;
+    if w.len() < n {
+        return None;
+    }
+    let p = cache(w)?
+        .plain
+        .get_or_init(|| PackedConv::new(g.o, g.c, g.kh, g.kw, &w[..n]));
+    p.fits(g).then_some(p)
+}
+
+/// The folded weights for `key` (the bits of everything the fold reads
+/// besides `w`), built by `fold` (returning the fused weight and bias)
+/// when the kept ones were folded from other values.
+pub(crate) fn packed_folded(
+    g: &ConvGeom,
+    w: &Storage<f32>,
+    key: Vec<u64>,
+    fold: impl FnOnce() -> (Vec<f32>, Vec<f32>),
+) -> Option<Arc<Folded>> {
+    let entry = cache(w)?;
+    let mut slot = entry.folded.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(f) = slot.as_ref().filter(|f| f.key == key && f.packed.fits(g)) {
+        return Some(f.clone());
+    }
+    let (fw, fb) = fold();
+    let f = Arc::new(Folded {
+        key,
+        packed: PackedConv::new(g.o, g.c, g.kh, g.kw, &fw),
+        bias: fb,
+    });
+    *slot = Some(f.clone());
+    Some(f)
+}
+
+/// A raw pointer to the output, shared by tasks that write disjoint
+/// elements.
+#[derive(Clone, Copy)]
+struct OutPtr(*mut f32);
+// SAFETY: every task writes only the outputs of its own tiles (disjoint
+// positions) and its own channel block, and the buffer outlives the loop.
+unsafe impl Send for OutPtr {}
+// SAFETY: as above; the pointer itself is only copied.
+unsafe impl Sync for OutPtr {}
+
+/// The zero-padded input `[n, c, h + 2 p0, w + 2 p1]`, or `None` without
+/// padding (the input is read as it is).
+fn padded(g: &ConvGeom, x: &[f32]) -> Option<Storage<f32>> {
+    let [p0, p1] = g.padding;
+    if p0 == 0 && p1 == 0 {
+        return None;
+    }
+    let (hp, wp) = (g.h + 2 * p0, g.w + 2 * p1);
+    let mut xp = Storage::filled(g.n * g.c * hp * wp, 0.0f32);
+    for (ip, src) in x.chunks_exact(g.h * g.w).enumerate() {
+        let dst = &mut xp[ip * hp * wp..(ip + 1) * hp * wp];
+        for (r, row) in src.chunks_exact(g.w).enumerate() {
+            dst[(r + p0) * wp + p1..][..g.w].copy_from_slice(row);
+        }
+    }
+    Some(xp)
+}
+
+/// `relu?(conv(x, p) + bias + residual)` over `g` with the packed weights
+/// `p`, by the best kernel: `y [n, o, oh, ow]` in a pooled buffer.
+///
+/// # Panics
+/// When `x`, `bias` or `residual` do not match the geometry or `p` another
+/// weight shape.
+pub(crate) fn forward(
+    g: &ConvGeom,
+    x: &[f32],
+    p: &PackedConv,
+    bias: Option<&[f32]>,
+    residual: Option<&[f32]>,
+    relu: bool,
+) -> Storage<f32> {
+    forward_by(Kernel::best(), g, x, p, bias, residual, relu)
+}
+
+/// [`forward`] by kernel `k` (which the CPU must have).
+pub(super) fn forward_by(
+    k: Kernel,
+    g: &ConvGeom,
+    x: &[f32],
+    p: &PackedConv,
+    bias: Option<&[f32]>,
+    residual: Option<&[f32]>,
+    relu: bool,
+) -> Storage<f32> {
+    assert!(applies(g) && p.fits(g), "direct conv: weight shape");
+    assert_eq!(x.len(), g.n * g.c * g.h * g.w, "direct conv: input");
+    let (l, o) = (g.l(), g.o);
+    assert!(bias.is_none_or(|b| b.len() == o), "direct conv: bias");
+    assert!(
+        residual.is_none_or(|r| r.len() == g.n * o * l),
+        "direct conv: residual"
+    );
+    let xp_store = padded(g, x);
+    let xp: &[f32] = xp_store.as_deref().unwrap_or(x);
+    let pl = plan(g);
+    let taps = g.kh * g.kw;
+    // weights of block `ob`: `taps * c * OB`, channel `ci` of tap `t` at
+    // `(t * c + ci) * OB` (the tap's offset comes with the plan)
+    let wstride = OB;
+    let nob = o.div_ceil(OB);
+    let groups = pl.tiles.len().div_ceil(TILES_PER_TASK);
+    let mut y = Storage::<f32>::stale(g.n * o * l);
+    let out = OutPtr(y.as_mut_ptr());
+    let macs = g.n * l * o * g.c * taps;
+    parallel_for_cost(nob * groups, macs / MACS_PER_NS, |t| {
+        let (ob, grp) = (t / groups, t % groups);
+        let wblk = &p.w[ob * taps * g.c * OB..(ob + 1) * taps * g.c * OB];
+        let nq = OB.min(o - ob * OB);
+        let tiles =
+            &pl.tiles[grp * TILES_PER_TASK..((grp + 1) * TILES_PER_TASK).min(pl.tiles.len())];
+        let mut acc: Acc = [[0.0; OB]; MAX_NP];
+        for tile in tiles {
+            run_tile(k, xp, g.c, pl.plane, tile, wblk, wstride, &mut acc);
+            assert!(
+                tile.outs[..tile.np]
+                    .iter()
+                    .all(|&at| at + (o - 1) * l < g.n * o * l),
+                "direct conv: output index"
+            );
+            let o_ptr = out;
+            for q in 0..nq {
+                let oc = ob * OB + q;
+                for (a, &at) in acc.iter().zip(&tile.outs[..tile.np]) {
+                    let idx = at + oc * l;
+                    let mut v = a[q];
+                    if let Some(b) = bias {
+                        v += b[oc];
+                    }
+                    if let Some(r) = residual {
+                        v += r[idx];
+                    }
+                    if relu && v.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+                        v = 0.0;
+                    }
+                    // SAFETY: `idx` is inside `y` (asserted per tile); output
+                    // `(position, channel)` belongs to this tile and this
+                    // channel block only, so no other task writes it.
+                    unsafe { *o_ptr.0.add(idx) = v };
+                }
+            }
+        }
+    });
+    y
+}
+
+/// One tile's sums into `acc[..tile.np]` by kernel `k`.
+#[allow(clippy::too_many_arguments)]
+fn run_tile(
+    k: Kernel,
+    xp: &[f32],
+    c: usize,
+    plane: usize,
+    tile: &Tile,
+    w: &[f32],
+    wstride: usize,
+    acc: &mut Acc,
+) {
+    let np = tile.np;
+    // Every read is inside the buffers: the farthest input is the last
+    // channel's farthest tap at the farthest position, the farthest weight
+    // the last channel's last tap.
+    let far_x = tile.offs[..np].iter().max().copied().unwrap_or(0)
+        + (c - 1) * plane
+        + tile.taps.iter().map(|t| t.1).max().unwrap_or(0);
+    let far_w = (c - 1) * wstride + tile.taps.iter().map(|t| t.0).max().unwrap_or(0) + OB;
+    assert!(
+        far_x < xp.len() && far_w <= w.len(),
+        "direct conv: tile bounds"
+    );
+    match k {
+        Kernel::Portable => portable(xp, c, plane, tile, w, wstride, acc),
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU has AVX-512F and FMA (`Kernel::best` or the
+        // tests' `available`); the reads are in bounds (asserted above).
+        Kernel::Avx512 => unsafe { avx512::tile(xp, c, plane, tile, w, wstride, acc) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU has AVX2 and FMA; reads in bounds (asserted).
+        Kernel::Avx2 => unsafe { avx2::tile(xp, c, plane, tile, w, wstride, acc) },
+    }
+}
+
+/// The tile's sums in plain loops: the order every kernel follows.
+fn portable(
+    xp: &[f32],
+    c: usize,
+    plane: usize,
+    tile: &Tile,
+    w: &[f32],
+    wstride: usize,
+    acc: &mut Acc,
+) {
+    let np = tile.np;
+    for a in acc[..np].iter_mut() {
+        *a = [0.0; OB];
+    }
+    for ci in 0..c {
+        let (xc, wc) = (&xp[ci * plane..], &w[ci * wstride..]);
+        for &(wo, to) in &tile.taps {
+            let wv = &wc[wo..wo + OB];
+            for (a, &off) in acc[..np].iter_mut().zip(&tile.offs[..np]) {
+                let xv = xc[to + off];
+                for (av, &wq) in a.iter_mut().zip(wv) {
+                    *av = wq.mul_add(xv, *av);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! The direct convolution's tiles: which output positions each tile
+//! computes, where their windows start in the (padded) input, where their
+//! outputs go, and which taps they run (see the parent module's docs).
+//! Depends on the geometry only.
+
+use super::super::geom::ConvGeom;
+use super::{MAX_NP, OB};
+
+/// Up to [`MAX_NP`] output positions computed together.
+pub(in crate::cpu::conv) struct Tile {
+    /// Positions in the tile.
+    pub(in crate::cpu::conv) np: usize,
+    /// Per position: the offset of its window's first tap in the padded
+    /// input (image, row and column; channel 0).
+    pub(in crate::cpu::conv) offs: [usize; MAX_NP],
+    /// Per position: its index in the output for channel 0
+    /// (`b * o * l + oy * ow + ox`).
+    pub(in crate::cpu::conv) outs: [usize; MAX_NP],
+    /// The taps run, in order: `(tap * c * OB, offset of the tap in a
+    /// channel of the padded input)`: where the tap's weights start in a
+    /// packed block, and where its input is.
+    pub(in crate::cpu::conv) taps: Vec<(usize, usize)>,
+}
+
+/// The tiles of a geometry and the padded input's channel plane.
+pub(in crate::cpu::conv) struct Plan {
+    pub(in crate::cpu::conv) tiles: Vec<Tile>,
+    pub(in crate::cpu::conv) plane: usize,
+}
+
+/// Per output coordinate along one axis, the mask of kernel indices that
+/// meet the image (bit `i` for index `i`).
+fn axis_masks(out_len: usize, k: usize, s: usize, p: usize, d: usize, len: usize) -> Vec<u64> {
+    (0..out_len)
+        .map(|o| {
+            (0..k)
+                .filter(|&i| (o * s + i * d).checked_sub(p).is_some_and(|v| v < len))
+                .fold(0u64, |m, i| m | 1 << i)
+        })
+        .collect()
+}
+
+/// The tiles of `g` (whose kernel is at most 64 taps per axis).
+pub(in crate::cpu::conv) fn plan(g: &ConvGeom) -> Plan {
+    let [p0, p1] = g.padding;
+    let (hp, wp) = (g.h + 2 * p0, g.w + 2 * p1);
+    let plane = hp * wp;
+    let img = g.c * plane;
+    let l = g.l();
+    let rows = axis_masks(g.oh, g.kh, g.stride[0], p0, g.dilation[0], g.h);
+    let cols = axis_masks(g.ow, g.kw, g.stride[1], p1, g.dilation[1], g.w);
+    // Tap classes: positions with the same (row mask, column mask).
+    let mut classes: Vec<(u64, u64)> = Vec::new();
+    let class_of: Vec<usize> = (0..l)
+        .map(|pos| {
+            let key = (rows[pos / g.ow], cols[pos % g.ow]);
+            match classes.iter().position(|&c| c == key) {
+                Some(i) => i,
+                None => {
+                    classes.push(key);
+                    classes.len() - 1
+                }
+            }
+        })
+        .collect();
+    let mut counts = vec![0usize; classes.len()];
+    for &c in &class_of {
+        counts[c] += 1;
+    }
+    let by_class = counts.iter().all(|&c| c * g.n >= MAX_NP);
+    // Segments of positions `(b, pos)`: by class over the batch, or all
+    // positions in order.
+    let segments: Vec<Vec<(usize, usize)>> = if by_class {
+        (0..classes.len())
+            .map(|cl| {
+                (0..g.n)
+                    .flat_map(|b| (0..l).map(move |pos| (b, pos)))
+                    .filter(|&(_, pos)| class_of[pos] == cl)
+                    .collect()
+            })
+            .collect()
+    } else {
+        vec![(0..g.n)
+            .flat_map(|b| (0..l).map(move |pos| (b, pos)))
+            .collect()]
+    };
+    let mut tiles = Vec::new();
+    for seg in &segments {
+        let nt = seg.len().div_ceil(MAX_NP);
+        for t in 0..nt {
+            let part = &seg[t * seg.len() / nt..(t + 1) * seg.len() / nt];
+            let mut tile = Tile {
+                np: part.len(),
+                offs: [0; MAX_NP],
+                outs: [0; MAX_NP],
+                taps: Vec::new(),
+            };
+            let (mut rmask, mut cmask) = (0u64, 0u64);
+            let mut pairs: Vec<(u64, u64)> = Vec::new();
+            for (j, &(b, pos)) in part.iter().enumerate() {
+                let (oy, ox) = (pos / g.ow, pos % g.ow);
+                tile.offs[j] = b * img + oy * g.stride[0] * wp + ox * g.stride[1];
+                tile.outs[j] = b * g.o * l + pos;
+                let pair = (rows[oy], cols[ox]);
+                if !pairs.contains(&pair) {
+                    pairs.push(pair);
+                }
+                rmask |= rows[oy];
+                cmask |= cols[ox];
+            }
+            for ky in 0..g.kh {
+                for kx in 0..g.kw {
+                    let used = rmask >> ky & 1 == 1
+                        && cmask >> kx & 1 == 1
+                        && pairs
+                            .iter()
+                            .any(|&(r, c)| r >> ky & 1 == 1 && c >> kx & 1 == 1);
+                    if used {
+                        tile.taps.push((
+                            (ky * g.kw + kx) * g.c * OB,
+                            ky * g.dilation[0] * wp + kx * g.dilation[1],
+                        ));
+                    }
+                }
+            }
+            tiles.push(tile);
+        }
+    }
+    Plan { tiles, plane }
+}

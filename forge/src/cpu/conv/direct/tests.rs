@@ -1,0 +1,176 @@
+use super::*;
+use crate::cpu::conv::conv2d_forward;
+use crate::tensor::Rng;
+
+/// Geometries on both sides of the plan's choices: 3x3 and 1x1, strides
+/// 1 and 2, a 7x7 stem, dilation, planes from 1x1 to 9x9, channel counts
+/// that leave a partial block, batches whose tap classes group or not.
+fn geoms() -> Vec<ConvGeom> {
+    let g = |x: [usize; 4], w: [usize; 4], s: usize, p: usize, d: usize| {
+        ConvGeom::new(x, w, [s, s], [p, p], [d, d], 1).unwrap()
+    };
+    vec![
+        g([1, 16, 8, 8], [64, 16, 3, 3], 1, 1, 1),
+        g([2, 8, 4, 4], [40, 8, 3, 3], 1, 1, 1),
+        g([1, 32, 1, 1], [32, 32, 3, 3], 1, 1, 1),
+        g([16, 8, 1, 1], [33, 8, 3, 3], 1, 1, 1),
+        g([8, 8, 2, 2], [32, 8, 3, 3], 1, 1, 1),
+        g([1, 8, 2, 2], [32, 8, 3, 3], 1, 1, 1),
+        g([3, 8, 8, 8], [16, 8, 3, 3], 2, 1, 1),
+        g([2, 8, 8, 8], [24, 8, 1, 1], 2, 0, 1),
+        g([1, 12, 5, 5], [64, 12, 1, 1], 1, 0, 1),
+        g([1, 3, 16, 16], [64, 3, 7, 7], 2, 3, 1),
+        g([2, 5, 9, 9], [7, 5, 3, 3], 1, 2, 2),
+    ]
+}
+
+fn rand(n: usize, rng: &mut Rng) -> Vec<f32> {
+    (0..n).map(|_| rng.normal() as f32).collect()
+}
+
+/// The convolution in f64 and, per output, the sum of the products'
+/// magnitudes (for the rounding bound).
+fn reference(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>) -> (Vec<f64>, Vec<f64>) {
+    let l = g.l();
+    let (mut y, mut mag) = (vec![0.0; g.n * g.o * l], vec![0.0; g.n * g.o * l]);
+    for n in 0..g.n {
+        for o in 0..g.o {
+            for oy in 0..g.oh {
+                for ox in 0..g.ow {
+                    let (mut s, mut m) = (b.map_or(0.0, |b| b[o] as f64), 0.0);
+                    for c in 0..g.c {
+                        for ky in 0..g.kh {
+                            for kx in 0..g.kw {
+                                let iy = (oy * g.stride[0] + ky * g.dilation[0])
+                                    .checked_sub(g.padding[0])
+                                    .filter(|&v| v < g.h);
+                                let ix = (ox * g.stride[1] + kx * g.dilation[1])
+                                    .checked_sub(g.padding[1])
+                                    .filter(|&v| v < g.w);
+                                if let (Some(iy), Some(ix)) = (iy, ix) {
+                                    let p = x[((n * g.c + c) * g.h + iy) * g.w + ix] as f64
+                                        * w[((o * g.c + c) * g.kh + ky) * g.kw + kx] as f64;
+                                    s += p;
+                                    m += p.abs();
+                                }
+                            }
+                        }
+                    }
+                    let at = (n * g.o + o) * l + oy * g.ow + ox;
+                    y[at] = s;
+                    mag[at] = m;
+                }
+            }
+        }
+    }
+    (y, mag)
+}
+
+/// Every kernel gives the same bits, within the rounding bound of a
+/// recursive sum of the products (`n u sum |w x|`, `n = c kh kw + 1`
+/// terms, `u = 2^-24`, doubled for the input's own rounding) of the f64
+/// convolution, as the im2col path does.
+#[test]
+fn kernels_agree_and_match_the_f64_convolution() {
+    let mut rng = Rng::new(11);
+    for g in geoms() {
+        let x = rand(g.n * g.c * g.h * g.w, &mut rng);
+        let w = rand(g.o * g.c * g.kh * g.kw, &mut rng);
+        let b = rand(g.o, &mut rng);
+        let p = PackedConv::new(g.o, g.c, g.kh, g.kw, &w);
+        let (want, mag) = reference(&g, &x, &w, Some(&b));
+        let gemm = conv2d_forward(&g, &x, &w, Some(&b));
+        let mut first: Option<Vec<u32>> = None;
+        for k in Kernel::available() {
+            let y = forward_by(k, &g, &x, &p, Some(&b), None, false);
+            let terms = (g.c * g.kh * g.kw + 1) as f64;
+            for (i, (&v, (&r, &m))) in y.iter().zip(want.iter().zip(&mag)).enumerate() {
+                let bound = 2.0 * terms * f64::from(f32::EPSILON) / 2.0 * (m + r.abs()) + 1e-30;
+                assert!(
+                    (v as f64 - r).abs() <= bound,
+                    "{g:?} {k:?} [{i}]: {v} vs {r}"
+                );
+                let gv = gemm[i] as f64;
+                assert!((gv - r).abs() <= bound, "{g:?} gemm [{i}]: {gv} vs {r}");
+            }
+            let bits: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
+            match &first {
+                None => first = Some(bits),
+                Some(f) => assert!(*f == bits, "{g:?}: {k:?} differs from the portable loops"),
+            }
+        }
+    }
+}
+
+/// One and two threads give the same bits.
+#[test]
+fn same_bits_for_one_and_two_threads() {
+    let mut rng = Rng::new(12);
+    for g in geoms() {
+        let x = rand(g.n * g.c * g.h * g.w, &mut rng);
+        let w = rand(g.o * g.c * g.kh * g.kw, &mut rng);
+        let p = PackedConv::new(g.o, g.c, g.kh, g.kw, &w);
+        let run = |t: usize| {
+            let _g = crate::cpu::threads::lock_thread_count();
+            crate::cpu::set_num_threads(t);
+            let y = forward(&g, &x, &p, None, None, true).to_vec();
+            crate::cpu::set_num_threads(0);
+            y
+        };
+        let (a, b) = (run(1), run(2));
+        assert!(
+            a.iter()
+                .map(|v| v.to_bits())
+                .eq(b.iter().map(|v| v.to_bits())),
+            "{g:?}"
+        );
+    }
+}
+
+/// The output pass: `relu(acc + bias + residual)`, in that order.
+#[test]
+fn bias_residual_relu_in_the_output_pass() {
+    let mut rng = Rng::new(13);
+    let g = ConvGeom::new([2, 8, 4, 4], [40, 8, 3, 3], [1, 1], [1, 1], [1, 1], 1).unwrap();
+    let x = rand(g.n * g.c * g.h * g.w, &mut rng);
+    let w = rand(g.o * g.c * 9, &mut rng);
+    let b = rand(g.o, &mut rng);
+    let r = rand(g.n * g.o * g.l(), &mut rng);
+    let p = PackedConv::new(g.o, g.c, 3, 3, &w);
+    let plain = forward(&g, &x, &p, None, None, false);
+    let fused = forward(&g, &x, &p, Some(&b), Some(&r), true);
+    let mut zeros = 0;
+    for (i, (&f, &v)) in fused.iter().zip(plain.iter()).enumerate() {
+        let s = v + b[i / g.l() % g.o] + r[i];
+        let want = if s > 0.0 { s } else { 0.0 };
+        assert_eq!(f.to_bits(), want.to_bits(), "[{i}]");
+        zeros += usize::from(f == 0.0);
+    }
+    assert!(zeros > 0 && zeros < fused.len());
+}
+
+/// Tiles run only the taps that meet the image: the centre tap on a 1x1
+/// plane, four taps per 2x2 position once classes group over the batch,
+/// all nine on an interior class.
+#[test]
+fn tiles_skip_padding_taps() {
+    let g = |n: usize, hw: usize| {
+        ConvGeom::new([n, 8, hw, hw], [8, 8, 3, 3], [1, 1], [1, 1], [1, 1], 1).unwrap()
+    };
+    let p = plan(&g(1, 1));
+    assert_eq!(p.tiles.len(), 1);
+    // the centre tap: row 1, column 1 of the padded 3x3 plane
+    assert_eq!(p.tiles[0].taps, vec![(4 * 8 * OB, 3 + 1)]);
+    let p = plan(&g(32, 2));
+    assert!(
+        p.tiles.iter().all(|t| t.taps.len() == 4),
+        "grouped by class"
+    );
+    assert_eq!(p.tiles.iter().map(|t| t.np).sum::<usize>(), 32 * 4);
+    let p = plan(&g(1, 2));
+    assert!(p.tiles.len() == 1 && p.tiles[0].taps.len() == 9, "one tile");
+    let p = plan(&g(16, 8));
+    assert!(p.tiles.iter().any(|t| t.taps.len() == 9));
+    assert!(p.tiles.iter().any(|t| t.taps.len() == 4), "corner class");
+    assert_eq!(p.tiles.iter().map(|t| t.np).sum::<usize>(), 16 * 64);
+}

@@ -1,0 +1,94 @@
+//! The inference path of `conv2d`: outside autograd, `f32` convolutions
+//! the direct kernel prefers (`cpu/conv/direct.rs`: one group, small
+//! batches) run it with the weight packed once per write version of its
+//! storage; the evaluation-mode fused convolution, batch norm, residual
+//! and ReLU of `nn/conv_bn_act.rs` runs it with the batch norm folded into
+//! the packed weights (PyTorch's `fuse_conv_bn_eval`, `nn/fuse.rs`) and
+//! the bias, residual sum and ReLU in its output pass.
+//!
+//! The direct kernel sums in another order than im2col + gemm (see its
+//! module docs), so a no-grad `f32` forward may differ from the recording
+//! one by rounding; both are the same for 1 and 2 threads.
+
+use crate::autograd::is_grad_enabled;
+use crate::cpu::conv::{direct_forward, direct_preferred, packed_folded, packed_plain, ConvGeom};
+use crate::cpu::memory::Storage;
+use crate::tensor::{Cpu, Device, Float, Tensor};
+use std::any::Any;
+
+/// `t` as an `f32` CPU tensor, when it is one.
+fn as_f32<E: Float, D: Device>(t: &Tensor<E, D>) -> Option<&Tensor<f32, Cpu>> {
+    (t as &dyn Any).downcast_ref::<Tensor<f32, Cpu>>()
+}
+
+/// An `f32` CPU tensor back as `Tensor<E, D>` (when `E, D` are those).
+fn back<E: Float, D: Device>(t: Tensor<f32, Cpu>) -> Option<Tensor<E, D>> {
+    (Box::new(t) as Box<dyn Any>)
+        .downcast::<Tensor<E, D>>()
+        .ok()
+        .map(|b| *b)
+}
+
+/// The packed-weight storage of `w` (a plain tensor), when the
+/// direct path takes `geom` outside autograd.
+fn weight_storage<'a>(w: &'a Tensor<f32, Cpu>, geom: &ConvGeom) -> Option<&'a Storage<f32>> {
+    (!is_grad_enabled() && w.layout.is_none() && direct_preferred(geom)).then_some(&*w.storage)
+}
+
+/// `conv2d(x, w) + b` by the direct kernel when it applies (see the module
+/// docs); `None` otherwise (the caller runs the recording path).
+pub(crate) fn conv2d_direct<E: Float, D: Device>(
+    x: &Tensor<E, D>,
+    w: &Tensor<E, D>,
+    b: Option<&Tensor<E, D>>,
+    geom: &ConvGeom,
+) -> Option<Tensor<E, D>> {
+    let (x, w) = (as_f32(x)?, as_f32(w)?);
+    let b = match b {
+        Some(b) => Some(as_f32(b)?),
+        None => None,
+    };
+    let packed = packed_plain(geom, weight_storage(w, geom)?)?;
+    let bias = b.map(|b| b.to_vec());
+    let y = direct_forward(geom, x.as_slice(), packed, bias.as_deref(), None, false);
+    back(Tensor::from_storage(y, &[geom.n, geom.o, geom.oh, geom.ow]))
+}
+
+/// `relu?(conv(x, w') + b' + residual?)` with the weight `w` folded into
+/// `w'` and `b'` by `fold` (called when the weight was last folded from
+/// other values than those `key` holds), by the direct kernel: `None`
+/// where it does not apply (the caller runs the layers).
+pub(crate) fn conv2d_folded<E: Float>(
+    x: &Tensor<E>,
+    w: &Tensor<E>,
+    geom: &ConvGeom,
+    key: Vec<u64>,
+    fold: impl FnOnce() -> (Vec<E>, Vec<E>),
+    residual: Option<&Tensor<E>>,
+    relu: bool,
+) -> Option<Tensor<E>> {
+    let (xf, wf) = (as_f32(x)?, as_f32(w)?);
+    let r = match residual {
+        Some(r) => Some(as_f32(r)?),
+        None => None,
+    };
+    let folded = packed_folded(geom, weight_storage(wf, geom)?, key, || {
+        let (fw, fb) = fold();
+        let cast = |v: Vec<E>| {
+            v.into_iter()
+                .map(|e| e.to_f32().unwrap_or(f32::NAN))
+                .collect()
+        };
+        (cast(fw), cast(fb))
+    })?;
+    let res = r.map(|r| r.as_slice());
+    let y = direct_forward(
+        geom,
+        xf.as_slice(),
+        &folded.packed,
+        Some(&folded.bias),
+        res,
+        relu,
+    );
+    back(Tensor::from_storage(y, &[geom.n, geom.o, geom.oh, geom.ow]))
+}
