@@ -244,6 +244,7 @@ impl<E: Float> Linear<E> {
     ///
     /// # Panics
     /// As [`forward`](Forward::forward).
+    #[track_caller]
     pub fn forward_activated(&self, x: Tensor<E>, act: Activation) -> Tensor<E> {
         let fused = match (&self.int8, act) {
             (Some(q), Activation::Gelu)
@@ -265,6 +266,7 @@ impl<E: Float> Linear<E> {
 
     /// Panics naming the layer when `x`'s last dimension is not
     /// `in_features`.
+    #[track_caller]
     fn check_input(&self, x: &Tensor<E>) {
         let fan_in = self.in_features();
         shape_assert!(
