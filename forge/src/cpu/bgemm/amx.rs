@@ -201,7 +201,8 @@ unsafe fn block(
     // The B tile of `k` tile `kt` of panel `panel`: in place when its 16
     // pairs lie inside the panel, else the pairs that do followed by zeros
     // (in `tail`).
-    let mut tail = [0u16; TILE_PAIRS * 32];
+    // (Written only when needed, not zeroed on every block.)
+    let mut tail = std::mem::MaybeUninit::<[u16; TILE_PAIRS * 32]>::uninit();
     let mut b_tile = |panel: usize, kt: usize| -> *const u8 {
         let start = panel * pairs * 32;
         let q0 = kt * TILE_PAIRS;
@@ -209,8 +210,8 @@ unsafe fn block(
             data[start + q0 * 32..][..TILE_PAIRS * 32].as_ptr().cast()
         } else {
             let part = &data[start + q0 * 32..start + pairs * 32];
+            let tail = tail.write([0u16; TILE_PAIRS * 32]);
             tail[..part.len()].copy_from_slice(part);
-            tail[part.len()..].fill(0);
             tail.as_ptr().cast()
         }
     };
