@@ -225,7 +225,7 @@ impl<E: Float> Linear<E> {
     }
 
     /// `act` applied to [`forward`](Forward::forward)`(x)`, the same values
-    /// (bit for bit) and the same graph. For an int8 layer in `f32` the
+    /// (bit for bit). For an int8 layer in `f32` the
     /// activation runs in the product's epilogue, on each block of outputs
     /// while it is in cache, instead of as a pass of its own (unless a
     /// [`summary`](crate::nn::summary) is recording outputs, which must see
@@ -290,7 +290,19 @@ impl<E: Float> Linear<E> {
         let y = q.linear_pooled(&xs, bias.as_deref(), act);
         let mut shape = x.shape().to_vec();
         *shape.last_mut().expect("checked rank") = q.out_features();
-        tensor_from_f32(y, &shape)
+        let (out, fan_in) = (q.out_features(), q.in_features());
+        let mut inputs = vec![x.clone()];
+        inputs.extend(self.bias.clone());
+        // Recorded, like the fp8 layer, so that a backward pass reaching it
+        // fails loudly instead of leaving the layers before it without
+        // gradients.
+        tensor_from_f32(y, &shape).record("linear_int8", inputs, move |_| {
+            panic!(
+                "Linear({fan_in} -> {out}) with an int8 weight is inference only: \
+                 backward through it is not supported (run it under no_grad, or \
+                 keep the layer in f32 to train)"
+            )
+        })
     }
 }
 
@@ -388,6 +400,31 @@ impl<E: Float> Forward<Tensor<E>> for Linear<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn backward_through_an_int8_layer_fails_loudly() {
+        use crate::nn::Forward;
+        use crate::quant::{quantize_dynamic, Granularity};
+        let mut rng = Rng::new(4);
+        let first = Linear::<f32>::new(6, 5, &mut rng);
+        let mut second = Linear::<f32>::new(5, 3, &mut rng);
+        quantize_dynamic(&mut second, Granularity::PerChannel);
+        let x = Tensor::<f32>::normal(&[4, 6], 0.0, 1.0, &mut rng);
+        let y = second.forward(first.forward(x.clone()));
+        let Err(err) =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| y.sum().backward()))
+        else {
+            panic!("backward through the int8 layer must panic");
+        };
+        let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(
+            msg.contains("Linear(5 -> 3) with an int8 weight is inference only"),
+            "{msg}"
+        );
+        // under no_grad nothing is recorded and the values are the same
+        let plain = crate::no_grad(|| second.forward(first.forward(x.clone())));
+        assert_eq!(plain.to_vec(), second.forward(first.forward(x)).to_vec());
+    }
 
     #[test]
     fn forward_activated_equals_the_activation_after_forward() {
