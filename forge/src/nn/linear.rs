@@ -5,6 +5,7 @@ use super::forward::Forward;
 use super::layer::{enter_layer, enter_layer_mut, Layer};
 use super::summary::{record_output, summary_running};
 use super::visit::{TensorKind, TensorVisitor, TensorVisitorMut, Visit, Visitable};
+use crate::cpu::memory::Storage;
 use crate::error::{ForgeError, Result};
 use crate::quant::{
     f32_values, tensor_from_f32, visit_int8, visit_int8_mut, Fp8Format, Fp8Weight, Granularity,
@@ -204,24 +205,12 @@ impl<E: Float> Linear<E> {
     }
 
     /// The 8-bit float forward pass: `x` to `f32`, the product with the
-    /// weight decoded in the gemm's packing step, back; recorded so that a
-    /// backward pass through it fails loudly instead of skipping it.
+    /// weight decoded in the gemm's packing step, back.
     fn forward_fp8(&self, q: &Fp8Weight, x: &Tensor<E>) -> Tensor<E> {
         let xs = f32_values(x.as_slice());
         let bias = self.bias.as_ref().map(|b| f32_values(b.as_slice()));
         let y = q.linear_pooled(&xs, bias.as_deref());
-        let mut shape = x.shape().to_vec();
-        *shape.last_mut().expect("checked rank") = q.shape()[0];
-        let [out, fan_in] = q.shape();
-        let mut inputs = vec![x.clone()];
-        inputs.extend(self.bias.clone());
-        tensor_from_f32(y, &shape).record("linear_fp8", inputs, move |_| {
-            panic!(
-                "Linear({fan_in} -> {out}) with an fp8 weight is inference only: \
-                 backward through it is not supported (run it under no_grad, or \
-                 keep the layer in f32 to train)"
-            )
-        })
+        self.inference_only(y, x, "linear_fp8")
     }
 
     /// `act` applied to [`forward`](Forward::forward)`(x)`, the same values
@@ -288,17 +277,23 @@ impl<E: Float> Linear<E> {
         let xs = f32_values(x.as_slice());
         let bias = self.bias.as_ref().map(|b| f32_values(b.as_slice()));
         let y = q.linear_pooled(&xs, bias.as_deref(), act);
+        self.inference_only(y, x, "linear_int8")
+    }
+
+    /// The output `y` (rows of `out_features`) of a quantized weight's
+    /// product with `x`, recorded so that a backward pass reaching it fails
+    /// loudly, naming the layer, instead of leaving the layers before it
+    /// without gradients.
+    fn inference_only(&self, y: Storage<f32>, x: &Tensor<E>, op: &'static str) -> Tensor<E> {
+        let (out, fan_in) = (self.out_features(), self.in_features());
+        let dtype = op.trim_start_matches("linear_");
         let mut shape = x.shape().to_vec();
-        *shape.last_mut().expect("checked rank") = q.out_features();
-        let (out, fan_in) = (q.out_features(), q.in_features());
+        *shape.last_mut().expect("checked rank") = out;
         let mut inputs = vec![x.clone()];
         inputs.extend(self.bias.clone());
-        // Recorded, like the fp8 layer, so that a backward pass reaching it
-        // fails loudly instead of leaving the layers before it without
-        // gradients.
-        tensor_from_f32(y, &shape).record("linear_int8", inputs, move |_| {
+        tensor_from_f32(y, &shape).record(op, inputs, move |_| {
             panic!(
-                "Linear({fan_in} -> {out}) with an int8 weight is inference only: \
+                "Linear({fan_in} -> {out}) with an {dtype} weight is inference only: \
                  backward through it is not supported (run it under no_grad, or \
                  keep the layer in f32 to train)"
             )
