@@ -22,10 +22,16 @@ mkdir -p "$out"
 if [ -n "${LIST:-}" ]; then
     exec cargo mutants --list --package forge -f "$file"
 fi
+# The tests: forge's unit tests and the suite (`tests/suite.rs`, package
+# forge-suite), in the build as in the test phase (`--cargo-arg` reaches
+# both; `--test-package forge-suite` is dropped by cargo-mutants 27 when
+# `--package forge` selects the mutated package, and then `--test suite`
+# fails on the unmutated tree). Nothing else (examples, the other test
+# binaries, ui-tests) is built for a mutant.
 # One target directory for every run (cargo-mutants builds a copy of the
 # tree in a temporary folder): the dependencies are built once, at the
 # first run, not again for each file.
 CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}/mutants-build" \
-    cargo mutants --package forge --test-package forge --test-package forge-suite \
-    -f "$file" --output "$out" --jobs 1 \
-    -- --lib --test suite -- --skip loom_tests $filter
+    cargo mutants --package forge -f "$file" --output "$out" --jobs 1 \
+    --cargo-arg=--package=forge-suite --cargo-arg=--lib --cargo-arg=--test=suite \
+    -- --skip loom_tests $filter

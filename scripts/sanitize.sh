@@ -49,11 +49,12 @@ miri)
         # Scalar code under the interpreter: storage, the pool's reserve
         # and classes, the spans, the tape (two of its three tests: the
         # third, a second-order gradient, ran over 22 min interpreted),
-        # the safetensors reader and the RNN cells' row blocks (`Rows`).
+        # the safetensors and IDX readers and the RNN cells' row blocks
+        # (`Rows`).
         # The portable CPU class keeps every kernel on its scalar path;
         # the 2 MiB-block test zeroes 2 MiB element by element (> 8 min).
         set -- cpu::memory::classes cpu::memory::reserve cpu::memory::storage \
-            cpu::threads::spans io::safetensors ops::rnn_cell::sequence_tests \
+            cpu::threads::spans io::safetensors io::idx ops::rnn_cell::sequence_tests \
             autograd::tests::dropping_the_loss autograd::tests::an_intermediate \
             --skip pooled_blocks_start_on_a_cache_line
     fi

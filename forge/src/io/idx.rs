@@ -223,3 +223,82 @@ pub fn read_idx(path: impl AsRef<Path>) -> Result<IdxArray> {
     let bytes = std::fs::read(path).map_err(|e| ForgeError::io(path, e))?;
     parse_idx(&bytes).map_err(|e| e.in_file(path))
 }
+
+#[cfg(test)]
+mod tests {
+    //! The reader on small inputs, plain and gzip compressed, and on every
+    //! kind of malformed header; small enough to run under Miri
+    //! (`scripts/sanitize.sh miri`), which checks the decompressor's and the
+    //! reader's memory accesses on them.
+    use super::*;
+    use std::io::Write;
+
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(bytes).unwrap();
+        e.finish().unwrap()
+    }
+
+    fn message(r: Result<IdxArray>) -> String {
+        r.expect_err("a malformed file must be refused").to_string()
+    }
+
+    #[test]
+    fn plain_and_gzip_files_round_trip() {
+        let a = IdxArray {
+            dims: vec![2, 3],
+            data: vec![0, 1, 2, 253, 254, 255],
+        };
+        let bytes = a.to_bytes();
+        assert_eq!(parse_idx(&bytes).unwrap(), a);
+        assert_eq!(parse_idx(&gzip(&bytes)).unwrap(), a);
+        // A rank-0 file holds one value.
+        let scalar = parse_idx(&[0, 0, 8, 0, 42]).unwrap();
+        assert_eq!((scalar.dims, scalar.data), (vec![], vec![42]));
+    }
+
+    #[test]
+    fn malformed_headers_are_refused_with_their_reason() {
+        assert!(message(parse_idx(&[0, 0, 8])).contains("no 4-byte magic"));
+        assert!(message(parse_idx(&[0, 1, 8, 1, 0, 0, 0, 1, 7])).contains("wrong magic"));
+        assert!(message(parse_idx(&[0, 0, 0x0D, 1, 0, 0, 0, 1, 7])).contains("f32"));
+        assert!(message(parse_idx(&[0, 0, 8, 2, 0, 0, 0, 1, 0, 0])).contains("dimension 1 of 2"));
+        let huge = [
+            0, 0, 8, 3, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255,
+        ];
+        assert!(message(parse_idx(&huge)).contains("overflows"));
+        assert!(message(parse_idx(&[0, 0, 8, 1, 255, 255, 255, 255])).contains("limit"));
+        // 4 bytes announced, 3 allowed: refused before any data is read.
+        assert!(message(parse_idx_limited(&[0, 0, 8, 1, 0, 0, 0, 4], 3)).contains("limit"));
+        assert!(parse_idx_limited(&[0, 0, 8, 1, 0, 0, 0, 3, 1, 2, 3], 3).is_ok());
+    }
+
+    #[test]
+    fn short_and_long_data_are_refused_compressed_or_not() {
+        for bytes in [
+            vec![0, 0, 8, 1, 0, 0, 0, 3, 1, 2],
+            vec![0, 0, 8, 1, 0, 0, 0, 1, 1, 2],
+        ] {
+            let plain = message(parse_idx(&bytes));
+            let packed = message(parse_idx(&gzip(&bytes)));
+            assert!(
+                plain.contains("truncated") || plain.contains("trailing"),
+                "{plain}"
+            );
+            assert_eq!(
+                plain.contains("truncated"),
+                packed.contains("truncated"),
+                "{packed}"
+            );
+        }
+        // A gzip stream cut in the middle is corrupt or truncated, never read.
+        let packed = gzip(
+            &[0, 0, 8, 1, 0, 0, 0, 64]
+                .iter()
+                .chain(&[9u8; 64])
+                .copied()
+                .collect::<Vec<_>>(),
+        );
+        assert!(parse_idx(&packed[..packed.len() / 2]).is_err());
+    }
+}
