@@ -34,4 +34,4 @@ fi
 CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}/mutants-build" \
     cargo mutants --package forge -f "$file" --output "$out" --jobs 1 \
     --cargo-arg=--package=forge-suite --cargo-arg=--lib --cargo-arg=--test=suite \
-    -- --skip loom_tests $filter
+    -- -- --skip loom_tests $filter
