@@ -398,7 +398,7 @@ use thin::{gemv, narrow};
 use thin::{gemv_dots, gemv_dots_simd, gemv_rows, gemv_rows_simd, narrow_rows};
 
 mod fp8_panels;
-pub(crate) use fp8_panels::{gemm_fp8_t, Fp8Bits, Fp8Panels};
+pub(crate) use fp8_panels::{gemm_fp8_t, Fp8Bits, Fp8Panels, Fp8Raw};
 mod packed_f32;
 mod prepacked;
 pub(crate) use prepacked::PackedRhs;

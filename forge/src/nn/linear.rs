@@ -8,8 +8,8 @@ use super::visit::{TensorKind, TensorVisitor, TensorVisitorMut, Visit, Visitable
 use crate::cpu::memory::Storage;
 use crate::error::{ForgeError, Result};
 use crate::quant::{
-    f32_values, tensor_from_f32, visit_int8, visit_int8_mut, Fp8Format, Fp8Weight, Granularity,
-    Int8Weight, Quantizable,
+    f32_values, inference_only, tensor_from_f32, visit_int8, visit_int8_mut, Fp8Format, Fp8Weight,
+    Granularity, Int8Weight, Quantizable,
 };
 use crate::tensor::{Element, Float, Rng, Tensor};
 use std::sync::Arc;
@@ -291,13 +291,8 @@ impl<E: Float> Linear<E> {
         *shape.last_mut().expect("checked rank") = out;
         let mut inputs = vec![x.clone()];
         inputs.extend(self.bias.clone());
-        tensor_from_f32(y, &shape).record(op, inputs, move |_| {
-            panic!(
-                "Linear({fan_in} -> {out}) with an {dtype} weight is inference only: \
-                 backward through it is not supported (run it under no_grad, or \
-                 keep the layer in f32 to train)"
-            )
-        })
+        let layer = format!("Linear({fan_in} -> {out}) with an {dtype} weight");
+        inference_only(tensor_from_f32(y, &shape), inputs, op, layer)
     }
 }
 
