@@ -50,6 +50,14 @@ unsafe impl Send for OutPtr {}
 // SAFETY: as above.
 unsafe impl Sync for OutPtr {}
 
+impl OutPtr {
+    /// The pointer (a method, so that a closure captures the whole
+    /// `Sync` wrapper rather than its raw field).
+    fn get(self) -> *mut f32 {
+        self.0
+    }
+}
+
 /// [`gemv_fp8`] on the AVX-512 kernel when `vector` (the caller checked
 /// the CPU has it), the portable one otherwise.
 pub(crate) fn gemv_fp8_with(w: &Fp8Panels, x: &[f32], beta: f32, y: &mut [f32], vector: bool) {
@@ -85,12 +93,11 @@ pub(crate) fn gemv_fp8_with(w: &Fp8Panels, x: &[f32], beta: f32, y: &mut [f32], 
             let _ = vector;
             dots(&raw, x, j0, &mut acc);
         }
-        let out = out;
         for (c, &a) in acc.iter().enumerate().take(cols) {
             // SAFETY: `j0 + c < n = y.len()`, and block `b` alone writes
             // outputs `j0..j0 + cols`.
             unsafe {
-                let o = out.0.add(j0 + c);
+                let o = out.get().add(j0 + c);
                 *o = if beta == 0.0 { a } else { *o * beta + a };
             }
         }
@@ -125,16 +132,17 @@ fn dots(raw: &crate::cpu::gemm::Fp8Raw<'_>, x: &[f32], j0: usize, acc: &mut [f32
     let mut width = 8;
     while width > 0 {
         for l in 0..width {
-            for c in 0..COLS {
-                lanes[l][c] += lanes[l + width][c];
+            let upper = lanes[l + width];
+            for (s, u) in lanes[l].iter_mut().zip(upper) {
+                *s += u;
             }
         }
         width /= 2;
     }
     *acc = lanes[0];
-    for p in kk..k {
+    for (p, &xp) in x.iter().enumerate().take(k).skip(kk) {
         for (c, s) in acc.iter_mut().enumerate() {
-            *s = x[p].mul_add(weight(p, c), *s);
+            *s = xp.mul_add(weight(p, c), *s);
         }
     }
 }
