@@ -453,6 +453,8 @@ mod tests {
 
     #[test]
     fn forward_activated_equals_the_activation_after_forward() {
+        // the thread count is set below: no other test may change it meanwhile
+        let _threads = crate::cpu::threads::lock_thread_count();
         use crate::nn::{summary, Forward};
         use crate::quant::{quantize_dynamic, Granularity};
         let mut rng = Rng::new(3);

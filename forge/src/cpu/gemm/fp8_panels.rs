@@ -455,6 +455,8 @@ mod tests {
     /// kernel) and odd sizes.
     #[test]
     fn products_equal_gemm_with_the_decoded_weight() {
+        // the thread count is set below: no other test may change it meanwhile
+        let _threads = crate::cpu::threads::lock_thread_count();
         let mut rng = crate::tensor::Rng::new(3);
         for (n, k) in [(72, 300), (13, 5), (33, 1), (100, 513)] {
             // finite bytes only (a NaN weight makes NaN outputs whose

@@ -152,6 +152,8 @@ mod tests {
     /// entry; a write to the weight rebuilds it.
     #[test]
     fn cached_products_equal_gemm() {
+        // the thread count is set below: no other test may change it meanwhile
+        let _threads = crate::cpu::threads::lock_thread_count();
         if !packed_f32::available() {
             return;
         }
