@@ -39,6 +39,8 @@ MODE_ORDER = ["train", "fwdbwd", "fwd", "infer", "generate"]
 # Rows of forge's bench and of PyTorch's scripts: torch_bench.py's say
 # "train", infer_bench.py's (compare.sh --hub) "infer".
 STEP_BENCHES = ("train", "infer")
+# The models of `bench --json`'s default plan (examples/bench_sections/json.rs DEFAULT_MODELS).
+DEFAULT_PLAN = ["tiny", "mlp", "lenet", "gpt", "resnet18", "lstm"]
 GEMM_ORDER = [(64, 64, 64), (256, 256, 256), (1024, 1024, 1024), (128, 784, 512), (128, 84, 10),
               (128, 512, 10), (1, 784, 512)]
 
@@ -61,7 +63,15 @@ class Run:
 
     @property
     def full(self):
-        return self.meta.get("complete", False) and not self.meta.get("quick", False)
+        """Complete, not --quick and, for the models suite, every model of the default plan: a
+        run of a few models (`compare.sh --models lstm`) is listed but does not stand for its
+        machine in CURRENT.md."""
+        if not self.meta.get("complete", False) or self.meta.get("quick", False):
+            return False
+        if self.suite != "models":
+            return True
+        models = self.meta.get("plan", {}).get("models", DEFAULT_PLAN)
+        return set(DEFAULT_PLAN) <= set(models)
 
     def steps(self):
         """(model, mode, batch, threads) -> framework -> list of (round, ms list, faults)."""

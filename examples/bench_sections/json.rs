@@ -480,9 +480,13 @@ fn make(model: &str, mode: &str, batch: usize) -> (Step, usize, &'static str) {
             let mut m = Gpt::<f32>::new(GptConfig::gpt2_small(), &mut rng);
             m.eval();
             // generate_int8: the Linear layers quantized per tensor, as the
-            // script's quantize_dynamic with PyTorch's default qconfig
+            // script's quantize_dynamic with PyTorch's default qconfig, and
+            // the tied head in int8 too, as there (its lm_head is an
+            // nn.Linear, quantized with the rest; forge's runs on the int8
+            // table of quantize_embeddings, per row)
             if mode == "generate_int8" {
                 quantize_dynamic(&mut m, Granularity::PerTensor);
+                forge::quant::quantize_embeddings(&mut m);
             }
             let prompt: Vec<i64> = (0..32).map(|_| rng.below(50257) as i64).collect();
             let opts = GenerateOptions {

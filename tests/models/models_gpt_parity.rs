@@ -300,7 +300,7 @@ fn logits_loss_and_gradients_match_pytorch_in_f32() {
 }
 
 /// The trained GPT with its `Linear` layers in int8 (`forge::quant`; the
-/// tied output head and the embeddings stay f32) and with bf16-rounded
+/// tied output head and the embeddings in f32, then also in int8) and with bf16-rounded
 /// weights: loss and logit errors against the f32 model on the fixture's
 /// batch (the table in docs/src/quantization.md). The int8 loss must stay
 /// within 2% of the f32 loss.
@@ -381,18 +381,47 @@ fn int8_and_bf16_gpt_stay_close_to_f32() {
                 loss8.item()
             );
         }
-        for (label, g) in [
-            ("int8 per channel", Granularity::PerChannel),
-            ("int8 per tensor", Granularity::PerTensor),
+        // the greedy token (argmax) of every position
+        let argmax = |l: &Tensor<f32>| -> Vec<usize> {
+            let v = config(&f).vocab_size;
+            l.as_slice()
+                .chunks(v)
+                .map(|r| {
+                    (0..v)
+                        .max_by(|&a, &b| r[a].total_cmp(&r[b]).then(b.cmp(&a)))
+                        .unwrap()
+                })
+                .collect()
+        };
+        let greedy = argmax(&logits);
+        for (label, g, tables) in [
+            ("int8 per channel", Granularity::PerChannel, false),
+            ("int8 per tensor", Granularity::PerTensor, false),
+            // quantize_embeddings too: wte (and the tied head on its
+            // bytes) and wpe in int8, one scale per row
+            (
+                "int8 per channel + int8 embeddings",
+                Granularity::PerChannel,
+                true,
+            ),
         ] {
             let mut q = gpt.clone();
             assert_eq!(quantize_dynamic(&mut q, g), 4 * config(&f).n_layer);
+            if tables {
+                assert_eq!(forge::quant::quantize_embeddings(&mut q), 2);
+            }
             let (l8, loss8) = forge::no_grad(|| q.logits_and_loss(&idx, &targets));
             let (max, mean) = errors(&l8);
             let loss8 = loss8.item();
+            let same = argmax(&l8)
+                .iter()
+                .zip(&greedy)
+                .filter(|(a, b)| a == b)
+                .count();
             eprintln!(
-                "| GPT | {label} | loss {loss8:.5} | {max:.5} | {mean:.6} | {} |",
-                resident_bytes(&q)
+                "| GPT | {label} | loss {loss8:.5} | {max:.5} | {mean:.6} | {} | {same} / {} greedy tokens equal |",
+                resident_bytes(&q),
+                greedy.len()
             );
             assert!(
                 (loss8 - loss).abs() <= 0.02 * loss,

@@ -13,7 +13,7 @@ use forge::models::mnist::{LeNet5, MnistMlp};
 use forge::models::resnet::resnet18;
 use forge::nn::{summary, Forward, Layer, Linear, Lstm, RnnConfig};
 use forge::prelude::*;
-use forge::quant::{quantize_dynamic, resident_bytes, Granularity};
+use forge::quant::{quantize_dynamic, quantize_embeddings, resident_bytes, Granularity};
 use std::path::PathBuf;
 
 fn temp(name: &str) -> PathBuf {
@@ -188,6 +188,124 @@ fn hub_bert_and_gpt2_quantize_and_round_trip() {
 }
 
 #[test]
+fn gpt_with_int8_embeddings_keeps_its_tied_head_and_round_trips() {
+    let cfg = GptConfig {
+        vocab_size: 70,
+        block_size: 16,
+        n_layer: 2,
+        n_head: 2,
+        n_embd: 32,
+        bias: true,
+    };
+    let ids = Tensor::<i64>::from_vec((0..24).map(|i| (i * 7) % 70).collect(), &[2, 12]);
+    let build = || {
+        let mut m = Gpt::<f32>::new(cfg, &mut Rng::new(0));
+        quantize_dynamic(&mut m, Granularity::PerChannel);
+        m
+    };
+    let linear_only = build();
+    let mut model = build();
+    assert_eq!(quantize_embeddings(&mut model), 2); // wte (and its head), wpe
+    let sd = model.state_dict();
+    // the tie is kept: the table once, as int8 with a scale per row, and
+    // no head of its own
+    assert!(!sd.contains_key("lm_head.weight"));
+    assert_eq!(sd["transformer.wte.weight"].shape(), &[70, 32]);
+    assert_eq!(sd["transformer.wte.weight_scale"].shape(), &[70]);
+    assert_eq!(sd["transformer.wpe.weight_scale"].shape(), &[16]);
+    let exact = no_grad(|| linear_only.logits(&ids));
+    let approx = no_grad(|| model.logits(&ids));
+    // random weights, errors through 2 blocks and the int8 head: 10% of
+    // the largest logit, as for the Linear-only model above
+    let err = exact.sub(&approx).abs().max().item() / exact.abs().max().item();
+    eprintln!("gpt + int8 embeddings: max error {err:.4} of the largest logit");
+    assert!(err <= 0.10, "{err}");
+    assert!(resident_bytes(&model) < resident_bytes(&linear_only));
+
+    let path = temp("gpt-tables");
+    model.save(&path).unwrap();
+    let mut other = build();
+    quantize_embeddings(&mut other);
+    other.load_weights(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(
+        no_grad(|| other.logits(&ids)).to_vec(),
+        approx.to_vec(),
+        "reloaded"
+    );
+
+    // the hub's GPT-2 (the cached decoder) and BERT run with int8 tables
+    let hub = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hub");
+    let ids = Tensor::<i64>::from_vec(vec![5, 6, 7, 8, 9, 10], &[2, 3]);
+    let mut gpt2 = load_gpt2::<f32>(hub.join("gpt2_tiny")).unwrap();
+    let exact = no_grad(|| gpt2.logits(&ids));
+    quantize_dynamic(&mut gpt2, Granularity::PerChannel);
+    assert_eq!(quantize_embeddings(&mut gpt2), 2);
+    let approx = no_grad(|| gpt2.logits(&ids));
+    let err = exact.sub(&approx).abs().max().item() / exact.abs().max().item();
+    assert!(err <= 0.10, "gpt2: {err}");
+    let mut bert = Bert::<f32>::from_dir(hub.join("bert_pooler")).unwrap();
+    let exact = no_grad(|| bert.encode(&ids, None, None));
+    quantize_dynamic(&mut bert, Granularity::PerChannel);
+    assert_eq!(quantize_embeddings(&mut bert), 3);
+    let approx = no_grad(|| bert.encode(&ids, None, None));
+    let err = exact.sub(&approx).abs().max().item() / exact.abs().max().item();
+    assert!(err <= 0.10, "bert: {err}");
+}
+
+#[test]
+fn save_with_metadata_writes_int8_and_fp8_weights_as_they_are() {
+    use forge::checkpoint::read_metadata;
+    use forge::io::read_safetensors;
+    use forge::quant::{to_fp8, Fp8Format};
+    use forge::DType;
+    use std::collections::BTreeMap;
+    let meta = BTreeMap::from([("model".to_string(), "mlp".to_string())]);
+    let x = Tensor::<f32>::normal(&[3, 784], 0.0, 1.0, &mut Rng::new(1));
+    let bits = |t: Tensor<f32>| t.to_vec().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    let int8 = |m: &mut MnistMlp| quantize_dynamic(m, Granularity::PerChannel);
+    let fp8 = |m: &mut MnistMlp| to_fp8(m, Fp8Format::E4M3, Granularity::PerChannel);
+    for (convert, dtype) in [
+        (&int8 as &dyn Fn(&mut MnistMlp) -> usize, DType::I8),
+        (&fp8, DType::F8E4M3),
+    ] {
+        let mut model = MnistMlp::new(&mut Rng::new(0));
+        assert_eq!(convert(&mut model), 3);
+        let path = temp(&format!("meta-{dtype:?}"));
+        model.save_with_metadata(&path, &meta).unwrap();
+        let file = read_safetensors(&path).unwrap();
+        let weights: Vec<_> = file
+            .tensors
+            .iter()
+            .filter(|(k, _)| k.ends_with("weight"))
+            .collect();
+        assert_eq!(weights.len(), 3);
+        for (k, t) in weights {
+            assert_eq!(t.dtype(), dtype, "{k}");
+        }
+        assert_eq!(read_metadata(&path).unwrap()["model"], "mlp");
+        // loading needs nothing beyond what an f32 checkpoint needs
+        let mut other = MnistMlp::new(&mut Rng::new(9));
+        convert(&mut other);
+        other.load_weights(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(
+            other.state_dict().keys().collect::<Vec<_>>(),
+            model.state_dict().keys().collect::<Vec<_>>()
+        );
+        for ((k, a), b) in model.state_dict().iter().zip(other.state_dict().values()) {
+            assert_eq!(bits(a.clone()), bits(b.clone()), "{dtype:?} {k}");
+        }
+        let y = no_grad(|| model.forward(x.clone()));
+        assert_eq!(
+            bits(no_grad(|| other.forward(x.clone()))),
+            bits(y),
+            "{dtype:?}"
+        );
+    }
+}
+
+#[test]
 fn summary_shows_int8_layers_with_their_bytes() {
     let mut model = MnistMlp::new(&mut Rng::new(0));
     let before = summary(&model, &[2, 784]);
@@ -300,4 +418,34 @@ fn resident_bytes_of_the_reference_models() {
         "GPT-2 small",
         Gpt::<f32>::new(GptConfig::gpt2_small(), &mut rng),
     );
+    // the same two with their embeddings in int8 too (GPT-2's tied head
+    // on the table's bytes): under 30% of the f32 bytes
+    resident_row_with_tables(
+        "BERT-base + int8 embeddings",
+        Bert::<f32>::new(forge::hub::BertConfig::bert_base(), false, &mut rng),
+        3,
+    );
+    resident_row_with_tables(
+        "GPT-2 small + int8 embeddings",
+        Gpt::<f32>::new(GptConfig::gpt2_small(), &mut rng),
+        2,
+    );
+}
+
+/// A row of the resident-bytes table for a model whose `tables`
+/// embeddings are quantized too (`quantize_embeddings`), which must then
+/// hold at most 30% of its f32 bytes.
+fn resident_row_with_tables<L: Layer<f32>>(name: &str, mut model: L, tables: usize) {
+    let f32_bytes = resident_bytes(&model);
+    quantize_dynamic(&mut model, Granularity::PerTensor);
+    assert_eq!(quantize_embeddings(&mut model), tables, "{name}");
+    let int8 = resident_bytes(&model);
+    let (q, qf) = quantized_weight_bytes(&model);
+    let ratio = int8 as f64 / f32_bytes as f64;
+    eprintln!(
+        "| {name} | {f32_bytes} | {int8} | {ratio:.3} | {:.3} | {:.3} |",
+        qf as f64 / f32_bytes as f64,
+        q as f64 / qf as f64
+    );
+    assert!(ratio <= 0.30, "{name}: {ratio} of the f32 bytes");
 }

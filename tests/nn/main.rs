@@ -17,6 +17,7 @@ mod nn_norm_layers;
 mod nn_norm_parity;
 mod nn_pool_parity;
 mod nn_quant;
+mod nn_quant_embedding;
 mod nn_quant_fp8;
 mod nn_quant_layers;
 mod nn_rnn_parity;

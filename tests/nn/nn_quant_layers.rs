@@ -210,3 +210,63 @@ fn grouped_convolutions_and_elman_rnns_stay_f32() {
     let mut rnn = forge::nn::Rnn::<f32>::new(RnnConfig::new(3, 4), &mut rng);
     assert_eq!(quantize_dynamic(&mut rnn, Granularity::PerChannel), 0);
 }
+
+/// Runs `backward` expecting a panic and returns its message.
+fn backward_panic(backward: impl FnOnce()) -> String {
+    let Err(err) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(backward)) else {
+        panic!("backward through an int8 layer must panic");
+    };
+    err.downcast_ref::<String>().cloned().unwrap_or_default()
+}
+
+#[test]
+fn backward_through_int8_recurrent_and_conv_layers_panics_naming_the_layer() {
+    let mut rng = Rng::new(12);
+    // a trainable f32 layer before each quantized one: without the panic
+    // it would silently get no gradient
+    let first = Linear::<f32>::new(4, 6, &mut rng);
+    let x = Tensor::<f32>::normal(&[5, 2, 4], 0.0, 1.0, &mut rng);
+    let cfg = RnnConfig::new(6, 8).batch_first(true);
+    let mut lstm = Lstm::<f32>::new(cfg, &mut rng);
+    quantize_dynamic(&mut lstm, Granularity::PerTensor);
+    let (y, (h, c)) = lstm.forward(first.forward(x.clone()));
+    for out in [y, h, c] {
+        let msg = backward_panic(|| drop(out.sum().backward()));
+        assert!(
+            msg.contains("LSTM(6 -> 8) with int8 weights is inference only"),
+            "{msg}"
+        );
+    }
+    let plain = no_grad(|| lstm.forward(first.forward(x.clone())).0);
+    assert_eq!(
+        plain.to_vec(),
+        lstm.forward(first.forward(x.clone())).0.to_vec()
+    );
+
+    let mut gru = Gru::<f32>::new(cfg.bidirectional(true), &mut rng);
+    quantize_dynamic(&mut gru, Granularity::PerChannel);
+    let (y, h) = gru.forward(first.forward(x.clone()));
+    for out in [y, h] {
+        let msg = backward_panic(|| drop(out.sum().backward()));
+        assert!(
+            msg.contains("GRU(6 -> 8) with int8 weights is inference only"),
+            "{msg}"
+        );
+    }
+
+    let stem = Conv2d::<f32>::new(2, 3, 1, &mut rng);
+    let mut conv = Conv2d::<f32>::new(3, 5, 3, &mut rng).padding(1);
+    quantize_dynamic(&mut conv, Granularity::PerChannel);
+    let img = Tensor::<f32>::normal(&[2, 2, 6, 6], 0.0, 1.0, &mut rng);
+    let y = conv.forward(stem.forward(img.clone()));
+    let msg = backward_panic(|| drop(y.sum().backward()));
+    assert!(
+        msg.contains("Conv2d(3 -> 5, kernel [3, 3]) with an int8 weight is inference only"),
+        "{msg}"
+    );
+    // unbatched input takes the same path
+    let y = conv.forward(stem.forward(img.narrow(0, 0, 1).view(&[2, 6, 6])));
+    assert!(backward_panic(|| drop(y.sum().backward())).contains("inference only"));
+    let plain = no_grad(|| conv.forward(stem.forward(img.clone())));
+    assert_eq!(plain.to_vec(), conv.forward(stem.forward(img)).to_vec());
+}

@@ -68,17 +68,11 @@ pub trait LayerIo<E: Float>: Layer<E> {
     /// std::fs::remove_file(&path).unwrap();
     /// ```
     fn save_as(&self, path: impl AsRef<Path>, dtype: DType) -> Result<()> {
-        let mut int8 = int8_tensors(self);
-        // 8-bit float weights as `F8_E4M3` / `F8_E5M2` with their scales
-        int8.extend(crate::quant::fp8_checkpoint_tensors(self));
-        let mut dict = self.state_dict();
-        dict.retain(|k, _| !int8.contains_key(k));
-        let mut tensors = tensors_as(&dict, "", dtype)?;
-        tensors.extend(int8);
-        write_safetensors(path, &tensors, &BTreeMap::new())
+        write_safetensors(path, &checkpoint_tensors(self, dtype)?, &BTreeMap::new())
     }
 
-    /// As [`save`](Self::save), with `metadata` (string pairs: a
+    /// As [`save`](Self::save) (int8 and 8-bit float weights as they are
+    /// held, with their scales), with `metadata` (string pairs: a
     /// configuration, a vocabulary) in the file's header, where
     /// [`read_metadata`] finds it before the model is built.
     ///
@@ -111,8 +105,7 @@ pub trait LayerIo<E: Float>: Layer<E> {
                 "metadata keys with the checksum prefix are reserved",
             ));
         }
-        let tensors = tensors_as(&self.state_dict(), "", E::DTYPE)?;
-        write_safetensors(path, &tensors, metadata)
+        write_safetensors(path, &checkpoint_tensors(self, E::DTYPE)?, metadata)
     }
 
     /// Replaces the model's tensors by a file's, converting any float
@@ -181,6 +174,22 @@ pub trait LayerIo<E: Float>: Layer<E> {
 }
 
 impl<E: Float, L: Layer<E> + ?Sized> LayerIo<E> for L {}
+
+/// What a checkpoint of `model` holds: its int8 weights as `I8` and its
+/// 8-bit float weights as `F8_E4M3` / `F8_E5M2` (each with its scales), as
+/// they are held, and every other tensor converted to `dtype`.
+fn checkpoint_tensors<E: Float, L: Layer<E> + ?Sized>(
+    model: &L,
+    dtype: DType,
+) -> Result<BTreeMap<String, AnyTensor>> {
+    let mut int8 = int8_tensors(model);
+    int8.extend(crate::quant::fp8_checkpoint_tensors(model));
+    let mut dict = model.state_dict();
+    dict.retain(|k, _| !int8.contains_key(k));
+    let mut tensors = tensors_as(&dict, "", dtype)?;
+    tensors.extend(int8);
+    Ok(tensors)
+}
 
 /// The model's int8 weights ([`crate::quant`]) by path, as `I8` tensors:
 /// what a checkpoint stores of them whatever the dtype of the rest.

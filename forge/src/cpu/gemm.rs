@@ -123,6 +123,73 @@ pub fn gemm<E: Float>(m: usize, k: usize, n: usize, a: Mat<E>, b: Mat<E>, beta: 
     gemm_threads(m, k, n, a, b, beta, c, num_threads());
 }
 
+/// `c = a b + bias` (`bias` one value per column, `c` row-major `m x n`)
+/// where [`gemm`] runs the packed f32 kernel (`E` is `f32` on a CPU with
+/// AVX-512F or AVX2 + FMA, `m >= 2`, `n > 16`, `k >= 1`), the bias written
+/// into each tile of `c` just before the kernel adds its first block of
+/// products to it: exactly the bits of [`gemm`] with `beta = 1` over `c`
+/// holding `bias` in every row, without that pass over `c`. `false`, with
+/// nothing written, elsewhere (then fill `c` and call [`gemm`]).
+///
+/// # Panics
+/// When a buffer is too small for the given sizes and strides, or `bias`
+/// is shorter than `n`.
+pub(crate) fn gemm_bias<E: Float>(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: Mat<E>,
+    b: Mat<E>,
+    bias: &[E],
+    c: &mut [E],
+) -> bool {
+    use prepacked::as_f32;
+    if m < 2 || n <= LANES || k == 0 || !packed_f32::available() {
+        return false;
+    }
+    assert!(
+        a.data.len() >= extent(&a, m, k),
+        "gemm: lhs buffer too small"
+    );
+    assert!(
+        b.data.len() >= extent(&b, k, n),
+        "gemm: rhs buffer too small"
+    );
+    assert!(c.len() >= m * n, "gemm: output buffer too small");
+    assert!(
+        bias.len() >= n,
+        "gemm: bias shorter than the output's columns"
+    );
+    let (Some(af), Some(bf), Some(biasf)) = (as_f32(a.data), as_f32(b.data), as_f32(bias)) else {
+        return false;
+    };
+    let cf: &mut [f32] = if std::any::TypeId::of::<E>() == std::any::TypeId::of::<f32>() {
+        // SAFETY: `E` is `f32` (checked just above), so this is the same
+        // slice under its own type.
+        unsafe { std::slice::from_raw_parts_mut(c.as_mut_ptr().cast::<f32>(), c.len()) }
+    } else {
+        return false;
+    };
+    // the split `gemm_threads` makes for the same shape
+    let threads = num_threads();
+    let parallel = threads > 1 && m * n * k / macs_per_ns::<E>() >= PARALLEL_MIN_NS;
+    let (am, bm) = (
+        Mat {
+            data: af,
+            rs: a.rs,
+            cs: a.cs,
+        },
+        Mat {
+            data: bf,
+            rs: b.rs,
+            cs: b.cs,
+        },
+    );
+    let parts = if parallel { threads } else { 1 };
+    packed_f32::gemm_bias(m, k, n, am, bm, 0.0, Some(biasf), cf, parts);
+    true
+}
+
 /// `count` products `c_i = a_i b_i + beta c_i` of the same shapes (`a_i` is
 /// `m x k`, `b_i` is `k x n`), `c_i` row-major at `c[i * m * n..]`. Small
 /// products run whole on one thread each, in parallel across `i` (the
@@ -398,7 +465,7 @@ use thin::{gemv, narrow};
 use thin::{gemv_dots, gemv_dots_simd, gemv_rows, gemv_rows_simd, narrow_rows};
 
 mod fp8_panels;
-pub(crate) use fp8_panels::{gemm_fp8_t, Fp8Bits, Fp8Panels};
+pub(crate) use fp8_panels::{gemm_fp8_t, Fp8Bits, Fp8Panels, Fp8Raw};
 mod packed_f32;
 mod prepacked;
 pub(crate) use prepacked::PackedRhs;

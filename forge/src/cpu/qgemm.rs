@@ -34,10 +34,12 @@ mod amx;
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+mod fp8_gemv;
 mod quantize;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use fp8_gemv::gemv_fp8;
 pub(crate) use quantize::{quantize_rows, range, Dequantize};
 
 use super::threads::parallel_for_cost;
@@ -202,16 +204,32 @@ impl PackedI8 {
 
     /// The row-major `n x k` matrix back.
     pub(crate) fn unpack(&self) -> Vec<i8> {
-        let quads = padded_k(self.k) / 4;
         let mut out = vec![0i8; self.n * self.k];
-        for j in 0..self.n {
-            let (panel, lane) = (j / PANEL, j % PANEL);
-            for p in 0..self.k {
-                out[j * self.k + p] =
-                    self.data[((panel * quads + p / 4) * PANEL + lane) * 4 + p % 4];
-            }
+        for (j, row) in out.chunks_exact_mut(self.k.max(1)).enumerate() {
+            self.row_with(j, |p, v| row[p] = v);
         }
         out
+    }
+
+    /// Calls `f(p, value)` for the `k` values of row `j` in order: one row
+    /// read from the packed panels (the four values of a quad are
+    /// adjacent, the quads `4 x PANEL` bytes apart), without unpacking
+    /// the rest (an int8 embedding's lookup).
+    ///
+    /// # Panics
+    /// When `j >= n`.
+    #[inline]
+    pub(crate) fn row_with(&self, j: usize, mut f: impl FnMut(usize, i8)) {
+        assert!(j < self.n, "qgemm: row {j} of {} rows", self.n);
+        let quads = padded_k(self.k) / 4;
+        let (panel, lane) = (j / PANEL, j % PANEL);
+        let base = panel * quads * PANEL * 4 + lane * 4;
+        for q in 0..self.k.div_ceil(4) {
+            let quad = &self.data[base + q * PANEL * 4..][..4];
+            for (i, &v) in quad.iter().enumerate().take(self.k - 4 * q) {
+                f(4 * q + i, v);
+            }
+        }
     }
 
     /// `c = a b^T` on the CPU's widest path: `a` holds `m` rows of
@@ -334,7 +352,7 @@ impl PackedI8 {
         // about 64 multiply-adds per nanosecond on the vector paths
         let cost = m * self.n * kp / 64;
         parallel_for_cost(blocks * tiles, cost, |chunk| {
-            let (block, tile) = (chunk / tiles, chunk % tiles);
+            let (block, tile) = chunk_at(chunk, blocks);
             let r0 = block * ROWS;
             let rows = ROWS.min(m - r0);
             let p0 = tile * PANELS;
@@ -377,7 +395,7 @@ impl PackedI8 {
         // about 512 multiply-adds per nanosecond on the tiles
         let cost = m * self.n * 4 * quads / 512;
         parallel_for_cost(blocks * groups, cost, |chunk| {
-            let (block, group) = (chunk / groups, chunk % groups);
+            let (block, group) = chunk_at(chunk, blocks);
             let r0 = block * amx::BLOCK_ROWS;
             let p0 = group * amx::GROUP_PANELS;
             let rows = amx::BLOCK_ROWS.min(m - r0);
@@ -403,6 +421,18 @@ impl PackedI8 {
             finish(r0, rows, j0, (group_panels * PANEL).min(self.n - j0));
         });
     }
+}
+
+/// The block of rows and the tile of columns of chunk `chunk` of a
+/// product with `blocks` blocks of rows: columns first, so that a tile's
+/// slice of the weight stays in cache while every block of rows passes
+/// (the activations, `m x k` bytes, are read once per tile of 64 or 256
+/// columns), where rows first read the whole weight once per block of 4 or
+/// 32 rows, from memory when it is larger than the L2 cache. Each chunk
+/// computes the same sums whatever the order, so the result does not
+/// depend on it.
+fn chunk_at(chunk: usize, blocks: usize) -> (usize, usize) {
+    (chunk % blocks, chunk / blocks)
 }
 
 /// An output's pointer shared by the chunks of one parallel loop (the

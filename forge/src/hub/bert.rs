@@ -337,6 +337,7 @@ impl<E: Float> Bert<E> {
         let emb = |n: usize, rng: &mut Rng| Embedding {
             weight: normal(&[n, h], rng),
             padding_idx: None,
+            int8: None,
         };
         let embeddings = BertEmbeddings {
             word_embeddings: emb(config.vocab_size, rng),
@@ -392,6 +393,7 @@ impl<E: Float> Bert<E> {
             Ok(Embedding {
                 weight: checked(w, &format!("{p}embeddings.{name}.weight"), &[n, h])?,
                 padding_idx: None,
+                int8: None,
             })
         };
         let dense = |w: &mut HfWeights, name: &str, out: usize, inp: usize| -> Result<Linear<E>> {

@@ -207,6 +207,6 @@ fn gpt_cached<E: Float>(
             x = x.add(&block.mlp.forward(block.ln_2.forward(x.clone())));
         }
         let x = if last { x.narrow(1, t - 1, 1) } else { x };
-        tr.ln_f.forward(x).matmul_t(&tr.wte.weight)
+        tr.wte.attend(&tr.ln_f.forward(x))
     }
 }

@@ -427,6 +427,7 @@ impl<E: Float> Llama<E> {
                 embed_tokens: Embedding {
                     weight: embed,
                     padding_idx: None,
+                    int8: None,
                 },
                 layers,
                 norm: norm(w, "model.norm.weight")?,
@@ -513,7 +514,7 @@ impl<E: Float> Llama<E> {
         let x = self.model.norm.forward(x);
         match &self.lm_head {
             Some(h) => h.forward(x),
-            None => x.matmul_t(&self.model.embed_tokens.weight),
+            None => self.model.embed_tokens.attend(&x),
         }
     }
 }

@@ -527,7 +527,7 @@ impl<E: Float> Forward<Tensor<i64>> for Gpt<E> {
         for block in &tr.h {
             x = block.forward(x);
         }
-        record_output(self, tr.ln_f.forward(x).matmul_t(&tr.wte.weight))
+        record_output(self, tr.wte.attend(&tr.ln_f.forward(x)))
     }
 }
 

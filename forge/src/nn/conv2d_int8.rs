@@ -5,8 +5,8 @@ use super::conv::Conv2d;
 use super::layer::{enter_layer, enter_layer_mut, Layer};
 use super::visit::{TensorKind, TensorVisitor, TensorVisitorMut, Visit, Visitable};
 use crate::quant::{
-    conv2d_int8, f32_values, tensor_from_f32, visit_int8, visit_int8_mut, ConvGeometry,
-    Granularity, Int8Weight, Quantizable,
+    conv2d_int8, f32_values, inference_only, tensor_from_f32, visit_int8, visit_int8_mut,
+    ConvGeometry, Granularity, Int8Weight, Quantizable,
 };
 use crate::tensor::{Element, Float, Tensor};
 use std::sync::Arc;
@@ -27,7 +27,8 @@ impl<E: Float> Conv2d<E> {
         self.int8.as_deref()
     }
 
-    /// The int8 convolution of a batched input `[N, C, H, W]`.
+    /// The int8 convolution of a batched input `[N, C, H, W]`, recorded so
+    /// that a backward pass reaching it panics naming the layer.
     pub(super) fn forward_int8(&self, q: &Int8Weight, x: &Tensor<E>) -> Tensor<E> {
         let s = x.shape();
         let xs = f32_values(x.as_slice());
@@ -45,7 +46,16 @@ impl<E: Float> Conv2d<E> {
             g.kernel
         );
         let (y, [oh, ow]) = conv2d_int8(q, &xs, [s[0], s[1], s[2], s[3]], bias.as_deref(), &g);
-        tensor_from_f32(y, &[s[0], q.out_features(), oh, ow])
+        let y = tensor_from_f32(y, &[s[0], q.out_features(), oh, ow]);
+        let mut inputs = vec![x.clone()];
+        inputs.extend(self.bias.clone());
+        let layer = format!(
+            "Conv2d({} -> {}, kernel {:?}) with an int8 weight",
+            s[1],
+            q.out_features(),
+            g.kernel
+        );
+        inference_only(y, inputs, "conv2d_int8", layer)
     }
 }
 

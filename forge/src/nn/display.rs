@@ -189,8 +189,8 @@ impl<E: Float> fmt::Display for GroupNorm<E> {
 
 impl<E: Float> fmt::Display for Embedding<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let w = self.weight.shape();
-        write!(f, "Embedding({}, {}", w[0], w[1])?;
+        let (n, d) = (self.num_embeddings(), self.embedding_dim());
+        write!(f, "Embedding({n}, {d}")?;
         if let Some(p) = self.padding_idx {
             write!(f, ", padding_idx={p}")?;
         }

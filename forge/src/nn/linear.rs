@@ -8,8 +8,8 @@ use super::visit::{TensorKind, TensorVisitor, TensorVisitorMut, Visit, Visitable
 use crate::cpu::memory::Storage;
 use crate::error::{ForgeError, Result};
 use crate::quant::{
-    f32_values, tensor_from_f32, visit_int8, visit_int8_mut, Fp8Format, Fp8Weight, Granularity,
-    Int8Weight, Quantizable,
+    f32_values, inference_only, tensor_from_f32, visit_int8, visit_int8_mut, Fp8Format, Fp8Weight,
+    Granularity, Int8Weight, Quantizable,
 };
 use crate::tensor::{Element, Float, Rng, Tensor};
 use std::sync::Arc;
@@ -249,8 +249,35 @@ impl<E: Float> Linear<E> {
                 self.check_input(&x);
                 self.forward_int8(q, &x, Some(crate::cpu::vmath::gelu::<f32>))
             }
-            None => act.apply(&self.forward(x)),
+            None => match self.forward_f32_then(&x, act) {
+                Some(y) => y,
+                None => act.apply(&self.forward(x)),
+            },
         }
+    }
+
+    /// An `f32` layer's `act(forward(x))` outside autograd with the bias
+    /// and the activation in the product's epilogue (see
+    /// [`Tensor::linear_then`]); `None` where that does not apply (autograd
+    /// recording, a quantized weight, a summary or another tool watching
+    /// the ops, shapes the packed kernel does not take).
+    #[track_caller]
+    fn forward_f32_then(&self, x: &Tensor<E>, act: Activation) -> Option<Tensor<E>> {
+        if std::any::TypeId::of::<E>() != std::any::TypeId::of::<f32>()
+            || self.int8.is_some()
+            || self.fp8.is_some()
+            || crate::autograd::is_grad_enabled()
+            || summary_running()
+            || crate::tools::hooks::active()
+        {
+            return None;
+        }
+        self.check_input(x);
+        let f: fn(&mut [f32]) = match act {
+            Activation::Gelu => crate::cpu::vmath::gelu::<f32>,
+            Activation::Relu => relu_f32,
+        };
+        x.linear_then(&self.weight, self.bias.as_ref(), f)
     }
 
     /// Panics naming the layer when `x`'s last dimension is not
@@ -291,13 +318,8 @@ impl<E: Float> Linear<E> {
         *shape.last_mut().expect("checked rank") = out;
         let mut inputs = vec![x.clone()];
         inputs.extend(self.bias.clone());
-        tensor_from_f32(y, &shape).record(op, inputs, move |_| {
-            panic!(
-                "Linear({fan_in} -> {out}) with an {dtype} weight is inference only: \
-                 backward through it is not supported (run it under no_grad, or \
-                 keep the layer in f32 to train)"
-            )
-        })
+        let layer = format!("Linear({fan_in} -> {out}) with an {dtype} weight");
+        inference_only(tensor_from_f32(y, &shape), inputs, op, layer)
     }
 }
 
@@ -373,6 +395,14 @@ impl<E: Float> Visit<E> for Linear<E> {
 #[diagnostic::do_not_recommend]
 impl<E: Float> Visitable for Linear<E> {}
 
+/// `max(x, 0)` in place, element by element as [`Tensor::relu`] computes it
+/// (`x` where `x > 0`, else zero: a NaN becomes zero).
+fn relu_f32(x: &mut [f32]) {
+    for v in x.iter_mut() {
+        *v = if *v > 0.0 { *v } else { 0.0 };
+    }
+}
+
 impl<E: Float> Forward<Tensor<E>> for Linear<E> {
     type Output = Tensor<E>;
 
@@ -423,6 +453,8 @@ mod tests {
 
     #[test]
     fn forward_activated_equals_the_activation_after_forward() {
+        // the thread count is set below: no other test may change it meanwhile
+        let _threads = crate::cpu::threads::lock_thread_count();
         use crate::nn::{summary, Forward};
         use crate::quant::{quantize_dynamic, Granularity};
         let mut rng = Rng::new(3);
@@ -473,6 +505,46 @@ mod tests {
         quantize_dynamic(&mut fc, Granularity::PerChannel);
         let s = summary::<f32, _>(&Block(fc), &[70, 8]);
         assert!(s.to_string().contains("[70, 4]"), "{s}");
+    }
+
+    // The f32 no-grad epilogue (bias and activation applied by the packed
+    // product per tile): the bits of the separate ops, for shapes with
+    // several `k` blocks (256 wide), edge tiles in both directions, with
+    // and without a bias, on 1 and 2 threads.
+    #[test]
+    fn no_grad_f32_forward_activated_equals_the_separate_ops() {
+        let _threads = crate::cpu::threads::lock_thread_count();
+        let mut rng = Rng::new(11);
+        let bits = |t: &Tensor<f32>| t.to_vec().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        for (rows, fan_in, out) in [(70, 37, 53), (13, 600, 100), (200, 300, 300), (24, 64, 32)] {
+            for with_bias in [true, false] {
+                let fc = if with_bias {
+                    Linear::<f32>::new(fan_in, out, &mut rng)
+                } else {
+                    Linear::<f32>::new_no_bias(fan_in, out, &mut rng)
+                };
+                let x = Tensor::<f32>::normal(&[rows, fan_in], 0.0, 2.0, &mut rng);
+                for threads in [1, 2] {
+                    crate::cpu::set_num_threads(threads);
+                    for act in [Activation::Gelu, Activation::Relu] {
+                        // the recording ops, one by one
+                        let want = act.apply(&fc.forward(x.clone()));
+                        let (got, plain) = crate::no_grad(|| {
+                            (fc.forward_activated(x.clone(), act), fc.forward(x.clone()))
+                        });
+                        let what =
+                            format!("{rows}x{fan_in}x{out} bias {with_bias} {act:?} {threads} thr");
+                        let first_difference =
+                            |a: Vec<u32>, b: Vec<u32>| a.iter().zip(&b).position(|(x, y)| x != y);
+                        let bad = first_difference(bits(&got), bits(&want));
+                        assert_eq!(bad, None, "{what}: fused, first differing element");
+                        let bad = first_difference(bits(&act.apply(&plain)), bits(&want));
+                        assert_eq!(bad, None, "{what}: plain, first differing element");
+                    }
+                }
+            }
+        }
+        crate::cpu::set_num_threads(1);
     }
 
     // Weights packed once for no-grad products (cpu/gemm/weight_cache.rs):

@@ -176,6 +176,64 @@ mod tests {
         assert_eq!(c1.to_vec(), c2.to_vec());
     }
 
+    // The no-grad path keeps W_ih^T and W_hh^T packed on the weights'
+    // storages (ops/rnn_cell/lstm_infer.rs): every way the weights change
+    // must make the next call pack the new values.
+
+    /// The no-grad output (cached packs) against the recorded forward
+    /// (which packs in the call; the same bits by the projected path's
+    /// contract), and both weights holding a pack for their values.
+    fn cached_equals_fresh(l: &Lstm<f32>, x: &Tensor<f32>, what: &str) {
+        let (cached, (h_c, c_c)) = crate::no_grad(|| l.forward(x.clone()));
+        let (fresh, (h_f, c_f)) = l.forward(x.clone());
+        assert!(cached.to_vec() == fresh.to_vec(), "stale pack after {what}");
+        assert!(h_c.to_vec() == h_f.to_vec() && c_c.to_vec() == c_f.to_vec());
+        let cell = l.cell(0, false);
+        assert!(
+            crate::ops::rnn_cell::holds_packed(&cell.weight_ih)
+                && crate::ops::rnn_cell::holds_packed(&cell.weight_hh),
+            "no packed weights for the values after {what}"
+        );
+    }
+
+    fn lstm_and_input(seed: u64) -> (Lstm<f32>, Tensor<f32>) {
+        let mut rng = Rng::new(seed);
+        let l = Lstm::<f32>::new(RnnConfig::new(24, 20).batch_first(true), &mut rng);
+        let x = Tensor::<f32>::uniform(&[6, 5, 24], -1.0, 1.0, &mut rng);
+        (l, x)
+    }
+
+    #[test]
+    fn an_optimizer_step_invalidates_the_packed_weights() {
+        if !crate::cpu::gemm::packed_f32_available() {
+            return;
+        }
+        let (mut l, x) = lstm_and_input(3);
+        cached_equals_fresh(&l, &x, "nothing");
+        let before = crate::no_grad(|| l.forward(x.clone())).0.to_vec();
+        let g = l.forward(x.clone()).0.sum().backward();
+        let w = &l.cell(0, false).weight_hh.storage;
+        let v = w.version();
+        crate::optim::Sgd::<f32>::new(0.5).step(&mut l, &g).unwrap();
+        assert!(l.cell(0, false).weight_hh.storage.version() != v);
+        cached_equals_fresh(&l, &x, "an optimizer step");
+        assert!(crate::no_grad(|| l.forward(x.clone())).0.to_vec() != before);
+    }
+
+    #[test]
+    fn loading_weights_invalidates_the_packed_weights() {
+        if !crate::cpu::gemm::packed_f32_available() {
+            return;
+        }
+        let (mut l, x) = lstm_and_input(4);
+        cached_equals_fresh(&l, &x, "nothing");
+        let (other, _) = lstm_and_input(5);
+        l.load_state_dict(&other.state_dict()).unwrap();
+        cached_equals_fresh(&l, &x, "a load");
+        let want = crate::no_grad(|| other.forward(x.clone())).0.to_vec();
+        assert!(crate::no_grad(|| l.forward(x.clone())).0.to_vec() == want);
+    }
+
     #[test]
     fn no_bias_has_no_bias_tensors() {
         let lstm = Lstm::<f32>::new(RnnConfig::new(3, 4).bias(false), &mut Rng::new(0));

@@ -2,10 +2,13 @@
 //! starts as the bias in every row and the product is accumulated onto it
 //! (`beta = 1`), instead of a zeroed product followed by a broadcast add,
 //! which wrote and read the whole output once more (the add was 3% of a GPT
-//! training step, the zeroing 3%).
+//! training step, the zeroing 3%). Where the packed f32 kernel runs, the
+//! kernel itself writes the bias into each tile just before adding the
+//! tile's first block of products to it (`cpu::gemm::gemm_bias`, the same
+//! bits), so the output is not filled in a pass of its own either.
 
 use super::softmax::{row_blocks_mut, ROW_BLOCK_ELEMS};
-use crate::cpu::gemm::{gemm_batched, gemm_weight_t, Mat};
+use crate::cpu::gemm::{gemm_batched, gemm_bias, gemm_weight_t, Mat};
 use crate::cpu::memory::Storage;
 use crate::tensor::{Device, Float, Tensor};
 
@@ -54,18 +57,27 @@ impl<E: Float, D: Device> Tensor<E, D> {
             return y;
         }
         let rows: usize = self.shape()[..self.rank() - 1].iter().product();
-        let (mut out, beta) = match bias {
-            Some(b) => (bias_rows(b.as_slice(), rows), E::one()),
-            None => (Storage::<E>::stale(rows * out_f), E::zero()),
-        };
         let (x, w) = (self.as_slice(), weight.as_slice());
         // Outside autograd a plain weight is packed once and kept on its
-        // storage until it is next written (`cpu::gemm::gemm_weight_t`):
-        // the same bits as packing it here.
-        let cached = !crate::autograd::is_grad_enabled()
-            && weight.layout.is_none()
-            && gemm_weight_t(rows, in_f, out_f, x, &weight.storage, beta, &mut out);
-        if !cached {
+        // storage until it is next written (`cpu::gemm::gemm_weight_t`),
+        // and the bias is written into each tile of the output by the
+        // product itself: the same bits as packing it here over an output
+        // prefilled with the bias, without that pass over the output.
+        let cached = self.linear_cached(weight, bias, None);
+        let out = cached.unwrap_or_else(|| {
+            if let Some(b) = bias {
+                // the bias written into each tile by the packed kernel,
+                // where it runs: the bits of the prefilled output below
+                let mut out = Storage::<E>::stale(rows * out_f);
+                let (a, wt) = (Mat::row_major(x, in_f), Mat::transposed(w, in_f));
+                if gemm_bias(rows, in_f, out_f, a, wt, b.as_slice(), &mut out) {
+                    return out;
+                }
+            }
+            let (mut out, beta) = match bias {
+                Some(b) => (bias_rows(b.as_slice(), rows), E::one()),
+                None => (Storage::<E>::stale(rows * out_f), E::zero()),
+            };
             gemm_batched(
                 1,
                 rows,
@@ -76,7 +88,8 @@ impl<E: Float, D: Device> Tensor<E, D> {
                 beta,
                 &mut out,
             );
-        }
+            out
+        });
         let mut shape = self.shape()[..self.rank() - 1].to_vec();
         shape.push(out_f);
         let mut inputs = vec![self.clone(), weight.clone()];
@@ -98,6 +111,59 @@ impl<E: Float, D: Device> Tensor<E, D> {
             }
             grads
         })
+    }
+}
+
+impl<E: Float, D: Device> Tensor<E, D> {
+    /// `act(self @ weight^T + bias)` outside autograd, with the weight's
+    /// packed copy kept on its storage and the bias and `act` applied by
+    /// the product to each block of outputs while it is in cache
+    /// (`cpu::gemm::gemm_weight_t`): the bits of [`Tensor::linear`]
+    /// followed by `act` over its output (`act` computes each element on
+    /// its own: `vmath::gelu`, a ReLU). Not recorded (no gradient flows
+    /// through it). `None` where that path does not apply: autograd
+    /// recording, a strided weight, shapes or an element type the packed
+    /// f32 kernel does not take; the caller then runs the ops one by one.
+    /// The shapes are the caller's to check.
+    pub(crate) fn linear_then(
+        &self,
+        weight: &Self,
+        bias: Option<&Self>,
+        act: fn(&mut [f32]),
+    ) -> Option<Self> {
+        let out = self.linear_cached(weight, bias, Some(act))?;
+        let mut shape = self.shape()[..self.rank() - 1].to_vec();
+        shape.push(weight.shape()[0]);
+        Some(Tensor::from_parts(out, shape.into(), None))
+    }
+
+    /// The output of `self @ weight^T + bias` (then `act`) through the
+    /// no-grad weight cache, or `None` where it does not apply (see
+    /// [`Tensor::linear_then`]).
+    fn linear_cached(
+        &self,
+        weight: &Self,
+        bias: Option<&Self>,
+        act: Option<fn(&mut [f32])>,
+    ) -> Option<Storage<E>> {
+        if crate::autograd::is_grad_enabled() || weight.layout.is_some() {
+            return None;
+        }
+        let (out_f, in_f) = (weight.shape()[0], weight.shape()[1]);
+        let rows: usize = self.shape()[..self.rank() - 1].iter().product();
+        let mut out = Storage::<E>::stale(rows * out_f);
+        gemm_weight_t(
+            rows,
+            in_f,
+            out_f,
+            self.as_slice(),
+            &weight.storage,
+            E::zero(),
+            bias.map(|b| b.as_slice()),
+            act,
+            &mut out,
+        )
+        .then_some(out)
     }
 }
 

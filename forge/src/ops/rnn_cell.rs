@@ -51,6 +51,8 @@ mod test_util;
 
 pub use gru::gru_sequence;
 pub use lstm::lstm_sequence;
+#[cfg(test)]
+pub(crate) use lstm_infer::holds_packed;
 pub(crate) use lstm_infer::lstm_projected;
 
 /// Fewest batch rows per block of the time loop.
@@ -162,7 +164,8 @@ struct Step {
 fn transpose<E: Float>(w: &[E], rows: usize, cols: usize) -> Storage<E> {
     const TILE: usize = 16;
     assert_eq!(w.len(), rows * cols, "rnn cell: transpose shape");
-    let mut t = Storage::<E>::zeroed(rows * cols);
+    // every element is written below: no zero fill
+    let mut t = Storage::<E>::stale(rows * cols);
     for r0 in (0..rows).step_by(TILE) {
         for c0 in (0..cols).step_by(TILE) {
             for c in c0..(c0 + TILE).min(cols) {
@@ -219,7 +222,9 @@ fn forward_steps<E: Float>(
     };
     // one product buffer for every block (rows r0..r1 each), taken before
     // the blocks run: the pool traffic does not depend on their schedule
-    let mut hw_all = Storage::<E>::zeroed(n * g);
+    // (no zero fill: each step's product, `beta = 0`, writes the rows
+    // whole before the cell reads them)
+    let mut hw_all = Storage::<E>::stale(n * g);
     let (ys_r, hw_r) = (Rows::new(ys), Rows::new(&mut hw_all));
     for_batch_blocks(n, |r0, r1| {
         // SAFETY: this block's own rows of the product buffer.
@@ -297,7 +302,9 @@ fn weight_grad<E: Float>(seq: Seq, d: &[E], ys: &[E], h0: &[E], g: usize) -> Sto
         h,
         reverse,
     } = seq;
-    let mut dw = Storage::<E>::zeroed(g * h);
+    // no zero fill: the first product below has `beta = 0`, which writes
+    // every element without reading the buffer
+    let mut dw = Storage::<E>::stale(g * h);
     let rows = (t_len - 1) * n;
     if rows > 0 {
         // forward: steps 1..T read ys[0..T-1]; reverse: steps 0..T-1 (time
@@ -397,7 +404,9 @@ impl<E: Float, D: Device> Driver<E, D> {
             },
             inputs,
             save,
-            ys: Storage::zeroed(t_len * n * h),
+            // no zero fill: the time loop writes every row of every step
+            // before anything reads it
+            ys: Storage::stale(t_len * n * h),
         }
     }
 
@@ -408,9 +417,11 @@ impl<E: Float, D: Device> Driver<E, D> {
 
     /// Rows of `width` for `save ? T : 1` steps: a per-step buffer the
     /// backward pass reads, or one step's scratch when nothing is saved.
+    /// Not zero-filled: the cells write all of a step's rows before
+    /// they are read.
     fn per_step(&self, width: usize) -> Storage<E> {
         let steps = if self.save { self.seq.t_len } else { 1 };
-        Storage::zeroed(steps * self.seq.n * width)
+        Storage::stale(steps * self.seq.n * width)
     }
 
     /// `out` (`[T, N, H]`, recorded by `record` when the state is saved)

@@ -367,7 +367,13 @@ impl Fp8Weight {
             }
             None => (Storage::<f32>::stale(m * n), 0.0),
         };
-        gemm_fp8_t(m, x, &self.panels, beta, &mut y);
+        if m == 1 {
+            // one row (token-by-token decoding): the bytes read in place,
+            // the same bits as the gemm's one-row path
+            crate::cpu::qgemm::gemv_fp8(&self.panels, x, beta, &mut y);
+        } else {
+            gemm_fp8_t(m, x, &self.panels, beta, &mut y);
+        }
         y
     }
 }

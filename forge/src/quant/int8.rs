@@ -51,6 +51,23 @@ pub trait Quantizable {
         let _ = (format, granularity);
         false
     }
+
+    /// Converts the layer's lookup table to int8 with one scale per row
+    /// (see [`quantize_embeddings`](super::quantize_embeddings)); `false`
+    /// when the layer has no table or already did (the default).
+    ///
+    /// ```
+    /// use forge::prelude::*;
+    /// use forge::quant::Quantizable;
+    /// let mut emb = forge::nn::Embedding::<f32>::new(10, 4, None, &mut Rng::new(0));
+    /// assert!(emb.quantize_table_int8());
+    /// assert!(!emb.quantize_table_int8()); // already int8
+    /// let mut fc = Linear::<f32>::new(4, 3, &mut Rng::new(0));
+    /// assert!(!fc.quantize_table_int8());
+    /// ```
+    fn quantize_table_int8(&mut self) -> bool {
+        false
+    }
 }
 
 /// The activation quantization parameters `(scale, zero_point)` PyTorch's
@@ -345,6 +362,23 @@ impl Int8Weight {
             .map(|&s| E::from_f64(f64::from(s)))
             .collect();
         Tensor::from_vec(v, &[self.scales.len()])
+    }
+
+    /// Row `row` dequantized into `out` (`in_features` long): the same
+    /// values as that row of [`dequantize`](Self::dequantize).
+    ///
+    /// # Panics
+    /// When `row` is out of range or `out` is not one row long.
+    pub(crate) fn dequantize_row_into(&self, row: usize, out: &mut [f32]) {
+        assert_eq!(
+            out.len(),
+            self.in_features(),
+            "Int8Weight: a row of {} values into {}",
+            self.in_features(),
+            out.len()
+        );
+        let s = self.scale_of(row);
+        self.packed.row_with(row, |p, v| out[p] = f32::from(v) * s);
     }
 
     fn scale_of(&self, row: usize) -> f32 {

@@ -19,6 +19,11 @@
 //! as PyTorch's dynamic `LSTM`/`GRU`: the input projection of a sequence in
 //! one product, the hidden state quantized at every step, the gates in
 //! `f32`; the convolution with its unfolded input quantized per call).
+//! [`quantize_embeddings`], asked for separately (PyTorch's
+//! `quantize_dynamic` leaves embeddings in float), converts the
+//! [`Embedding`](crate::nn::Embedding) tables to int8 with a scale per row;
+//! a table tied to an output head (GPT-2's) serves that head as an int8
+//! product on the same bytes.
 //! [`Fp8Format`] converts 8-bit floats for `F8_E4M3` / `F8_E5M2`
 //! checkpoints ([`fp8_tensors`]); [`to_fp8`] keeps a model's `Linear`
 //! weights in memory as 8-bit floats ([`Fp8Weight`]), decoded inside the
@@ -53,10 +58,12 @@
 mod buf;
 mod conv;
 mod dynamic;
+mod embedding;
 mod fp8;
 mod fp8_io;
 mod fp8_model;
 mod fp8_weight;
+mod inference;
 mod int8;
 mod recurrent;
 mod visit;
@@ -64,6 +71,8 @@ mod visit;
 pub(crate) use buf::{f32_values, tensor_from_f32};
 pub(crate) use conv::{conv2d_int8, ConvGeometry};
 pub use dynamic::{quantize_dynamic, resident_bytes};
+pub use embedding::quantize_embeddings;
+pub(crate) use embedding::{attend as attend_int8, lookup as lookup_int8, quantize_table};
 pub use fp8::Fp8Format;
 pub(crate) use fp8_io::dequantize as dequantize_fp8;
 pub use fp8_io::fp8_tensors;
@@ -71,6 +80,7 @@ pub use fp8_model::to_fp8;
 pub(crate) use fp8_model::{fp8_checkpoint_tensors, has_fp8, load_fp8_model};
 pub(crate) use fp8_weight::from_float_tensors as fp8_from_float_tensors;
 pub use fp8_weight::Fp8Weight;
+pub(crate) use inference::inference_only;
 pub use int8::{activation_params, Granularity, Int8Weight, Quantizable};
 pub(crate) use recurrent::{int8_sequence, CellKind, Int8Cell};
 pub(crate) use visit::{visit_int8, visit_int8_mut};

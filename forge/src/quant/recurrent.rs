@@ -8,6 +8,7 @@
 //! update run in `f32` exactly as in the float cell.
 
 use super::buf::{f32_values, tensor_from_f32};
+use super::inference::inference_only;
 use super::int8::{quantize_rows, Granularity, Int8Weight};
 use crate::cpu::memory::Storage;
 use crate::cpu::qgemm::padded_k;
@@ -60,6 +61,14 @@ impl CellKind {
         match self {
             CellKind::Lstm => 4,
             CellKind::Gru => 3,
+        }
+    }
+
+    /// The layer's name in messages.
+    fn name(self) -> &'static str {
+        match self {
+            CellKind::Lstm => "LSTM",
+            CellKind::Gru => "GRU",
         }
     }
 }
@@ -146,7 +155,27 @@ pub(crate) fn int8_sequence<E: Float>(
     if kind == CellKind::Lstm {
         states.push(tensor_from_f32(c, &[n, h_size]));
     }
-    (tensor_from_f32(out, &[t_len, n, h_size]), states)
+    // recorded, so that a backward pass reaching the layer panics naming it
+    // (the int8 loop has no backward) instead of leaving the layers before
+    // it without gradients
+    let mut inputs = vec![x.clone()];
+    inputs.extend(bias_ih.cloned());
+    inputs.extend(bias_hh.cloned());
+    inputs.extend(init.iter().cloned());
+    let layer = format!(
+        "{}({} -> {h_size}) with int8 weights",
+        kind.name(),
+        cell.ih.in_features()
+    );
+    let record = |y: Tensor<E>, op| inference_only(y, inputs.clone(), op, layer.clone());
+    let states = states
+        .into_iter()
+        .map(|s| record(s, "rnn_int8_state"))
+        .collect();
+    (
+        record(tensor_from_f32(out, &[t_len, n, h_size]), "rnn_int8"),
+        states,
+    )
 }
 
 /// The gates and the state update of one batch row, compiled for the

@@ -48,7 +48,7 @@ impl Fp8Bits {
     /// `(shift, power)`: the shift that puts the magnitude bits on the
     /// `f32`'s exponent and mantissa fields, and the power of two that
     /// rebiases the exponent (2^(127 - bias)).
-    fn params(self) -> (u32, f32) {
+    pub(crate) fn params(self) -> (u32, f32) {
         match self {
             // 2^120 and 2^112
             Fp8Bits::E4M3 => (20, f32::from_bits((127 + 120) << 23)),
@@ -81,6 +81,28 @@ pub(crate) struct Fp8Panels {
     bytes: Vec<u8>,
     /// One per column of `W^T` (row of `W`), zero past `n`.
     scales: Vec<f32>,
+}
+
+/// [`Fp8Panels`]' storage: element `(p, j)` of `W^T` (`p < k`, `j < n`)
+/// is `bytes[k0 * width + (j / nr) * kc' * nr + (p - k0) * nr + j % nr]`
+/// with `k0 = p / kc * kc`, `kc' = min(kc, k - k0)` and `width =
+/// scales.len()` (`n` rounded up to whole panels of `nr`); its value is
+/// `bits.decode(byte) * scales[j]`.
+pub(crate) struct Fp8Raw<'a> {
+    /// Rows of `W` (columns of `W^T`).
+    pub(crate) n: usize,
+    /// Columns of `W`.
+    pub(crate) k: usize,
+    /// The encoding.
+    pub(crate) bits: Fp8Bits,
+    /// The panels.
+    pub(crate) bytes: &'a [u8],
+    /// One scale per column of `W^T`, zero past `n`.
+    pub(crate) scales: &'a [f32],
+    /// The `k` block of the panels.
+    pub(crate) kc: usize,
+    /// The panel width.
+    pub(crate) nr: usize,
 }
 
 impl Fp8Panels {
@@ -126,6 +148,20 @@ impl Fp8Panels {
         let k0 = p / KC * KC;
         let kc = KC.min(k - k0);
         k0 * width + (j / NR) * kc * NR + (p - k0) * NR + j % NR
+    }
+
+    /// The panels as they are held, for a kernel that reads the bytes in
+    /// place (the one-row product, `cpu::qgemm::fp8_gemv`).
+    pub(crate) fn raw(&self) -> Fp8Raw<'_> {
+        Fp8Raw {
+            n: self.n,
+            k: self.k,
+            bits: self.bits,
+            bytes: &self.bytes,
+            scales: &self.scales,
+            kc: KC,
+            nr: NR,
+        }
     }
 
     /// `(n, k)`.
@@ -419,6 +455,8 @@ mod tests {
     /// kernel) and odd sizes.
     #[test]
     fn products_equal_gemm_with_the_decoded_weight() {
+        // the thread count is set below: no other test may change it meanwhile
+        let _threads = crate::cpu::threads::lock_thread_count();
         let mut rng = crate::tensor::Rng::new(3);
         for (n, k) in [(72, 300), (13, 5), (33, 1), (100, 513)] {
             // finite bytes only (a NaN weight makes NaN outputs whose

@@ -176,12 +176,34 @@ pub(super) fn gemm(
     c: &mut [f32],
     threads: usize,
 ) {
+    gemm_bias(m, k, n, a, b, beta, None, c, threads)
+}
+
+/// [`gemm`] with a bias epilogue (see [`Out::with_epilogue`]): with
+/// `bias`, `c = a b + bias` (`beta` must be 0), the bits of [`gemm`] with
+/// `beta = 1` over `c` holding `bias` in every row.
+///
+/// # Panics
+/// As [`gemm`]; when `bias` is shorter than `n` or given with a non-zero
+/// `beta`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn gemm_bias(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: Mat<f32>,
+    b: Mat<f32>,
+    beta: f32,
+    bias: Option<&[f32]>,
+    c: &mut [f32],
+    threads: usize,
+) {
     assert!(c.len() >= m * n);
-    let out = Out::row_major(c.as_mut_ptr(), n);
+    let out = Out::row_major(c.as_mut_ptr(), n).with_epilogue(bias, None);
     let pack =
         |k0: usize, kc: usize, j0: usize, dst: &mut [f32]| pack_b_panel(b, k0, kc, j0, n, dst);
     // SAFETY: `c` holds the `m x n` row-major output (asserted), borrowed
-    // mutably for the whole call.
+    // mutably for the whole call, as `bias` is borrowed.
     unsafe { gemm_core(m, k, n, ASrc::Mat(a), &pack, beta, out, threads) };
 }
 

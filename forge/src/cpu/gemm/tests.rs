@@ -472,3 +472,80 @@ fn general_f32_path_matches_the_naive_product() {
         }
     }
 }
+
+/// `gemm_bias` (the bias written into each tile by the packed kernel) has
+/// the bits of `gemm` with `beta = 1` over an output prefilled with the
+/// bias: every layout of both operands, edge tiles in both directions,
+/// several `k` blocks, 1 and 2 threads; and it declines the shapes and
+/// types the packed kernel does not take.
+#[test]
+fn gemm_bias_equals_gemm_over_a_prefilled_output() {
+    if !packed_f32::available() {
+        return;
+    }
+    let _threads = crate::cpu::threads::lock_thread_count();
+    let mut rng = Rng::new(7);
+    let f32s = |v: Vec<f64>| v.into_iter().map(|x| x as f32).collect::<Vec<f32>>();
+    for (m, k, n) in [(70, 33, 45), (13, 600, 100), (200, 300, 300), (24, 64, 32)] {
+        let a_buf = f32s(random(m * k, &mut rng));
+        let b_buf = f32s(random(k * n, &mut rng));
+        let bias = f32s(random(n, &mut rng));
+        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+            let a = if ta {
+                Mat::transposed(&a_buf, m)
+            } else {
+                Mat::row_major(&a_buf, k)
+            };
+            let b = if tb {
+                Mat::transposed(&b_buf, k)
+            } else {
+                Mat::row_major(&b_buf, n)
+            };
+            for threads in [1, 2] {
+                crate::cpu::set_num_threads(threads);
+                let mut want: Vec<f32> = (0..m).flat_map(|_| bias.iter().copied()).collect();
+                gemm(m, k, n, a, b, 1.0, &mut want);
+                let mut got = vec![f32::NAN; m * n];
+                assert!(gemm_bias(m, k, n, a, b, &bias, &mut got));
+                let bad = got
+                    .iter()
+                    .zip(&want)
+                    .position(|(x, y)| x.to_bits() != y.to_bits());
+                assert_eq!(bad, None, "{m}x{k}x{n} ta={ta} tb={tb} {threads} threads");
+            }
+        }
+    }
+    crate::cpu::set_num_threads(1);
+    let (a, b) = (vec![1.0f32; 64], vec![1.0f32; 64 * 32]);
+    let mut c = vec![0.0f32; 64 * 32];
+    // one row, or 16 columns: the thin and narrow paths
+    assert!(!gemm_bias(
+        1,
+        64,
+        32,
+        Mat::row_major(&a, 64),
+        Mat::row_major(&b, 32),
+        &[0.0; 32],
+        &mut c
+    ));
+    assert!(!gemm_bias(
+        4,
+        16,
+        16,
+        Mat::row_major(&a, 16),
+        Mat::row_major(&b, 16),
+        &[0.0; 16],
+        &mut c
+    ));
+    let (a, b) = (vec![1.0f64; 64], vec![1.0f64; 64 * 32]);
+    let mut c = vec![0.0f64; 64 * 32];
+    assert!(!gemm_bias(
+        2,
+        32,
+        32,
+        Mat::row_major(&a, 32),
+        Mat::row_major(&b, 32),
+        &[0.0; 32],
+        &mut c
+    ));
+}

@@ -47,8 +47,15 @@ fn applies<E: Float>(m: usize, k: usize, n: usize) -> bool {
 /// written, where [`gemm`](super::gemm) would not take the packed kernel
 /// (call it instead). The same bits as `gemm` with `Mat::transposed(w, k)`.
 ///
+/// With an epilogue (a Linear layer's no-grad forward): `c = act(x W^T +
+/// bias)`, `bias` one value per column added before the products (with
+/// `beta` 0), `act` applied to each block of finished outputs while it is
+/// in cache: the bits of `beta = 1` over `c` holding `bias` in every row,
+/// then `act` over `c` (`act` must compute each element on its own).
+///
 /// # Panics
-/// When `x` is shorter than `m x k`, `w` than `n x k` or `c` than `m x n`.
+/// When `x` is shorter than `m x k`, `w` than `n x k`, `c` than `m x n`, or
+/// `bias` than `n`, or a bias comes with a non-zero `beta`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn gemm_weight_t<E: Float>(
     m: usize,
@@ -57,6 +64,8 @@ pub(crate) fn gemm_weight_t<E: Float>(
     x: &[E],
     w: &Storage<E>,
     beta: E,
+    bias: Option<&[E]>,
+    act: Option<fn(&mut [f32])>,
     c: &mut [E],
 ) -> bool {
     if !applies::<E>(m, k, n) {
@@ -67,6 +76,16 @@ pub(crate) fn gemm_weight_t<E: Float>(
     assert!(c.len() >= m * n, "gemm: output buffer too small");
     let (Some(xf), Some(betaf)) = (as_f32(x), as_f32(std::slice::from_ref(&beta))) else {
         return false;
+    };
+    let biasf = match bias {
+        Some(b) => {
+            assert!(b.len() >= n, "gemm: bias shorter than the output's columns");
+            let Some(bf) = as_f32(b) else {
+                return false;
+            };
+            Some(bf)
+        }
+        None => None,
     };
     let Some(packed) = w.derived(|| {
         let wf = as_f32(&w[..n * k])?;
@@ -89,10 +108,11 @@ pub(crate) fn gemm_weight_t<E: Float>(
         1
     };
     let a = Mat::row_major(xf, k);
-    let out = Out::row_major(c.as_mut_ptr().cast::<f32>(), n);
+    let out = Out::row_major(c.as_mut_ptr().cast::<f32>(), n).with_epilogue(biasf, act);
     // SAFETY: `c` (of `f32`: `E` is `f32`, checked by `as_f32`) holds the
     // `m x n` row-major output (asserted) and is borrowed mutably for the
-    // call; `a` covers `m x k` (asserted).
+    // call; `a` covers `m x k` (asserted); the bias is borrowed for the
+    // call.
     unsafe {
         packed_f32::gemm_core_packed_b(
             m,
@@ -132,6 +152,8 @@ mod tests {
     /// entry; a write to the weight rebuilds it.
     #[test]
     fn cached_products_equal_gemm() {
+        // the thread count is set below: no other test may change it meanwhile
+        let _threads = crate::cpu::threads::lock_thread_count();
         if !packed_f32::available() {
             return;
         }
@@ -157,7 +179,7 @@ mod tests {
                             beta,
                             &mut c1,
                         );
-                        assert!(gemm_weight_t(m, k, n, &x, &w, beta, &mut c2));
+                        assert!(gemm_weight_t(m, k, n, &x, &w, beta, None, None, &mut c2));
                         assert!(c1 == c2, "threads {threads}, m {m}, beta {beta}");
                     }
                 }
@@ -178,11 +200,11 @@ mod tests {
             0.0,
             &mut c1,
         );
-        assert!(gemm_weight_t(4, k, n, &x, &w, 0.0, &mut c2));
+        assert!(gemm_weight_t(4, k, n, &x, &w, 0.0, None, None, &mut c2));
         assert!(c1 == c2, "after a write");
         // shapes the packed kernel does not take, and f64, are declined
-        assert!(!gemm_weight_t(1, k, n, &x, &w, 0.0, &mut c2));
-        assert!(!gemm_weight_t(4, k, 16, &x, &w, 0.0, &mut c2));
+        assert!(!gemm_weight_t(1, k, n, &x, &w, 0.0, None, None, &mut c2));
+        assert!(!gemm_weight_t(4, k, 16, &x, &w, 0.0, None, None, &mut c2));
         let w64: Storage<f64> = Storage::zeroed(n * k);
         let mut c64 = vec![0.0; 4 * n];
         assert!(!gemm_weight_t(
@@ -192,6 +214,8 @@ mod tests {
             &vec![0.0; 4 * k],
             &w64,
             0.0,
+            None,
+            None,
             &mut c64
         ));
     }

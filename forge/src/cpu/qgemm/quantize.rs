@@ -315,6 +315,8 @@ mod tests {
 
     #[test]
     fn range_skips_nans_and_agrees_on_every_path_and_thread_count() {
+        // the thread count is set below: no other test may change it meanwhile
+        let _threads = crate::cpu::threads::lock_thread_count();
         let mut x: Vec<f32> = (0..100_003)
             .map(|i| ((i * 7919) % 20011) as f32 * 0.013 - 130.0)
             .collect();

@@ -102,6 +102,8 @@ fn saturating_values_are_exact_on_every_path() {
 
 #[test]
 fn row_sums_and_thread_counts() {
+    // the thread count is set below: no other test may change it meanwhile
+    let _threads = crate::cpu::threads::lock_thread_count();
     let (m, k, n) = (67, 300, 201);
     let a = padded(m, k, &bytes(m * k, 7));
     let b: Vec<i8> = bytes(n * k, 8).into_iter().map(|v| v as i8).collect();
@@ -127,6 +129,8 @@ fn row_sums_and_thread_counts() {
 
 #[test]
 fn the_epilogue_sees_every_sum_once_on_every_path() {
+    // the thread count is set below: no other test may change it meanwhile
+    let _threads = crate::cpu::threads::lock_thread_count();
     // Each output element must come from exactly one epilogue call, with
     // its own sum and column: out = 3 sum - column, the same for every
     // path, size and thread count (the AMX path's blocks are 32 x 256, the
@@ -174,6 +178,8 @@ fn the_class_turns_amx_off() {
 #[test]
 #[ignore = "prints GOP/s per path and k-block size at model-sized products (~1 min) and checks they all give the same sums"]
 fn amx_speed() {
+    // the thread count is set below: no other test may change it meanwhile
+    let _threads = crate::cpu::threads::lock_thread_count();
     crate::cpu::set_num_threads(1);
     for &(m, k, n) in &[
         (1, 768, 2304),

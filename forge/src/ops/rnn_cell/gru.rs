@@ -249,8 +249,10 @@ fn gru_rule<E: Float, D: Device>(
     let (g3, g4) = (3 * h, 4 * h);
     let dy = ctx.grad.as_slice();
     let mut carry = Storage::<E>::zeroed(n * h);
-    let mut dxp = Storage::<E>::zeroed(t_len * n * g3);
-    let mut dhp = Storage::<E>::zeroed(t_len * n * g3);
+    // `dxp`, `dhp`: written whole by the step kernel, every step's rows
+    // before they are read (no zero fill); `carry` starts at zero
+    let mut dxp = Storage::<E>::stale(t_len * n * g3);
+    let mut dhp = Storage::<E>::stale(t_len * n * g3);
     let h0 = i[1].as_slice();
     let ys = &saved.ys[..];
     let x_r = Rows::new(&mut dxp);

@@ -10,7 +10,9 @@
 //! **Same bits.** Each projected row is the product's row, the same sum
 //! whatever rows it is computed with (forge's packed gemm: `KC` blocks in
 //! increasing `k`, fused multiply-adds in increasing `k`, any row tiling;
-//! `W_ih` and `W_hh` pre-packed into the panels gemm packs). So the path
+//! `W_ih` and `W_hh` pre-packed into the panels gemm packs, once per write
+//! version of each weight: the packs are kept on the weights' storages
+//! until an optimizer step or a load writes them). So the path
 //! runs only where both the sequence-wide projection and the per-step
 //! products take that kernel (f32 on AVX-512 or AVX2 + FMA, `4H > 16`,
 //! blocks of at least two rows, see [`PackedRhs`]); elsewhere
@@ -27,6 +29,50 @@ use crate::autograd::is_grad_enabled;
 use crate::cpu::gemm::{Mat, PackedRhs};
 use crate::cpu::Storage;
 use crate::tensor::{Device, Float, Tensor};
+
+/// `W^T` of a `[G H, k]` weight packed for [`PackedRhs::gemm`], with the
+/// sizes it was packed for (a storage read as another shape packs anew).
+struct CachedWeightT<E> {
+    k: usize,
+    n: usize,
+    packed: PackedRhs<E>,
+}
+
+/// `W^T` of the weight `w` (`[n, k]`) packed for the per-step products.
+/// A plain weight keeps it on its storage (`Storage::derived`, as
+/// `cpu::gemm::weight_cache` does for `Linear`): packed once per write
+/// version, so an optimizer step or a load (both write the values) makes
+/// the next call pack the new values, and repeated inference calls do
+/// not pack at all. A view packs into `own` for this call. The panels are
+/// the same either way (packing is a copy), so the bits are too. `None`
+/// where the packed kernel does not apply ([`PackedRhs::new`]).
+fn packed_weight_t<'a, E: Float, D: Device>(
+    w: &'a Tensor<E, D>,
+    own: &'a mut Option<PackedRhs<E>>,
+) -> Option<&'a PackedRhs<E>> {
+    let (n, k) = (w.dim(0), w.dim(1));
+    let pack = || PackedRhs::new(k, n, Mat::transposed(w.as_slice(), k));
+    if w.layout.is_none() {
+        let cached = w
+            .storage
+            .derived(|| pack().map(|packed| CachedWeightT { k, n, packed }));
+        match cached {
+            Some(c) if (c.k, c.n) == (k, n) => return Some(&c.packed),
+            // the slot holds another shape's or another kind's entry:
+            // pack for this call
+            _ => {}
+        }
+    }
+    *own = pack();
+    own.as_ref()
+}
+
+/// Whether `w`'s storage holds a packed `W^T` for its current values
+/// (for the tests of the cache).
+#[cfg(test)]
+pub(crate) fn holds_packed<E: Float, D: Device>(w: &Tensor<E, D>) -> bool {
+    w.storage.derived(|| None::<CachedWeightT<E>>).is_some()
+}
 
 /// Where the rows of a `T x N` sequence of rows `width` wide lie in its
 /// buffer: row `(t, n)` at `t * t_stride + n * n_stride`.
@@ -128,8 +174,9 @@ pub(crate) fn lstm_projected<E: Float, D: Device>(
     if n < 2 {
         return None;
     }
-    let p_ih = PackedRhs::new(i, g4, Mat::transposed(w_ih.as_slice(), i))?;
-    let p_hh = PackedRhs::new(h, g4, Mat::transposed(w_hh.as_slice(), h))?;
+    let (mut own_ih, mut own_hh) = (None, None);
+    let p_ih = packed_weight_t(w_ih, &mut own_ih)?;
+    let p_hh = packed_weight_t(w_hh, &mut own_hh)?;
     let seq = Seq {
         t_len,
         n,

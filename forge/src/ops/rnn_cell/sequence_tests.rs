@@ -88,3 +88,45 @@ fn one_block_and_two_give_the_same_bits_and_the_scalar_loops_values() {
         }
     }
 }
+
+/// The sequence op's buffers are not zero-filled (`Storage::stale`): with
+/// free pool blocks of every size the op takes filled with NaN first, the
+/// f64 gradcheck of every input (forward values and gradients through
+/// the kernels' reverse pass) still passes in both directions, so no
+/// element of those buffers is read before it is written. (A block's
+/// stale values are whatever it last held; NaN makes any such read show.)
+/// Tolerances: forge's central differences, `eps = atol = rtol = 1e-6`,
+/// as the suite's gradchecks (f64; the truncation error is far below).
+#[test]
+#[cfg_attr(miri, ignore = "hundreds of forward passes: too slow under Miri")]
+fn unfilled_buffers_are_written_before_they_are_read() {
+    use crate::cpu::Storage;
+    const H4: usize = 4;
+    let poison = || {
+        let sizes = [T * N * 4 * H4, T * N * H4, N * H4, 4 * H4 * H4, 4 * H4];
+        let held: Vec<Storage<f64>> = sizes
+            .iter()
+            .flat_map(|&s| (0..4).map(move |_| Storage::filled(s, f64::NAN)))
+            .collect();
+        drop(held);
+    };
+    for reverse in [false, true] {
+        let xs = [
+            Tensor::from_vec(values(T * N * 4 * H4, 1.0), &[T, N, 4 * H4]),
+            Tensor::from_vec(values(N * H4, 2.0), &[N, H4]),
+            Tensor::from_vec(values(N * H4, 3.0), &[N, H4]),
+            Tensor::from_vec(values(4 * H4 * H4, 4.0), &[4 * H4, H4]),
+            Tensor::from_vec(values(4 * H4, 5.0), &[4 * H4]),
+        ];
+        let f = |v: &[Tensor<f64>]| {
+            poison();
+            let (out, h_n, c_n) = lstm_sequence(&v[0], &v[1], &v[2], &v[3], Some(&v[4]), reverse);
+            let parts = [out.reshape(&[-1]), h_n.reshape(&[-1]), c_n.reshape(&[-1])];
+            Tensor::cat(&[&parts[0], &parts[1], &parts[2]], 0)
+        };
+        poison();
+        let report = crate::gradcheck(f, &xs, 1e-6, 1e-6, 1e-6)
+            .unwrap_or_else(|e| panic!("reverse {reverse}: {e}"));
+        assert_eq!(report.checked, xs.iter().map(|t| t.numel()).sum::<usize>());
+    }
+}

@@ -97,12 +97,23 @@ impl PackedA {
 /// matrix is one segment; a convolution's `[o, images x positions]`
 /// product written straight into `[images, o, positions]` has one segment
 /// per image.
+///
+/// An output may carry an epilogue ([`Out::with_epilogue`]): a bias per
+/// column that each element starts from, and an activation applied to each
+/// block of finished outputs while it is in cache.
 #[derive(Clone, Copy)]
 pub(crate) struct Out {
     ptr: Shared,
     ldc: usize,
     seg: usize,
     seg_stride: usize,
+    /// One value per column that every row starts from (null: none), read
+    /// only.
+    bias: Shared,
+    /// Floats at `bias`.
+    bias_len: usize,
+    /// Applied to every element once its sum is final.
+    act: Option<fn(&mut [f32])>,
 }
 
 impl Out {
@@ -113,6 +124,9 @@ impl Out {
             ldc,
             seg: usize::MAX,
             seg_stride: 0,
+            bias: Shared(std::ptr::null_mut()),
+            bias_len: 0,
+            act: None,
         }
     }
 
@@ -131,6 +145,28 @@ impl Out {
             ldc,
             seg,
             seg_stride,
+            bias: Shared(std::ptr::null_mut()),
+            bias_len: 0,
+            act: None,
+        }
+    }
+
+    /// The same output with an epilogue: element `(i, j)` becomes
+    /// `act(bias[j] + a b)`, with exactly the bits of the product with
+    /// `beta = 1` over an output holding `bias` in every row, followed by
+    /// `act` over the whole output (the bias is written into each tile just
+    /// before its first `k` block, as that output would hold it; `act` runs
+    /// on each tile's rows after its last block, and must compute each
+    /// element on its own, whatever the slice it is given). The product
+    /// must then be called with `beta = 0` (the bias replaces the old
+    /// output); `bias`, when given, holds at least `n` floats and outlives
+    /// the call (the product's safety contract).
+    pub(crate) fn with_epilogue(self, bias: Option<&[f32]>, act: Option<fn(&mut [f32])>) -> Self {
+        Out {
+            bias: Shared(bias.map_or(std::ptr::null_mut(), |b| b.as_ptr().cast_mut())),
+            bias_len: bias.map_or(0, <[f32]>::len),
+            act,
+            ..self
         }
     }
 
@@ -151,8 +187,8 @@ impl Out {
 ///
 /// # Safety
 /// `out` addresses `m x n` distinct elements of one live buffer that
-/// nothing else accesses during the call; a [`PackedA`] has `m` rows and
-/// `k` columns.
+/// nothing else accesses during the call, and its bias, if any, stays alive
+/// for the call; a [`PackedA`] has `m` rows and `k` columns.
 ///
 /// # Panics
 /// When the CPU lacks both AVX-512F and AVX2 + FMA (check
@@ -252,6 +288,14 @@ unsafe fn gemm_core_src(
     if let ASrc::Packed(p) = a {
         assert!(p.m == m && p.k == k, "packed_f32: packed operand shape");
     }
+    let has_bias = !out.bias.0.is_null();
+    assert!(
+        !has_bias || (out.bias_len >= n && beta == 0.0),
+        "packed_f32: a bias epilogue needs n values and beta = 0"
+    );
+    // With a bias, each tile's first block adds its products to the bias
+    // written into it (`beta = 1`), as over an output prefilled with it.
+    let beta = if has_bias { 1.0 } else { beta };
     let panels = n.div_ceil(NR);
     let cost = m * n * k / macs_per_ns();
     // Two hand-offs when parallel (the packing of `b`, then the products):
@@ -296,6 +340,7 @@ unsafe fn gemm_core_src(
     // span of chunks is a contiguous range of rows (or of columns).
     let run_block = |chunk: usize, k0: usize, kc: usize, pb: Shared| {
         let first = k0 == 0;
+        let last = k0 + kc == k;
         let (rc, cc) = if by_cols {
             (chunk % row_chunks, chunk / row_chunks)
         } else {
@@ -317,6 +362,12 @@ unsafe fn gemm_core_src(
                         let rows = MR.min(m - t * MR);
                         let ap = &pa[(t - t0) * MR * kc..(t - t0 + 1) * MR * kc];
                         let halves = [out.at(t * MR, j * NR), out.at(t * MR, j * NR + 16)];
+                        if has_bias && first && part == 0 {
+                            // SAFETY: the tile's rows and columns are this
+                            // chunk's (as for the kernel below), and the
+                            // bias holds `n` floats (asserted).
+                            unsafe { fill_bias(out, halves, rows, cols, j * NR) };
+                        }
                         // SAFETY: the tile `rows x cols` at (t * MR,
                         // j * NR) lies inside the output (the caller's
                         // contract), each half's columns contiguous
@@ -344,6 +395,17 @@ unsafe fn gemm_core_src(
                                 },
                             )
                         };
+                    }
+                }
+                if let (true, Some(act)) = (last, out.act) {
+                    // every part of the panel's tiles done: their sums are
+                    // final, and still in cache
+                    for t in t0..t1 {
+                        let rows = MR.min(m - t * MR);
+                        let halves = [out.at(t * MR, j * NR), out.at(t * MR, j * NR + 16)];
+                        // SAFETY: as for the kernel above: the tile is
+                        // inside the output and this chunk's alone.
+                        unsafe { for_each_row(out, halves, rows, cols, |row, _| act(row)) };
                     }
                 }
             }
@@ -460,4 +522,52 @@ unsafe fn gemm_core_src(
 /// Columns of `n` rounded up to whole panels.
 fn panels_n(n: usize) -> usize {
     n.div_ceil(NR) * NR
+}
+
+/// Calls `f(row, first_column)` on the contiguous pieces of a `rows x
+/// cols` tile whose two 16-column halves start at `halves` (row stride
+/// `out.ldc`): each row's half `h` is `min(16, cols - 16 h)` floats from
+/// column `16 h` of the tile.
+///
+/// # Safety
+/// The tile lies inside `out`'s buffer and nothing else accesses it during
+/// the call; `1 <= cols <= NR`.
+unsafe fn for_each_row(
+    out: Out,
+    halves: [*mut f32; 2],
+    rows: usize,
+    cols: usize,
+    mut f: impl FnMut(&mut [f32], usize),
+) {
+    for i in 0..rows {
+        for (h, &start) in halves.iter().enumerate() {
+            let w = cols.saturating_sub(16 * h).min(16);
+            if w > 0 {
+                // SAFETY: `w` floats of row `i` of half `h`, inside the
+                // tile (the caller's contract; a half's columns are
+                // contiguous: segments of whole vectors).
+                f(
+                    unsafe { std::slice::from_raw_parts_mut(start.add(i * out.ldc), w) },
+                    16 * h,
+                );
+            }
+        }
+    }
+}
+
+/// Writes `out`'s bias (columns `j0..j0 + cols`) into every row of the tile
+/// at `halves`, where the product with `beta = 1` then adds to it.
+///
+/// # Safety
+/// As [`for_each_row`]; `out` has a bias of at least `j0 + cols` floats.
+unsafe fn fill_bias(out: Out, halves: [*mut f32; 2], rows: usize, cols: usize, j0: usize) {
+    assert!(j0 + cols <= out.bias_len, "packed_f32: bias too short");
+    // SAFETY: `j0 + cols` floats at `out.bias` (asserted), read only.
+    let bias = unsafe { std::slice::from_raw_parts(out.bias.0.cast_const().add(j0), cols) };
+    // SAFETY: the caller's contract.
+    unsafe {
+        for_each_row(out, halves, rows, cols, |row, c0| {
+            row.copy_from_slice(&bias[c0..c0 + row.len()])
+        })
+    };
 }
