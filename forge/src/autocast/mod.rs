@@ -55,7 +55,8 @@ mod ops;
 use crate::base::DType;
 use std::cell::Cell;
 
-pub(crate) use ops::{conv2d_hook, linear_hook};
+pub(crate) use convert::{rows_to_bf16, to_bf16_slice};
+pub(crate) use ops::{conv2d_hook, linear_hook, packed_weight};
 
 thread_local! {
     /// The autocast dtype in force on this thread (`None`: off).
@@ -163,7 +164,7 @@ pub fn clear_cache() -> usize {
 
 /// Whether an op on this thread should run in bf16 now: autocast to bf16
 /// is on and the op would not record (recording off, or no tracked input).
-fn bf16_now(tracked: bool) -> bool {
+pub(crate) fn bf16_now(tracked: bool) -> bool {
     current() == Some(DType::BF16) && !(tracked && crate::autograd::is_grad_enabled())
 }
 
