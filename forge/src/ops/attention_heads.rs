@@ -258,7 +258,7 @@ pub(crate) fn attention_heads_bf16(
         // written whole by the products before being read
         let mut scratch = Storage::<f32>::stale(t * t + t * d);
         let (s, o) = scratch.split_at_mut(t * t);
-        keys.gemm(t, &qb, None, s);
+        keys.gemm(t, qb, None, s);
         let mask = key_mask.map(|m| &m[bi * t..(bi + 1) * t]);
         // the probabilities in bf16, rows `tp` apart (padding zero)
         let mut pb = Storage::<u16>::zeroed(t * tp);

@@ -328,7 +328,7 @@ pub(crate) fn add_layer_norm_in_place<E: Float>(
         let src = &residual[blk * rb * m..];
         for (o, r) in ob.chunks_exact_mut(m).zip(src.chunks_exact(m)) {
             for (o, &r) in o.iter_mut().zip(r) {
-                *o = *o + r;
+                *o += r;
             }
             let (mean, rstd) = row_stat(o, inv_m, e);
             for (o, (&w, &b)) in o.iter_mut().zip(weight.iter().zip(bias)) {
