@@ -11,8 +11,11 @@ use forge::runtime::set_num_threads;
 use forge::{autocast, no_grad, DType, Element, Float, Tensor};
 use std::path::PathBuf;
 
-/// The BERT fixture folders with their ids, padding mask and token types.
-fn berts() -> Vec<(String, PathBuf, Tensor<i64>, Tensor<bool>, Tensor<i64>)> {
+/// A BERT fixture: its name, folder, ids, padding mask and token types.
+type Fixture = (String, PathBuf, Tensor<i64>, Tensor<bool>, Tensor<i64>);
+
+/// The BERT fixture folders with their inputs.
+fn berts() -> Vec<Fixture> {
     let hub = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hub");
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(hub)
         .unwrap()
