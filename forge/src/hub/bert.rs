@@ -506,9 +506,10 @@ impl<E: Float> Bert<E> {
             .add(&e.position_embeddings.forward(pos))
             .add(&e.token_type_embeddings.forward(types));
         let mut x = e.LayerNorm.forward(x);
-        if super::bert_infer::applies(self, &x) {
+        // the inference path (`bert_infer.rs`) when nothing records
+        if self.infer_applies(&x) {
             let keys = attention_mask.map(|m| m.to_vec());
-            return super::bert_infer::encode_layers(self, x.contiguous(), keys.as_deref());
+            return self.encode_layers_infer(x.contiguous(), keys.as_deref());
         }
         let mask = attention_mask.map(|m| m.reshape(&[b as isize, 1, 1, t as isize]));
         let heads = c.num_attention_heads;

@@ -29,10 +29,27 @@ use crate::ops::norm::add_layer_norm_in_place;
 use crate::tensor::{Float, Tensor};
 use std::any::Any;
 
+impl<E: Float> Bert<E> {
+    /// Whether [`encode_layers_infer`](Self::encode_layers_infer) can run
+    /// this model on `x`: not recording (gradients off or nothing
+    /// tracked), no summary running, every layer norm with its weight and
+    /// bias.
+    pub(super) fn infer_applies(&self, x: &Tensor<E>) -> bool {
+        applies(self, x)
+    }
+
+    /// The encoder layers on the embeddings' output `x` (`[B, T, C]`) by
+    /// the inference path; `key_mask` (`B * T`) is false for padding. The
+    /// caller checked [`infer_applies`](Self::infer_applies).
+    pub(super) fn encode_layers_infer(&self, x: Tensor<E>, key_mask: Option<&[bool]>) -> Tensor<E> {
+        encode_layers(self, x, key_mask)
+    }
+}
+
 /// Whether [`encode_layers`] can run `bert`: not recording (gradients off
 /// or nothing tracked), no summary running, every layer norm with its
 /// weight and bias.
-pub(super) fn applies<E: Float>(bert: &Bert<E>, x: &Tensor<E>) -> bool {
+fn applies<E: Float>(bert: &Bert<E>, x: &Tensor<E>) -> bool {
     let recording = crate::autograd::is_grad_enabled()
         && (x.is_tracked()
             || crate::nn::Layer::parameters(bert)
@@ -50,11 +67,7 @@ pub(super) fn applies<E: Float>(bert: &Bert<E>, x: &Tensor<E>) -> bool {
 /// The encoder layers on the embeddings' output `x` (`[B, T, C]`);
 /// `key_mask` (`B * T`) is false for padding. The caller checked
 /// [`applies`].
-pub(super) fn encode_layers<E: Float>(
-    bert: &Bert<E>,
-    x: Tensor<E>,
-    key_mask: Option<&[bool]>,
-) -> Tensor<E> {
+fn encode_layers<E: Float>(bert: &Bert<E>, x: Tensor<E>, key_mask: Option<&[bool]>) -> Tensor<E> {
     if let Some(b32) = (bert as &dyn Any).downcast_ref::<Bert<f32>>() {
         let x32 = (Box::new(x.clone()) as Box<dyn Any>)
             .downcast::<Tensor<f32>>()
