@@ -3,6 +3,7 @@
 //! A module of the one suite binary (`tests/suite.rs`; CONTRIBUTING.md,
 //! "The test layout"), its files modules named as the files.
 
+mod hub_bert_fused;
 mod hub_cli;
 mod hub_embed;
 mod hub_minilm;

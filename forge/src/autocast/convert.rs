@@ -107,9 +107,18 @@ mod avx512 {
     }
 }
 
+/// `src` rounded to bf16 into `dst` (the same length) on this CPU's
+/// widest path: the bits of `cpu::bgemm::to_bf16`, in vector code.
+///
+/// # Panics
+/// When the lengths differ.
+pub(crate) fn to_bf16_slice(src: &[f32], dst: &mut [u16]) {
+    convert_with(Isa::detect(), src, dst);
+}
+
 /// `rows` rows of `k` f32 (row-major) as bf16 rows of [`padded_k`]`(k)`
 /// elements in a pooled buffer, the padding zero.
-pub(super) fn rows_to_bf16(src: &[f32], rows: usize, k: usize) -> Storage<u16> {
+pub(crate) fn rows_to_bf16(src: &[f32], rows: usize, k: usize) -> Storage<u16> {
     let kp = padded_k(k);
     let isa = Isa::detect();
     if kp == k {

@@ -9,7 +9,8 @@
 //! | --- | --- | --- |
 //! | [`Tensor::linear`](crate::Tensor::linear) (every [`Linear`](crate::nn::Linear)), [`Tensor::conv2d`](crate::Tensor::conv2d) and [`Tensor::conv1d`](crate::Tensor::conv1d) (every `Conv2d`, `Conv1d`) | bf16 inputs (the weight converted once per scope and cached), f32 accumulation, f32 output | `linear`, `conv1d`, `conv2d` in its bf16 list |
 //! | softmax, layer/batch/RMS norms, losses, activations, reductions, elementwise ops | f32 | losses and reductions in its f32 list; softmax and norms run in their input's dtype (bf16 after a bf16 op) |
-//! | `matmul`, `bmm`, attention products, transposed convolutions, RNN cells | f32 | in its bf16 list; not converted by forge yet |
+//! | the attention products (`QK^T`, `PV`) of [`Bert::encode`](crate::hub::Bert::encode)'s inference path | bf16 inputs, f32 accumulation, softmax in f32 | `matmul` / `bmm` in its bf16 list |
+//! | other `matmul`, `bmm`, attention products, transposed convolutions, RNN cells | f32 | in its bf16 list; not converted by forge yet |
 //!
 //! The outputs of the bf16 ops are f32 tensors holding the f32 sums
 //! (PyTorch rounds them to bf16 tensors, so that the ops after them work on
@@ -55,7 +56,8 @@ mod ops;
 use crate::base::DType;
 use std::cell::Cell;
 
-pub(crate) use ops::{conv2d_hook, linear_hook};
+pub(crate) use convert::{rows_to_bf16, to_bf16_slice};
+pub(crate) use ops::{conv2d_hook, linear_hook, packed_weight};
 
 thread_local! {
     /// The autocast dtype in force on this thread (`None`: off).
@@ -163,7 +165,7 @@ pub fn clear_cache() -> usize {
 
 /// Whether an op on this thread should run in bf16 now: autocast to bf16
 /// is on and the op would not record (recording off, or no tracked input).
-fn bf16_now(tracked: bool) -> bool {
+pub(crate) fn bf16_now(tracked: bool) -> bool {
     current() == Some(DType::BF16) && !(tracked && crate::autograd::is_grad_enabled())
 }
 

@@ -71,6 +71,20 @@ fn operands<'a, E: Float, D: Device>(
     Some((as_f32(x)?, as_f32(weight)?, b))
 }
 
+/// The bf16 packing of a linear weight `w` (`[out, in]`), from this
+/// thread's cache (see [the weight cache](super#the-weight-cache)): what
+/// [`linear_hook`] multiplies by, for callers that convert their
+/// activations themselves (a fused model path).
+pub(crate) fn packed_weight(w: &Tensor<f32, Cpu>) -> Arc<PackedBf16> {
+    let (n, k) = (w.shape()[0], w.shape()[1]);
+    match cached(w, Layout::Packed, || {
+        Entry::Packed(Arc::new(PackedBf16::new(n, k, w.as_slice())))
+    }) {
+        Entry::Packed(p) => p,
+        Entry::Rows(_) => unreachable!("the key names the layout"),
+    }
+}
+
 /// `x W^T + b` with bf16 inputs and f32 accumulation, if autocast applies
 /// (shapes already checked by [`Tensor::linear`]).
 pub(crate) fn linear_hook<E: Float, D: Device>(
@@ -80,12 +94,7 @@ pub(crate) fn linear_hook<E: Float, D: Device>(
 ) -> Option<Tensor<E, D>> {
     let (x, w, b) = operands(x, weight, bias)?;
     let (n, k) = (w.shape()[0], w.shape()[1]);
-    let packed = match cached(w, Layout::Packed, || {
-        Entry::Packed(Arc::new(PackedBf16::new(n, k, w.as_slice())))
-    }) {
-        Entry::Packed(p) => p,
-        Entry::Rows(_) => unreachable!("the key names the layout"),
-    };
+    let packed = packed_weight(w);
     let m: usize = x.shape()[..x.rank() - 1].iter().product();
     let rows = rows_to_bf16(x.as_slice(), m, k);
     // the product writes every element

@@ -218,6 +218,49 @@ impl PackedBf16 {
         PackedBf16 { n, k, data }
     }
 
+    /// Packs the `n x k` matrix of bf16 whose row `j` is `row(j)` (`k`
+    /// values each): the layout of [`new`](Self::new) from values already
+    /// rounded, e.g. the keys of an attention head (`a k^T`).
+    ///
+    /// # Panics
+    /// When a row is shorter than `k`.
+    pub(crate) fn from_bf16_rows<'a>(n: usize, k: usize, row: impl Fn(usize) -> &'a [u16]) -> Self {
+        let pairs = padded_k(k) / 2;
+        let mut data = Storage::<u16>::zeroed(n.div_ceil(PANEL) * pairs * PANEL * 2);
+        for j in 0..n {
+            let (panel, lane) = (j / PANEL, j % PANEL);
+            let dst = &mut data[panel * pairs * PANEL * 2 + lane * 2..];
+            let src = &row(j)[..k];
+            for (q, pair) in src.chunks(2).enumerate() {
+                dst[q * PANEL * 2..q * PANEL * 2 + pair.len()].copy_from_slice(pair);
+            }
+        }
+        PackedBf16 { n, k, data }
+    }
+
+    /// Packs the `n x k` matrix of bf16 whose column `p` is `col(p)` (`n`
+    /// values each): the transpose of a row-major `k x n` matrix, e.g. the
+    /// values of an attention head (`p v`), read row by row.
+    ///
+    /// # Panics
+    /// When a column is shorter than `n`.
+    pub(crate) fn from_bf16_cols<'a>(n: usize, k: usize, col: impl Fn(usize) -> &'a [u16]) -> Self {
+        let pairs = padded_k(k) / 2;
+        let panels = n.div_ceil(PANEL);
+        let mut data = Storage::<u16>::zeroed(panels * pairs * PANEL * 2);
+        for p in 0..k {
+            let (q, e) = (p / 2, p % 2);
+            let src = &col(p)[..n];
+            for (panel, lanes) in src.chunks(PANEL).enumerate() {
+                let dst = &mut data[panel * pairs * PANEL * 2 + q * PANEL * 2 + e..];
+                for (l, &v) in lanes.iter().enumerate() {
+                    dst[2 * l] = v;
+                }
+            }
+        }
+        PackedBf16 { n, k, data }
+    }
+
     /// The row-major `n x k` matrix back, as f32.
     #[cfg(test)]
     pub(crate) fn unpack(&self) -> Vec<f32> {

@@ -508,6 +508,11 @@ impl<E: Float> Bert<E> {
             .add(&e.position_embeddings.forward(pos))
             .add(&e.token_type_embeddings.forward(types));
         let mut x = e.LayerNorm.forward(x);
+        // the inference path (`bert_infer.rs`) when nothing records
+        if self.infer_applies(&x) {
+            let keys = attention_mask.map(|m| m.to_vec());
+            return self.encode_layers_infer(x.contiguous(), keys.as_deref());
+        }
         let mask = attention_mask.map(|m| m.reshape(&[b as isize, 1, 1, t as isize]));
         let heads = c.num_attention_heads;
         for l in &self.encoder.layer {

@@ -16,6 +16,7 @@
 //! ```
 
 mod bert;
+mod bert_infer;
 mod cache;
 mod causal;
 mod config;

@@ -102,7 +102,7 @@ pub use rnn_elman::{Rnn, RnnNonlinearity};
 pub use sequential::{SeqChain, SeqForward, SeqVisit, Sequential};
 pub use shape_extra::{Identity, PixelShuffle, PixelUnshuffle, Unflatten};
 pub use shape_layers::{Flatten, Lambda, Reshape};
-pub(crate) use summary::capture_outputs;
+pub(crate) use summary::{capture_outputs, summary_running};
 pub use summary::{record_output, summary, OutputShape, Summary, SummaryRow};
 pub use transformer::{
     DecoderMasks, EncoderMasks, TransformerConfig, TransformerDecoder, TransformerDecoderLayer,

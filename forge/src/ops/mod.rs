@@ -5,6 +5,7 @@
 
 mod activation_extra;
 pub(crate) mod attention;
+pub(crate) mod attention_heads;
 pub(crate) mod attention_qkv;
 pub(crate) mod bilinear;
 mod binary;

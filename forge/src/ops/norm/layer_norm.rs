@@ -285,3 +285,56 @@ fn layer_norm_backward_graph<E: Float, D: Device>(
     }
     out
 }
+
+/// `y = layer_norm(y + residual) * weight + bias` over rows of `m`, in
+/// place, for inference (nothing recorded): the residual add and the
+/// normalisation in one pass per row block instead of an add op and a
+/// layer-norm op. Each row's arithmetic is the composed ops' (the sum
+/// `y + residual`, then [`layer_norm`]'s statistics and affine step), so
+/// the values equal `layer_norm(&y.add(&residual), ..)` bit for bit, for
+/// any thread count. `each_block(first_row, rows)` then sees every
+/// finished block of rows while it is in cache (to round it to bf16 for
+/// the next product, say).
+///
+/// # Panics
+/// When `residual` differs in length from `y`, `y` is not whole rows of
+/// `m`, or `weight` / `bias` do not have `m` elements.
+#[track_caller]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn add_layer_norm_in_place<E: Float>(
+    y: &mut [E],
+    residual: &[E],
+    m: usize,
+    weight: &[E],
+    bias: &[E],
+    eps: f64,
+    each_block: impl Fn(usize, &[E]) + Sync,
+) {
+    shape_assert!(
+        m > 0
+            && y.len() == residual.len()
+            && y.len().is_multiple_of(m)
+            && weight.len() == m
+            && bias.len() == m,
+        "add_layer_norm: {} values, residual {}, rows of {m}, weight {}, bias {}",
+        y.len(),
+        residual.len(),
+        weight.len(),
+        bias.len()
+    );
+    let rb = (ROW_BLOCK_ELEMS / m).max(1);
+    let (inv_m, e) = (E::one() / E::from_f64(m as f64), E::from_f64(eps));
+    row_blocks_mut(y, rb * m, 2 * pass_cost(residual.len()), |blk, ob| {
+        let src = &residual[blk * rb * m..];
+        for (o, r) in ob.chunks_exact_mut(m).zip(src.chunks_exact(m)) {
+            for (o, &r) in o.iter_mut().zip(r) {
+                *o += r;
+            }
+            let (mean, rstd) = row_stat(o, inv_m, e);
+            for (o, (&w, &b)) in o.iter_mut().zip(weight.iter().zip(bias)) {
+                *o = (*o - mean) * rstd * w + b;
+            }
+        }
+        each_block(blk * rb, ob);
+    });
+}

@@ -14,4 +14,5 @@ mod stats;
 
 pub use batch_norm::batch_norm;
 pub use group_norm::group_norm;
+pub(crate) use layer_norm::add_layer_norm_in_place;
 pub use layer_norm::layer_norm;
