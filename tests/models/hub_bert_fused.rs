@@ -82,6 +82,7 @@ fn max_err(a: &[f32], b: &[f64]) -> f64 {
 
 #[test]
 fn bf16_autocast_is_within_its_bound_of_f64_and_the_same_bits_for_1_and_2_threads() {
+    let _threads = crate::common::lock_thread_count();
     for (name, dir, ids, mask, types) in berts() {
         let exact = no_grad(|| {
             Bert::<f64>::from_dir(&dir)
