@@ -278,8 +278,6 @@ fn kernel_geometries() -> Vec<ConvGeom> {
 /// forward and weight gradient, `f32` and `f64`, at 1 and 2 threads.
 #[test]
 fn every_kernel_gives_the_portable_bits() {
-    // the thread count is set below: no other test may change it meanwhile
-    let _threads = crate::cpu::threads::lock_thread_count();
     fn check<E: Float>(g: &ConvGeom, seed: u64) {
         let (l, taps) = (g.oh * g.ow, g.c * g.kh * g.kw);
         let v = |n, s| {
