@@ -314,7 +314,7 @@ fn the_avx512_class_keeps_the_vector_bits() {
 /// shapes of BERT-base's products (1024 tokens) and smaller row counts;
 /// prints only (the machine is shared: no timed assertion).
 #[test]
-#[ignore = "prints the speed of the AMX and vdpbf16ps paths; run by hand with --nocapture"]
+#[ignore = "prints the speed of the AMX and vdpbf16ps paths (run by hand with --nocapture) and checks they agree within the f32 summation bound"]
 fn amx_speed() {
     let Some(amx_isa) = amx() else { return };
     let _guard = crate::cpu::threads::lock_thread_count();
@@ -334,11 +334,22 @@ fn amx_speed() {
         let packed = PackedBf16::new(n, k, &b);
         let rows = rows_to_bf16(&a, m, k);
         let reps = (4e8 / (m * n * k) as f64).clamp(1.0, 400.0) as usize;
-        let time = |isa: Isa| {
+        // sum |a| |b| per output, for the bound the two paths must meet
+        let abs = |v: &[f32]| v.iter().map(|x| x.abs()).collect::<Vec<_>>();
+        let mut mag = vec![0f32; m * n];
+        PackedBf16::new(n, k, &abs(&b)).gemm_with(
+            amx_isa,
+            m,
+            &rows_to_bf16(&abs(&a), m, k),
+            None,
+            &mut mag,
+        );
+        let mut results: Vec<Vec<f32>> = Vec::new();
+        let mut time = |isa: Isa| {
             let mut c = vec![0f32; m * n];
             packed.gemm_with(isa, m, &rows, None, &mut c);
             // the best of 5 timings: the machine is shared
-            (0..5)
+            let best = (0..5)
                 .map(|_| {
                     let t = std::time::Instant::now();
                     for _ in 0..reps {
@@ -346,7 +357,9 @@ fn amx_speed() {
                     }
                     t.elapsed().as_secs_f64() / reps as f64
                 })
-                .fold(f64::INFINITY, f64::min)
+                .fold(f64::INFINITY, f64::min);
+            results.push(c);
+            best
         };
         let gflops = |s: f64| 2.0 * (m * n * k) as f64 / s / 1e9;
         let mut line = format!("{m:5} x {k:5} x {n:5}:");
@@ -356,6 +369,19 @@ fn amx_speed() {
             }
         }
         eprintln!("{line}");
+        // Both paths sum the same exact products in f32 in their own
+        // orders: each is within k * 2^-24 * sum |a| |b| of the exact sum
+        // (the usual recursive summation bound), so they differ by at most
+        // twice that.
+        if let [x, y] = &results[..] {
+            for ((p, q), s) in x.iter().zip(y).zip(&mag) {
+                let bound = k as f32 * f32::EPSILON * s; // 2 k 2^-24 s
+                assert!(
+                    (p - q).abs() <= bound,
+                    "{m}x{k}x{n}: {p} vs {q}, bound {bound}"
+                );
+            }
+        }
     }
     crate::cpu::set_num_threads(before);
 }
