@@ -534,3 +534,64 @@ impl<E: Float> Forward<Tensor<E>> for Conv1d<E> {
         record_output(self, y)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::cpu::conv::{direct_preferred, ConvGeom};
+    use crate::nn::{Conv2d, Forward, Layer};
+    use crate::tensor::{Rng, Tensor};
+    use crate::{no_grad, optim::Sgd};
+
+    /// The no-grad output of `conv` and of a layer built fresh from its
+    /// values (whose packing cannot be stale) are the same bits.
+    fn cached_equals_fresh(conv: &Conv2d<f32>, x: &Tensor<f32>, what: &str) {
+        let got = no_grad(|| conv.forward(x.clone())).to_vec();
+        // new storages holding copies of the values (a state-dict load
+        // would share the storages, and with them the packing)
+        let copy = |t: &Tensor<f32>| Tensor::from_vec(t.to_vec(), t.shape());
+        let mut fresh = Conv2d::<f32>::new(8, 32, 3, &mut Rng::new(0)).padding(1);
+        fresh.weight = copy(&conv.weight);
+        fresh.bias = conv.bias.as_ref().map(copy);
+        let want = no_grad(|| fresh.forward(x.clone())).to_vec();
+        let same = got
+            .iter()
+            .zip(&want)
+            .all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(
+            same,
+            "no-grad conv2d used stale packed weights after {what}"
+        );
+    }
+
+    /// A no-grad `f32` convolution at batch 1 runs the direct kernel
+    /// (`ops/conv_infer.rs`) with
+    /// the weight packed once and kept on the weight's storage: after an
+    /// in-place optimizer step, a copy-on-write one and a state-dict load
+    /// it packs the new values.
+    #[test]
+    fn every_weight_change_repacks() {
+        let mut rng = Rng::new(21);
+        let mut conv = Conv2d::<f32>::new(8, 32, 3, &mut rng).padding(1);
+        let x = Tensor::<f32>::uniform(&[1, 8, 6, 6], -1.0, 1.0, &mut rng);
+        let geom = ConvGeom::new([1, 8, 6, 6], [32, 8, 3, 3], [1, 1], [1, 1], [1, 1], 1).unwrap();
+        assert!(direct_preferred(&geom), "the test needs the direct path");
+        cached_equals_fresh(&conv, &x, "nothing");
+        let grads = |conv: &Conv2d<f32>| conv.forward(x.clone()).sum().backward();
+        let g = grads(&conv);
+        let v = conv.weight.storage.version();
+        Sgd::<f32>::new(0.5).step(&mut conv, &g).unwrap();
+        assert!(
+            conv.weight.storage.version() != v,
+            "the step wrote in place"
+        );
+        cached_equals_fresh(&conv, &x, "an in-place optimizer step");
+        let old = conv.weight.clone();
+        let g = grads(&conv);
+        Sgd::<f32>::new(0.5).step(&mut conv, &g).unwrap();
+        assert!(!std::sync::Arc::ptr_eq(&old.storage, &conv.weight.storage));
+        cached_equals_fresh(&conv, &x, "a copy-on-write optimizer step");
+        let other = Conv2d::<f32>::new(8, 32, 3, &mut rng).padding(1);
+        conv.load_state_dict(&other.state_dict()).unwrap();
+        cached_equals_fresh(&conv, &x, "load_state_dict");
+    }
+}
