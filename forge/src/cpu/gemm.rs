@@ -147,15 +147,7 @@ pub(crate) fn gemm_bias<E: Float>(
     if m < 2 || n <= LANES || k == 0 || !packed_f32::available() {
         return false;
     }
-    assert!(
-        a.data.len() >= extent(&a, m, k),
-        "gemm: lhs buffer too small"
-    );
-    assert!(
-        b.data.len() >= extent(&b, k, n),
-        "gemm: rhs buffer too small"
-    );
-    assert!(c.len() >= m * n, "gemm: output buffer too small");
+    check_buffers(m, k, n, &a, &b, c);
     assert!(
         bias.len() >= n,
         "gemm: bias shorter than the output's columns"
@@ -239,6 +231,20 @@ fn extent<E>(mat: &Mat<E>, r: usize, cc: usize) -> usize {
     }
 }
 
+/// Panics unless `a` (`m x k`), `b` (`k x n`) and `c` (`m x n`) hold the
+/// elements the product reads and writes.
+fn check_buffers<E: Float>(m: usize, k: usize, n: usize, a: &Mat<E>, b: &Mat<E>, c: &[E]) {
+    assert!(
+        a.data.len() >= extent(a, m, k),
+        "gemm: lhs buffer too small"
+    );
+    assert!(
+        b.data.len() >= extent(b, k, n),
+        "gemm: rhs buffer too small"
+    );
+    assert!(c.len() >= m * n, "gemm: output buffer too small");
+}
+
 /// [`gemm`] with an explicit thread budget.
 #[allow(clippy::too_many_arguments)]
 fn gemm_threads<E: Float>(
@@ -251,15 +257,7 @@ fn gemm_threads<E: Float>(
     c: &mut [E],
     threads: usize,
 ) {
-    assert!(
-        a.data.len() >= extent(&a, m, k),
-        "gemm: lhs buffer too small"
-    );
-    assert!(
-        b.data.len() >= extent(&b, k, n),
-        "gemm: rhs buffer too small"
-    );
-    assert!(c.len() >= m * n, "gemm: output buffer too small");
+    check_buffers(m, k, n, &a, &b, c);
     if m == 0 || n == 0 {
         return;
     }
