@@ -107,6 +107,28 @@ mod avx512 {
     }
 }
 
+/// This CPU's conversion path under the CPU class in force, found once for
+/// many short conversions ([`to_bf16_slice`] looks it up at every call,
+/// which costs as much as converting a row of 64).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Bf16Rounder(Isa);
+
+impl Bf16Rounder {
+    /// The path of the calling thread's CPU class.
+    pub(crate) fn new() -> Bf16Rounder {
+        Bf16Rounder(Isa::detect())
+    }
+
+    /// [`to_bf16_slice`] on the path found by [`new`](Self::new): the
+    /// same bits.
+    ///
+    /// # Panics
+    /// When the lengths differ.
+    pub(crate) fn round(self, src: &[f32], dst: &mut [u16]) {
+        convert_with(self.0, src, dst);
+    }
+}
+
 /// `src` rounded to bf16 into `dst` (the same length) on this CPU's
 /// widest path: the bits of `cpu::bgemm::to_bf16`, in vector code.
 ///

@@ -18,12 +18,14 @@
 //!   runs `matmul`/`bmm` in bf16 and softmax in f32. The output is written
 //!   as bf16 rows, the input of the next (output) projection.
 
+use super::softmax::{lane_sum, line_max_raw};
 use super::softmax_masked::softmax_row_in_place;
-use crate::autocast::to_bf16_slice;
+use crate::autocast::Bf16Rounder;
 use crate::cpu::bgemm::{padded_k, PackedBf16};
 use crate::cpu::gemm::{gemm_batched, Mat};
 use crate::cpu::memory::Storage;
 use crate::cpu::threads::parallel_for_cost;
+use crate::cpu::vmath::exp_f32;
 use crate::tensor::Float;
 
 /// The shape of one call: batch, sequence, heads, head width, and the row
@@ -126,6 +128,54 @@ fn softmax_scores<E: Float>(row: &mut [E], scale: E, keys: Option<&[bool]>) {
     if !softmax_row_in_place(row) {
         row.fill(E::nan());
     }
+}
+
+/// [`softmax_scores`] on each row of `t` of `s`, for f32: the same
+/// arithmetic element by element and in the same order (scale, mask, the
+/// maximum, `exp` by `vmath::exp_f32`, `lane_sum`'s sum, the division), so
+/// the same bits, in one function compiled for AVX-512 when `wide` (the
+/// crate's generic code is compiled for the baseline's 4-lane vectors).
+fn softmax_rows(s: &mut [f32], t: usize, scale: f32, keys: Option<&[bool]>, wide: bool) {
+    #[inline(always)]
+    fn rows(s: &mut [f32], t: usize, scale: f32, keys: Option<&[bool]>) {
+        for row in s.chunks_exact_mut(t) {
+            for v in row.iter_mut() {
+                *v *= scale;
+            }
+            if let Some(keys) = keys {
+                for (v, &keep) in row.iter_mut().zip(keys) {
+                    if !keep {
+                        *v = f32::NEG_INFINITY;
+                    }
+                }
+            }
+            let m = line_max_raw(row);
+            if m == f32::NEG_INFINITY {
+                row.fill(f32::NAN);
+                continue;
+            }
+            for v in row.iter_mut() {
+                *v = exp_f32(*v - m);
+            }
+            let sum = lane_sum(row);
+            for v in row.iter_mut() {
+                *v /= sum;
+            }
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    if wide {
+        #[target_feature(enable = "avx512f")]
+        fn avx512(s: &mut [f32], t: usize, scale: f32, keys: Option<&[bool]>) {
+            rows(s, t, scale, keys);
+        }
+        // SAFETY: `wide` is true only where the CPU class allows AVX-512F
+        // (the caller's `cpu_has!`).
+        unsafe { avx512(s, t, scale, keys) };
+        return;
+    }
+    let _ = wide;
+    rows(s, t, scale, keys);
 }
 
 /// About the single-thread nanoseconds of one call (the two products at
@@ -240,15 +290,26 @@ pub(crate) fn attention_heads_bf16(
     let po = Shared(out.as_mut_ptr());
     let scale = 1.0 / (d as f32).sqrt();
     let (dp, tp) = (padded_k(d), padded_k(t));
+    // found once: a lookup per row would cost as much as the row
+    let round = Bf16Rounder::new();
+    #[cfg(target_arch = "x86_64")]
+    let wide = crate::cpu::class::cpu_has!("avx512f");
+    #[cfg(not(target_arch = "x86_64"))]
+    let wide = false;
     parallel_for_cost(b * heads, cost(&dims, 200), |pair| {
         let (bi, h) = (pair / heads, pair % heads);
         // this head's queries, keys and values in bf16, rows `dp` apart
-        // (zeroed: the padding of an odd `d` is read)
-        let mut qkv = Storage::<u16>::zeroed(3 * t * dp);
+        // (the padding of an odd `d` is read, so it is zeroed)
+        let mut qkv = if dp == d {
+            // written whole below
+            Storage::<u16>::stale(3 * t * dp)
+        } else {
+            Storage::<u16>::zeroed(3 * t * dp)
+        };
         for (x, part) in [q, k, v].into_iter().zip(qkv.chunks_exact_mut(t * dp)) {
             let src = dims.block(x, bi, h);
             for (i, dst) in part.chunks_exact_mut(dp).enumerate() {
-                to_bf16_slice(&src[i * ld..i * ld + d], &mut dst[..d]);
+                round.round(&src[i * ld..i * ld + d], &mut dst[..d]);
             }
         }
         let (qb, kv) = qkv.split_at(t * dp);
@@ -260,18 +321,89 @@ pub(crate) fn attention_heads_bf16(
         let (s, o) = scratch.split_at_mut(t * t);
         keys.gemm(t, qb, None, s);
         let mask = key_mask.map(|m| &m[bi * t..(bi + 1) * t]);
+        softmax_rows(s, t, scale, mask, wide);
         // the probabilities in bf16, rows `tp` apart (padding zero)
-        let mut pb = Storage::<u16>::zeroed(t * tp);
-        for (row, dst) in s.chunks_exact_mut(t).zip(pb.chunks_exact_mut(tp)) {
-            softmax_scores(row, scale, mask);
-            to_bf16_slice(row, &mut dst[..t]);
-        }
+        let pb = if tp == t {
+            let mut pb = Storage::<u16>::stale(t * t);
+            round.round(s, &mut pb);
+            pb
+        } else {
+            let mut pb = Storage::<u16>::zeroed(t * tp);
+            for (row, dst) in s.chunks_exact(t).zip(pb.chunks_exact_mut(tp)) {
+                round.round(row, &mut dst[..t]);
+            }
+            pb
+        };
         values.gemm(t, &pb, None, o);
         for (i, row) in o.chunks_exact(d).enumerate() {
             // SAFETY: columns `h d..(h + 1) d` of batch entry `bi`'s rows
             // of `out` (inside it: checked) belong to this chunk alone.
             let dst = unsafe { std::slice::from_raw_parts_mut(po.at((bi * t + i) * c + h * d), d) };
-            to_bf16_slice(row, dst);
+            round.round(row, dst);
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::Rng;
+
+    /// Rows of scores with the cases a softmax meets: large and small
+    /// values, `-inf`, and (with `masked`) some keys hidden, one row
+    /// entirely.
+    fn rows(t: usize, n: usize, rng: &mut Rng) -> Vec<f32> {
+        (0..t * n)
+            .map(|i| match i % 29 {
+                3 => f32::NEG_INFINITY,
+                11 => 60.0,
+                _ => (rng.normal() * 5.0) as f32,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn softmax_rows_has_the_bits_of_softmax_scores() {
+        let mut rng = Rng::new(7);
+        #[cfg(target_arch = "x86_64")]
+        let paths = if crate::cpu::class::cpu_has!("avx512f") {
+            vec![false, true]
+        } else {
+            vec![false]
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let paths = vec![false];
+        for t in [1, 7, 16, 37, 128] {
+            for masked in [false, true] {
+                let keys: Vec<bool> = (0..t).map(|j| !masked || j % 3 != 1).collect();
+                let keys = masked.then_some(&keys[..]);
+                let n = 5;
+                let s = rows(t, n, &mut rng);
+                let mut want = s.clone();
+                for row in want.chunks_exact_mut(t) {
+                    softmax_scores(row, 0.125, keys);
+                }
+                for &wide in &paths {
+                    let mut got = s.clone();
+                    softmax_rows(&mut got, t, 0.125, keys, wide);
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(
+                        bits(&got),
+                        bits(&want),
+                        "t {t}, masked {masked}, wide {wide}"
+                    );
+                }
+            }
+        }
+        // every key hidden: NaN, as PyTorch gives
+        let mut all_hidden = vec![1.0f32; 8];
+        softmax_rows(
+            &mut all_hidden,
+            8,
+            1.0,
+            Some(&[false; 8]),
+            paths[paths.len() - 1],
+        );
+        assert!(all_hidden.iter().all(|x| x.is_nan()));
+    }
 }

@@ -175,7 +175,13 @@ fn amx_bits_do_not_depend_on_the_split() {
     let Some(isa) = amx() else { return };
     let _guard = crate::cpu::threads::lock_thread_count();
     let before = crate::cpu::num_threads();
-    for &(m, n, k) in &[(1, 1, 1), (7, 17, 33), (33, 49, 70), (70, 130, 1100)] {
+    for &(m, n, k) in &[
+        (1, 1, 1),
+        (7, 17, 33),
+        (33, 49, 70),
+        (70, 130, 1100),
+        (20, 40, 4200),
+    ] {
         let mut rng = Rng::new((m * 1000 + n * 10 + k) as u64);
         let a = bf16_values(m * k, 1.0, &mut rng);
         let b = bf16_values(n * k, 1.0, &mut rng);
