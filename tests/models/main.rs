@@ -12,6 +12,7 @@ mod mnist_training;
 mod models_gpt_parity;
 mod models_precision;
 mod models_quant;
+mod models_quant_accuracy;
 mod models_quant_fp8;
 mod models_transformer;
 mod models_vision;

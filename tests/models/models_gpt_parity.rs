@@ -299,18 +299,59 @@ fn logits_loss_and_gradients_match_pytorch_in_f32() {
     }
 }
 
-/// The trained GPT with its `Linear` layers in int8 (`forge::quant`; the
-/// tied output head and the embeddings in f32, then also in int8) and with bf16-rounded
-/// weights: loss and logit errors against the f32 model on the fixture's
-/// batch (the table in docs/src/quantization.md). The int8 loss must stay
-/// within 2% of the f32 loss.
+/// The held-out text for the trained GPT: the repository's
+/// `LICENSE-APACHE` (licence prose the model never saw: it was trained on
+/// the GPL), its bytes mapped to the fixture's vocabulary (bytes outside
+/// it dropped), cut into non-overlapping windows of `block_size + 1`:
+/// `(idx, targets)`, each `[windows, block_size]`.
+fn held_out_windows(f: &Fixture) -> (Tensor<i64>, Tensor<i64>) {
+    let vocab = &f.bytes["vocab"];
+    let text = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/LICENSE-APACHE")).unwrap();
+    let ids: Vec<i64> = text
+        .iter()
+        .filter_map(|b| vocab.iter().position(|v| v == b))
+        .map(|i| i as i64)
+        .collect();
+    let t = config(f).block_size;
+    let n = ids.len() / (t + 1);
+    assert!(n >= 100, "only {n} held-out windows");
+    let (mut idx, mut targets) = (Vec::new(), Vec::new());
+    for w in ids.chunks_exact(t + 1).take(n) {
+        idx.extend_from_slice(&w[..t]);
+        targets.extend_from_slice(&w[1..]);
+    }
+    (
+        Tensor::from_vec(idx, &[n, t]),
+        Tensor::from_vec(targets, &[n, t]),
+    )
+}
+
+/// The trained GPT in every reduced precision against the f32 model (the
+/// GPT table of docs/src/quantization.md): bf16-rounded weights, bf16
+/// autocast, fp8 E4M3 / E5M2 checkpoints (per-tensor scales) loaded back
+/// into f32, its `Linear` layers in int8 (per channel, per tensor; the tied
+/// output head and the embeddings in f32), then its embeddings and tied
+/// head in int8 too. For each: the loss on the fixture's batch (training
+/// text) and on held-out text (`held_out_windows`), the largest and mean
+/// logit error and the positions whose greedy token (argmax) is the f32
+/// model's, both over the held-out text.
+///
+/// Bounds (each from the figure measured at the commit the docs name, with
+/// a margin; a scale skipped or a format mixed up breaks them by far):
+/// the held-out loss within `loss_tol` (relative) of f32's, the largest
+/// logit error under `max_err`, the greedy tokens equal at `min_same` of
+/// the positions or more.
 #[test]
 fn int8_and_bf16_gpt_stay_close_to_f32() {
+    use forge::checkpoint::LayerIo;
     use forge::models::precision::round_weights;
-    use forge::quant::{quantize_dynamic, resident_bytes, Granularity};
+    use forge::quant::{
+        fp8_tensors, quantize_dynamic, quantize_embeddings, resident_bytes, Fp8Format, Granularity,
+    };
     for rel in gpt_fixtures() {
         let f = Fixture::load(&rel);
-        let mut gpt = Gpt::<f32>::new(config(&f), &mut Rng::new(0));
+        let cfg = config(&f);
+        let mut gpt = Gpt::<f32>::new(cfg, &mut Rng::new(0));
         let sd: BTreeMap<String, Tensor<f32>> = f
             .meta_list("params")
             .into_iter()
@@ -322,12 +363,50 @@ fn int8_and_bf16_gpt_stay_close_to_f32() {
         gpt.load_state_dict(&sd).unwrap();
         gpt.eval();
         let (idx, targets) = (f.i("idx"), f.i("targets"));
-        let (logits, loss) = forge::no_grad(|| gpt.logits_and_loss(&idx, &targets));
-        let loss = loss.item();
+        let (hidx, htargets) = held_out_windows(&f);
+        // (batch loss, held-out logits, held-out loss) of a model, with
+        // autocast to bf16 or not
+        let eval = |m: &Gpt<f32>, bf16: bool| {
+            let dtype = if bf16 {
+                forge::DType::BF16
+            } else {
+                forge::DType::F32
+            };
+            forge::no_grad(|| {
+                forge::autocast(dtype, || {
+                    let batch = m.logits_and_loss(&idx, &targets).1.item();
+                    let (logits, held) = m.logits_and_loss(&hidx, &htargets);
+                    (batch, logits, held.item())
+                })
+            })
+        };
+        let argmax = |l: &Tensor<f32>| -> Vec<usize> {
+            let v = cfg.vocab_size;
+            l.as_slice()
+                .chunks(v)
+                .map(|r| {
+                    (0..v)
+                        .max_by(|&a, &b| r[a].total_cmp(&r[b]).then(b.cmp(&a)))
+                        .unwrap()
+                })
+                .collect()
+        };
+        let (loss, logits, held) = eval(&gpt, false);
+        let greedy = argmax(&logits);
         let f32_bytes = resident_bytes(&gpt);
-        eprintln!("| GPT | f32 | loss {loss:.5} | 0 | 0 | {f32_bytes} |");
-        let errors = |other: &Tensor<f32>| {
-            let (a, b) = (logits.as_slice(), other.as_slice());
+        eprintln!(
+            "| model | weights | batch loss | held-out loss | max logit error | mean logit error | greedy tokens equal | resident bytes |"
+        );
+        eprintln!("|---|---|---|---|---|---|---|---|");
+        eprintln!(
+            "| GPT | f32 | {loss:.5} | {held:.5} | 0 | 0 | {n} / {n} | {f32_bytes} |",
+            n = greedy.len()
+        );
+        // one row of the table, and its bounds
+        let row = |label: &str, m: &Gpt<f32>, bf16: bool, bounds: (f64, f32, f64)| {
+            let (loss_tol, max_err, min_same) = bounds;
+            let (bl, l, hl) = eval(m, bf16);
+            let (a, b) = (logits.as_slice(), l.as_slice());
             let max = a
                 .iter()
                 .zip(b)
@@ -339,94 +418,96 @@ fn int8_and_bf16_gpt_stay_close_to_f32() {
                 .map(|(p, q)| f64::from((p - q).abs()))
                 .sum::<f64>()
                 / a.len() as f64;
-            (max, mean)
+            let same = argmax(&l)
+                .iter()
+                .zip(&greedy)
+                .filter(|(p, q)| p == q)
+                .count();
+            eprintln!(
+                "| GPT | {label} | {bl:.5} | {hl:.5} | {max:.5} | {mean:.6} | {same} / {} | {} |",
+                greedy.len(),
+                resident_bytes(m)
+            );
+            assert!(
+                f64::from((hl - held).abs()) <= loss_tol * f64::from(held),
+                "{label}: held-out loss {hl} vs f32 {held}"
+            );
+            assert!(max <= max_err, "{label}: max logit error {max}");
+            assert!(
+                same as f64 >= min_same * greedy.len() as f64,
+                "{label}: {same} of {} greedy tokens equal",
+                greedy.len()
+            );
         };
         let mut bf16 = gpt.clone();
         round_weights::<forge::half::bf16, f32, _>(&mut bf16);
-        let (l16, loss16) = forge::no_grad(|| bf16.logits_and_loss(&idx, &targets));
-        let (max, mean) = errors(&l16);
-        eprintln!(
-            "| GPT | bf16 weights | loss {:.5} | {max:.5} | {mean:.6} | {f32_bytes} |",
-            loss16.item()
-        );
+        row("bf16 weights", &bf16, false, BOUNDS[0]);
         // bf16 compute: the f32 model's products under autocast
-        let (lac, lossac) = forge::no_grad(|| {
-            forge::autocast(forge::DType::BF16, || gpt.logits_and_loss(&idx, &targets))
-        });
-        let (max, mean) = errors(&lac);
-        let lossac = lossac.item();
-        eprintln!(
-            "| GPT | bf16 autocast | loss {lossac:.5} | {max:.5} | {mean:.6} | {f32_bytes} |"
-        );
-        assert!(
-            (lossac - loss).abs() <= 0.01 * loss,
-            "bf16 autocast: loss {lossac} vs {loss}"
-        );
+        row("bf16 autocast", &gpt, true, BOUNDS[1]);
         // fp8 checkpoints (per-tensor scales), loaded back into f32
-        for fmt in [forge::quant::Fp8Format::E4M3, forge::quant::Fp8Format::E5M2] {
-            use forge::checkpoint::LayerIo;
+        for (fmt, bounds) in [(Fp8Format::E4M3, BOUNDS[2]), (Fp8Format::E5M2, BOUNDS[3])] {
             let path = std::env::temp_dir().join(format!(
                 "forge-gpt-fp8-{fmt:?}-{}.safetensors",
                 std::process::id()
             ));
-            let t = forge::quant::fp8_tensors(&gpt.state_dict(), fmt);
+            let t = fp8_tensors(&gpt.state_dict(), fmt);
             forge::io::write_safetensors(&path, &t, &BTreeMap::new()).unwrap();
             let mut f8 = gpt.clone();
             f8.load_weights(&path).unwrap();
             std::fs::remove_file(&path).unwrap();
-            let (l8, loss8) = forge::no_grad(|| f8.logits_and_loss(&idx, &targets));
-            let (max, mean) = errors(&l8);
-            eprintln!(
-                "| GPT | fp8 {fmt:?} weights | loss {:.5} | {max:.5} | {mean:.6} | {f32_bytes} |",
-                loss8.item()
-            );
+            row(&format!("fp8 {fmt:?} weights"), &f8, false, bounds);
         }
-        // the greedy token (argmax) of every position
-        let argmax = |l: &Tensor<f32>| -> Vec<usize> {
-            let v = config(&f).vocab_size;
-            l.as_slice()
-                .chunks(v)
-                .map(|r| {
-                    (0..v)
-                        .max_by(|&a, &b| r[a].total_cmp(&r[b]).then(b.cmp(&a)))
-                        .unwrap()
-                })
-                .collect()
-        };
-        let greedy = argmax(&logits);
-        for (label, g, tables) in [
-            ("int8 per channel", Granularity::PerChannel, false),
-            ("int8 per tensor", Granularity::PerTensor, false),
+        for (label, g, tables, bounds) in [
+            (
+                "int8 per channel",
+                Granularity::PerChannel,
+                false,
+                BOUNDS[4],
+            ),
+            ("int8 per tensor", Granularity::PerTensor, false, BOUNDS[5]),
             // quantize_embeddings too: wte (and the tied head on its
             // bytes) and wpe in int8, one scale per row
             (
                 "int8 per channel + int8 embeddings",
                 Granularity::PerChannel,
                 true,
+                BOUNDS[6],
             ),
         ] {
             let mut q = gpt.clone();
-            assert_eq!(quantize_dynamic(&mut q, g), 4 * config(&f).n_layer);
+            assert_eq!(quantize_dynamic(&mut q, g), 4 * cfg.n_layer);
             if tables {
-                assert_eq!(forge::quant::quantize_embeddings(&mut q), 2);
+                assert_eq!(quantize_embeddings(&mut q), 2);
             }
-            let (l8, loss8) = forge::no_grad(|| q.logits_and_loss(&idx, &targets));
-            let (max, mean) = errors(&l8);
-            let loss8 = loss8.item();
-            let same = argmax(&l8)
-                .iter()
-                .zip(&greedy)
-                .filter(|(a, b)| a == b)
-                .count();
-            eprintln!(
-                "| GPT | {label} | loss {loss8:.5} | {max:.5} | {mean:.6} | {} | {same} / {} greedy tokens equal |",
-                resident_bytes(&q),
-                greedy.len()
-            );
-            assert!(
-                (loss8 - loss).abs() <= 0.02 * loss,
-                "{label}: loss {loss8} vs {loss}"
-            );
+            row(label, &q, false, bounds);
         }
     }
 }
+
+/// The bounds of `int8_and_bf16_gpt_stay_close_to_f32`, row by row:
+/// (relative change of the held-out loss, largest logit error, share of
+/// the 10,976 held-out positions whose greedy token is f32's). Measured
+/// (the table in docs/src/quantization.md):
+///
+/// | row | loss change | max error | greedy equal |
+/// |---|---|---|---|
+/// | bf16 weights | 0.002% | 0.0283 | 99.85% |
+/// | bf16 autocast | 0.004% | 0.0198 | 99.92% |
+/// | fp8 E4M3 | 0.34% | 0.372 | 96.8% |
+/// | fp8 E5M2 | 0.57% | 0.551 | 93.7% |
+/// | int8 per channel | 0.002% | 0.252 | 98.3% |
+/// | int8 per tensor | 0.003% | 0.273 | 98.4% |
+/// | int8 + embeddings | 0.03% | 0.238 | 98.1% |
+///
+/// Each bound allows twice the measured figure: twice the loss change
+/// (at least 0.1%: smaller changes are round-off), twice the largest
+/// error, twice as many positions whose greedy token differs.
+const BOUNDS: [(f64, f32, f64); 7] = [
+    (0.001, 0.057, 0.997),
+    (0.001, 0.040, 0.998),
+    (0.007, 0.75, 0.937),
+    (0.012, 1.11, 0.874),
+    (0.001, 0.51, 0.966),
+    (0.001, 0.55, 0.967),
+    (0.001, 0.48, 0.962),
+];
