@@ -5,7 +5,7 @@
 # at opt-level 1 (incremental), and runs the tests matching FILTER; a
 # mutant that no test notices is "missed".
 #
-#   sh scripts/mutants.sh "margin" forge/src/ops/loss/margin.rs
+#   TESTS=suite sh scripts/mutants.sh "margin" forge/src/ops/loss/margin.rs
 #   sh scripts/mutants.sh "optim" forge/src/optim/sgd.rs forge/src/optim/clip.rs
 #   LIST=1 sh scripts/mutants.sh "" forge/src/ops/norm/stats.rs  # list only
 #
@@ -52,7 +52,7 @@ out="$target/mutants-out/$(echo "$1" | tr / _)"
 mkdir -p "$tree" "$out"
 if [ -n "${LIST:-}" ]; then
     # shellcheck disable=SC2086
-    exec cargo mutants --list --package forge $files
+    exec cargo mutants ${MUTANTS_ARGS:-} --list --package forge $files
 fi
 # Copy the files that differ (new ones, changed ones, and a mutant left by
 # an interrupted run), with a new time so that cargo rebuilds them.
@@ -69,10 +69,20 @@ if [ ! -d "$target/mutants-build/debug" ] && [ -d "$target/debug" ]; then
     cp -a "$target/debug" "$target/mutants-build/"
 fi
 export CARGO_TARGET_DIR="$target/mutants-build"
-export CARGO_PROFILE_TEST_OPT_LEVEL=1
+export CARGO_PROFILE_TEST_OPT_LEVEL=0
 export CARGO_PROFILE_TEST_INCREMENTAL=true
+# TESTS=suite (or lib) builds and runs only the suite (or forge's unit
+# tests): a mutant then costs one test binary's rebuild, not two.
+case "${TESTS:-both}" in
+    suite) targets="--cargo-arg=--test=suite" ;;
+    lib) targets="--cargo-arg=--lib" ;;
+    *) targets="--cargo-arg=--lib --cargo-arg=--test=suite" ;;
+esac
+# MUTANTS_ARGS adds cargo-mutants options, e.g. after a green baseline
+# of the same tree and filter: "--baseline skip --timeout 300 --build-timeout 3000", or to
+# rerun one mutant: "--re margin.rs:191".
 # shellcheck disable=SC2086
-cargo mutants --in-place --dir "$tree" --package forge $files \
+cargo mutants ${MUTANTS_ARGS:-} --in-place --dir "$tree" --package forge $files \
     --output "$out" --no-shuffle --minimum-test-timeout 60 \
-    --cargo-arg=--package=forge-suite --cargo-arg=--lib --cargo-arg=--test=suite \
+    --cargo-arg=--package=forge-suite $targets \
     -- -- --skip loom_tests $filter
