@@ -225,3 +225,50 @@ fn gaussian_nll_clamps_the_variance_in_value_only() {
     let want = 0.5 * (1.0 / 1e-6 - 1.0 / 1e-12);
     assert!((g.get(&var).unwrap().item() / want - 1.0).abs() < 1e-12);
 }
+
+/// The loss of one sample by its definition: the mean over the classes of
+/// `-(t log σ(x) + (1 - t) log σ(-x))`.
+fn multilabel_by_hand(x: &[f64], t: &[f64]) -> f64 {
+    let log_sigmoid = |v: f64| -(1.0 + (-v).exp()).ln();
+    let s: f64 = x
+        .iter()
+        .zip(t)
+        .map(|(&x, &t)| -(t * log_sigmoid(x) + (1.0 - t) * log_sigmoid(-x)))
+        .sum();
+    s / x.len() as f64
+}
+
+#[test]
+fn multilabel_soft_margin_sums_the_last_dim_at_rank_one_and_three() {
+    // The fixtures are [N, C], where dim 1 is the last one; PyTorch sums
+    // over the last dim at any rank: a [C] input is one sample and a
+    // [A, B, C] input has A * B samples (summing dim 1 instead is wrong
+    // at both ranks). Tolerance 1e-12: a few f64 roundings of O(1) terms.
+    let x = [0.3, -1.2, 2.0, 0.7, -0.4, 1.5];
+    let t = [1.0, 0.0, 1.0, 0.0, 0.0, 1.0];
+    let one = multilabel_soft_margin_loss_with(
+        &Tensor::<f64>::from_vec(x.to_vec(), &[6]),
+        &Tensor::<f64>::from_vec(t.to_vec(), &[6]),
+        MultilabelSoftMarginLossOptions {
+            weight: None,
+            reduction: Reduction::Sum,
+        },
+    );
+    assert_eq!(one.shape(), &[] as &[usize]);
+    assert!((one.item() - multilabel_by_hand(&x, &t)).abs() < 1e-12);
+
+    let three = multilabel_soft_margin_loss_with(
+        &Tensor::<f64>::from_vec(x.to_vec(), &[1, 2, 3]),
+        &Tensor::<f64>::from_vec(t.to_vec(), &[1, 2, 3]),
+        MultilabelSoftMarginLossOptions {
+            weight: None,
+            reduction: Reduction::None,
+        },
+    );
+    assert_eq!(three.shape(), &[1, 2]);
+    let got = three.to_vec();
+    for (k, g) in got.iter().enumerate() {
+        let want = multilabel_by_hand(&x[3 * k..3 * k + 3], &t[3 * k..3 * k + 3]);
+        assert!((g - want).abs() < 1e-12, "sample {k}: {g} vs {want}");
+    }
+}

@@ -559,3 +559,41 @@ fn fused_cross_entropy_over_several_row_blocks_equals_the_composed_one() {
         assert!((a - b).abs() < 1e-12, "grad {j}: {a} vs {b}");
     }
 }
+
+// ---- Mutants of scripts/mutants.sh (docs/src/reliability.md) ----
+
+/// `clip_grad_norm` (the 2-norm) and `try_clip_grad_norm` on finite
+/// gradients return the total norm before clipping and scale as
+/// `clip_grad_norm_with` does. Gradients [3, 4] and [12]: total
+/// sqrt(9 + 16 + 144) = 13 exactly, scale 1 / (13 + 1e-6).
+///
+/// Kills, in clip.rs: `clip_grad_norm -> E with Default::default()` and
+/// `try_clip_grad_norm -> Result<E> with Ok(Default::default())` (both
+/// returned 0 with the gradients still clipped), and in
+/// `try_clip_grad_norm`'s `error_if_nonfinite && !total.is_finite()` both
+/// `&&` -> `||` and `delete !` (each an error on a finite norm).
+#[test]
+fn clip_grad_norm_and_its_checked_form_return_the_total_norm() {
+    let a = Tensor::<f64>::zeros(&[2]).requires_grad();
+    let b = Tensor::<f64>::zeros(&[1]).requires_grad();
+    let fresh = || {
+        let mut g = forge::Gradients::new();
+        g.insert(&a, Tensor::from_vec(vec![3.0, 4.0], &[2]));
+        g.insert(&b, Tensor::from_vec(vec![12.0], &[1]));
+        g
+    };
+    let scale = 1.0 / (13.0 + 1e-6);
+    let mut g1 = fresh();
+    let mut g2 = fresh();
+    let totals = [
+        clip_grad_norm(&mut g1, 1.0),
+        try_clip_grad_norm(&mut g2, 1.0, 2.0, true).unwrap(),
+    ];
+    for (total, g) in totals.iter().zip([&g1, &g2]) {
+        assert_eq!(*total, 13.0);
+        let ga = g.get(&a).unwrap().to_vec();
+        // One f64 rounding of x * scale: exact to 1e-15 relative.
+        assert!((ga[0] - 3.0 * scale).abs() < 1e-15 && (ga[1] - 4.0 * scale).abs() < 1e-15);
+        assert!((g.get(&b).unwrap().to_vec()[0] - 12.0 * scale).abs() < 1e-15);
+    }
+}
