@@ -62,10 +62,11 @@ pub(crate) fn conv_bn_act<E: Float>(
 ) -> Tensor<E> {
     // an fp8 convolution outside autograd: the f32 layer holding the
     // decoded weight, for this call (`conv2d_fp8.rs`), same bits
-    if !is_grad_enabled() && recording_mark().is_none() {
-        if let Some(decoded) = conv.fp8_decoded() {
-            return conv_bn_act(&decoded, bn, x, residual, relu);
-        }
+    if !is_grad_enabled()
+        && recording_mark().is_none()
+        && let Some(decoded) = conv.fp8_decoded()
+    {
+        return conv_bn_act(&decoded, bn, x, residual, relu);
     }
     if let Some(y) = folded(conv, bn, &x, residual, relu) {
         return y;
