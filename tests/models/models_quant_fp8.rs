@@ -1,6 +1,7 @@
 //! Models with fp8-resident weights (`forge::quant::to_fp8`): every
-//! reference model's `Linear` layers converted to 8-bit float bytes with
-//! `f32` scales give, bit for bit, the outputs of the f32 model whose
+//! reference model's `Linear`, `Conv2d`, `Lstm` and `Gru` layers converted
+//! to 8-bit float bytes with `f32` scales give, bit for bit, the outputs
+//! of the f32 model whose
 //! weights are the dequantized values (`decode(byte) x scale`, rounded
 //! once), at 1 and 2 threads; they save as an FP8 checkpoint (`F8_E4M3` /
 //! `F8_E5M2` + `weight_scale`) that loads straight back (and into a plain
@@ -12,7 +13,8 @@ use forge::hub::{load_gpt2, Bert, CausalLm};
 use forge::io::{read_safetensors, write_safetensors, AnyTensor};
 use forge::models::gpt::{Gpt, GptConfig};
 use forge::models::mnist::{LeNet5, MnistMlp};
-use forge::nn::{summary, Layer};
+use forge::models::resnet::resnet18;
+use forge::nn::{summary, Conv2d, Gru, Layer, Lstm, RnnConfig};
 use forge::prelude::*;
 use forge::quant::{resident_bytes, to_fp8, Fp8Format, Granularity};
 use forge::DType;
@@ -26,36 +28,44 @@ fn temp(name: &str) -> PathBuf {
     ))
 }
 
+/// The state-dict names of an fp8 model's weight scales: `<w>_scale` for
+/// a weight `<w>` (`weight`, `weight_ih_l0`, ...).
+fn scale_keys(dict: &BTreeMap<String, Tensor<f32>>) -> Vec<String> {
+    dict.keys()
+        .filter(|k| {
+            k.strip_suffix("_scale")
+                .is_some_and(|w| w.rsplit('.').next().unwrap().starts_with("weight"))
+        })
+        .cloned()
+        .collect()
+}
+
 /// The f32 state dict equivalent to an fp8 model's: each fp8 weight's
 /// decoded values (exact) times its scale (one f32 rounding, as the
 /// packing step computes it), the `_scale` entries dropped.
 fn dequantized_dict<L: Layer<f32>>(model: &L) -> BTreeMap<String, Tensor<f32>> {
     let mut dict = model.state_dict();
-    let scales: Vec<String> = dict
-        .keys()
-        .filter(|k| k.ends_with("weight_scale"))
-        .cloned()
-        .collect();
-    for s in scales {
+    for s in scale_keys(&dict) {
         let scale = dict.remove(&s).unwrap();
         let w = s.strip_suffix("_scale").unwrap().to_string();
         let values = &dict[&w];
-        let scale = if scale.rank() == 0 {
-            scale.view(&[1, 1])
-        } else {
-            scale
-        };
-        dict.insert(w, values.mul(&scale));
+        // one scale per output row (dimension 0), broadcast over the rest
+        let mut shape = vec![1; values.rank()];
+        shape[0] = scale.numel();
+        dict.insert(w, values.mul(&scale.reshape(&shape[..])));
     }
     dict
 }
 
 /// Converts `build()`'s model to fp8 (`expect` layers) with `format` and
 /// `granularity`, and checks: its outputs equal the dequantized f32
-/// model's (`==`, with and without autograd recording, 1 and 2 threads);
-/// its checkpoint holds 8-bit float weights, loads into a fresh fp8 model
-/// and into a plain f32 model with the same outputs; it is near the
-/// original f32 model (`tol`, relative to the largest output).
+/// model's (`==`, without autograd recording and with it, each against
+/// the f32 model run the same way, 1 and 2 threads: the caller holds the
+/// thread-count lock); its checkpoint holds 8-bit float weights, loads
+/// into a fresh fp8 model and into a plain f32 model with the same
+/// outputs; it is near the original f32 model (`tol`, relative to the
+/// largest output). Returns the fp8 model's resident bytes over the f32
+/// model's.
 fn check_model<L: Layer<f32>>(
     name: &str,
     build: impl Fn() -> L,
@@ -64,7 +74,7 @@ fn check_model<L: Layer<f32>>(
     format: Fp8Format,
     granularity: Granularity,
     tol: f32,
-) {
+) -> f64 {
     let mut model = build();
     let exact = no_grad(|| run(&model));
     let f32_bytes = resident_bytes(&model);
@@ -85,9 +95,13 @@ fn check_model<L: Layer<f32>>(
             "{name} {format:?} {granularity:?}: fp8 vs dequantized f32, {threads} threads"
         );
         // with autograd recording (the f32 layer then packs its weight in
-        // the call instead of using its cached panels: the same bits)
-        assert!(y.to_vec() == run(&reference).detach().to_vec(), "{name}");
-        assert!(y.to_vec() == run(&model).detach().to_vec(), "{name}");
+        // the call instead of using its cached panels, and a convolution
+        // runs im2col + gemm instead of the direct kernel: the same bits
+        // as the f32 model recording)
+        assert!(
+            run(&model).detach().to_vec() == run(&reference).detach().to_vec(),
+            "{name} {format:?} {granularity:?}: recording, {threads} threads"
+        );
         out = Some(y);
     }
     let approx = out.unwrap();
@@ -99,6 +113,7 @@ fn check_model<L: Layer<f32>>(
     );
     assert!(err <= tol, "{name}: {err}");
 
+    let n_weights = scale_keys(&model.state_dict()).len();
     let path = temp(name);
     model.save(&path).unwrap();
     let file = read_safetensors(&path).unwrap();
@@ -111,7 +126,8 @@ fn check_model<L: Layer<f32>>(
         .values()
         .filter(|t| t.dtype() == fp8_dtype)
         .count();
-    assert_eq!(n8, expect, "{name}: 8-bit float tensors in the file");
+    assert_eq!(n8, n_weights, "{name}: 8-bit float tensors in the file");
+    assert!(n_weights >= expect, "{name}: {n_weights} fp8 weights");
     // into a fresh fp8 model of the other format: the file's bytes and
     // format are taken as they are
     let mut other = build();
@@ -137,6 +153,7 @@ fn check_model<L: Layer<f32>>(
         "{name}: fp8 file into the f32 model"
     );
     std::fs::remove_file(&path).unwrap();
+    fp8_bytes as f64 / f32_bytes as f64
 }
 
 // Tolerances: E4M3 keeps 3 mantissa bits (a relative error of at most
@@ -147,6 +164,8 @@ fn check_model<L: Layer<f32>>(
 
 #[test]
 fn mlp_and_lenet_run_with_fp8_weights() {
+    // the thread count is set in check_model: no other test may change it
+    let _threads = crate::common::lock_thread_count();
     let x = Tensor::<f32>::uniform(&[5, 1, 28, 28], 0.0, 1.0, &mut Rng::new(1));
     let xf = x.view(&[5, 784]);
     for (format, granularity, tol) in [
@@ -162,21 +181,24 @@ fn mlp_and_lenet_run_with_fp8_weights() {
             granularity,
             tol,
         );
-        // LeNet-5: its 3 Linear layers (the convolutions stay f32)
-        check_model(
+        // LeNet-5: its 2 convolutions and 3 Linear layers
+        let ratio = check_model(
             "lenet",
             || LeNet5::new(&mut Rng::new(0)),
             |m| m.forward(x.clone()),
-            3,
+            5,
             format,
             granularity,
             tol,
         );
+        assert!(ratio <= 0.30, "lenet: {ratio} of the f32 bytes");
     }
 }
 
 #[test]
 fn gpt_and_hub_models_run_with_fp8_weights() {
+    // the thread count is set in check_model: no other test may change it
+    let _threads = crate::common::lock_thread_count();
     let cfg = GptConfig {
         vocab_size: 64,
         block_size: 16,
@@ -487,4 +509,202 @@ fn fp8_resident_bytes_and_speed() {
     let gpt2 = [(768, 2304), (768, 768), (768, 3072), (3072, 768)];
     speed_row("GPT-2 small block", 64, &gpt2);
     speed_row("GPT-2 small block", 1, &gpt2);
+}
+
+/// The panic message of `f`, which must panic.
+fn panic_message(f: impl FnOnce()) -> String {
+    let Err(err) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) else {
+        panic!("expected a panic");
+    };
+    err.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
+// ResNet-18 is 20 convolutions deep (plus the classifier): the rounding of
+// every layer's weights adds up, hence the wider bounds (observed values
+// are printed by check_model).
+
+#[test]
+fn resnet18_runs_with_fp8_weights() {
+    // the thread count is set in check_model: no other test may change it
+    let _threads = crate::common::lock_thread_count();
+    let build = || {
+        let mut m = resnet18::<f32>(10, &mut Rng::new(0));
+        m.eval();
+        m
+    };
+    // batch 1 (the direct kernel, the batch norms folded into it) and
+    // batch 3 at 48x48 (im2col + gemm for the early layers)
+    let one = Tensor::<f32>::uniform(&[1, 3, 32, 32], -1.0, 1.0, &mut Rng::new(1));
+    let three = Tensor::<f32>::uniform(&[3, 3, 48, 48], -1.0, 1.0, &mut Rng::new(2));
+    for (x, format, granularity, tol) in [
+        (&one, Fp8Format::E4M3, Granularity::PerChannel, 0.15),
+        (&three, Fp8Format::E5M2, Granularity::PerTensor, 0.30),
+    ] {
+        let ratio = check_model(
+            "resnet18",
+            build,
+            |m| m.forward(x.clone()),
+            21,
+            format,
+            granularity,
+            tol,
+        );
+        assert!(ratio <= 0.30, "resnet18: {ratio} of the f32 bytes");
+    }
+}
+
+/// The outputs and final states of a recurrent layer, as one vector.
+fn flat(parts: &[&Tensor<f32>]) -> Tensor<f32> {
+    let flats: Vec<Tensor<f32>> = parts.iter().map(|t| t.flatten(0, -1)).collect();
+    let refs: Vec<&Tensor<f32>> = flats.iter().collect();
+    Tensor::cat(&refs, 0)
+}
+
+#[test]
+fn lstm_and_gru_run_with_fp8_weights() {
+    // the thread count is set in check_model: no other test may change it
+    let _threads = crate::common::lock_thread_count();
+    let x = Tensor::<f32>::uniform(&[7, 3, 32], -1.0, 1.0, &mut Rng::new(1));
+    // two stacked bidirectional layers, and one batch-first layer; under
+    // no_grad the LSTM runs its projected path (the weights packed for the
+    // call), recording the time-major loop. Hidden size 64: the biases and
+    // the per-row scales (f32) are a small share of the bytes
+    let configs = [
+        RnnConfig::new(32, 64).num_layers(2).bidirectional(true),
+        RnnConfig::new(32, 64).batch_first(true),
+    ];
+    for (cfg, format, granularity, tol) in [
+        (configs[0], Fp8Format::E4M3, Granularity::PerChannel, 0.10),
+        (configs[1], Fp8Format::E5M2, Granularity::PerTensor, 0.20),
+    ] {
+        let ratio = check_model(
+            "lstm",
+            || Lstm::<f32>::new(cfg, &mut Rng::new(0)),
+            |m| {
+                let (y, (h, c)) = m.forward(x.clone());
+                flat(&[&y, &h, &c])
+            },
+            1,
+            format,
+            granularity,
+            tol,
+        );
+        assert!(ratio <= 0.30, "lstm: {ratio} of the f32 bytes");
+        let ratio = check_model(
+            "gru",
+            || Gru::<f32>::new(cfg, &mut Rng::new(0)),
+            |m| {
+                let (y, h) = m.forward(x.clone());
+                flat(&[&y, &h])
+            },
+            1,
+            format,
+            granularity,
+            tol,
+        );
+        assert!(ratio <= 0.30, "gru: {ratio} of the f32 bytes");
+    }
+}
+
+#[test]
+fn fp8_convolutions_and_recurrent_layers_refuse_backward() {
+    let mut rng = Rng::new(3);
+    let mut conv = Conv2d::<f32>::new(3, 8, 3, &mut rng);
+    to_fp8(&mut conv, Fp8Format::E4M3, Granularity::PerChannel);
+    assert_eq!(conv.parameters().len(), 1, "only the bias is a parameter");
+    let img = Tensor::<f32>::normal(&[2, 3, 6, 6], 0.0, 1.0, &mut rng).requires_grad();
+    let y = conv.forward(img.clone());
+    let msg = panic_message(|| {
+        y.sum().backward();
+    });
+    assert!(
+        msg.contains("Conv2d(3 -> 8, kernel [3, 3]) with an fp8 weight is inference only"),
+        "{msg}"
+    );
+    assert!(!no_grad(|| conv.forward(img.clone())).is_tracked());
+
+    let x = Tensor::<f32>::normal(&[4, 2, 5], 0.0, 1.0, &mut rng).requires_grad();
+    let mut lstm = Lstm::<f32>::new(RnnConfig::new(5, 6), &mut rng);
+    to_fp8(&mut lstm, Fp8Format::E5M2, Granularity::PerTensor);
+    let (_, (_, c)) = lstm.forward(x.clone());
+    let msg = panic_message(|| {
+        c.sum().backward();
+    });
+    assert!(
+        msg.contains("Lstm(5 -> 6) with fp8 weights is inference only"),
+        "{msg}"
+    );
+    let mut gru = Gru::<f32>::new(RnnConfig::new(5, 6), &mut rng);
+    to_fp8(&mut gru, Fp8Format::E4M3, Granularity::PerChannel);
+    let (y, _) = gru.forward(x.clone());
+    let msg = panic_message(|| {
+        y.sum().backward();
+    });
+    assert!(
+        msg.contains("Gru(5 -> 6) with fp8 weights is inference only"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn damaged_fp8_convolution_checkpoints_give_errors() {
+    let build = |seed| {
+        let mut m = LeNet5::new(&mut Rng::new(seed));
+        to_fp8(&mut m, Fp8Format::E4M3, Granularity::PerChannel);
+        m
+    };
+    let model = build(0);
+    let path = temp("damaged_conv");
+    model.save(&path).unwrap();
+    let good = read_safetensors(&path).unwrap().tensors;
+    assert_eq!(good["conv2.weight"].shape(), &[16, 6, 5, 5]);
+    assert_eq!(good["conv2.weight"].dtype(), DType::F8E4M3);
+    let before = build(1).state_dict();
+    let write =
+        |t: &BTreeMap<String, AnyTensor>| write_safetensors(&path, t, &BTreeMap::new()).unwrap();
+
+    // a convolution weight of the wrong kernel size
+    let mut t = good.clone();
+    t.insert(
+        "conv2.weight".into(),
+        AnyTensor::F8E4M3(Tensor::from_vec(vec![0x38; 16 * 6 * 9], &[16, 6, 3, 3])),
+    );
+    write(&t);
+    let mut m = build(1);
+    let e = m.load_weights(&path).unwrap_err();
+    assert!(matches!(e, ForgeError::StateDict { .. }), "{e}");
+    unchanged(&m, &before);
+
+    // a 1-d weight
+    let mut t = good.clone();
+    t.insert(
+        "conv1.weight".into(),
+        AnyTensor::F8E4M3(Tensor::from_vec(vec![0x38; 150], &[150])),
+    );
+    write(&t);
+    let mut m = build(1);
+    let e = m.load_weights(&path).unwrap_err();
+    assert!(matches!(e, ForgeError::Shape { .. }), "{e}");
+    unchanged(&m, &before);
+
+    // a truncated file
+    write(&good);
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() - 10]).unwrap();
+    let mut m = build(1);
+    assert!(m.load_weights(&path).is_err());
+    unchanged(&m, &before);
+
+    // the good file loads straight into a converted model: the same bytes
+    write(&good);
+    let mut m = build(1);
+    m.load_weights(&path).unwrap();
+    let want = model.state_dict();
+    for (k, v) in m.state_dict() {
+        assert!(v.to_vec() == want[&k].to_vec(), "{k}");
+    }
+    std::fs::remove_file(&path).unwrap();
 }

@@ -238,6 +238,12 @@ pub(super) fn conv_forward<E: Float>(
 /// of a one-group layer to int8; `weight` is then empty
 /// (`[out_channels, in_channels, 0, 0]`) and the state dict holds the
 /// integer values as `weight` and their scales as `weight_scale`.
+///
+/// # Fp8
+/// [`to_fp8`](crate::quant::to_fp8) keeps the weight as 8-bit floats
+/// ([`Conv2d::fp8`]), decoded for each call into the f32 weight the
+/// convolution packs: the output is the f32 layer's with the decoded
+/// weight, bit for bit (inference only).
 #[derive(Clone, Debug)]
 pub struct Conv2d<E: Float = f32> {
     /// `[out_channels, in_channels / groups, kh, kw]`
@@ -255,6 +261,8 @@ pub struct Conv2d<E: Float = f32> {
     pub groups: usize,
     /// The int8 weight, once quantized (see `conv2d_int8.rs`).
     pub(crate) int8: Option<std::sync::Arc<crate::quant::Int8Weight>>,
+    /// The 8-bit float weight, once converted (see `conv2d_fp8.rs`).
+    pub(crate) fp8: Option<std::sync::Arc<crate::quant::Fp8Weight>>,
 }
 
 impl<E: Float> Conv2d<E> {
@@ -309,6 +317,7 @@ impl<E: Float> Conv2d<E> {
             dilation: [1, 1],
             groups: 1,
             int8: None,
+            fp8: None,
         }
     }
 
@@ -373,6 +382,10 @@ impl<E: Float> Forward<Tensor<E>> for Conv2d<E> {
             let y = conv_forward("Conv2d", channels, &k, "H, W", x, |x| {
                 self.forward_int8(q, x)
             });
+            return record_output(self, y);
+        }
+        if let Some(q) = &self.fp8 {
+            let y = self.forward_fp8(q, x);
             return record_output(self, y);
         }
         let k = &self.weight.shape()[2..];

@@ -1,12 +1,12 @@
-//! [`Conv2d`]'s tensors as a layer reports them (the weight as int8 once
-//! quantized) and its int8 forward pass ([`crate::quant`]).
+//! [`Conv2d`]'s tensors as a layer reports them (the weight as int8 or
+//! fp8 once converted) and its int8 forward pass ([`crate::quant`]).
 
 use super::conv::Conv2d;
 use super::layer::{enter_layer, enter_layer_mut, Layer};
 use super::visit::{TensorKind, TensorVisitor, TensorVisitorMut, Visit, Visitable};
 use crate::quant::{
     conv2d_int8, f32_values, inference_only, tensor_from_f32, visit_int8, visit_int8_mut,
-    ConvGeometry, Granularity, Int8Weight, Quantizable,
+    ConvGeometry, Fp8Format, Granularity, Int8Weight, Quantizable,
 };
 use crate::tensor::{Element, Float, Tensor};
 use std::sync::Arc;
@@ -63,7 +63,7 @@ impl<E: Float> Quantizable for Conv2d<E> {
     /// Quantizes the weight of a one-group layer (`false` when it already
     /// is, or the layer has groups, which stays in f32).
     fn quantize_int8(&mut self, granularity: Granularity) -> bool {
-        if self.int8.is_some() || self.groups != 1 {
+        if self.int8.is_some() || self.fp8.is_some() || self.groups != 1 {
             return false;
         }
         let shape = self.weight.shape().to_vec();
@@ -79,13 +79,20 @@ impl<E: Float> Quantizable for Conv2d<E> {
         self.weight = Tensor::zeros(&[shape[0], shape[1], 0, 0]);
         true
     }
+
+    /// Converts the weight to 8-bit floats (`conv2d_fp8.rs`); `false` when
+    /// it already is fp8 or int8.
+    fn quantize_fp8(&mut self, format: Fp8Format, granularity: Granularity) -> bool {
+        self.convert_fp8(format, granularity)
+    }
 }
 
 impl<E: Float> Layer<E> for Conv2d<E> {
     fn visit_tensors(&self, v: &mut dyn TensorVisitor<E>) {
-        match &self.int8 {
-            Some(q) => visit_int8(v, "weight", q),
-            None => v.visit("weight", &self.weight, TensorKind::Weight),
+        match (&self.int8, &self.fp8) {
+            (Some(q), _) => visit_int8(v, "weight", q),
+            (_, Some(q)) => v.visit_fp8("weight", q),
+            _ => v.visit("weight", &self.weight, TensorKind::Weight),
         }
         if let Some(b) = &self.bias {
             v.visit("bias", b, TensorKind::Weight);
@@ -94,9 +101,10 @@ impl<E: Float> Layer<E> for Conv2d<E> {
 
     fn visit_tensors_mut(&mut self, v: &mut dyn TensorVisitorMut<E>) {
         v.visit_quantizable("", self);
-        match &mut self.int8 {
-            Some(q) => visit_int8_mut(v, "weight", q),
-            None => v.visit("weight", &mut self.weight, TensorKind::Weight),
+        match (&mut self.int8, &mut self.fp8) {
+            (Some(q), _) => visit_int8_mut(v, "weight", q),
+            (_, Some(q)) => v.visit_fp8("weight", q),
+            _ => v.visit("weight", &mut self.weight, TensorKind::Weight),
         }
         if let Some(b) = &mut self.bias {
             v.visit("bias", b, TensorKind::Weight);

@@ -60,6 +60,14 @@ pub(crate) fn conv_bn_act<E: Float>(
     residual: Option<&Tensor<E>>,
     relu: bool,
 ) -> Tensor<E> {
+    // an fp8 convolution outside autograd: the f32 layer holding the
+    // decoded weight, for this call (`conv2d_fp8.rs`), same bits
+    if !is_grad_enabled()
+        && recording_mark().is_none()
+        && let Some(decoded) = conv.fp8_decoded()
+    {
+        return conv_bn_act(&decoded, bn, x, residual, relu);
+    }
     if let Some(y) = folded(conv, bn, &x, residual, relu) {
         return y;
     }
@@ -95,6 +103,7 @@ fn folded<E: Float>(
         || is_grad_enabled()
         || recording_mark().is_some()
         || conv.int8.is_some()
+        || conv.fp8.is_some()
         || ws.len() != 4
         || xs[1] != ws[1] * conv.groups
         || bn.num_features() != ws[0]

@@ -147,6 +147,10 @@ pub fn fuse_conv_bn_eval<E: Float>(conv: &Conv2d<E>, bn: &BatchNorm2d<E>) -> Con
         conv.int8.is_none(),
         "{op}: the convolution is quantized to int8; fold the batch norm before quantize_dynamic"
     );
+    assert!(
+        conv.fp8.is_none(),
+        "{op}: the convolution's weight is fp8; fold the batch norm before to_fp8"
+    );
     let out = conv.weight.shape()[0];
     check_channels(op, "convolution", out, bn.num_features());
     let (scale, fused_b) = conv_bn_scale_bias(conv, bn);
@@ -160,6 +164,7 @@ pub fn fuse_conv_bn_eval<E: Float>(conv: &Conv2d<E>, bn: &BatchNorm2d<E>) -> Con
         dilation: conv.dilation,
         groups: conv.groups,
         int8: None,
+        fp8: None,
     }
 }
 

@@ -140,6 +140,9 @@ pub(crate) struct Recurrent<E: Float> {
     /// The cells' int8 weights, once quantized (`weight_ih` and
     /// `weight_hh` of `cells` are then empty, `[0, in]`).
     pub(crate) int8: Option<Vec<Int8Cell>>,
+    /// The cells' 8-bit float weights `[weight_ih, weight_hh]`, once
+    /// converted (`rnn_fp8.rs`; the weights of `cells` are then empty).
+    pub(crate) fp8: Option<Vec<[std::sync::Arc<crate::quant::Fp8Weight>; 2]>>,
 }
 
 impl<E: Float> Recurrent<E> {
@@ -184,6 +187,7 @@ impl<E: Float> Recurrent<E> {
             kind,
             cells,
             int8: None,
+            fp8: None,
         }
     }
 
@@ -219,7 +223,7 @@ impl<E: Float> Recurrent<E> {
     /// Quantizes every cell's weights to int8 (the LSTM's and GRU's int8
     /// path, see [`crate::quant`]); `false` when they already are.
     pub(crate) fn quantize_int8(&mut self, granularity: Granularity) -> bool {
-        if self.int8.is_some() {
+        if self.int8.is_some() || self.fp8.is_some() {
             return false;
         }
         let q = self
@@ -239,12 +243,16 @@ impl<E: Float> Recurrent<E> {
     pub(crate) fn visit(&self, v: &mut dyn TensorVisitor<E>) {
         for (i, c) in self.cells.iter().enumerate() {
             let s = self.suffix(i);
-            match &self.int8 {
-                Some(q) => {
+            match (&self.int8, &self.fp8) {
+                (Some(q), _) => {
                     visit_int8(v, &format!("weight_ih{s}"), &q[i].ih);
                     visit_int8(v, &format!("weight_hh{s}"), &q[i].hh);
                 }
-                None => {
+                (_, Some(q)) => {
+                    v.visit_fp8(&format!("weight_ih{s}"), &q[i][0]);
+                    v.visit_fp8(&format!("weight_hh{s}"), &q[i][1]);
+                }
+                _ => {
                     v.visit(&format!("weight_ih{s}"), &c.weight_ih, TensorKind::Weight);
                     v.visit(&format!("weight_hh{s}"), &c.weight_hh, TensorKind::Weight);
                 }
@@ -262,12 +270,17 @@ impl<E: Float> Recurrent<E> {
         for i in 0..self.cells.len() {
             let s = self.suffix(i);
             let c = &mut self.cells[i];
-            match &mut self.int8 {
-                Some(q) => {
+            match (&mut self.int8, &mut self.fp8) {
+                (Some(q), _) => {
                     visit_int8_mut(v, &format!("weight_ih{s}"), &mut q[i].ih);
                     visit_int8_mut(v, &format!("weight_hh{s}"), &mut q[i].hh);
                 }
-                None => {
+                (_, Some(q)) => {
+                    let [ih, hh] = &mut q[i];
+                    v.visit_fp8(&format!("weight_ih{s}"), ih);
+                    v.visit_fp8(&format!("weight_hh{s}"), hh);
+                }
+                _ => {
                     v.visit(
                         &format!("weight_ih{s}"),
                         &mut c.weight_ih,
@@ -317,6 +330,9 @@ impl<E: Float> Recurrent<E> {
         seq: Sequence<'_, E>,
         projected: Option<Projected<'_, E>>,
     ) -> (Tensor<E>, Vec<Tensor<E>>) {
+        if let Some(q) = &self.fp8 {
+            return self.run_fp8(q, x, init, state_names, fold_bias_hh, seq, projected);
+        }
         let cfg = &self.config;
         let (h, d) = (cfg.hidden_size, cfg.num_directions());
         let unbatched = x.rank() == 2;
@@ -514,6 +530,16 @@ macro_rules! recurrent_layer {
             /// leaves an Elman `RNN` in f32, and so does forge: `false`).
             fn quantize_int8(&mut self, granularity: $crate::quant::Granularity) -> bool {
                 self.inner.int8_kind().is_some() && self.inner.quantize_int8(granularity)
+            }
+
+            /// Converts `weight_ih` and `weight_hh` of every layer and
+            /// direction to 8-bit floats (`rnn_fp8.rs`).
+            fn quantize_fp8(
+                &mut self,
+                format: $crate::quant::Fp8Format,
+                granularity: $crate::quant::Granularity,
+            ) -> bool {
+                self.inner.quantize_fp8(format, granularity)
             }
         }
 

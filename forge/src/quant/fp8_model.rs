@@ -1,5 +1,5 @@
-//! Models with 8-bit float weights: [`to_fp8`] (every `Linear` of a
-//! model in place), how a layer reports an [`Fp8Weight`] to the tensor
+//! Models with 8-bit float weights: [`to_fp8`] (every `Linear`,
+//! `Conv2d` and recurrent layer of a model in place), how a layer reports an [`Fp8Weight`] to the tensor
 //! visitors, and loading an FP8 checkpoint straight into such a model
 //! (the bytes become the layer's weight without an f32 copy).
 
@@ -13,14 +13,20 @@ use crate::tensor::{Element, Float, Tensor};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-/// Converts every [`Linear`](crate::nn::Linear) of `model` in place to a
-/// weight held as 8-bit floats of `format` with `f32` scales (one per
-/// tensor or per output row, `granularity`), and returns how many layers
-/// it converted. The weight takes a quarter of the f32 bytes; the forward
-/// pass decodes it panel by panel inside the f32 gemm (the full f32
-/// weight never exists) and equals, bit for bit, the f32 layer whose
-/// weight is [`Fp8Weight::dequantize`]. The layers are inference only:
-/// the weight is frozen (not a parameter), and a backward pass that
+/// Converts every [`Linear`](crate::nn::Linear),
+/// [`Conv2d`](crate::nn::Conv2d), [`Lstm`](crate::nn::Lstm),
+/// [`Gru`](crate::nn::Gru) and [`Rnn`](crate::nn::Rnn) of `model` in place
+/// to weights held as 8-bit floats of `format` with `f32` scales (one per
+/// tensor or per output row / channel, `granularity`; a recurrent layer's
+/// `weight_ih` and `weight_hh` each), and returns how many layers it
+/// converted. A weight takes about a quarter of the f32 bytes. A
+/// `Linear`'s forward pass decodes it panel by panel inside the f32 gemm
+/// (the full f32 weight never exists); a convolution or recurrent layer
+/// decodes it with the same decoder into a pooled f32 weight for the call
+/// (packed by the call's kernel, dropped after it). Either way the output
+/// equals, bit for bit, the f32 layer whose weight is
+/// [`Fp8Weight::dequantize`] (in its shape). The layers are inference
+/// only: the weight is frozen (not a parameter), and a backward pass that
 /// reaches a converted layer's output panics naming it.
 ///
 /// ```
@@ -37,6 +43,15 @@ use std::sync::Arc;
 /// let reference = Linear::from_weights(w, fc.bias.clone()).unwrap();
 /// let x = Tensor::<f32>::normal(&[5, 64], 0.0, 1.0, &mut rng);
 /// assert_eq!(fc.forward(x.clone()).to_vec(), reference.forward(x).to_vec());
+///
+/// // a convolution: the f32 layer holding the decoded weight, bit for bit
+/// let mut conv = forge::nn::Conv2d::<f32>::new(3, 8, 3, &mut rng).padding(1);
+/// assert_eq!(to_fp8(&mut conv, Fp8Format::E5M2, Granularity::PerTensor), 1);
+/// let q = conv.fp8().unwrap();
+/// let w = Tensor::from_vec(q.dequantize(), q.weight_shape());
+/// let reference = forge::nn::Conv2d::from_weights(w, conv.bias.clone()).unwrap().padding(1);
+/// let img = Tensor::<f32>::normal(&[2, 3, 8, 8], 0.0, 1.0, &mut rng);
+/// assert_eq!(conv.forward(img.clone()).to_vec(), reference.forward(img).to_vec());
 /// ```
 pub fn to_fp8<E: Float, L: Layer<E> + ?Sized>(
     model: &mut L,
@@ -84,7 +99,7 @@ pub(crate) fn fp8_checkpoint_tensors<E: Float, L: Layer<E> + ?Sized>(
     impl<E: Float> TensorVisitor<E> for Collect {
         fn visit(&mut self, _: &str, _: &Tensor<E>, _: TensorKind) {}
         fn visit_fp8(&mut self, path: &str, w: &Fp8Weight) {
-            let bytes = Tensor::from_vec(w.values(), &w.shape());
+            let bytes = Tensor::from_vec(w.values(), w.weight_shape());
             let t = match w.format() {
                 Fp8Format::E4M3 => AnyTensor::F8E4M3(bytes),
                 Fp8Format::E5M2 => AnyTensor::F8E5M2(bytes),
@@ -102,12 +117,12 @@ pub(crate) fn fp8_checkpoint_tensors<E: Float, L: Layer<E> + ?Sized>(
 }
 
 /// The model's fp8 weights: path, shape and granularity.
-fn fp8_layout<E: Float, L: Layer<E> + ?Sized>(model: &L) -> BTreeMap<String, [usize; 2]> {
-    struct Paths(BTreeMap<String, [usize; 2]>);
+fn fp8_layout<E: Float, L: Layer<E> + ?Sized>(model: &L) -> BTreeMap<String, Vec<usize>> {
+    struct Paths(BTreeMap<String, Vec<usize>>);
     impl<E: Float> TensorVisitor<E> for Paths {
         fn visit(&mut self, _: &str, _: &Tensor<E>, _: TensorKind) {}
         fn visit_fp8(&mut self, path: &str, w: &Fp8Weight) {
-            self.0.insert(path.to_string(), w.shape());
+            self.0.insert(path.to_string(), w.weight_shape().to_vec());
         }
     }
     let mut v = Paths(BTreeMap::new());
@@ -193,13 +208,13 @@ pub(crate) fn load_fp8_model<E: Float, L: Layer<E> + ?Sized>(
             let scale = format!("{path}_scale");
             self.seen.insert(scale.clone());
             if let Some(d) = self.direct.get(path) {
-                self.expect(path, &w.shape(), Some(&d.shape()));
+                self.expect(path, w.weight_shape(), Some(d.weight_shape()));
                 return;
             }
             // a float tensor: the decoded values with their scale (a
             // state dict), or a plain f32 weight to quantize
             let found = self.dict.get(path).map(|d| d.shape().to_vec());
-            self.expect(path, &w.shape(), found.as_deref());
+            self.expect(path, w.weight_shape(), found.as_deref());
         }
     }
     let mut check = Check {
@@ -262,7 +277,8 @@ pub(crate) fn load_fp8_model<E: Float, L: Layer<E> + ?Sized>(
                     .iter()
                     .map(|&x| Element::to_f64(x) as f32)
                     .collect();
-                Fp8Weight::quantize(&v, shape[0], shape[1], format, g)
+                Fp8Weight::quantize(&v, shape[0], shape[1..].iter().product(), format, g)
+                    .with_shape(shape)
             }
         };
         built.insert(path.clone(), Arc::new(w));

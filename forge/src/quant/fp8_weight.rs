@@ -26,13 +26,18 @@ use crate::tensor::{Element, Float, Tensor};
 /// let q = Fp8Weight::quantize(&w, 2, 3, Fp8Format::E4M3, Granularity::PerChannel);
 /// assert_eq!(q.scales(), &[1.0, 1.0]);
 /// assert_eq!(q.dequantize(), w); // these values are exact in E4M3
-/// assert_eq!(q.bytes(), 32 * 3 + 32 * 4 + 2 * 4); // panels of 32 rows, scales
+/// assert_eq!(q.bytes(), 32 * 3 + 32 * 4); // panels of 32 rows, a scale per row
 /// ```
 #[derive(Clone, Debug)]
 pub struct Fp8Weight {
     panels: Fp8Panels,
     format: Fp8Format,
-    scales: Vec<f32>,
+    /// The one scale of a per-tensor weight; a per-row weight's scales
+    /// are the panels' (kept once).
+    tensor_scale: Option<f32>,
+    /// The weight's shape as its layer holds it: `[out, in]`, or
+    /// `[out, in / groups, kh, kw]` for a convolution.
+    dims: Vec<usize>,
 }
 
 fn bits_of(format: Fp8Format) -> Fp8Bits {
@@ -131,19 +136,57 @@ impl Fp8Weight {
         Fp8Weight {
             panels: Fp8Panels::new(out, in_features, bytes, &per_row, bits_of(format)),
             format,
-            scales,
+            tensor_scale: (scales.len() == 1).then(|| scales[0]),
+            dims: vec![out, in_features],
         }
     }
 
+    /// The same weight with the shape its layer holds it in (a
+    /// convolution's `[out, in / groups, kh, kw]`): the rows stay `out`
+    /// and each row the product of the other dimensions. The shape is how
+    /// the weight appears in state dicts and checkpoints.
+    ///
+    /// # Panics
+    /// When `shape` is not `[out, ..]` with `in` values per row.
+    ///
+    /// ```
+    /// use forge::quant::{Fp8Format, Fp8Weight};
+    /// let q = Fp8Weight::from_bytes(&[0; 12], vec![1.0], 2, 6, Fp8Format::E4M3).with_shape(&[2, 3, 2, 1]);
+    /// assert_eq!((q.shape(), q.weight_shape()), ([2, 6], &[2, 3, 2, 1][..]));
+    /// assert_eq!(q.values_tensor::<f32>().shape(), &[2, 3, 2, 1]);
+    /// ```
+    pub fn with_shape(mut self, shape: &[usize]) -> Self {
+        let [out, k] = self.shape();
+        assert!(
+            shape.len() >= 2 && shape[0] == out && shape[1..].iter().product::<usize>() == k,
+            "Fp8Weight::with_shape: {shape:?} is not a [{out}, {k}] weight"
+        );
+        self.dims = shape.to_vec();
+        self
+    }
+
+    /// The weight's shape as its layer holds it: [`shape`](Self::shape)
+    /// unless set by [`with_shape`](Self::with_shape).
+    ///
+    /// ```
+    /// use forge::quant::{Fp8Format, Fp8Weight};
+    /// let q = Fp8Weight::from_bytes(&[0; 6], vec![1.0], 2, 3, Fp8Format::E4M3);
+    /// assert_eq!(q.weight_shape(), &[2, 3]);
+    /// ```
+    pub fn weight_shape(&self) -> &[usize] {
+        &self.dims
+    }
+
     /// A weight from a checkpoint's tensors: `values` an `F8_E4M3` /
-    /// `F8_E5M2` tensor `[out, in]`, `scale` its companion (`[]`, `[1]`,
+    /// `F8_E5M2` tensor `[out, in]` (or `[out, ..]`, e.g. a convolution's
+    /// `[out, in, kh, kw]`, kept as [`weight_shape`](Self::weight_shape)), `scale` its companion (`[]`, `[1]`,
     /// `[out]` or `[out, 1]`; absent means 1), read without any f32 copy
     /// of the weight.
     ///
     /// # Errors
     /// [`ForgeError::DType`] when `values` is not an 8-bit float tensor or
     /// the scale not a float one; [`ForgeError::Shape`] when `values` is
-    /// not 2-D or the scale neither one value nor one per row.
+    /// at least 2-D or the scale neither one value nor one per row.
     ///
     /// ```
     /// use forge::io::AnyTensor;
@@ -174,14 +217,14 @@ impl Fp8Weight {
                 ))
             }
         };
-        if bytes.rank() != 2 {
+        if bytes.rank() < 2 {
             return Err(ForgeError::Shape {
                 name: name.to_string(),
                 expected: vec![0, 0],
                 found: bytes.shape().to_vec(),
             });
         }
-        let (out, k) = (bytes.shape()[0], bytes.shape()[1]);
+        let (out, k) = (bytes.shape()[0], bytes.shape()[1..].iter().product());
         let scales = match scale {
             None => vec![1.0],
             Some(s) => {
@@ -209,7 +252,7 @@ impl Fp8Weight {
                 v
             }
         };
-        Ok(Self::from_bytes(bytes.as_slice(), scales, out, k, format))
+        Ok(Self::from_bytes(bytes.as_slice(), scales, out, k, format).with_shape(bytes.shape()))
     }
 
     /// The format of the values.
@@ -241,7 +284,10 @@ impl Fp8Weight {
     /// assert_eq!(q.scales(), &[0.5, 2.0]);
     /// ```
     pub fn scales(&self) -> &[f32] {
-        &self.scales
+        match &self.tensor_scale {
+            Some(s) => std::slice::from_ref(s),
+            None => self.panels.row_scales(),
+        }
     }
 
     /// The bytes, row-major `[out, in]`.
@@ -264,17 +310,34 @@ impl Fp8Weight {
     /// assert_eq!(q.dequantize(), vec![3.0, 6.0]);
     /// ```
     pub fn dequantize(&self) -> Vec<f32> {
+        self.dequantize_pooled().to_vec()
+    }
+
+    /// [`dequantize`](Self::dequantize) into a pooled buffer, decoded by
+    /// the gemm's panel decoder (`Fp8Panels::decode_rows`): the weight an
+    /// fp8 convolution or recurrent layer hands to the f32 kernels for one
+    /// call.
+    pub(crate) fn dequantize_pooled(&self) -> Storage<f32> {
         let (n, k) = self.panels.dims();
-        let mut out = vec![0f32; n * k];
+        let mut out = Storage::<f32>::stale(n * k);
         if n > 0 && k > 0 {
             self.panels.decode_rows(0, n, &mut out);
         }
         out
     }
 
+    /// The dequantized weight as a tensor of `E` of
+    /// [`weight_shape`](Self::weight_shape) (untracked): for `f32`, the
+    /// weight an f32 layer holding [`dequantize`](Self::dequantize)'s
+    /// values has.
+    pub(crate) fn dequantized_tensor<E: Float>(&self) -> Tensor<E> {
+        super::buf::tensor_from_f32(self.dequantize_pooled(), &self.dims)
+    }
+
     /// Bytes held in memory: the values (rows rounded up to whole panels
-    /// of 32), one `f32` scale per row as the kernel reads them, and the
-    /// scales as given.
+    /// of 32), one `f32` scale per row as the kernel reads them (a
+    /// per-row weight's scales themselves), and a per-tensor weight's one
+    /// scale.
     ///
     /// ```
     /// use forge::quant::{Fp8Format, Fp8Weight};
@@ -282,11 +345,12 @@ impl Fp8Weight {
     /// assert_eq!(q.bytes(), 64 * 100 + 64 * 4 + 4);
     /// ```
     pub fn bytes(&self) -> usize {
-        self.panels.bytes() + self.scales.len() * 4
+        self.panels.bytes() + if self.tensor_scale.is_some() { 4 } else { 0 }
     }
 
-    /// The values decoded (unscaled, exact) as a tensor of `E`, `[out,
-    /// in]`: how the weight appears in a state dict.
+    /// The values decoded (unscaled, exact) as a tensor of `E` of
+    /// [`weight_shape`](Self::weight_shape): how the weight appears in a
+    /// state dict.
     ///
     /// ```
     /// use forge::quant::{Fp8Format, Fp8Weight};
@@ -299,7 +363,7 @@ impl Fp8Weight {
             .into_iter()
             .map(|b| E::from_f64(f64::from(self.format.decode(b))))
             .collect();
-        Tensor::from_vec(v, &self.shape())
+        Tensor::from_vec(v, &self.dims)
     }
 
     /// The scales as a tensor: `[]` for one, `[out, 1]` for one per row
@@ -311,15 +375,12 @@ impl Fp8Weight {
     /// assert_eq!(q.scale_tensor::<f32>().shape(), &[2, 1]);
     /// ```
     pub fn scale_tensor<E: Float>(&self) -> Tensor<E> {
-        let v = self
-            .scales
-            .iter()
-            .map(|&s| E::from_f64(f64::from(s)))
-            .collect();
-        if self.scales.len() == 1 {
+        let scales = self.scales();
+        let v = scales.iter().map(|&s| E::from_f64(f64::from(s))).collect();
+        if scales.len() == 1 {
             Tensor::from_vec(v, &[])
         } else {
-            Tensor::from_vec(v, &[self.scales.len(), 1])
+            Tensor::from_vec(v, &[scales.len(), 1])
         }
     }
 
@@ -379,7 +440,7 @@ impl Fp8Weight {
 }
 
 /// An fp8 weight from state-dict tensors: `values` the decoded values
-/// (`[out, in]`, encoded back to `format`: exact for values of the
+/// (`[out, in]` or `[out, ..]`, kept as its shape, encoded back to `format`: exact for values of the
 /// format, rounded to nearest otherwise) and `scales` (`[]`, `[1]`,
 /// `[out]` or `[out, 1]`).
 ///
@@ -391,13 +452,12 @@ pub(crate) fn from_float_tensors<E: Float>(
     scales: &Tensor<E>,
     format: Fp8Format,
 ) -> Fp8Weight {
-    assert_eq!(
-        values.rank(),
-        2,
-        "fp8 weight: expected [out, in], got {:?}",
+    assert!(
+        values.rank() >= 2,
+        "fp8 weight: expected [out, in, ..], got {:?}",
         values.shape()
     );
-    let (out, k) = (values.shape()[0], values.shape()[1]);
+    let (out, k) = (values.shape()[0], values.shape()[1..].iter().product());
     let bytes: Vec<u8> = values
         .to_vec()
         .iter()
@@ -408,7 +468,7 @@ pub(crate) fn from_float_tensors<E: Float>(
         .iter()
         .map(|&s| Element::to_f64(s) as f32)
         .collect();
-    Fp8Weight::from_bytes(&bytes, scales, out, k, format)
+    Fp8Weight::from_bytes(&bytes, scales, out, k, format).with_shape(values.shape())
 }
 
 #[cfg(test)]

@@ -25,9 +25,10 @@
 //! a table tied to an output head (GPT-2's) serves that head as an int8
 //! product on the same bytes.
 //! [`Fp8Format`] converts 8-bit floats for `F8_E4M3` / `F8_E5M2`
-//! checkpoints ([`fp8_tensors`]); [`to_fp8`] keeps a model's `Linear`
-//! weights in memory as 8-bit floats ([`Fp8Weight`]), decoded inside the
-//! f32 gemm's packing step. A quantized layer is still a layer: it saves its weight
+//! checkpoints ([`fp8_tensors`]); [`to_fp8`] keeps a model's `Linear`,
+//! `Conv2d`, `Lstm`, `Gru` and `Rnn` weights in memory as 8-bit floats
+//! ([`Fp8Weight`]), decoded by the f32 gemm's panel decoder (inside its
+//! packing step for `Linear`, into the call's f32 weight for the others). A quantized layer is still a layer: it saves its weight
 //! as `I8` and its scales as `weight_scale` (a quarter of the f32 file),
 //! and loading such a file into a model quantized the same way needs no
 //! other code than loading an f32 checkpoint.

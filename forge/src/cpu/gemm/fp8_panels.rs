@@ -164,6 +164,11 @@ impl Fp8Panels {
         }
     }
 
+    /// The `n` row scales.
+    pub(crate) fn row_scales(&self) -> &[f32] {
+        &self.scales[..self.n]
+    }
+
     /// `(n, k)`.
     pub(crate) fn dims(&self) -> (usize, usize) {
         (self.n, self.k)
