@@ -15,7 +15,7 @@
 
 use super::conv::{conv_forward, Conv2d};
 use crate::quant::{inference_only, Fp8Format, Fp8Weight, Granularity};
-use crate::tensor::{Element, Float, Tensor};
+use crate::tensor::{Float, Tensor};
 use std::sync::Arc;
 
 impl<E: Float> Conv2d<E> {
@@ -80,14 +80,7 @@ impl<E: Float> Conv2d<E> {
         if self.int8.is_some() || self.fp8.is_some() {
             return false;
         }
-        let shape = self.weight.shape().to_vec();
-        let w: Vec<f32> = self
-            .weight
-            .to_vec()
-            .iter()
-            .map(|&v| Element::to_f64(v) as f32)
-            .collect();
-        let k = shape[1..].iter().product();
+        let (shape, w, k) = self.weight_rows_f32();
         let q = Fp8Weight::quantize(&w, shape[0], k, format, granularity).with_shape(&shape);
         self.fp8 = Some(Arc::new(q));
         self.weight = Tensor::zeros(&[shape[0], shape[1], 0, 0]);

@@ -59,6 +59,22 @@ impl<E: Float> Conv2d<E> {
     }
 }
 
+impl<E: Float> Conv2d<E> {
+    /// The weight's shape, its values as f32 rows (one per output channel)
+    /// and the row length: what the int8 and fp8 conversions quantize.
+    pub(super) fn weight_rows_f32(&self) -> (Vec<usize>, Vec<f32>, usize) {
+        let shape = self.weight.shape().to_vec();
+        let w = self
+            .weight
+            .to_vec()
+            .iter()
+            .map(|&v| Element::to_f64(v) as f32)
+            .collect();
+        let k = shape[1..].iter().product();
+        (shape, w, k)
+    }
+}
+
 impl<E: Float> Quantizable for Conv2d<E> {
     /// Quantizes the weight of a one-group layer (`false` when it already
     /// is, or the layer has groups, which stays in f32).
@@ -66,14 +82,7 @@ impl<E: Float> Quantizable for Conv2d<E> {
         if self.int8.is_some() || self.fp8.is_some() || self.groups != 1 {
             return false;
         }
-        let shape = self.weight.shape().to_vec();
-        let w: Vec<f32> = self
-            .weight
-            .to_vec()
-            .iter()
-            .map(|&v| Element::to_f64(v) as f32)
-            .collect();
-        let k = shape[1..].iter().product();
+        let (shape, w, k) = self.weight_rows_f32();
         let q = Int8Weight::quantize(&w, shape[0], k, granularity).with_shape(&shape);
         self.int8 = Some(Arc::new(q));
         self.weight = Tensor::zeros(&[shape[0], shape[1], 0, 0]);
