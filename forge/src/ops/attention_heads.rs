@@ -18,14 +18,12 @@
 //!   runs `matmul`/`bmm` in bf16 and softmax in f32. The output is written
 //!   as bf16 rows, the input of the next (output) projection.
 
-use super::softmax::{lane_sum, line_max_raw};
 use super::softmax_masked::softmax_row_in_place;
 use crate::autocast::Bf16Rounder;
 use crate::cpu::bgemm::{padded_k, PackedBf16};
 use crate::cpu::gemm::{gemm_batched, Mat};
 use crate::cpu::memory::Storage;
 use crate::cpu::threads::parallel_for_cost;
-use crate::cpu::vmath::exp_f32;
 use crate::tensor::Float;
 
 /// The shape of one call: batch, sequence, heads, head width, and the row
@@ -114,6 +112,7 @@ impl<E> Shared<E> {
 /// Scales one row of scores, hides the masked keys (`-inf`) and applies
 /// the softmax in place: the steps of `mul_scalar` then `softmax_masked`.
 /// A row with every key hidden becomes NaN, as in PyTorch.
+#[inline(always)]
 fn softmax_scores<E: Float>(row: &mut [E], scale: E, keys: Option<&[bool]>) {
     for s in row.iter_mut() {
         *s *= scale;
@@ -130,44 +129,19 @@ fn softmax_scores<E: Float>(row: &mut [E], scale: E, keys: Option<&[bool]>) {
     }
 }
 
-/// [`softmax_scores`] on each row of `t` of `s`, for f32: the same
-/// arithmetic element by element and in the same order (scale, mask, the
-/// maximum, `exp` by `vmath::exp_f32`, `lane_sum`'s sum, the division), so
-/// the same bits, in one function compiled for AVX-512 when `wide` (the
-/// crate's generic code is compiled for the baseline's 4-lane vectors).
+/// [`softmax_scores`] on each row of `t` of `s`, for f32, compiled for
+/// AVX-512 when `wide` (the crate's generic code is compiled for the
+/// baseline's 4-lane vectors; inlined here, the scaling, masking, maximum,
+/// sum and division passes get the CPU's widest vectors). The same
+/// arithmetic, so the same bits.
 fn softmax_rows(s: &mut [f32], t: usize, scale: f32, keys: Option<&[bool]>, wide: bool) {
-    #[inline(always)]
-    fn rows(s: &mut [f32], t: usize, scale: f32, keys: Option<&[bool]>) {
-        for row in s.chunks_exact_mut(t) {
-            for v in row.iter_mut() {
-                *v *= scale;
-            }
-            if let Some(keys) = keys {
-                for (v, &keep) in row.iter_mut().zip(keys) {
-                    if !keep {
-                        *v = f32::NEG_INFINITY;
-                    }
-                }
-            }
-            let m = line_max_raw(row);
-            if m == f32::NEG_INFINITY {
-                row.fill(f32::NAN);
-                continue;
-            }
-            for v in row.iter_mut() {
-                *v = exp_f32(*v - m);
-            }
-            let sum = lane_sum(row);
-            for v in row.iter_mut() {
-                *v /= sum;
-            }
-        }
-    }
     #[cfg(target_arch = "x86_64")]
     if wide {
         #[target_feature(enable = "avx512f")]
         fn avx512(s: &mut [f32], t: usize, scale: f32, keys: Option<&[bool]>) {
-            rows(s, t, scale, keys);
+            for row in s.chunks_exact_mut(t) {
+                softmax_scores(row, scale, keys);
+            }
         }
         // SAFETY: `wide` is true only where the CPU class allows AVX-512F
         // (the caller's `cpu_has!`).
@@ -175,7 +149,9 @@ fn softmax_rows(s: &mut [f32], t: usize, scale: f32, keys: Option<&[bool]>, wide
         return;
     }
     let _ = wide;
-    rows(s, t, scale, keys);
+    for row in s.chunks_exact_mut(t) {
+        softmax_scores(row, scale, keys);
+    }
 }
 
 /// About the single-thread nanoseconds of one call (the two products at

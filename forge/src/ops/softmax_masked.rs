@@ -104,6 +104,7 @@ pub(crate) struct ScoreMask<D: Device> {
 
 /// `row = softmax(row)` in place, the arithmetic of `softmax_line`; a
 /// row with no finite score (all `-inf`) becomes NaN, as `0 / 0` does.
+#[inline(always)]
 pub(crate) fn softmax_row_in_place<E: Float>(row: &mut [E]) -> bool {
     let m = line_max_raw(row);
     if m == E::neg_infinity() {
