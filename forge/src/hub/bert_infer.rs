@@ -292,7 +292,7 @@ fn gelu_to_bf16(h: &mut [f32], width: usize, hb: &mut [u16]) {
                 dst.rows(first, width, n * width),
             )
         };
-        crate::cpu::vmath::gelu::<f32>(hr);
+        crate::cpu::vmath::gelu_for_bf16(hr);
         to_bf16_slice(hr, out);
     });
 }
