@@ -38,15 +38,18 @@ pub(super) const BLOCK_ROWS: usize = 32;
 pub(super) const GROUP_PANELS: usize = 16;
 /// Pairs of `k` per tile (64 bytes of bf16).
 const TILE_PAIRS: usize = 16;
-/// `k` tiles per block: 64 tiles are 2,048 `k`, 128 KiB of the chunk's
-/// rows (in L2; the tiles of one `k` step stay in L1 while the panels
-/// stream past them). Fewer, longer blocks store and reload the sums less
-/// often: at 1024 x 768 x 768, 1024 x 768 x 3072 and 1024 x 3072 x 768,
-/// blocks of the whole `k` ran 803 / 795 / 764 GFLOP/s against 729 / 706 /
-/// 678 for blocks of 16 tiles (1 thread, the best of 15 interleaved
-/// readings, 2026-12-05, other jobs stopped); the split does not change
-/// the bits (see "The bits").
-const KB_TILES: usize = 64;
+/// `k` tiles per block: 8 tiles are 256 `k`, 16 KiB of the chunk's 32
+/// rows, so that they and the two panels streaming past them (another 16
+/// KiB per column of blocks) stay in the 48 KiB L1 for the whole block.
+/// Longer blocks store and reload the sums less often but read the rows
+/// from L2 on every column of blocks: on BERT-base under bf16 autocast (8
+/// x 128 tokens, 1 thread, the best of 4-5 interleaved calls, other jobs
+/// stopped, 2026-12-06) a call took 225-227 ms with 8 tiles against 237
+/// with 12 (384 `k`, 48 KiB), 247 with 64 (the whole `k` of every product
+/// there; 2026-12-05 it had beaten 16 tiles, 64 KiB, which does not fit L1
+/// either), 256 with 4 and 240-252 with 6. The split does not change the
+/// bits (see "The bits").
+const KB_TILES: usize = 8;
 
 thread_local! {
     /// The chunk's activations, `BLOCK_ROWS` rows of `k` padded to 32.
