@@ -118,6 +118,10 @@ pub(super) unsafe fn transpose16(src: &[&[f32]; 16], dst: *mut f32, ld: usize, m
 /// `cols`) column group with row stride `ldc` that nothing else accesses
 /// (`c[g]` is not used when `cols <= 16 g`); `ap` holds `R * kc`, `bp`
 /// `kc * NR`.
+///
+/// A last panel of at most 16 or 32 columns runs on one or two vectors a
+/// row (the columns past them are padding): the same sums for the columns
+/// it has.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f")]
 pub(super) unsafe fn tile<const R: usize>(
@@ -132,16 +136,47 @@ pub(super) unsafe fn tile<const R: usize>(
     beta: f32,
     next: *const f32,
 ) {
-    assert!(ap.len() >= R * kc && bp.len() >= NR * kc);
-    let mut acc = [[_mm512_setzero_ps(); GROUPS]; R];
+    const { assert!(GROUPS == 3) };
+    // SAFETY: the caller's contract, and `cols <= 16 V` for the `V` chosen.
+    unsafe {
+        match cols {
+            ..=16 => tile_v::<R, 1>(kc, ap, bp, c, ldc, rows, cols, first, beta, next),
+            17..=32 => tile_v::<R, 2>(kc, ap, bp, c, ldc, rows, cols, first, beta, next),
+            _ => tile_v::<R, 3>(kc, ap, bp, c, ldc, rows, cols, first, beta, next),
+        }
+    }
+}
+
+/// [`tile`] on the first `V` vectors of each row (`cols <= 16 V`).
+///
+/// # Safety
+/// As [`tile`], with `cols <= 16 V`, `V <= GROUPS`.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn tile_v<const R: usize, const V: usize>(
+    kc: usize,
+    ap: &[f32],
+    bp: &[f32],
+    c: [*mut f32; GROUPS],
+    ldc: usize,
+    rows: usize,
+    cols: usize,
+    first: bool,
+    beta: f32,
+    next: *const f32,
+) {
+    const { assert!(V >= 1 && V <= GROUPS) };
+    assert!(ap.len() >= R * kc && bp.len() >= NR * kc && cols <= 16 * V);
+    let mut acc = [[_mm512_setzero_ps(); V]; R];
     let (a, b) = (ap.as_ptr(), bp.as_ptr());
     // One step of `k`: row `p` of the panel times column `p` of the tile.
-    let step = |acc: &mut [[__m512; GROUPS]; R], p: usize| {
-        // SAFETY: `p < kc`: row `p` of the panel (`NR` floats from
+    let step = |acc: &mut [[__m512; V]; R], p: usize| {
+        // SAFETY: `p < kc`: row `p` of the panel (`16 V <= NR` floats from
         // `p * NR`) and column `p` of the tile are inside the asserted
         // lengths.
         unsafe {
-            let bv: [__m512; GROUPS] =
+            let bv: [__m512; V] =
                 std::array::from_fn(|g| _mm512_loadu_ps(b.add(p * NR + 16 * g)));
             for (i, row) in acc.iter_mut().enumerate() {
                 let av = _mm512_set1_ps(*a.add(p * R + i));
@@ -165,7 +200,7 @@ pub(super) unsafe fn tile<const R: usize>(
     // 7% after; Sapphire Rapids, commit de3846d).
     let ahead = rows.min(kc);
     for p in 0..ahead {
-        for (g, &cg) in c.iter().enumerate() {
+        for (g, &cg) in c.iter().enumerate().take(V) {
             if cols > 16 * g {
                 let at = cg.wrapping_add(p * ldc);
                 _mm_prefetch::<_MM_HINT_T0>(at.cast());
@@ -188,7 +223,7 @@ pub(super) unsafe fn tile<const R: usize>(
         }
     }
     let vbeta = _mm512_set1_ps(beta);
-    if rows == R && cols == NR {
+    if rows == R && cols == 16 * V {
         for (i, row) in acc.iter().enumerate() {
             for (g, &v) in row.iter().enumerate() {
                 // SAFETY: element (i, 16 g .. 16 g + 16) of the full tile.
@@ -212,7 +247,7 @@ pub(super) unsafe fn tile<const R: usize>(
     let mut vals = [[0f32; NR]; R];
     for (i, row) in acc.iter().enumerate() {
         for (g, &v) in row.iter().enumerate() {
-            // SAFETY: 16 floats at (i, 16 g) of the R x NR array.
+            // SAFETY: 16 floats at (i, 16 g), g < V, of the R x NR array.
             unsafe { _mm512_storeu_ps(vals[i].as_mut_ptr().add(16 * g), v) };
         }
     }
