@@ -12,11 +12,11 @@
 //!   packed once into one zero-padded 16-wide panel, and blocks of rows of
 //!   `a` are broadcast against it.
 //! - everything else in f32 on a CPU with AVX-512F, or with AVX2 and FMA:
-//!   forge's packed kernel (`packed_f32`: an 8 x 48 register tile, `k` in
+//!   forge's packed kernel (`packed_f32`: a 12 x 32 register tile, `k` in
 //!   blocks of 256, `b` packed once per block into pooled panels that the
 //!   threads share, each thread packing its own rows of `a`). The AVX-512
 //!   micro-kernel holds the tile in 24 registers of 16 lanes; the AVX2 one
-//!   runs it as four passes of 4 x 24 (12 registers of 8 lanes) over the
+//!   runs it as four passes of 6 x 16 (12 registers of 8 lanes) over the
 //!   same packed panels, with the same bits. The set is detected once.
 //! - everything else (f64, or a CPU with neither): `matrixmultiply`
 //!   (packing, cache blocking, AVX-512 / AVX2 micro-kernels). With several

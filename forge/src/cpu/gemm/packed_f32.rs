@@ -1,8 +1,8 @@
 //! forge's own f32 gemm for CPUs with AVX-512F or with AVX2 + FMA:
 //! operands packed into pooled buffers, the right-hand operand packed once
-//! per call and shared by every thread, and an 8 x 48 register-tile
+//! per call and shared by every thread, and a 12 x 32 register-tile
 //! micro-kernel (24 accumulators of 16 lanes with AVX-512, four passes of
-//! 4 x 24 in 12 accumulators of 8 lanes with AVX2; `avx512.rs`, `avx2.rs`,
+//! 6 x 16 in 12 accumulators of 8 lanes with AVX2; `avx512.rs`, `avx2.rs`,
 //! the set chosen once per process, [`Isa::detect`]).
 //!
 //! Why not `matrixmultiply` here: it packs into a fresh `malloc`ed buffer on
@@ -41,22 +41,16 @@ use direct::gemm_core_isa;
 pub(crate) use direct::{gemm_core, gemm_core_packed_b, ASrc, Out, PackedA};
 
 /// Rows of a register tile.
-const MR: usize = 8;
-/// Columns of a register tile (three 16-lane vectors, or six of 8). Every
-/// user of the panel layout (the weight caches, the FP8 panels, the
-/// convolutions through [`Out`]) takes it from here.
-pub(super) const NR: usize = 48;
-/// The 16-column groups of a tile (the AVX-512 vectors of a row): each
-/// has its own output pointer (see [`tile`]).
-const GROUPS: usize = NR / 16;
-/// The `k` block: a packed `KC x NR` panel of `b` (48 KiB) is multiplied
-/// by every row tile of a chunk while it stays in L1 or L2. Changing it
-/// changes the bits (each block is summed on its own).
+const MR: usize = 12;
+/// Columns of a register tile (two 16-lane vectors, or four of 8).
+pub(super) const NR: usize = 32;
+/// The `k` block: a packed `KC x NR` panel of `b` (32 KiB) stays in L1
+/// while it is multiplied by every row tile of a chunk.
 pub(super) const KC: usize = 256;
 /// The most row tiles in one chunk (a packed `a` block of at most
-/// 24 x 8 x 256 floats, 192 KiB, stays in L2 while every panel of `b`
+/// 16 x 12 x 256 floats, 192 KiB, stays in L2 while every panel of `b`
 /// passes).
-const MAX_CHUNK_TILES: usize = 24;
+const MAX_CHUNK_TILES: usize = 16;
 
 /// A buffer for a chunk's packed block of `a`, of at least `len` floats:
 /// taken from the pool the call draws from (its executor's or arena's,
@@ -94,12 +88,12 @@ pub(super) struct Isa(Kind);
 /// The sets of [`Isa`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
-    /// AVX-512F: the 8 x 48 tile in 24 accumulators, three 16-lane
-    /// vectors per row.
+    /// AVX-512F: the 12 x 32 tile in 24 accumulators, two 16-lane vectors
+    /// per row.
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     Avx512,
-    /// AVX2 + FMA: the same tile in passes of 4 x 24 (12 accumulators of 8
-    /// lanes), two per 24-column half.
+    /// AVX2 + FMA: the same tile in passes of 6 x 16 (12 accumulators of 8
+    /// lanes; 4 x 16 for the 8-row short tiles).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     Avx2,
 }
@@ -132,7 +126,7 @@ impl Isa {
 
 impl Isa {
     /// How many calls of [`tile`] make a whole tile: one with AVX-512, one
-    /// per 24-column half with AVX2.
+    /// per 16-column half with AVX2.
     fn parts(self) -> usize {
         match self.0 {
             Kind::Avx512 => 1,
@@ -258,19 +252,21 @@ impl PackedB {
 }
 
 /// How [`gemm_prepacked`] cuts `m` rows: `(tiles of MR rows, tiles of
-/// SHORT rows)` after them, padding as few rows as it can (20 rows: two
-/// of 8 and one of 4 instead of three of 8, the last one half empty).
+/// SHORT rows)` after them, padding as few rows as it can (64 rows: four
+/// of 12 and two of 8 instead of six of 12, the last one a third empty).
 fn row_split(m: usize) -> (usize, usize) {
     let (q, r) = (m / MR, m % MR);
     match r {
         0 => (q, 0),
+        // the last full tile and the rest: at most 16 rows, two short tiles
+        1..=4 if q > 0 => (q - 1, 2),
         1..=SHORT => (q, 1),
         _ => (q + 1, 0),
     }
 }
 
 /// Rows of the short tiles of [`gemm_prepacked`].
-const SHORT: usize = 4;
+const SHORT: usize = 8;
 
 /// `c = a b + beta c` on the calling thread with `b` packed beforehand
 /// (`c` row-major `m x n`, `m >= 1`; the extents are checked by the
@@ -365,14 +361,14 @@ fn run_rows<const R: usize>(
                     // which this call holds mutably.
                     unsafe {
                         let c0 = c.as_mut_ptr().add(at);
-                        let groups = std::array::from_fn(|g| c0.wrapping_add(16 * g));
+                        let halves = [c0, c0.wrapping_add(16)];
                         tile::<R>(
                             isa,
                             part,
                             kc,
                             ap,
                             bp,
-                            groups,
+                            halves,
                             n,
                             r,
                             cols,
@@ -429,12 +425,12 @@ fn pack_b_with(isa: Isa, b: Mat<f32>, k0: usize, kc: usize, j0: usize, n: usize,
     }
 }
 
-/// Row `p < rows` of `dst` (`width <= NR` floats at `p * width`) = the
+/// Row `p < rows` of `dst` (`width <= 32` floats at `p * width`) = the
 /// `len <= width` floats at `src[base + p * stride..]`, then zeros: masked
 /// vector loads and stores of `isa`'s width. Pure data movement.
 ///
 /// # Panics
-/// When `src` or `dst` is too short, or `len > width` or `width > NR`.
+/// When `src` or `dst` is too short, or `len > width` or `width > 32`.
 #[allow(clippy::too_many_arguments)]
 fn copy_rows_padded(
     isa: Isa,
@@ -515,7 +511,7 @@ fn pack_b_columns(
 }
 
 /// Packs rows `i0..i0 + rows`, columns `k0..k0 + kc` of `a` as tiles of
-/// `R` rows (`MR`, or [`SHORT`] for [`gemm_prepacked`]'s short tiles): tile `t` is
+/// `R` rows (`MR`, or 8 for [`gemm_prepacked`]'s short tiles): tile `t` is
 /// `kc` columns of `R` (zero past `rows`).
 fn pack_a<const R: usize>(
     isa: Isa,
@@ -633,13 +629,12 @@ unsafe fn transpose16(isa: Isa, src: &[&[f32]; 16], dst: *mut f32, ld: usize, ma
 /// increasing `k` with fused multiply-adds. Every kernel computes exactly
 /// that per element, so the bits do not depend on `isa` (nor on `R`).
 ///
-/// Columns `16 g..16 g + 16` of the tile start at `c[g]` (one pointer per
-/// 16-column group, which need not be adjacent: a convolution's output
-/// segments).
+/// Columns `16 h..16 h + 16` of the tile start at `c[h]` (one pointer per
+/// half, which need not be adjacent).
 ///
 /// The call computes part `part < isa.parts()` of the tile's columns: the
-/// whole tile with AVX-512, the 24-column half `part` with AVX2 (so that a
-/// half panel, 24 KiB, stays in L1 while the caller runs it against every
+/// whole tile with AVX-512, the 16-column half `part` with AVX2 (so that a
+/// half panel, 16 KiB, stays in L1 while the caller runs it against every
 /// row tile of its chunk, before the other half; the whole panel and an
 /// `a` tile do not fit in a 32 KiB L1 together).
 ///
@@ -652,9 +647,9 @@ unsafe fn transpose16(isa: Isa, src: &[&[f32]; 16], dst: *mut f32, ld: usize, ma
 /// CPU with AVX2 forced it measured no better.
 ///
 /// # Safety
-/// Each `c[g]` points to the `rows x` (its share of `cols`) column group
-/// with row stride `ldc` that nothing else accesses (`c[g]` is not used
-/// when `cols <= 16 g`); `1 <= rows <= R`, `1 <= cols <= NR`.
+/// Each `c[h]` points to the `rows x` (its share of `cols`) half tile
+/// with row stride `ldc` that nothing else accesses (`c[1]` is not used
+/// when `cols <= 16`); `1 <= rows <= R`, `1 <= cols <= NR`.
 ///
 /// # Panics
 /// When `ap` holds fewer than `R * kc` floats or `bp` fewer than
@@ -667,7 +662,7 @@ unsafe fn tile<const R: usize>(
     kc: usize,
     ap: &[f32],
     bp: &[f32],
-    c: [*mut f32; GROUPS],
+    c: [*mut f32; 2],
     ldc: usize,
     rows: usize,
     cols: usize,

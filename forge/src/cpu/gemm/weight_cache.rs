@@ -7,7 +7,7 @@
 //! write version of the storage outside any arena, emptied by the next
 //! write (an optimizer step, a copy-on-write, any `&mut` access) and
 //! dropped with the storage. Memory: one packed copy per weight (its
-//! columns rounded up to whole panels of `NR`, 48), only for weights used by
+//! columns rounded up to whole 32-wide panels), only for weights used by
 //! no-grad products.
 //!
 //! The products have [`gemm`](super::gemm)'s bits: packing is a copy, and

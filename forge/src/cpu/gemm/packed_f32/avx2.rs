@@ -1,16 +1,14 @@
 //! The AVX2 + FMA versions of the packed kernel's intrinsics, for CPUs
-//! without AVX-512: the same 8 x 48 tile from the same packed panels, in
-//! passes of 4 x 24 (12 accumulators of 8 lanes, three loads of `b` and
-//! four broadcasts of `a` per `k` step: 16 registers with the three loads
-//! and the broadcast; two passes per 24-column half, one for the 4-row
-//! short tiles), and the packing's row copies and transposes in 8-lane
-//! vectors.
+//! without AVX-512: the same 12 x 32 tile from the same packed panels, in
+//! passes of 6 x 16 (12 accumulators of 8 lanes, two loads of `b` and six
+//! broadcasts of `a` per `k` step; 4 x 16 for the 8-row short tiles), and
+//! the packing's row copies and transposes in 8-lane vectors.
 //!
 //! Each output element is accumulated from zero over its `k` block in
 //! increasing `k` with fused multiply-adds, then combined with `c` exactly
 //! as [`super::avx512::tile`] does, so the bits are the AVX-512 kernel's.
 
-use super::{GROUPS, NR};
+use super::NR;
 use std::arch::x86_64::*;
 
 /// The first `n <= 8` floats at `from` in the low lanes of a vector, zeros
@@ -67,16 +65,16 @@ unsafe fn store_first(to: *mut f32, v: __m256, n: usize) {
     }
 }
 
-/// Row `p < rows` of `dst` (`width <= NR` floats at `p * width`) = the
+/// Row `p < rows` of `dst` (`width <= 32` floats at `p * width`) = the
 /// `len <= width` floats at `src[base + p * stride..]`, then zeros: up to
-/// six 8-lane loads and stores per row ([`load_first`], [`store_first`]
+/// four 8-lane loads and stores per row ([`load_first`], [`store_first`]
 /// where partial).
 ///
 /// # Safety
 /// The CPU has AVX2.
 ///
 /// # Panics
-/// When `src` or `dst` is too short, or `len > width` or `width > NR`.
+/// When `src` or `dst` is too short, or `len > width` or `width > 32`.
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn copy_rows_padded(
     src: &[f32],
@@ -87,15 +85,15 @@ pub(super) unsafe fn copy_rows_padded(
     width: usize,
     rows: usize,
 ) {
-    assert!(len <= width && width <= NR && dst.len() >= rows * width);
+    assert!(len <= width && width <= 32 && dst.len() >= rows * width);
     assert!(rows == 0 || len == 0 || base + (rows - 1) * stride + len <= src.len());
     // SAFETY: the extents are asserted above; the CPU has AVX2.
     unsafe {
         match (width, len == width) {
             // the packing's widths, whole rows: straight-line copies
+            (12, true) => copy_whole_rows::<12>(src, base, stride, dst, rows),
             (8, true) => copy_whole_rows::<8>(src, base, stride, dst, rows),
-            (4, true) => copy_whole_rows::<4>(src, base, stride, dst, rows),
-            (NR, true) => copy_whole_rows::<NR>(src, base, stride, dst, rows),
+            (32, true) => copy_whole_rows::<32>(src, base, stride, dst, rows),
             _ => copy_part_rows(src, base, stride, len, dst, width, rows),
         }
     }
@@ -116,7 +114,7 @@ unsafe fn copy_whole_rows<const W: usize>(
     dst: &mut [f32],
     rows: usize,
 ) {
-    const { assert!(W.is_multiple_of(4) && W <= NR) };
+    const { assert!(W.is_multiple_of(4) && W <= 32) };
     let (s, d) = (src.as_ptr().wrapping_add(base), dst.as_mut_ptr());
     for p in 0..rows {
         let (from, to) = (s.wrapping_add(p * stride), d.wrapping_add(p * W));
@@ -133,7 +131,7 @@ unsafe fn copy_whole_rows<const W: usize>(
     }
 }
 
-/// [`copy_rows_padded`] for any `len <= width <= NR`, 8 lanes at a time
+/// [`copy_rows_padded`] for any `len <= width <= 32`, 8 lanes at a time
 /// ([`load_first`] and [`store_first`] for the partial ones).
 ///
 /// # Safety
@@ -171,14 +169,14 @@ unsafe fn copy_part_rows(
 /// row `i`, float `p`; zero for `i >= rows`): the left operand's tile for
 /// `a` with contiguous rows, and the right operand's panel for `b` with
 /// contiguous columns (`R = NR`, a column of `b` as a "row"), in 8 x 8
-/// transposes (a 4 x 8 one for a 4-row short tile) loaded and stored
-/// straight from the operands. Pure data movement.
+/// transposes (a 4 x 8 one for the last four rows of a 12-row tile) loaded
+/// and stored straight from the operands. Pure data movement.
 ///
 /// # Safety
 /// The CPU has AVX2.
 ///
 /// # Panics
-/// When `R` is not a multiple of 4 in `4..=NR`, `rows > R`, `dst` holds
+/// When `R` is not a multiple of 4 in `4..=32`, `rows > R`, `dst` holds
 /// fewer than `R * kc` floats, or `src` fewer than `base + (rows - 1) * rs
 /// + kc`.
 #[target_feature(enable = "avx2")]
@@ -190,7 +188,7 @@ pub(super) unsafe fn pack_a_rows<const R: usize>(
     kc: usize,
     dst: &mut [f32],
 ) {
-    assert!(R.is_multiple_of(4) && (4..=NR).contains(&R) && rows <= R && dst.len() >= R * kc);
+    assert!(R.is_multiple_of(4) && (4..=32).contains(&R) && rows <= R && dst.len() >= R * kc);
     assert!(rows == 0 || kc == 0 || base + (rows - 1) * rs + kc <= src.len());
     let whole = kc - kc % 8;
     let (s, d) = (src.as_ptr().wrapping_add(base), dst.as_mut_ptr());
@@ -321,21 +319,21 @@ unsafe fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
     out
 }
 
-/// Columns `24 h..24 h + 24` of one `rows x cols` tile of `c` from an
+/// Columns `16 h..16 h + 16` of one `rows x cols` tile of `c` from an
 /// `R x kc` packed tile of `a` and a `kc x NR` panel of `b`:
-/// [`super::tile`]'s contract and arithmetic, in passes of `4 x 24` (`R`
-/// is 8, or 4 for the short tiles). Nothing when the half is wholly past
-/// `cols`; passes wholly past `rows` are skipped (they would only compute
-/// padding).
+/// [`super::tile`]'s contract and arithmetic, in passes of `S x 16` (`S`
+/// is 6 for 12-row tiles, 4 for the 8-row short ones). Nothing when the
+/// half is wholly past `cols`; passes wholly past `rows` are skipped (they
+/// would only compute padding).
 ///
 /// # Safety
-/// The CPU has AVX2 and FMA; `c[g]` points to the `rows x` (its share of
-/// `cols`) column group `16 g..16 g + 16` with row stride `ldc` that
-/// nothing else accesses; `h < 2`, `1 <= rows <= R`, `1 <= cols <= NR`.
+/// The CPU has AVX2 and FMA; `c[h]` points to the `rows x` (its share of
+/// `cols`) half tile with row stride `ldc` that nothing else accesses;
+/// `h < 2`, `1 <= rows <= R`, `1 <= cols <= NR`.
 ///
 /// # Panics
 /// When `ap` holds fewer than `R * kc` floats or `bp` fewer than
-/// `kc * NR`, or `R` is not 8 or 4.
+/// `kc * NR`, or `R` is not 12 or 8.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn half_tile<const R: usize>(
@@ -343,68 +341,85 @@ pub(super) unsafe fn half_tile<const R: usize>(
     kc: usize,
     ap: &[f32],
     bp: &[f32],
-    c: [*mut f32; GROUPS],
+    c: [*mut f32; 2],
     ldc: usize,
     rows: usize,
     cols: usize,
     first: bool,
     beta: f32,
 ) {
-    const { assert!(2 * HALF == NR && HALF.is_multiple_of(8)) };
     assert!(ap.len() >= R * kc && bp.len() >= NR * kc);
     assert!(rows <= R && cols <= NR && h < 2);
-    assert!(R == 8 || R == 4, "packed tiles have 8 or 4 rows");
-    let hcols = cols.saturating_sub(HALF * h).min(HALF);
+    let hcols = cols.saturating_sub(16 * h).min(16);
     if hcols == 0 {
         return;
     }
-    // Where each 8-lane vector of the half starts in `c`: column
-    // `24 h + 8 q` of the tile, inside group `(24 h + 8 q) / 16` (a vector
-    // never straddles two groups: 8 divides 16).
-    let out: [*mut f32; VECS] = std::array::from_fn(|q| {
-        let col = HALF * h + 8 * q;
-        c[col / 16].wrapping_add(col % 16)
-    });
-    let (a, b) = (ap.as_ptr(), bp.as_ptr().wrapping_add(HALF * h));
+    let (a, b, ch) = (ap.as_ptr(), bp.as_ptr().wrapping_add(16 * h), c[h]);
+    // The `R`-row packed tile and columns `16 h..16 h + 16` of the panel lie
+    // inside `ap` and `bp` (asserted); the passes write the `rows x hcols`
+    // half tile the caller gave.
+    match R {
+        // SAFETY: the CPU has AVX2 and FMA (our contract); bounds as above.
+        12 => unsafe { passes::<R, 6>(kc, a, b, ch, ldc, rows, hcols, first, beta) },
+        // SAFETY: as for 12 rows.
+        8 => unsafe { passes::<R, 4>(kc, a, b, ch, ldc, rows, hcols, first, beta) },
+        _ => unreachable!("packed tiles have 12 or 8 rows"),
+    }
+}
+
+/// The passes of `S` rows over one 16-column half of a tile, from row 0
+/// to `rows`.
+///
+/// # Safety
+/// The CPU has AVX2 and FMA; `a` is a packed `R x kc` tile, `b` a column
+/// half of a packed `kc x NR` panel (16 floats per row at stride `NR`);
+/// `c` the half tile of `rows x cols` (`cols <= 16`) with row stride
+/// `ldc`, accessed by nothing else.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn passes<const R: usize, const S: usize>(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    rows: usize,
+    cols: usize,
+    first: bool,
+    beta: f32,
+) {
     let mut r0 = 0;
     while r0 < rows {
-        // SAFETY: the CPU has AVX2 and FMA (our contract); rows
-        // `r0..r0 + 4 <= R` of the packed tile and columns `24 h..24 h +
-        // 24` of the panel lie inside `ap` and `bp` (asserted); rows
-        // `r0..min(rows, r0 + 4)` and columns `..hcols` of the half are
-        // the caller's tile.
+        // SAFETY: rows `r0..r0 + S <= R` of the tile (`S` divides `R`),
+        // and rows `r0..rows` of `c`: the caller's contract.
         unsafe {
-            pass::<R, 4>(
+            pass::<R, S>(
                 kc,
                 a.add(r0),
                 b,
-                out.map(|v| v.wrapping_add(r0 * ldc)),
+                c.add(r0 * ldc),
                 ldc,
-                4.min(rows - r0),
-                hcols,
+                S.min(rows - r0),
+                cols,
                 first,
                 beta,
             )
         };
-        r0 += 4;
+        r0 += S;
     }
 }
 
-/// Columns of an AVX2 pass (half a tile).
-const HALF: usize = NR / 2;
-/// 8-lane vectors per row of a pass.
-const VECS: usize = HALF / 8;
-
-/// `S x 24` accumulators over `kc` steps of `k`, then stored into the
-/// `rows x cols` corner of `c` (`rows <= S`, `cols <= 24`): on the first
+/// `S x 16` accumulators over `kc` steps of `k`, then stored into the
+/// `rows x cols` corner of `c` (`rows <= S`, `cols <= 16`): on the first
 /// `k` block `c = acc + beta c` (`c` not read when beta is 0), afterwards
 /// `c = c + acc`, with the AVX-512 kernel's operations (a fused `beta c +
-/// acc`, an add). Columns `8 q..8 q + 8` of the corner start at `c[q]`.
+/// acc`, an add).
 ///
 /// # Safety
 /// The CPU has AVX2 and FMA; `a + p * R + i` for `p < kc`, `i < S` and
-/// `b + p * NR + l` for `l < 24` are readable; `c[j / 8] + i * ldc + j % 8`
-/// for `i < rows`, `j < cols` is writable and accessed by nothing else.
+/// `b + p * NR + l` for `l < 16` are readable; `c + i * ldc + j` for
+/// `i < rows`, `j < cols` is writable and accessed by nothing else.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx2,fma")]
@@ -412,7 +427,7 @@ unsafe fn pass<const R: usize, const S: usize>(
     kc: usize,
     a: *const f32,
     b: *const f32,
-    c: [*mut f32; VECS],
+    c: *mut f32,
     ldc: usize,
     rows: usize,
     cols: usize,
@@ -424,36 +439,31 @@ unsafe fn pass<const R: usize, const S: usize>(
     // (with `c` larger than L2, a 1024^3 product, each store was a miss
     // to L3 the kernel waited for). A hint only: nothing is read here.
     for i in 0..rows {
-        for (q, &cq) in c.iter().enumerate() {
-            if cols > 8 * q {
-                let row = cq.wrapping_add(i * ldc);
-                _mm_prefetch::<_MM_HINT_T0>(row.cast::<i8>());
-                _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(7).cast::<i8>());
-            }
-        }
+        let row = c.wrapping_add(i * ldc);
+        _mm_prefetch::<_MM_HINT_T0>(row.cast::<i8>());
+        _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(cols - 1).cast::<i8>());
     }
-    let mut acc = [[_mm256_setzero_ps(); VECS]; S];
+    let mut acc = [[_mm256_setzero_ps(); 2]; S];
     for p in 0..kc {
         // SAFETY: `p < kc`: row `p` of the panel half and column `p` of
         // the tile (the caller's contract).
         unsafe {
-            let bv: [__m256; VECS] =
-                std::array::from_fn(|q| _mm256_loadu_ps(b.add(p * NR + 8 * q)));
+            let b0 = _mm256_loadu_ps(b.add(p * NR));
+            let b1 = _mm256_loadu_ps(b.add(p * NR + 8));
             for (i, row) in acc.iter_mut().enumerate() {
                 let av = _mm256_broadcast_ss(&*a.add(p * R + i));
-                for (v, &bq) in row.iter_mut().zip(&bv) {
-                    *v = _mm256_fmadd_ps(av, bq, *v);
-                }
+                row[0] = _mm256_fmadd_ps(av, b0, row[0]);
+                row[1] = _mm256_fmadd_ps(av, b1, row[1]);
             }
         }
     }
     let vbeta = _mm256_set1_ps(beta);
-    if rows == S && cols == HALF {
+    if rows == S && cols == 16 {
         for (i, row) in acc.iter().enumerate() {
             for (q, &v) in row.iter().enumerate() {
                 // SAFETY: element (i, 8 q .. 8 q + 8) of the full pass.
                 unsafe {
-                    let at = c[q].add(i * ldc);
+                    let at = c.add(i * ldc + 8 * q);
                     let out = if !first {
                         _mm256_add_ps(_mm256_loadu_ps(at), v)
                     } else if beta == 0.0 {
@@ -469,18 +479,17 @@ unsafe fn pass<const R: usize, const S: usize>(
     }
     // An edge: the same sums, stored element by element with the same
     // (fused) arithmetic.
-    let mut vals = [[0f32; HALF]; S];
+    let mut vals = [[0f32; 16]; S];
     for (i, row) in acc.iter().enumerate() {
         for (q, &v) in row.iter().enumerate() {
-            // SAFETY: 8 floats at (i, 8 q) of the S x 24 array.
+            // SAFETY: 8 floats at (i, 8 q) of the S x 16 array.
             unsafe { _mm256_storeu_ps(vals[i].as_mut_ptr().add(8 * q), v) };
         }
     }
     for (i, vrow) in vals.iter().enumerate().take(rows) {
         for (j, &v) in vrow.iter().enumerate().take(cols) {
-            // SAFETY: (i, j) is inside the `rows x cols` corner, in the
-            // vector `j / 8`.
-            let at = unsafe { &mut *c[j / 8].add(i * ldc + j % 8) };
+            // SAFETY: (i, j) is inside the `rows x cols` corner.
+            let at = unsafe { &mut *c.add(i * ldc + j) };
             *at = if !first {
                 *at + v
             } else if beta == 0.0 {

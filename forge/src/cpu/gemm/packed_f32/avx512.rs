@@ -1,19 +1,19 @@
-//! The AVX-512F versions of the packed kernel's intrinsics: the 8 x 48
-//! tile in 24 accumulators (three 16-lane vectors per row), masked row
+//! The AVX-512F versions of the packed kernel's intrinsics: the 12 x 32
+//! tile in 24 accumulators (two 16-lane vectors per row), masked row
 //! copies and a 16 x 16 register transpose for the packing.
 
-use super::{GROUPS, NR};
+use super::NR;
 use std::arch::x86_64::*;
 
-/// Row `p < rows` of `dst` (`width <= NR` floats at `p * width`) = the
-/// `len <= width` floats at `src[base + p * stride..]`, then zeros: up to
-/// three masked 16-lane loads and stores per row.
+/// Row `p < rows` of `dst` (`width <= 32` floats at `p * width`) = the
+/// `len <= width` floats at `src[base + p * stride..]`, then zeros: one or
+/// two masked 16-lane loads and stores per row.
 ///
 /// # Safety
 /// The CPU has AVX-512F.
 ///
 /// # Panics
-/// When `src` or `dst` is too short, or `len > width` or `width > NR`.
+/// When `src` or `dst` is too short, or `len > width` or `width > 32`.
 #[target_feature(enable = "avx512f")]
 pub(super) unsafe fn copy_rows_padded(
     src: &[f32],
@@ -24,7 +24,7 @@ pub(super) unsafe fn copy_rows_padded(
     width: usize,
     rows: usize,
 ) {
-    assert!(len <= width && width <= NR && dst.len() >= rows * width);
+    assert!(len <= width && width <= 32 && dst.len() >= rows * width);
     assert!(rows == 0 || len == 0 || base + (rows - 1) * stride + len <= src.len());
     let mask = |n: usize| if n >= 16 { 0xffff } else { (1u16 << n) - 1 };
     for p in 0..rows {
@@ -103,32 +103,27 @@ pub(super) unsafe fn transpose16(src: &[&[f32]; 16], dst: *mut f32, ld: usize, m
 }
 
 /// One `rows x cols` tile of `c` (row stride `ldc`) from an `R x kc`
-/// packed tile of `a` (`R` is `MR`, or `SHORT` for `gemm_prepacked`'s
-/// short tiles: each element is the same sum either way) and a `kc x NR`
-/// packed panel of `b`: on the first `k` block `c = acc + beta c` (without
-/// reading `c` when beta is 0), afterwards `c = c + acc`.
+/// packed tile of `a` (`R` is `MR`, or 8 for [`gemm_prepacked`]'s short
+/// tiles: each element is the same sum either way) and a `kc x NR` packed panel of `b`: on the first
+/// `k` block `c = acc + beta c` (without reading `c` when beta is 0),
+/// afterwards `c = c + acc`.
 ///
-/// Columns `16 g..16 g + 16` of the tile start at `c[g]` (one pointer per
-/// 16-column group, which need not be adjacent). `next`, when not null, is
-/// the panel multiplied after this one, fetched into L2 a row (three
-/// lines) a step (a hint: never read, so any address will do).
+/// Columns `16 h..16 h + 16` of the tile start at `c[h]` (one pointer per
+/// half, which need not be adjacent). `next`, when not null, is the panel
+/// multiplied after this one, fetched into L2 a row (two lines) a step (a hint:
+/// never read, so any address will do).
 ///
 /// # Safety
-/// The CPU has AVX-512F; each `c[g]` points to the `rows x` (its share of
-/// `cols`) column group with row stride `ldc` that nothing else accesses
-/// (`c[g]` is not used when `cols <= 16 g`); `ap` holds `R * kc`, `bp`
-/// `kc * NR`.
-///
-/// A last panel of at most 16 or 32 columns runs on one or two vectors a
-/// row (the columns past them are padding): the same sums for the columns
-/// it has.
+/// The CPU has AVX-512F; each `c[h]` points to the `rows x` (its share of
+/// `cols`) half tile with row stride `ldc` that nothing else accesses (`c[1]`
+/// is not used when `cols <= 16`); `ap` holds `R * kc`, `bp` `kc * NR`.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f")]
 pub(super) unsafe fn tile<const R: usize>(
     kc: usize,
     ap: &[f32],
     bp: &[f32],
-    c: [*mut f32; GROUPS],
+    c: [*mut f32; 2],
     ldc: usize,
     rows: usize,
     cols: usize,
@@ -136,79 +131,42 @@ pub(super) unsafe fn tile<const R: usize>(
     beta: f32,
     next: *const f32,
 ) {
-    const { assert!(GROUPS == 3) };
-    // SAFETY: the caller's contract, and `cols <= 16 V` for the `V` chosen.
-    unsafe {
-        match cols {
-            ..=16 => tile_v::<R, 1>(kc, ap, bp, c, ldc, rows, cols, first, beta, next),
-            17..=32 => tile_v::<R, 2>(kc, ap, bp, c, ldc, rows, cols, first, beta, next),
-            _ => tile_v::<R, 3>(kc, ap, bp, c, ldc, rows, cols, first, beta, next),
-        }
-    }
-}
-
-/// [`tile`] on the first `V` vectors of each row (`cols <= 16 V`).
-///
-/// # Safety
-/// As [`tile`], with `cols <= 16 V`, `V <= GROUPS`.
-#[allow(clippy::too_many_arguments)]
-#[inline]
-#[target_feature(enable = "avx512f")]
-unsafe fn tile_v<const R: usize, const V: usize>(
-    kc: usize,
-    ap: &[f32],
-    bp: &[f32],
-    c: [*mut f32; GROUPS],
-    ldc: usize,
-    rows: usize,
-    cols: usize,
-    first: bool,
-    beta: f32,
-    next: *const f32,
-) {
-    const { assert!(V >= 1 && V <= GROUPS) };
-    assert!(ap.len() >= R * kc && bp.len() >= NR * kc && cols <= 16 * V);
-    let mut acc = [[_mm512_setzero_ps(); V]; R];
+    assert!(ap.len() >= R * kc && bp.len() >= NR * kc);
+    let mut acc = [[_mm512_setzero_ps(); 2]; R];
     let (a, b) = (ap.as_ptr(), bp.as_ptr());
     // One step of `k`: row `p` of the panel times column `p` of the tile.
-    let step = |acc: &mut [[__m512; V]; R], p: usize| {
-        // SAFETY: `p < kc`: row `p` of the panel (`16 V <= NR` floats from
-        // `p * NR`) and column `p` of the tile are inside the asserted
-        // lengths.
+    let step = |acc: &mut [[__m512; 2]; R], p: usize| {
+        // SAFETY: `p < kc`: row `p` of the panel and column `p` of the
+        // tile are inside the asserted lengths.
         unsafe {
-            let bv: [__m512; V] =
-                std::array::from_fn(|g| _mm512_loadu_ps(b.add(p * NR + 16 * g)));
+            let b0 = _mm512_loadu_ps(b.add(p * NR));
+            let b1 = _mm512_loadu_ps(b.add(p * NR + 16));
             for (i, row) in acc.iter_mut().enumerate() {
                 let av = _mm512_set1_ps(*a.add(p * R + i));
-                for (v, &bg) in row.iter_mut().zip(&bv) {
-                    *v = _mm512_fmadd_ps(av, bg, *v);
-                }
+                row[0] = _mm512_fmadd_ps(av, b0, row[0]);
+                row[1] = _mm512_fmadd_ps(av, b1, row[1]);
             }
         }
     };
-    // The next panel's row `p` (three lines), into L2.
-    let fetch_next = |p: usize| {
-        for g in 0..GROUPS {
-            _mm_prefetch::<_MM_HINT_T1>(next.wrapping_add(p * NR + 16 * g).cast());
-        }
-    };
     // The tile's rows of `c` are fetched while the first steps run, one
-    // row a step (both ends of each group: a row of `c` need not start on
-    // a cache line): `c`'s rows are far apart (a row stride of 4 KiB at
+    // row a step (both ends of each half: a row of `c` need not start on a
+    // cache line): `c`'s rows are far apart (a row stride of 4 KiB at
     // n = 1024), so they miss every cache, and the loads and stores at the
     // end used to stall (18% of a 1024^3 product's samples in the stores,
     // 7% after; Sapphire Rapids, commit de3846d).
     let ahead = rows.min(kc);
     for p in 0..ahead {
-        for (g, &cg) in c.iter().enumerate().take(V) {
-            if cols > 16 * g {
-                let at = cg.wrapping_add(p * ldc);
-                _mm_prefetch::<_MM_HINT_T0>(at.cast());
-                _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(15).cast());
-            }
+        let at = c[0].wrapping_add(p * ldc);
+        _mm_prefetch::<_MM_HINT_T0>(at.cast());
+        _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(15).cast());
+        if cols > 16 {
+            let at = c[1].wrapping_add(p * ldc);
+            _mm_prefetch::<_MM_HINT_T0>(at.cast());
+            _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(15).cast());
         }
         if !next.is_null() {
-            fetch_next(p);
+            _mm_prefetch::<_MM_HINT_T1>(next.wrapping_add(p * NR).cast());
+            _mm_prefetch::<_MM_HINT_T1>(next.wrapping_add(p * NR + 16).cast());
         }
         step(&mut acc, p);
     }
@@ -217,18 +175,20 @@ unsafe fn tile_v<const R: usize, const V: usize>(
             step(&mut acc, p);
         }
     } else {
+        // The next panel, a row (two lines) a step, into L2.
         for p in ahead..kc {
-            fetch_next(p);
+            _mm_prefetch::<_MM_HINT_T1>(next.wrapping_add(p * NR).cast());
+            _mm_prefetch::<_MM_HINT_T1>(next.wrapping_add(p * NR + 16).cast());
             step(&mut acc, p);
         }
     }
     let vbeta = _mm512_set1_ps(beta);
-    if rows == R && cols == 16 * V {
+    if rows == R && cols == NR {
         for (i, row) in acc.iter().enumerate() {
-            for (g, &v) in row.iter().enumerate() {
-                // SAFETY: element (i, 16 g .. 16 g + 16) of the full tile.
+            for (h, &v) in row.iter().enumerate() {
+                // SAFETY: element (i, 16 h .. 16 h + 16) of the full tile.
                 unsafe {
-                    let at = c[g].add(i * ldc);
+                    let at = c[h].add(i * ldc);
                     let out = if !first {
                         _mm512_add_ps(_mm512_loadu_ps(at), v)
                     } else if beta == 0.0 {
@@ -246,14 +206,14 @@ unsafe fn tile_v<const R: usize, const V: usize>(
     // (fused) arithmetic.
     let mut vals = [[0f32; NR]; R];
     for (i, row) in acc.iter().enumerate() {
-        for (g, &v) in row.iter().enumerate() {
-            // SAFETY: 16 floats at (i, 16 g), g < V, of the R x NR array.
-            unsafe { _mm512_storeu_ps(vals[i].as_mut_ptr().add(16 * g), v) };
+        for (h, &v) in row.iter().enumerate() {
+            // SAFETY: 16 floats at (i, 16 h) of the R x NR array.
+            unsafe { _mm512_storeu_ps(vals[i].as_mut_ptr().add(16 * h), v) };
         }
     }
     for (i, vrow) in vals.iter().enumerate().take(rows) {
         for (j, &v) in vrow.iter().enumerate().take(cols) {
-            // SAFETY: (i, j) is inside the `rows x cols` tile, in group
+            // SAFETY: (i, j) is inside the `rows x cols` tile, in half
             // `j / 16`.
             let at = unsafe { &mut *c[j / 16].add(i * ldc + j % 16) };
             *at = if !first {

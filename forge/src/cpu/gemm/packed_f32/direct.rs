@@ -12,8 +12,7 @@ use super::super::super::threads::{
 };
 use super::super::Mat;
 use super::{
-    isa, macs_per_ns, pack_a, packed_a_buffer, tile, Isa, Shared, GROUPS, KC, MAX_CHUNK_TILES, MR,
-    NR,
+    isa, macs_per_ns, pack_a, packed_a_buffer, tile, Isa, Shared, KC, MAX_CHUNK_TILES, MR, NR,
 };
 
 /// Packs the `kc x NR` panel of a right operand at rows `k0..k0 + kc`,
@@ -176,12 +175,6 @@ impl Out {
         self.ptr
             .0
             .wrapping_add((j / self.seg) * self.seg_stride + j % self.seg + i * self.ldc)
-    }
-
-    /// The addresses of the tile at `(i, j)`'s 16-column groups (columns
-    /// `j + 16 g`), computed without dereferencing: what [`tile`] takes.
-    fn groups(&self, i: usize, j: usize) -> [*mut f32; GROUPS] {
-        std::array::from_fn(|g| self.at(i, j + 16 * g))
     }
 }
 
@@ -368,16 +361,16 @@ unsafe fn gemm_core_src(
                     for t in t0..t1 {
                         let rows = MR.min(m - t * MR);
                         let ap = &pa[(t - t0) * MR * kc..(t - t0 + 1) * MR * kc];
-                        let groups = out.groups(t * MR, j * NR);
+                        let halves = [out.at(t * MR, j * NR), out.at(t * MR, j * NR + 16)];
                         if has_bias && first && part == 0 {
                             // SAFETY: the tile's rows and columns are this
                             // chunk's (as for the kernel below), and the
                             // bias holds `n` floats (asserted).
-                            unsafe { fill_bias(out, groups, rows, cols, j * NR) };
+                            unsafe { fill_bias(out, halves, rows, cols, j * NR) };
                         }
                         // SAFETY: the tile `rows x cols` at (t * MR,
                         // j * NR) lies inside the output (the caller's
-                        // contract), each group's columns contiguous
+                        // contract), each half's columns contiguous
                         // (segments of whole vectors), and belongs to
                         // this chunk alone.
                         unsafe {
@@ -387,7 +380,7 @@ unsafe fn gemm_core_src(
                                 kc,
                                 ap,
                                 bp,
-                                groups,
+                                halves,
                                 out.ldc,
                                 rows,
                                 cols,
@@ -409,10 +402,10 @@ unsafe fn gemm_core_src(
                     // final, and still in cache
                     for t in t0..t1 {
                         let rows = MR.min(m - t * MR);
-                        let groups = out.groups(t * MR, j * NR);
+                        let halves = [out.at(t * MR, j * NR), out.at(t * MR, j * NR + 16)];
                         // SAFETY: as for the kernel above: the tile is
                         // inside the output and this chunk's alone.
-                        unsafe { for_each_row(out, groups, rows, cols, |row, _| act(row)) };
+                        unsafe { for_each_row(out, halves, rows, cols, |row, _| act(row)) };
                     }
                 }
             }
@@ -532,30 +525,30 @@ fn panels_n(n: usize) -> usize {
 }
 
 /// Calls `f(row, first_column)` on the contiguous pieces of a `rows x
-/// cols` tile whose 16-column groups start at `groups` (row stride
-/// `out.ldc`): each row's group `g` is `min(16, cols - 16 g)` floats from
-/// column `16 g` of the tile.
+/// cols` tile whose two 16-column halves start at `halves` (row stride
+/// `out.ldc`): each row's half `h` is `min(16, cols - 16 h)` floats from
+/// column `16 h` of the tile.
 ///
 /// # Safety
 /// The tile lies inside `out`'s buffer and nothing else accesses it during
 /// the call; `1 <= cols <= NR`.
 unsafe fn for_each_row(
     out: Out,
-    groups: [*mut f32; GROUPS],
+    halves: [*mut f32; 2],
     rows: usize,
     cols: usize,
     mut f: impl FnMut(&mut [f32], usize),
 ) {
     for i in 0..rows {
-        for (g, &start) in groups.iter().enumerate() {
-            let w = cols.saturating_sub(16 * g).min(16);
+        for (h, &start) in halves.iter().enumerate() {
+            let w = cols.saturating_sub(16 * h).min(16);
             if w > 0 {
-                // SAFETY: `w` floats of row `i` of group `g`, inside the
-                // tile (the caller's contract; a group's columns are
+                // SAFETY: `w` floats of row `i` of half `h`, inside the
+                // tile (the caller's contract; a half's columns are
                 // contiguous: segments of whole vectors).
                 f(
                     unsafe { std::slice::from_raw_parts_mut(start.add(i * out.ldc), w) },
-                    16 * g,
+                    16 * h,
                 );
             }
         }
@@ -563,17 +556,17 @@ unsafe fn for_each_row(
 }
 
 /// Writes `out`'s bias (columns `j0..j0 + cols`) into every row of the tile
-/// at `groups`, where the product with `beta = 1` then adds to it.
+/// at `halves`, where the product with `beta = 1` then adds to it.
 ///
 /// # Safety
 /// As [`for_each_row`]; `out` has a bias of at least `j0 + cols` floats.
-unsafe fn fill_bias(out: Out, groups: [*mut f32; GROUPS], rows: usize, cols: usize, j0: usize) {
+unsafe fn fill_bias(out: Out, halves: [*mut f32; 2], rows: usize, cols: usize, j0: usize) {
     assert!(j0 + cols <= out.bias_len, "packed_f32: bias too short");
     // SAFETY: `j0 + cols` floats at `out.bias` (asserted), read only.
     let bias = unsafe { std::slice::from_raw_parts(out.bias.0.cast_const().add(j0), cols) };
     // SAFETY: the caller's contract.
     unsafe {
-        for_each_row(out, groups, rows, cols, |row, c0| {
+        for_each_row(out, halves, rows, cols, |row, c0| {
             row.copy_from_slice(&bias[c0..c0 + row.len()])
         })
     };
