@@ -193,8 +193,9 @@ fn same_bits(got: &[f32], want: &[f32]) -> Result<(), String> {
 /// Every instruction set's kernel (AVX-512F and AVX2 + FMA where the CPU
 /// has them: on an AVX-512 CPU both run, so their bits are pinned to each
 /// other too) equals [`scalar_order`] bit for bit: edge tiles in `m` (12
-/// and 6 row passes) and `n` (32, 16 and 8 lanes), `k` of one step, under
-/// and over a `KC` block and with remainders, `a` and `b` in every layout,
+/// and 6 row passes) and `n` (32, 16 and 8 lanes; every width of a last
+/// panel in [`every_panel_width_equals_the_scalar_order`]), `k` of one
+/// step, under and over a `KC` block and with remainders, `a` and `b` in every layout,
 /// a left operand packed beforehand, an output with a row stride wider
 /// than `n`, beta 0 (a NaN in `c` overwritten), 1 and -0.75, 1 and 2
 /// threads (the 200-row product is large enough to be split by rows, the
@@ -211,6 +212,11 @@ fn kernels_equal_the_scalar_order() {
         (12, 256, 32),
         (13, 257, 33),
         (48, 1, 32),
+        (8, 256, 48),
+        (9, 40, 47),
+        (17, 257, 41),
+        (3, 5, 20),
+        (4, 9, 30),
         (25, 300, 70),
         (37, 513, 95),
         (200, 300, 100),
@@ -263,6 +269,59 @@ fn kernels_equal_the_scalar_order() {
     }
 }
 
+/// Every width of a last panel (`n` from 1 to `2 NR`: the AVX-512
+/// kernel's second vector, the AVX2 kernel's second half, partial or
+/// absent, and each 8-lane vector partial at every length) with every
+/// instruction set equals [`scalar_order`] bit for bit, for row counts that
+/// are not a multiple of `MR` (and one that is), `k` within one block and
+/// over two, beta 0 and -0.75, 1 and 2 threads, `b` packed in the call and
+/// beforehand ([`PackedB`] through [`gemm_prepacked`]).
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn every_panel_width_equals_the_scalar_order() {
+    for isa in isas() {
+        for (m, k) in [(13, 19), (12, 5), (5, KC + 3)] {
+            let abuf = values(m * k, 80 + m as u64);
+            let a = Mat::row_major(&abuf, k);
+            for n in 1..=2 * NR {
+                let bbuf = values(k * n, 90 + n as u64);
+                let b = Mat::row_major(&bbuf, n);
+                let pb = PackedB::new(k, n, b);
+                for beta in [0.0f32, -0.75] {
+                    let start = if beta == 0.0 {
+                        vec![f32::NAN; m * n]
+                    } else {
+                        values(m * n, 100 + n as u64)
+                    };
+                    let mut want = start.clone();
+                    // SAFETY: the CPU has FMA (every `Isa` implies it).
+                    unsafe { scalar_order(m, k, n, a, b, beta, &mut want, n) };
+                    let pack = |k0: usize, kc: usize, j0: usize, dst: &mut [f32]| {
+                        pack_b_with(isa, b, k0, kc, j0, n, dst)
+                    };
+                    for threads in [1, 2] {
+                        let mut c = start.clone();
+                        let out = Out::row_major(c.as_mut_ptr(), n);
+                        // SAFETY: `c` holds `m x n` and is borrowed for the
+                        // call.
+                        unsafe {
+                            gemm_core_isa(isa, m, k, n, ASrc::Mat(a), &pack, beta, out, threads)
+                        };
+                        if let Err(e) = same_bits(&c, &want) {
+                            panic!("{isa:?} {m}x{k}x{n} beta {beta} {threads} threads: {e}");
+                        }
+                    }
+                    let mut c = start;
+                    gemm_prepacked_isa(isa, m, a, &pb, beta, &mut c);
+                    if let Err(e) = same_bits(&c, &want) {
+                        panic!("{isa:?} {m}x{k}x{n} beta {beta} prepacked: {e}");
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// [`gemm_prepacked`] with every instruction set equals [`scalar_order`]
 /// bit for bit, for row counts that take every cut of [`row_split`] (the
 /// 8-row short tiles, with their 4-row AVX2 passes, and padded full
@@ -272,11 +331,11 @@ fn kernels_equal_the_scalar_order() {
 #[test]
 fn prepacked_kernels_equal_the_scalar_order() {
     for isa in isas() {
-        for (s, &(k, n)) in [(5, 17), (300, 40), (64, 64)].iter().enumerate() {
+        for (s, &(k, n)) in [(5, 17), (300, 40), (64, 64), (20, 45)].iter().enumerate() {
             let bbuf = values((2 * n + 3) * 2 * k.max(n), 40 + s as u64);
             for (bn, b) in layouts(&bbuf, k, n) {
                 let pb = PackedB::new(k, n, b);
-                for m in [1, 2, 7, 8, 9, 12, 16, 20, 23, 64] {
+                for m in [1, 2, 4, 5, 7, 8, 9, 12, 13, 16, 20, 23, 64] {
                     let abuf = values((2 * k + 3) * 2 * m.max(k), 50 + m as u64);
                     let c0 = values(m * n, 60 + m as u64);
                     for (an, a) in layouts(&abuf, m, k) {
