@@ -244,18 +244,22 @@ mod tests {
             .collect();
         let mut want = xs.clone();
         base(&mut want);
-        // odd lengths: every tail of the 16- and 8-lane loops
-        for len in [xs.len(), xs.len() - 1, 37, 15, 7, 1] {
-            let mut got = xs[..len].to_vec();
-            gelu_for_bf16(&mut got);
+        let check = |name: &str, got: &[f32]| {
             let same = got
                 .iter()
                 .zip(&want)
                 .all(|(g, w)| g.to_bits() == w.to_bits());
+            let len = got.len();
             assert!(
                 same,
-                "dispatched loop differs from the baseline loop (len {len})"
+                "{name} loop differs from the baseline loop (len {len})"
             );
+        };
+        // odd lengths: every tail of the 16- and 8-lane loops
+        for len in [xs.len(), xs.len() - 1, 37, 15, 7, 1] {
+            let mut got = xs[..len].to_vec();
+            gelu_for_bf16(&mut got);
+            check("dispatched", &got);
             #[cfg(target_arch = "x86_64")]
             for (name, has) in [
                 ("avx512", crate::cpu::class::cpu_has!("avx512f")),
@@ -273,14 +277,7 @@ mod tests {
                         wide::avx2(&mut got)
                     }
                 }
-                let same = got
-                    .iter()
-                    .zip(&want)
-                    .all(|(g, w)| g.to_bits() == w.to_bits());
-                assert!(
-                    same,
-                    "{name} loop differs from the baseline loop (len {len})"
-                );
+                check(name, &got);
             }
         }
     }
