@@ -40,7 +40,7 @@ mod f64_ref;
 mod gelu_bf16;
 mod slices;
 
-pub(crate) use gelu_bf16::gelu_for_bf16;
+pub(crate) use gelu_bf16::GeluBf16;
 
 #[cfg(test)]
 use f32_kernels::{erf_f32, exp_f32, gelu_f32, gelu_tanh_f32, ln_f32, silu_f32, softplus_f32};

@@ -19,10 +19,11 @@
 //! count.
 
 use super::bert::{Bert, BertLayer, BertOutput};
-use crate::autocast::{bf16_now, packed_weight, rows_to_bf16, to_bf16_slice};
+use crate::autocast::{bf16_now, packed_weight, rows_to_bf16, to_bf16_slice, Bf16Rounder};
 use crate::cpu::bgemm::padded_k;
 use crate::cpu::memory::Storage;
 use crate::cpu::threads::parallel_for_cost;
+use crate::cpu::vmath::GeluBf16;
 use crate::nn::{Activation, Forward, Linear};
 use crate::ops::attention_heads::{attention_heads, attention_heads_bf16, HeadDims};
 use crate::ops::norm::add_layer_norm_in_place;
@@ -281,6 +282,8 @@ fn gelu_to_bf16(h: &mut [f32], width: usize, hb: &mut [u16]) {
     // about 16K elements per block, whole rows, whatever the thread count
     let per = (16_384 / width.max(1)).max(1);
     let (src, dst) = (Rows(h.as_mut_ptr()), Rows(hb.as_mut_ptr()));
+    // found once, not per piece
+    let (gelu, round) = (GeluBf16::new(), Bf16Rounder::new());
     // about a nanosecond per element (the GELU's polynomial)
     parallel_for_cost(rows.div_ceil(per), h.len(), |blk| {
         let (first, n) = (blk * per, per.min(rows - blk * per));
@@ -292,7 +295,11 @@ fn gelu_to_bf16(h: &mut [f32], width: usize, hb: &mut [u16]) {
                 dst.rows(first, width, n * width),
             )
         };
-        crate::cpu::vmath::gelu_for_bf16(hr);
-        to_bf16_slice(hr, out);
+        // in pieces of 1,024 values (4 KiB), so that GELU's output is
+        // still in L1 when it is rounded (a whole block is 64 KiB)
+        for (h, o) in hr.chunks_mut(1024).zip(out.chunks_mut(1024)) {
+            gelu.apply(h);
+            round.round(h, o);
+        }
     });
 }

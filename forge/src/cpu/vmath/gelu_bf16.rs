@@ -103,26 +103,47 @@ pub(super) fn gelu_bf16_f32(x: f32) -> f32 {
     0.5 * x * sel(x > 0.0, 2.0 - c, c)
 }
 
-/// [`gelu_bf16_f32`] over a slice, in place, on the widest vector unit the
-/// CPU has (the same bits on every path: see the module docs).
-pub(crate) fn gelu_for_bf16(x: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if crate::cpu::class::cpu_has!("avx512f") && crate::cpu::class::cpu_has!("fma") {
-            // SAFETY: the CPU has AVX-512F and FMA (checked just above).
-            unsafe { wide::avx512(x) };
-            return;
-        }
-        if crate::cpu::class::cpu_has!("avx2") && crate::cpu::class::cpu_has!("fma") {
-            // SAFETY: the CPU has AVX2 and FMA (checked just above).
-            unsafe { wide::avx2(x) };
-            return;
-        }
-    }
-    base(x)
+/// [`gelu_bf16_f32`] over slices, in place, on the widest vector unit the
+/// CPU has (the same bits on every path: see the module docs), the loop
+/// found once (a CPU-class look-up per call costs as much as a short
+/// slice).
+#[derive(Clone, Copy)]
+pub(crate) struct GeluBf16 {
+    /// 16 lanes with FMA, 8 lanes with FMA, or the baseline loop.
+    lanes: u8,
 }
 
-/// [`gelu_for_bf16`] at the build's baseline vector width (`mul_add`
+impl GeluBf16 {
+    /// The widest loop this CPU (and the CPU class in force) allows.
+    pub(crate) fn new() -> GeluBf16 {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let fma = crate::cpu::class::cpu_has!("fma");
+            if fma && crate::cpu::class::cpu_has!("avx512f") {
+                return GeluBf16 { lanes: 16 };
+            }
+            if fma && crate::cpu::class::cpu_has!("avx2") {
+                return GeluBf16 { lanes: 8 };
+            }
+        }
+        GeluBf16 { lanes: 1 }
+    }
+
+    /// [`gelu_bf16_f32`] over `x`, in place.
+    pub(crate) fn apply(self, x: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        match self.lanes {
+            // SAFETY: `new` found AVX-512F and FMA on this CPU.
+            16 => return unsafe { wide::avx512(x) },
+            // SAFETY: `new` found AVX2 and FMA on this CPU.
+            8 => return unsafe { wide::avx2(x) },
+            _ => {}
+        }
+        base(x)
+    }
+}
+
+/// [`GeluBf16::apply`] at the build's baseline vector width (`mul_add`
 /// through the C library's `fmaf` where the baseline has no FMA).
 fn base(x: &mut [f32]) {
     for v in x.iter_mut() {
@@ -258,7 +279,7 @@ mod tests {
         // odd lengths: every tail of the 16- and 8-lane loops
         for len in [xs.len(), xs.len() - 1, 37, 15, 7, 1] {
             let mut got = xs[..len].to_vec();
-            gelu_for_bf16(&mut got);
+            GeluBf16::new().apply(&mut got);
             check("dispatched", &got);
             #[cfg(target_arch = "x86_64")]
             for (name, has) in [
