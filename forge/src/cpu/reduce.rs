@@ -292,6 +292,7 @@ pub fn arg_best<T: Copy>(
 mod tests {
     use super::*;
     use crate::base::strides;
+    use crate::cpu::class::{pin_thread, Class};
 
     /// Reference: per-element index arithmetic, inputs in ascending order.
     fn naive(data: &[f64], shape: &[usize], axes: &[usize]) -> Vec<f64> {
@@ -320,14 +321,20 @@ mod tests {
             for mask in 0..(1u32 << rank) {
                 let axes: Vec<usize> = (0..rank).filter(|&d| mask & (1 << d) != 0).collect();
                 let want = naive(&data, shape, &axes);
-                for threads in [1, 2] {
-                    crate::cpu::set_num_threads(threads);
-                    let got = fold_axes(&data, shape, &axes, 0.5, |a, x| a * 0.75 + x);
-                    assert_eq!(
-                        got.to_vec(),
-                        want,
-                        "{shape:?} over {axes:?}, {threads} threads"
-                    );
+                // the loops run at the widest width the class in force
+                // allows (`widest`): the same values in each
+                for class in [Class::Portable, Class::Avx2, Class::Avx512] {
+                    let prev = pin_thread(Some(class));
+                    for threads in [1, 2] {
+                        crate::cpu::set_num_threads(threads);
+                        let got = fold_axes(&data, shape, &axes, 0.5, |a, x| a * 0.75 + x);
+                        assert_eq!(
+                            got.to_vec(),
+                            want,
+                            "{shape:?} over {axes:?}, {threads} threads, {class:?}"
+                        );
+                    }
+                    pin_thread(prev);
                 }
             }
         }
