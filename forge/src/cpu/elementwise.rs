@@ -5,6 +5,14 @@
 //!
 //! Each output element depends only on the inputs at its own index, so the
 //! results are the same whatever the split.
+//!
+//! **Vector width.** The crate is compiled for the target's baseline
+//! (SSE2's 4 lanes on x86-64). Each chunk's loop runs through [`widest`],
+//! which compiles it again for AVX2 and for AVX-512F and picks the widest
+//! the CPU class in force allows (`crate::cpu::class`): the same scalar
+//! IEEE operations per element in the same order (Rust never fuses a
+//! multiply and an add, nor reorders float arithmetic), so the same bits in
+//! every class; only the number of lanes per instruction changes.
 
 use super::memory::Storage;
 use super::threads::{num_threads, parallel_for};
@@ -17,6 +25,50 @@ pub const CHUNK: usize = 1 << 14;
 /// Slices shorter than this run on the calling thread: dispatch would cost
 /// more than it saves.
 pub const PAR_MIN: usize = 1 << 16;
+
+/// Runs `body` compiled for the widest vector instructions the CPU class in
+/// force allows: AVX-512F, else AVX2, else the build's baseline. `body`
+/// should be a closure marked `#[inline(always)]` whose loops are inlined
+/// into it (`#[inline(always)]` helpers, closures called once), so that
+/// they are compiled inside the wider function; anything left out of line
+/// runs at the baseline width (still the same bits).
+///
+/// The same bits in every class: the wider copies run the same scalar
+/// operations per element in the same order (no fused multiply-add is
+/// formed, no float arithmetic reassociated); a reduction keeps the lanes
+/// its code spells out (`lane_sum`'s eight partial sums stay eight).
+/// Example: `examples::widest` below.
+#[inline(always)]
+pub(crate) fn widest<R>(body: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if super::class::cpu_has!("avx512f") {
+            // SAFETY: the CPU has AVX-512F and the class in force allows it
+            // (checked just above).
+            return unsafe { wide::avx512(body) };
+        }
+        if super::class::cpu_has!("avx2") {
+            // SAFETY: the CPU has AVX2 and the class in force allows it
+            // (checked just above).
+            return unsafe { wide::avx2(body) };
+        }
+    }
+    body()
+}
+
+/// The wider copies of [`widest`]'s body (x86-64).
+#[cfg(target_arch = "x86_64")]
+mod wide {
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn avx512<R, F: FnOnce() -> R>(body: F) -> R {
+        body()
+    }
+
+    #[target_feature(enable = "avx2")]
+    pub(super) fn avx2<R, F: FnOnce() -> R>(body: F) -> R {
+        body()
+    }
+}
 
 /// A raw output pointer shared by the chunks of one parallel loop.
 #[derive(Clone, Copy)]
@@ -56,8 +108,9 @@ impl<T> Out<T> {
 }
 
 /// Fills a fresh `n`-element storage by `fill(offset, out_chunk)`, one call
-/// per fixed chunk, in parallel when `n >= PAR_MIN`. `fill` must write every
-/// element of the chunk it is given.
+/// per fixed chunk, in parallel when `n >= PAR_MIN`, each call at the
+/// widest vector width ([`widest`]). `fill` must write every element of
+/// the chunk it is given.
 fn build<T: Copy + Send>(
     n: usize,
     fill: impl Fn(usize, &mut [MaybeUninit<T>]) + Sync,
@@ -76,13 +129,20 @@ pub(crate) fn build_in<T: Copy + Send>(
     let mut s = Storage::with_capacity(n);
     let spare = &mut s.spare_capacity_mut()[..n];
     if n < PAR_MIN || num_threads() == 1 || chunk_len == 0 || chunk_len >= n {
-        fill(0, spare);
+        widest(
+            #[inline(always)]
+            || fill(0, spare),
+        );
     } else {
         let out = Out(spare.as_mut_ptr());
         parallel_for(n.div_ceil(chunk_len), |i| {
             // SAFETY: chunk `i` is written by this call alone, and `spare`
             // spans `n` elements for the whole loop.
-            fill(i * chunk_len, unsafe { out.chunk_of(i, n, chunk_len) })
+            let chunk = unsafe { out.chunk_of(i, n, chunk_len) };
+            widest(
+                #[inline(always)]
+                || fill(i * chunk_len, chunk),
+            )
         });
     }
     // SAFETY: every caller's `fill` writes each element of its chunk, and
@@ -94,12 +154,16 @@ pub(crate) fn build_in<T: Copy + Send>(
 /// `out[i] = f(a[i])`, into a pooled buffer.
 #[inline]
 pub fn map<A: Copy + Sync, B: Copy + Send>(a: &[A], f: impl Fn(A) -> B + Sync) -> Storage<B> {
-    build(a.len(), |off, out| {
-        let src = &a[off..off + out.len()];
-        for (o, &x) in out.iter_mut().zip(src) {
-            o.write(f(x));
-        }
-    })
+    build(
+        a.len(),
+        #[inline(always)]
+        |off, out| {
+            let src = &a[off..off + out.len()];
+            for (o, &x) in out.iter_mut().zip(src) {
+                o.write(f(x));
+            }
+        },
+    )
 }
 
 /// `out[i] = f(a[i], b[i])` for equal-length slices, into a pooled buffer.
@@ -113,12 +177,16 @@ pub fn zip<A: Copy + Sync, B: Copy + Sync, C: Copy + Send>(
     f: impl Fn(A, B) -> C + Sync,
 ) -> Storage<C> {
     assert_eq!(a.len(), b.len(), "zip: length mismatch");
-    build(a.len(), |off, out| {
-        let end = off + out.len();
-        for ((o, &x), &y) in out.iter_mut().zip(&a[off..end]).zip(&b[off..end]) {
-            o.write(f(x, y));
-        }
-    })
+    build(
+        a.len(),
+        #[inline(always)]
+        |off, out| {
+            let end = off + out.len();
+            for ((o, &x), &y) in out.iter_mut().zip(&a[off..end]).zip(&b[off..end]) {
+                o.write(f(x, y));
+            }
+        },
+    )
 }
 
 /// `out[r * cols + j] = f(a[r * cols + j], row[j])`: a matrix of `cols`
@@ -141,25 +209,29 @@ pub fn zip_rows<A: Copy + Sync, B: Copy + Sync, C: Copy + Send>(
     if a.is_empty() {
         return Storage::with_capacity(0);
     }
-    build(a.len(), |off, out| {
-        let src = &a[off..off + out.len()];
-        // Walk whole rows after the first partial one; the inner loops
-        // are contiguous on both sides.
-        let mut j = off % cols;
-        let mut k = 0;
-        while k < out.len() {
-            let len = (cols - j).min(out.len() - k);
-            for ((o, &x), &y) in out[k..k + len]
-                .iter_mut()
-                .zip(&src[k..k + len])
-                .zip(&row[j..j + len])
-            {
-                o.write(f(x, y));
+    build(
+        a.len(),
+        #[inline(always)]
+        |off, out| {
+            let src = &a[off..off + out.len()];
+            // Walk whole rows after the first partial one; the inner loops
+            // are contiguous on both sides.
+            let mut j = off % cols;
+            let mut k = 0;
+            while k < out.len() {
+                let len = (cols - j).min(out.len() - k);
+                for ((o, &x), &y) in out[k..k + len]
+                    .iter_mut()
+                    .zip(&src[k..k + len])
+                    .zip(&row[j..j + len])
+                {
+                    o.write(f(x, y));
+                }
+                k += len;
+                j = 0;
             }
-            k += len;
-            j = 0;
-        }
-    })
+        },
+    )
 }
 
 /// `out[r * cols + j] = f(a[r * cols + j], col[r])`: each row combined with
@@ -178,19 +250,23 @@ pub fn zip_cols<A: Copy + Sync, B: Copy + Sync, C: Copy + Send>(
     if a.is_empty() {
         return Storage::with_capacity(0);
     }
-    build(a.len(), |off, out| {
-        let src = &a[off..off + out.len()];
-        let mut k = 0;
-        while k < out.len() {
-            let r = (off + k) / cols;
-            let len = (cols - (off + k) % cols).min(out.len() - k);
-            let y = col[r];
-            for (o, &x) in out[k..k + len].iter_mut().zip(&src[k..k + len]) {
-                o.write(f(x, y));
+    build(
+        a.len(),
+        #[inline(always)]
+        |off, out| {
+            let src = &a[off..off + out.len()];
+            let mut k = 0;
+            while k < out.len() {
+                let r = (off + k) / cols;
+                let len = (cols - (off + k) % cols).min(out.len() - k);
+                let y = col[r];
+                for (o, &x) in out[k..k + len].iter_mut().zip(&src[k..k + len]) {
+                    o.write(f(x, y));
+                }
+                k += len;
             }
-            k += len;
-        }
-    })
+        },
+    )
 }
 
 /// A copy of `a` transformed in place by the slice kernel `f` (a
@@ -201,9 +277,11 @@ pub fn zip_cols<A: Copy + Sync, B: Copy + Sync, C: Copy + Send>(
 /// vector-math kernels do, so the split never changes a bit.
 #[inline]
 pub fn map_slices<T: Copy + Send + Sync>(a: &[T], f: impl Fn(&mut [T]) + Sync) -> Storage<T> {
-    build(a.len(), |off, out| {
-        f(copy_init(out, &a[off..off + out.len()]))
-    })
+    build(
+        a.len(),
+        #[inline(always)]
+        |off, out| f(copy_init(out, &a[off..off + out.len()])),
+    )
 }
 
 /// A copy of `a` transformed in place by the two-slice kernel `f(z, out)`
@@ -220,14 +298,19 @@ pub fn zip_slices<T: Copy + Send + Sync, U: Sync>(
     f: impl Fn(&[U], &mut [T]) + Sync,
 ) -> Storage<T> {
     assert_eq!(z.len(), a.len(), "zip_slices: length mismatch");
-    build(a.len(), |off, out| {
-        let end = off + out.len();
-        f(&z[off..end], copy_init(out, &a[off..end]))
-    })
+    build(
+        a.len(),
+        #[inline(always)]
+        |off, out| {
+            let end = off + out.len();
+            f(&z[off..end], copy_init(out, &a[off..end]))
+        },
+    )
 }
 
 /// Writes `src` into `out` (of the same length) and returns it as
 /// initialised.
+#[inline(always)]
 fn copy_init<'a, T: Copy>(out: &'a mut [MaybeUninit<T>], src: &[T]) -> &'a mut [T] {
     for (o, &v) in out.iter_mut().zip(src) {
         o.write(v);
@@ -251,11 +334,17 @@ pub fn zip_assign<A: Copy + Send + Sync, B: Copy + Sync>(
 ) {
     assert_eq!(acc.len(), b.len(), "zip_assign: length mismatch");
     let n = acc.len();
+    // each chunk's loop at the widest vector width
     let run = |off: usize, out: &mut [A]| {
-        let src = &b[off..off + out.len()];
-        for (o, &y) in out.iter_mut().zip(src) {
-            *o = f(*o, y);
-        }
+        widest(
+            #[inline(always)]
+            || {
+                let src = &b[off..off + out.len()];
+                for (o, &y) in out.iter_mut().zip(src) {
+                    *o = f(*o, y);
+                }
+            },
+        )
     };
     if n < PAR_MIN || num_threads() == 1 {
         return run(0, acc);
@@ -323,6 +412,7 @@ pub fn update_chunks<E: Send, const K: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cpu::class::{pin_thread, Class};
 
     #[test]
     fn parallel_and_inline_loops_agree() {
@@ -419,6 +509,133 @@ mod tests {
         assert_eq!(crate::cpu::threads::pool_dispatches(), before + 1);
     }
 
+    /// Runs `f` with the calling thread pinned to each CPU class this
+    /// machine has (portable first), one thread, and returns the results.
+    fn in_each_class<R>(f: impl Fn() -> R) -> Vec<(Class, R)> {
+        let _threads = crate::cpu::threads::lock_thread_count();
+        let threads = num_threads();
+        crate::cpu::set_num_threads(1);
+        let mut out = Vec::new();
+        for class in [Class::Portable, Class::Avx2, Class::Avx512] {
+            if class > crate::cpu::class::detected() {
+                continue;
+            }
+            let prev = pin_thread(Some(class));
+            out.push((class, f()));
+            pin_thread(prev);
+        }
+        crate::cpu::set_num_threads(threads);
+        out
+    }
+
+    /// `n` values with the cases the lanes must agree on: signed zeros,
+    /// infinities, NaN, subnormals, large and ordinary values.
+    fn awkward(n: usize, seed: u32) -> Vec<f32> {
+        let mut state = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+        (0..n)
+            .map(|i| {
+                state ^= state << 13;
+                state ^= state >> 17;
+                state ^= state << 5;
+                let u = (state >> 8) as f32 / (1u32 << 24) as f32;
+                match i % 23 {
+                    3 => -0.0,
+                    5 => 0.0,
+                    7 => f32::INFINITY,
+                    11 => f32::NEG_INFINITY,
+                    13 => f32::NAN,
+                    17 => 1e-40,
+                    19 => -3e38,
+                    _ => (u - 0.5) * 12.0,
+                }
+            })
+            .collect()
+    }
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+
+    /// Every loop run through `widest` gives, in every CPU class, the bits
+    /// of a plain per-element loop (lengths around the 4-, 8- and 16-lane
+    /// widths and their tails).
+    #[test]
+    fn widened_loops_give_the_per_element_bits_in_every_class() {
+        let lens = [0usize, 1, 3, 7, 15, 16, 17, 31, 33, 47, 100, 1003];
+        let runs = in_each_class(|| {
+            let mut got = Vec::new();
+            for &n in &lens {
+                let a = awkward(n, n as u32 + 1);
+                let b = awkward(n, n as u32 + 99);
+                let relu = |x: f32| x.max(0.0);
+                let mix = |x: f32, y: f32| x * y + (x - y) / 3.0;
+                let want_map: Vec<f32> = a.iter().map(|&x| relu(x)).collect();
+                let want_zip: Vec<f32> = a.iter().zip(&b).map(|(&x, &y)| mix(x, y)).collect();
+                assert_eq!(bits(&map(&a, relu)), bits(&want_map), "map, n {n}");
+                assert_eq!(bits(&zip(&a, &b, mix)), bits(&want_zip), "zip, n {n}");
+                let mut acc = a.clone();
+                zip_assign(&mut acc, &b, mix);
+                assert_eq!(bits(&acc), bits(&want_zip), "zip_assign, n {n}");
+                for cols in [1usize, 7, 19] {
+                    let rows = n / cols;
+                    let m = &a[..rows * cols];
+                    let row = &b[..cols.min(n)];
+                    if row.len() == cols {
+                        let want: Vec<f32> =
+                            (0..m.len()).map(|i| mix(m[i], row[i % cols])).collect();
+                        assert_eq!(
+                            bits(&zip_rows(m, row, mix)),
+                            bits(&want),
+                            "zip_rows {n} {cols}"
+                        );
+                    }
+                    let col = &b[..rows];
+                    let want: Vec<f32> = (0..m.len()).map(|i| mix(m[i], col[i / cols])).collect();
+                    assert_eq!(
+                        bits(&zip_cols(m, col, cols, mix)),
+                        bits(&want),
+                        "zip_cols {n} {cols}"
+                    );
+                }
+                // an Adam-like update: square root and division per element
+                let mut p = a.clone();
+                let mut v = b.iter().map(|x| x * x).collect::<Vec<f32>>();
+                update_chunks([&mut p, &mut v], 1, |_, [p, v]| {
+                    for (p, v) in p.iter_mut().zip(v.iter_mut()) {
+                        *v = 0.999 * *v + 0.001 * *p * *p;
+                        *p -= 0.01 * (*p / (v.sqrt() / 0.3 + 1e-8));
+                    }
+                });
+                let want: Vec<f32> = a
+                    .iter()
+                    .zip(&b)
+                    .map(|(&p, &b)| {
+                        let v = 0.999 * (b * b) + 0.001 * p * p;
+                        p - 0.01 * (p / (v.sqrt() / 0.3 + 1e-8))
+                    })
+                    .collect();
+                assert_eq!(bits(&p), bits(&want), "update_chunks, n {n}");
+                // the vector-math kernels promise equal values, NaN for
+                // NaN (not the NaN's sign and payload) in every class
+                let canon = |v: &[f32]| {
+                    v.iter()
+                        .map(|x| if x.is_nan() { u32::MAX } else { x.to_bits() })
+                        .collect::<Vec<_>>()
+                };
+                got.push((
+                    canon(&map_slices(&a, crate::cpu::vmath::gelu_tanh)),
+                    canon(&zip_slices(&a, &b, crate::cpu::vmath::gelu_tanh_grad)),
+                ));
+            }
+            got
+        });
+        // the slice kernels (their own reference is the vector-math
+        // tests'): the same bits in every class
+        for (class, got) in &runs[1..] {
+            assert!(got == &runs[0].1, "{class:?}: slice kernels differ");
+        }
+    }
+
     #[test]
     fn empty_inputs() {
         assert!(map(&[] as &[f32], |x| x).is_empty());
@@ -482,6 +699,16 @@ mod examples {
         let mut acc = vec![1.0f64, 2.0];
         crate::cpu::elementwise::zip_assign(&mut acc, &[0.5, 0.25], |a, b| a + b);
         assert_eq!(acc, vec![1.5, 2.25]);
+    }
+
+    #[test]
+    fn widest() {
+        let mut v = vec![1.0f32; 100];
+        crate::cpu::elementwise::widest(
+            #[inline(always)]
+            || v.iter_mut().for_each(|x| *x *= 2.0),
+        );
+        assert!(v.iter().all(|&x| x == 2.0));
     }
 
     #[test]

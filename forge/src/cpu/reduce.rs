@@ -3,7 +3,7 @@
 //! Every output element is folded over its inputs in ascending index order,
 //! so the result does not depend on threading.
 
-use super::elementwise::{map, PAR_MIN};
+use super::elementwise::{map, widest, PAR_MIN};
 use super::memory::Storage;
 use super::threads::parallel_for;
 use crate::base::{numel, Float};
@@ -92,12 +92,19 @@ pub fn fold_axes<T: Copy + Sync, A: Copy + Send + Sync>(
             // SAFETY: chunk `c` owns output columns `lo..hi` alone, inside
             // the `inner`-element output, which outlives the loop.
             let o = unsafe { out_ptr.slice(lo, hi - lo) };
-            for r in 0..rows {
-                let row = &data[r * inner + lo..r * inner + hi];
-                for (o, &x) in o.iter_mut().zip(row) {
-                    *o = f(*o, x);
-                }
-            }
+            // at the widest vector width: each column is still folded
+            // row by row, in order (the same bits: see `widest`)
+            widest(
+                #[inline(always)]
+                || {
+                    for r in 0..rows {
+                        let row = &data[r * inner + lo..r * inner + hi];
+                        for (o, &x) in o.iter_mut().zip(row) {
+                            *o = f(*o, x);
+                        }
+                    }
+                },
+            )
         };
         if data.len() >= PAR_MIN && chunks > 1 {
             parallel_for(chunks, run);
@@ -106,14 +113,19 @@ pub fn fold_axes<T: Copy + Sync, A: Copy + Send + Sync>(
         }
         return out;
     }
-    for_each_run(&b, |src, dst| {
-        for (o, &x) in out[dst..dst + inner]
-            .iter_mut()
-            .zip(&data[src..src + inner])
-        {
-            *o = f(*o, x);
-        }
-    });
+    widest(
+        #[inline(always)]
+        || {
+            for_each_run(&b, |src, dst| {
+                for (o, &x) in out[dst..dst + inner]
+                    .iter_mut()
+                    .zip(&data[src..src + inner])
+                {
+                    *o = f(*o, x);
+                }
+            })
+        },
+    );
     out
 }
 
@@ -177,6 +189,7 @@ fn fold_rows<T: Copy + Sync, A: Copy + Send + Sync>(
 
 /// Calls `f(input_offset, output_offset)` for every contiguous run of the
 /// innermost block, in input order, over merged `blocks` (at least one).
+#[inline(always)]
 fn for_each_run(b: &[(usize, bool)], mut f: impl FnMut(usize, usize)) {
     let outer = &b[..b.len() - 1];
     let (inner, inner_reduced) = b[b.len() - 1];
@@ -279,6 +292,7 @@ pub fn arg_best<T: Copy>(
 mod tests {
     use super::*;
     use crate::base::strides;
+    use crate::cpu::class::{pin_thread, Class};
 
     /// Reference: per-element index arithmetic, inputs in ascending order.
     fn naive(data: &[f64], shape: &[usize], axes: &[usize]) -> Vec<f64> {
@@ -307,14 +321,20 @@ mod tests {
             for mask in 0..(1u32 << rank) {
                 let axes: Vec<usize> = (0..rank).filter(|&d| mask & (1 << d) != 0).collect();
                 let want = naive(&data, shape, &axes);
-                for threads in [1, 2] {
-                    crate::cpu::set_num_threads(threads);
-                    let got = fold_axes(&data, shape, &axes, 0.5, |a, x| a * 0.75 + x);
-                    assert_eq!(
-                        got.to_vec(),
-                        want,
-                        "{shape:?} over {axes:?}, {threads} threads"
-                    );
+                // the loops run at the widest width the class in force
+                // allows (`widest`): the same values in each
+                for class in [Class::Portable, Class::Avx2, Class::Avx512] {
+                    let prev = pin_thread(Some(class));
+                    for threads in [1, 2] {
+                        crate::cpu::set_num_threads(threads);
+                        let got = fold_axes(&data, shape, &axes, 0.5, |a, x| a * 0.75 + x);
+                        assert_eq!(
+                            got.to_vec(),
+                            want,
+                            "{shape:?} over {axes:?}, {threads} threads, {class:?}"
+                        );
+                    }
+                    pin_thread(prev);
                 }
             }
         }

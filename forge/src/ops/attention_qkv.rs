@@ -20,6 +20,7 @@ use super::attention::attention_probs;
 use super::softmax::lane_dot;
 use super::softmax_masked::{softmax_row_in_place, ScoreMask};
 use crate::autograd::is_grad_enabled;
+use crate::cpu::elementwise::widest;
 use crate::cpu::gemm::{gemm_batched, Mat};
 use crate::cpu::memory::Storage;
 use crate::cpu::threads::parallel_for_cost;
@@ -177,16 +178,23 @@ pub fn qkv_attention<E: Float, D: Device>(
             );
             let ld = 3 * c;
             product(t, d, t, Dims::mat(q, ld, false), Dims::mat(k, ld, true), p);
-            for (i, row) in p.chunks_exact_mut(t).enumerate() {
-                let n = if is_causal { i + 1 } else { t };
-                for s in row[..n].iter_mut() {
-                    *s *= scale;
-                }
-                row[n..].fill(E::zero());
-                if !softmax_row_in_place(&mut row[..n]) {
-                    row.fill(E::nan());
-                }
-            }
+            // the row passes at the widest vector width (the same bits:
+            // see `widest`)
+            widest(
+                #[inline(always)]
+                || {
+                    for (i, row) in p.chunks_exact_mut(t).enumerate() {
+                        let n = if is_causal { i + 1 } else { t };
+                        for s in row[..n].iter_mut() {
+                            *s *= scale;
+                        }
+                        row[n..].fill(E::zero());
+                        if !softmax_row_in_place(&mut row[..n]) {
+                            row.fill(E::nan());
+                        }
+                    }
+                },
+            );
             product(t, t, d, Mat::row_major(p, t), Dims::mat(v, ld, false), o);
             // SAFETY: columns `h d..(h + 1) d` of batch entry `bi`'s rows
             // of the output belong to this chunk alone.
@@ -241,12 +249,17 @@ fn qkv_backward<E: Float>(x: &[E], p: &[E], g: &[E], dims: Dims) -> Storage<E> {
         unsafe { scatter_rows(o, d, dst, ld, 2 * c + h * d) };
         // dP = G V^T, then dS = P (dP - rowsum(dP P)) s in place
         product(t, d, t, Dims::mat(go, c, false), Dims::mat(v, ld, true), ds);
-        for (dr, yr) in ds.chunks_exact_mut(t).zip(pr.chunks_exact(t)) {
-            let s = lane_dot(dr, yr);
-            for (o, &y) in dr.iter_mut().zip(yr) {
-                *o = y * (*o - s) * scale;
-            }
-        }
+        widest(
+            #[inline(always)]
+            || {
+                for (dr, yr) in ds.chunks_exact_mut(t).zip(pr.chunks_exact(t)) {
+                    let s = lane_dot(dr, yr);
+                    for (o, &y) in dr.iter_mut().zip(yr) {
+                        *o = y * (*o - s) * scale;
+                    }
+                }
+            },
+        );
         // dQ = dS K
         product(t, t, d, Mat::row_major(ds, t), Dims::mat(k, ld, false), o);
         // SAFETY: as above.

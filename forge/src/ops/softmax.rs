@@ -9,6 +9,7 @@
 use super::reduce::{reduce_axes, reduced_shape};
 use crate::base::Dims;
 use crate::cpu::buffers::for_each_chunk_mut;
+use crate::cpu::elementwise::widest;
 use crate::cpu::reduce::{fold_axes, kept_shape};
 use crate::cpu::threads::PARALLEL_MIN_NS;
 use crate::cpu::vmath;
@@ -37,12 +38,18 @@ fn per_line<E: Float>(
         // which writes all of it: no zeroing pass first).
         let mut out = Storage::stale(x.len());
         let rows = ROW_BLOCK_ELEMS.div_ceil(n.max(1)).max(1);
-        row_blocks_mut(&mut out, rows * n.max(1), exp_cost(x.len()), |b, chunk| {
-            let src = &x[b * rows * n..][..chunk.len()];
-            for (xr, or) in src.chunks(n.max(1)).zip(chunk.chunks_mut(n.max(1))) {
-                f(xr, or);
-            }
-        });
+        row_blocks_mut(
+            &mut out,
+            rows * n.max(1),
+            exp_cost(x.len()),
+            #[inline(always)]
+            |b, chunk| {
+                let src = &x[b * rows * n..][..chunk.len()];
+                for (xr, or) in src.chunks(n.max(1)).zip(chunk.chunks_mut(n.max(1))) {
+                    f(xr, or);
+                }
+            },
+        );
         return out;
     }
     let mut out = Storage::filled(x.len(), E::zero());
@@ -108,7 +115,10 @@ pub(crate) fn exp_cost(len: usize) -> usize {
 }
 
 /// Runs `f(block, chunk)` on the consecutive `chunk_len`-element chunks of
-/// `out` (fixed, whatever the thread count): in parallel when the whole
+/// `out` (fixed, whatever the thread count), each call compiled at the
+/// widest vector width the CPU class allows
+/// ([`widest`](crate::cpu::elementwise::widest): mark `f`
+/// `#[inline(always)]` so that its loops are compiled there): in parallel when the whole
 /// op's single-thread cost `cost_ns` pays for waking a worker
 /// ([`parallel_for_cost`](crate::cpu::threads::parallel_for_cost)), else
 /// in order on the calling thread.
@@ -118,12 +128,19 @@ pub(crate) fn row_blocks_mut<E: Send>(
     cost_ns: usize,
     f: impl Fn(usize, &mut [E]) + Sync,
 ) {
+    // each block at the widest vector width (the same bits: see `widest`)
+    let run = |b: usize, chunk: &mut [E]| {
+        widest(
+            #[inline(always)]
+            || f(b, chunk),
+        )
+    };
     if cost_ns < PARALLEL_MIN_NS {
         for (b, chunk) in out.chunks_mut(chunk_len.max(1)).enumerate() {
-            f(b, chunk);
+            run(b, chunk);
         }
     } else {
-        for_each_chunk_mut(out, chunk_len, f);
+        for_each_chunk_mut(out, chunk_len, run);
     }
 }
 
@@ -138,6 +155,7 @@ pub(crate) fn zeroed_output<E: Float>(n: usize) -> Storage<E> {
         &mut s.spare_capacity_mut()[..n],
         ROW_BLOCK_ELEMS,
         n / 4,
+        #[inline(always)]
         |_, chunk| {
             for v in chunk {
                 v.write(E::zero());
@@ -168,6 +186,7 @@ pub(crate) fn lane_sum<E: Float>(v: &[E]) -> E {
 }
 
 /// `sum(a * b)` as [`lane_sum`] does it.
+#[inline(always)]
 pub(crate) fn lane_dot<E: Float>(a: &[E], b: &[E]) -> E {
     let mut acc = [E::zero(); 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
@@ -215,20 +234,26 @@ pub(crate) fn softmax_backward_rows<E: Float>(y: &[E], g: &[E], n: usize) -> Sto
     // every element is written below
     let mut gx = Storage::stale(y.len());
     let rows = ROW_BLOCK_ELEMS.div_ceil(n.max(1)).max(1);
-    row_blocks_mut(&mut gx, rows * n.max(1), exp_cost(y.len()), |b, chunk| {
-        let at = b * rows * n;
-        let (yb, gb) = (&y[at..at + chunk.len()], &g[at..at + chunk.len()]);
-        for ((o, yr), gr) in chunk
-            .chunks_mut(n.max(1))
-            .zip(yb.chunks(n.max(1)))
-            .zip(gb.chunks(n.max(1)))
-        {
-            let s = lane_dot(gr, yr);
-            for ((o, &y), &g) in o.iter_mut().zip(yr).zip(gr) {
-                *o = y * (g - s);
+    row_blocks_mut(
+        &mut gx,
+        rows * n.max(1),
+        exp_cost(y.len()),
+        #[inline(always)]
+        |b, chunk| {
+            let at = b * rows * n;
+            let (yb, gb) = (&y[at..at + chunk.len()], &g[at..at + chunk.len()]);
+            for ((o, yr), gr) in chunk
+                .chunks_mut(n.max(1))
+                .zip(yb.chunks(n.max(1)))
+                .zip(gb.chunks(n.max(1)))
+            {
+                let s = lane_dot(gr, yr);
+                for ((o, &y), &g) in o.iter_mut().zip(yr).zip(gr) {
+                    *o = y * (g - s);
+                }
             }
-        }
-    });
+        },
+    );
     gx
 }
 
@@ -238,18 +263,24 @@ fn log_softmax_backward_rows<E: Float>(lp: &[E], g: &[E], n: usize) -> Storage<E
     // every element is written below
     let mut gx = Storage::stale(lp.len());
     let rows = ROW_BLOCK_ELEMS.div_ceil(n.max(1)).max(1);
-    row_blocks_mut(&mut gx, rows * n.max(1), exp_cost(lp.len()), |b, chunk| {
-        let at = b * rows * n;
-        chunk.copy_from_slice(&lp[at..at + chunk.len()]);
-        vmath::exp(chunk);
-        let gb = &g[at..at + chunk.len()];
-        for (o, gr) in chunk.chunks_mut(n.max(1)).zip(gb.chunks(n.max(1))) {
-            let s = lane_sum(gr);
-            for (o, &g) in o.iter_mut().zip(gr) {
-                *o = g - *o * s;
+    row_blocks_mut(
+        &mut gx,
+        rows * n.max(1),
+        exp_cost(lp.len()),
+        #[inline(always)]
+        |b, chunk| {
+            let at = b * rows * n;
+            chunk.copy_from_slice(&lp[at..at + chunk.len()]);
+            vmath::exp(chunk);
+            let gb = &g[at..at + chunk.len()];
+            for (o, gr) in chunk.chunks_mut(n.max(1)).zip(gb.chunks(n.max(1))) {
+                let s = lane_sum(gr);
+                for (o, &g) in o.iter_mut().zip(gr) {
+                    *o = g - *o * s;
+                }
             }
-        }
-    });
+        },
+    );
     gx
 }
 

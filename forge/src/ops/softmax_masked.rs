@@ -143,21 +143,27 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let mut out = zeroed_output(x.len());
         if s > 0 {
             let rows = ROW_BLOCK_ELEMS.div_ceil(s).max(1);
-            row_blocks_mut(&mut out, rows * s, exp_cost(x.len()), |b, chunk| {
-                let src = &x[b * rows * s..][..chunk.len()];
-                for (k, (xr, or)) in src.chunks(s).zip(chunk.chunks_mut(s)).enumerate() {
-                    let r = b * rows + k;
-                    let n = if mask.causal { (r % l + 1).min(s) } else { s };
-                    let row = &mut or[..n];
-                    row.copy_from_slice(&xr[..n]);
-                    for t in &mask.terms {
-                        t.apply(row, r, lead);
+            row_blocks_mut(
+                &mut out,
+                rows * s,
+                exp_cost(x.len()),
+                #[inline(always)]
+                |b, chunk| {
+                    let src = &x[b * rows * s..][..chunk.len()];
+                    for (k, (xr, or)) in src.chunks(s).zip(chunk.chunks_mut(s)).enumerate() {
+                        let r = b * rows + k;
+                        let n = if mask.causal { (r % l + 1).min(s) } else { s };
+                        let row = &mut or[..n];
+                        row.copy_from_slice(&xr[..n]);
+                        for t in &mask.terms {
+                            t.apply(row, r, lead);
+                        }
+                        if !softmax_row_in_place(row) {
+                            or.fill(E::nan());
+                        }
                     }
-                    if !softmax_row_in_place(row) {
-                        or.fill(E::nan());
-                    }
-                }
-            });
+                },
+            );
         }
         let y = Tensor::from_parts(out, self.shape.clone(), None);
         let saved = y.clone();

@@ -213,17 +213,23 @@ fn smooth_sums<E: Float>(s: &Spec<E>, x: &[E], tv: &[i64], lse: &[E], scale: &[E
     if inner == 1 {
         let rows = ROW_BLOCK_ELEMS.div_ceil(c.max(1)).max(1);
         let mut part = vec![E::zero(); n.div_ceil(rows) * c];
-        row_blocks_mut(&mut part, c, x.len(), |b, acc| {
-            for i in b * rows..((b + 1) * rows).min(n) {
-                if tv[i] == s.ignore {
-                    continue;
+        row_blocks_mut(
+            &mut part,
+            c,
+            x.len(),
+            #[inline(always)]
+            |b, acc| {
+                for i in b * rows..((b + 1) * rows).min(n) {
+                    if tv[i] == s.ignore {
+                        continue;
+                    }
+                    let (sp, l) = (scale[i], lse[i]);
+                    for (a, &v) in acc.iter_mut().zip(&x[i * c..(i + 1) * c]) {
+                        *a += sp * (l - v);
+                    }
                 }
-                let (sp, l) = (scale[i], lse[i]);
-                for (a, &v) in acc.iter_mut().zip(&x[i * c..(i + 1) * c]) {
-                    *a += sp * (l - v);
-                }
-            }
-        });
+            },
+        );
         for row in part.chunks(c.max(1)) {
             for (o, &v) in out.iter_mut().zip(row) {
                 *o += v;
@@ -232,18 +238,24 @@ fn smooth_sums<E: Float>(s: &Spec<E>, x: &[E], tv: &[i64], lse: &[E], scale: &[E
     } else {
         let rb = (ROW_BLOCK_ELEMS / inner.max(1)).max(1);
         let mut runs = vec![E::zero(); n * c];
-        row_blocks_mut(&mut runs, rb, x.len(), |b, chunk| {
-            for (r, o) in chunk.iter_mut().enumerate() {
-                let run = b * rb + r;
-                let at = (run / c) * inner;
-                let xs = &x[run * inner..(run + 1) * inner];
-                for (d, &v) in xs.iter().enumerate() {
-                    if tv[at + d] != s.ignore {
-                        *o += scale[at + d] * (lse[at + d] - v);
+        row_blocks_mut(
+            &mut runs,
+            rb,
+            x.len(),
+            #[inline(always)]
+            |b, chunk| {
+                for (r, o) in chunk.iter_mut().enumerate() {
+                    let run = b * rb + r;
+                    let at = (run / c) * inner;
+                    let xs = &x[run * inner..(run + 1) * inner];
+                    for (d, &v) in xs.iter().enumerate() {
+                        if tv[at + d] != s.ignore {
+                            *o += scale[at + d] * (lse[at + d] - v);
+                        }
                     }
                 }
-            }
-        });
+            },
+        );
         for run in runs.chunks(c) {
             for (o, &v) in out.iter_mut().zip(run) {
                 *o += v;

@@ -75,37 +75,43 @@ fn forward_rows<E: Float>(s: &Spec<E>, x: &[E], tv: &[i64]) -> (Vec<E>, Vec<E>) 
     // depend on how the blocks are scheduled)
     let chunk_len = 2 * rows + c;
     let mut stats = Storage::<E>::zeroed(n.div_ceil(rows) * chunk_len);
-    row_blocks_mut(&mut stats, chunk_len, exp_cost(x.len()), |b, chunk| {
-        let (pairs, scratch) = chunk.split_at_mut(2 * rows);
-        for (r, st) in pairs.chunks_mut(2).take(rows.min(n - b * rows)).enumerate() {
-            let i = b * rows + r;
-            let t = tv[i];
-            if t == s.ignore {
-                continue;
+    row_blocks_mut(
+        &mut stats,
+        chunk_len,
+        exp_cost(x.len()),
+        #[inline(always)]
+        |b, chunk| {
+            let (pairs, scratch) = chunk.split_at_mut(2 * rows);
+            for (r, st) in pairs.chunks_mut(2).take(rows.min(n - b * rows)).enumerate() {
+                let i = b * rows + r;
+                let t = tv[i];
+                if t == s.ignore {
+                    continue;
+                }
+                let row = &x[i * c..(i + 1) * c];
+                let m = row.iter().fold(E::neg_infinity(), |a, &b| a.max(b));
+                let m = if m.is_finite() { m } else { E::zero() };
+                for (o, &v) in scratch.iter_mut().zip(row) {
+                    *o = v - m;
+                }
+                vmath::exp(scratch);
+                let l = m + lane_sum(scratch).ln();
+                let mut loss = s.keep * s.wc(t as usize) * (l - row[t as usize]);
+                if s.smoothing {
+                    let sm = match &s.w {
+                        Some(w) => w
+                            .iter()
+                            .zip(row)
+                            .fold(E::zero(), |a, (&wk, &v)| a + wk * (l - v)),
+                        None => row.iter().fold(E::zero(), |a, &v| a + (l - v)),
+                    };
+                    loss += s.smooth * sm;
+                }
+                st[0] = l;
+                st[1] = loss;
             }
-            let row = &x[i * c..(i + 1) * c];
-            let m = row.iter().fold(E::neg_infinity(), |a, &b| a.max(b));
-            let m = if m.is_finite() { m } else { E::zero() };
-            for (o, &v) in scratch.iter_mut().zip(row) {
-                *o = v - m;
-            }
-            vmath::exp(scratch);
-            let l = m + lane_sum(scratch).ln();
-            let mut loss = s.keep * s.wc(t as usize) * (l - row[t as usize]);
-            if s.smoothing {
-                let sm = match &s.w {
-                    Some(w) => w
-                        .iter()
-                        .zip(row)
-                        .fold(E::zero(), |a, (&wk, &v)| a + wk * (l - v)),
-                    None => row.iter().fold(E::zero(), |a, &v| a + (l - v)),
-                };
-                loss += s.smooth * sm;
-            }
-            st[0] = l;
-            st[1] = loss;
-        }
-    });
+        },
+    );
     let pair = |i: usize| (i / rows) * chunk_len + 2 * (i % rows);
     let lse = (0..n).map(|i| stats[pair(i)]).collect();
     let per = (0..n).map(|i| stats[pair(i) + 1]).collect();
@@ -124,22 +130,28 @@ fn forward_tiles<E: Float>(s: &Spec<E>, x: &[E], tv: &[i64]) -> (Vec<E>, Vec<E>)
     // scratch rows of one tile (taken before the blocks run, as above)
     let chunk_len = 5 * pb;
     let mut stats = Storage::<E>::zeroed(all.div_ceil(pb) * chunk_len);
-    row_blocks_mut(&mut stats, chunk_len, exp_cost(x.len()), |b, chunk| {
-        let (pairs, scratch) = chunk.split_at_mut(2 * pb);
-        let (p0, p1) = (b * pb, ((b + 1) * pb).min(all));
-        let mut p = p0;
-        while p < p1 {
-            let (img, d0) = (p / inner, p % inner);
-            let len = (inner - d0).min(p1 - p);
-            let runs = |k: usize| {
-                let at = (img * c + k) * inner + d0;
-                &x[at..at + len]
-            };
-            let pr = &mut pairs[2 * (p - p0)..2 * (p - p0 + len)];
-            tile_forward(s, runs, &tv[p..p + len], pr, scratch);
-            p += len;
-        }
-    });
+    row_blocks_mut(
+        &mut stats,
+        chunk_len,
+        exp_cost(x.len()),
+        #[inline(always)]
+        |b, chunk| {
+            let (pairs, scratch) = chunk.split_at_mut(2 * pb);
+            let (p0, p1) = (b * pb, ((b + 1) * pb).min(all));
+            let mut p = p0;
+            while p < p1 {
+                let (img, d0) = (p / inner, p % inner);
+                let len = (inner - d0).min(p1 - p);
+                let runs = |k: usize| {
+                    let at = (img * c + k) * inner + d0;
+                    &x[at..at + len]
+                };
+                let pr = &mut pairs[2 * (p - p0)..2 * (p - p0 + len)];
+                tile_forward(s, runs, &tv[p..p + len], pr, scratch);
+                p += len;
+            }
+        },
+    );
     let pair = |p: usize| (p / pb) * chunk_len + 2 * (p % pb);
     let lse = (0..all).map(|p| stats[pair(p)]).collect();
     let per = (0..all).map(|p| stats[pair(p) + 1]).collect();
@@ -225,25 +237,31 @@ fn backward_rows<E: Float>(
 ) {
     let c = s.c;
     let rows = ROW_BLOCK_ELEMS.div_ceil(c.max(1)).max(1);
-    row_blocks_mut(gx, rows * c, exp_cost(x.len()), |b, chunk| {
-        for (r, g) in chunk.chunks_mut(c).enumerate() {
-            let i = b * rows + r;
-            if tv[i] == s.ignore {
-                continue;
+    row_blocks_mut(
+        gx,
+        rows * c,
+        exp_cost(x.len()),
+        #[inline(always)]
+        |b, chunk| {
+            for (r, g) in chunk.chunks_mut(c).enumerate() {
+                let i = b * rows + r;
+                if tv[i] == s.ignore {
+                    continue;
+                }
+                let row = &x[i * c..(i + 1) * c];
+                for (o, &v) in g.iter_mut().zip(row) {
+                    *o = v - lse[i];
+                }
+                vmath::exp(g);
+                let (a, bb) = coef[i];
+                for (k, o) in g.iter_mut().enumerate() {
+                    let p = *o;
+                    *o = a * p + bb * (s.w_sum * p - s.wc(k));
+                }
+                g[tv[i] as usize] -= a;
             }
-            let row = &x[i * c..(i + 1) * c];
-            for (o, &v) in g.iter_mut().zip(row) {
-                *o = v - lse[i];
-            }
-            vmath::exp(g);
-            let (a, bb) = coef[i];
-            for (k, o) in g.iter_mut().enumerate() {
-                let p = *o;
-                *o = a * p + bb * (s.w_sum * p - s.wc(k));
-            }
-            g[tv[i] as usize] -= a;
-        }
-    });
+        },
+    );
 }
 
 /// `gx` of K-d logits in parallel over fixed blocks of whole class runs
@@ -260,26 +278,32 @@ fn backward_tiles<E: Float>(
 ) {
     let (c, inner) = (s.c, s.inner);
     let rb = (ROW_BLOCK_ELEMS / inner.max(1)).max(1);
-    row_blocks_mut(gx, rb * inner, exp_cost(x.len()), |b, chunk| {
-        for (r, g) in chunk.chunks_mut(inner).enumerate() {
-            let run = b * rb + r;
-            let (k, at) = (run % c, (run / c) * inner);
-            let pos = at..at + inner;
-            for ((o, &v), &l) in g.iter_mut().zip(&x[run * inner..]).zip(&lse[pos.clone()]) {
-                *o = v - l;
+    row_blocks_mut(
+        gx,
+        rb * inner,
+        exp_cost(x.len()),
+        #[inline(always)]
+        |b, chunk| {
+            for (r, g) in chunk.chunks_mut(inner).enumerate() {
+                let run = b * rb + r;
+                let (k, at) = (run % c, (run / c) * inner);
+                let pos = at..at + inner;
+                for ((o, &v), &l) in g.iter_mut().zip(&x[run * inner..]).zip(&lse[pos.clone()]) {
+                    *o = v - l;
+                }
+                vmath::exp(g);
+                let wk = s.wc(k);
+                for ((o, &(a, bb)), &t) in g.iter_mut().zip(&coef[pos.clone()]).zip(&tv[pos]) {
+                    let p = *o;
+                    *o = if t == s.ignore {
+                        E::zero()
+                    } else if t == k as i64 {
+                        a * p + bb * (s.w_sum * p - wk) - a
+                    } else {
+                        a * p + bb * (s.w_sum * p - wk)
+                    };
+                }
             }
-            vmath::exp(g);
-            let wk = s.wc(k);
-            for ((o, &(a, bb)), &t) in g.iter_mut().zip(&coef[pos.clone()]).zip(&tv[pos]) {
-                let p = *o;
-                *o = if t == s.ignore {
-                    E::zero()
-                } else if t == k as i64 {
-                    a * p + bb * (s.w_sum * p - wk) - a
-                } else {
-                    a * p + bb * (s.w_sum * p - wk)
-                };
-            }
-        }
-    });
+        },
+    );
 }

@@ -57,6 +57,7 @@ pub fn layer_norm<E: Float, D: Device>(
 /// `(mean, 1 / sqrt(var + eps))` of one row of length `m`, biased variance
 /// from the centred values (two passes, eight interleaved partial sums
 /// each).
+#[inline(always)]
 fn row_stat<E: Float>(row: &[E], inv_m: E, eps: E) -> (E, E) {
     let mean = lane_sum(row) * inv_m;
     // lane `j` sums the squares of elements `j, j + 8, ...` in increasing
@@ -120,48 +121,60 @@ fn layer_norm_fused<E: Float, D: Device>(
     let (inv_m, e) = (E::one() / E::from_f64(m as f64), E::from_f64(eps));
     // (mean, rstd) of every row, interleaved
     let mut stats = Storage::<E>::zeroed(2 * rows);
-    row_blocks_mut(&mut stats, 2 * rb, pass_cost(xs.len()), |b, st| {
-        let src = &xs[b * rb * m..];
-        for (s, row) in st.chunks_exact_mut(2).zip(src.chunks_exact(m)) {
-            let (mean, rstd) = row_stat(row, inv_m, e);
-            s[0] = mean;
-            s[1] = rstd;
-        }
-    });
+    row_blocks_mut(
+        &mut stats,
+        2 * rb,
+        pass_cost(xs.len()),
+        #[inline(always)]
+        |b, st| {
+            let src = &xs[b * rb * m..];
+            for (s, row) in st.chunks_exact_mut(2).zip(src.chunks_exact(m)) {
+                let (mean, rstd) = row_stat(row, inv_m, e);
+                s[0] = mean;
+                s[1] = rstd;
+            }
+        },
+    );
     let (w, b) = (weight.map(|t| t.as_slice()), bias.map(|t| t.as_slice()));
     // every element is written below (stale: no zeroing pass first)
     let mut out = Storage::<E>::stale(xs.len());
-    row_blocks_mut(&mut out, rb * m, pass_cost(xs.len()), |blk, ob| {
-        let (src, st) = (&xs[blk * rb * m..], &stats[blk * rb * 2..]);
-        for ((o, row), s) in ob.chunks_mut(m).zip(src.chunks(m)).zip(st.chunks(2)) {
-            let (mean, rstd) = (s[0], s[1]);
-            let o = &mut o[..row.len()];
-            // `((v - mean) rstd) w + b`, each factor only when present; one
-            // loop per case so that each vectorises
-            match (w, b) {
-                (Some(w), Some(b)) => {
-                    for ((o, &v), (&w, &b)) in o.iter_mut().zip(row).zip(w.iter().zip(b)) {
-                        *o = (v - mean) * rstd * w + b;
+    row_blocks_mut(
+        &mut out,
+        rb * m,
+        pass_cost(xs.len()),
+        #[inline(always)]
+        |blk, ob| {
+            let (src, st) = (&xs[blk * rb * m..], &stats[blk * rb * 2..]);
+            for ((o, row), s) in ob.chunks_mut(m).zip(src.chunks(m)).zip(st.chunks(2)) {
+                let (mean, rstd) = (s[0], s[1]);
+                let o = &mut o[..row.len()];
+                // `((v - mean) rstd) w + b`, each factor only when present; one
+                // loop per case so that each vectorises
+                match (w, b) {
+                    (Some(w), Some(b)) => {
+                        for ((o, &v), (&w, &b)) in o.iter_mut().zip(row).zip(w.iter().zip(b)) {
+                            *o = (v - mean) * rstd * w + b;
+                        }
                     }
-                }
-                (Some(w), None) => {
-                    for ((o, &v), &w) in o.iter_mut().zip(row).zip(w) {
-                        *o = (v - mean) * rstd * w;
+                    (Some(w), None) => {
+                        for ((o, &v), &w) in o.iter_mut().zip(row).zip(w) {
+                            *o = (v - mean) * rstd * w;
+                        }
                     }
-                }
-                (None, Some(b)) => {
-                    for ((o, &v), &b) in o.iter_mut().zip(row).zip(b) {
-                        *o = (v - mean) * rstd + b;
+                    (None, Some(b)) => {
+                        for ((o, &v), &b) in o.iter_mut().zip(row).zip(b) {
+                            *o = (v - mean) * rstd + b;
+                        }
                     }
-                }
-                (None, None) => {
-                    for (o, &v) in o.iter_mut().zip(row) {
-                        *o = (v - mean) * rstd;
+                    (None, None) => {
+                        for (o, &v) in o.iter_mut().zip(row) {
+                            *o = (v - mean) * rstd;
+                        }
                     }
                 }
             }
-        }
-    });
+        },
+    );
     let has_w = weight.is_some();
     let b_shape: Option<Vec<usize>> = bias.map(|b| b.shape().to_vec());
     Tensor::from_parts(out, x.shape.clone(), None).record("layer_norm", inputs, move |ctx| {
@@ -178,47 +191,53 @@ fn layer_norm_fused<E: Float, D: Device>(
         let blocks = rows.div_ceil(rb);
         let mut part = Storage::<E>::zeroed(blocks * 2 * m);
         let part_ptr = PartPtr(part.as_mut_ptr());
-        row_blocks_mut(&mut gx, rb * m, pass_cost(xs.len()), |blk, ob| {
-            let at = blk * rb * m;
-            let (src, gb, st) = (&xs[at..], &g[at..], &stats[blk * rb * 2..]);
-            let p = part_ptr;
-            // SAFETY: block `blk` alone writes `part[blk * 2m..(blk + 1) *
-            // 2m]`, inside `part` (blk < blocks); `part` outlives the call.
-            let sums = unsafe { std::slice::from_raw_parts_mut(p.0.add(blk * 2 * m), 2 * m) };
-            let (sw, sb) = sums.split_at_mut(m);
-            let mut xhat = Storage::<E>::zeroed(m);
-            let mut gwr = Storage::<E>::zeroed(m);
-            for (((o, row), gr), s) in ob
-                .chunks_mut(m)
-                .zip(src.chunks(m))
-                .zip(gb.chunks(m))
-                .zip(st.chunks(2))
-            {
-                let (mean, rstd) = (s[0], s[1]);
-                for (h, &v) in xhat.iter_mut().zip(row) {
-                    *h = (v - mean) * rstd;
-                }
-                match wv {
-                    Some(w) => {
-                        for ((q, &gv), &w) in gwr.iter_mut().zip(gr).zip(w) {
-                            *q = gv * w;
-                        }
+        row_blocks_mut(
+            &mut gx,
+            rb * m,
+            pass_cost(xs.len()),
+            #[inline(always)]
+            |blk, ob| {
+                let at = blk * rb * m;
+                let (src, gb, st) = (&xs[at..], &g[at..], &stats[blk * rb * 2..]);
+                let p = part_ptr;
+                // SAFETY: block `blk` alone writes `part[blk * 2m..(blk + 1) *
+                // 2m]`, inside `part` (blk < blocks); `part` outlives the call.
+                let sums = unsafe { std::slice::from_raw_parts_mut(p.0.add(blk * 2 * m), 2 * m) };
+                let (sw, sb) = sums.split_at_mut(m);
+                let mut xhat = Storage::<E>::zeroed(m);
+                let mut gwr = Storage::<E>::zeroed(m);
+                for (((o, row), gr), s) in ob
+                    .chunks_mut(m)
+                    .zip(src.chunks(m))
+                    .zip(gb.chunks(m))
+                    .zip(st.chunks(2))
+                {
+                    let (mean, rstd) = (s[0], s[1]);
+                    for (h, &v) in xhat.iter_mut().zip(row) {
+                        *h = (v - mean) * rstd;
                     }
-                    None => gwr.copy_from_slice(&gr[..m]),
+                    match wv {
+                        Some(w) => {
+                            for ((q, &gv), &w) in gwr.iter_mut().zip(gr).zip(w) {
+                                *q = gv * w;
+                            }
+                        }
+                        None => gwr.copy_from_slice(&gr[..m]),
+                    }
+                    let a = lane_sum(&gwr) * inv_m;
+                    let c = lane_dot(&gwr, &xhat) * inv_m;
+                    for ((o, &q), &h) in o.iter_mut().zip(gwr.iter()).zip(xhat.iter()) {
+                        *o = rstd * (q - a - h * c);
+                    }
+                    for ((acc, &gv), &h) in sw.iter_mut().zip(gr).zip(xhat.iter()) {
+                        *acc += gv * h;
+                    }
+                    for (acc, &gv) in sb.iter_mut().zip(gr) {
+                        *acc += gv;
+                    }
                 }
-                let a = lane_sum(&gwr) * inv_m;
-                let c = lane_dot(&gwr, &xhat) * inv_m;
-                for ((o, &q), &h) in o.iter_mut().zip(gwr.iter()).zip(xhat.iter()) {
-                    *o = rstd * (q - a - h * c);
-                }
-                for ((acc, &gv), &h) in sw.iter_mut().zip(gr).zip(xhat.iter()) {
-                    *acc += gv * h;
-                }
-                for (acc, &gv) in sb.iter_mut().zip(gr) {
-                    *acc += gv;
-                }
-            }
-        });
+            },
+        );
         // the blocks' sums, added in block order
         let mut gw = Storage::<E>::zeroed(m);
         let mut gbias = Storage::<E>::zeroed(m);
@@ -324,17 +343,23 @@ pub(crate) fn add_layer_norm_in_place<E: Float>(
     );
     let rb = (ROW_BLOCK_ELEMS / m).max(1);
     let (inv_m, e) = (E::one() / E::from_f64(m as f64), E::from_f64(eps));
-    row_blocks_mut(y, rb * m, 2 * pass_cost(residual.len()), |blk, ob| {
-        let src = &residual[blk * rb * m..];
-        for (o, r) in ob.chunks_exact_mut(m).zip(src.chunks_exact(m)) {
-            for (o, &r) in o.iter_mut().zip(r) {
-                *o += r;
+    row_blocks_mut(
+        y,
+        rb * m,
+        2 * pass_cost(residual.len()),
+        #[inline(always)]
+        |blk, ob| {
+            let src = &residual[blk * rb * m..];
+            for (o, r) in ob.chunks_exact_mut(m).zip(src.chunks_exact(m)) {
+                for (o, &r) in o.iter_mut().zip(r) {
+                    *o += r;
+                }
+                let (mean, rstd) = row_stat(o, inv_m, e);
+                for (o, (&w, &b)) in o.iter_mut().zip(weight.iter().zip(bias)) {
+                    *o = (*o - mean) * rstd * w + b;
+                }
             }
-            let (mean, rstd) = row_stat(o, inv_m, e);
-            for (o, (&w, &b)) in o.iter_mut().zip(weight.iter().zip(bias)) {
-                *o = (*o - mean) * rstd * w + b;
-            }
-        }
-        each_block(blk * rb, ob);
-    });
+            each_block(blk * rb, ob);
+        },
+    );
 }
