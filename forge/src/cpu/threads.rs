@@ -338,9 +338,16 @@ pub(crate) fn lock_thread_count() -> std::sync::MutexGuard<'static, ()> {
 /// Handing chunks to a worker that has gone to sleep costs the caller a
 /// system call (about 2 µs) and the worker 10-25 µs before it starts (a
 /// futex wake-up across cores, measured on the 2-core benchmark machine
-/// with `examples/bench --only dispatch`), so splitting only pays when the
-/// op has several times that much work.
-pub const PARALLEL_MIN_NS: usize = 40_000;
+/// with `examples/bench --only dispatch`); a worker still lingering from
+/// the previous op (see [`LINGER`]) joins within about a microsecond. The
+/// caller claims chunks itself meanwhile, so a late worker costs an op
+/// little more than the system call. 15 µs, down from 40: at 2 threads,
+/// GPT at batch 1 (64 tokens, 128 wide) took 0.97 ms a step instead of
+/// 1.21 and ResNet-18 at batch 1 0.79 instead of 0.86, its products of
+/// 15-40 µs now shared; the training rows moved by no more than their
+/// one-thread noise (2026-12-06, model-167 machine, alternating builds,
+/// others stopped).
+pub const PARALLEL_MIN_NS: usize = 15_000;
 
 thread_local! {
     /// `parallel_for` calls from this thread that handed chunks to workers.

@@ -152,7 +152,7 @@ pub fn set_num_threads(n: usize) {
 /// How many parallel calls made from the calling thread handed work to the
 /// worker threads. Calls that ran inline do not count: one thread, one
 /// chunk, a call nested in another, or an op too small to pay for waking a
-/// worker (about 40 µs of work). Per thread, so a caller can check whether
+/// worker (about 15 µs of work). Per thread, so a caller can check whether
 /// an op of its own went parallel.
 ///
 /// ```

@@ -402,7 +402,7 @@ fn small_products_do_not_wake_the_pool() {
             2,
         )
     };
-    // 0.5M multiply-adds: 5-13 us on one core, below the 40 us threshold
+    // 0.5M multiply-adds: 5-13 us on one core, below the 15 us threshold
     product(64, 64, 128, &mut c);
     assert_eq!(pool_dispatches(), before, "a small product woke the pool");
     product(256, 512, 512, &mut c);
