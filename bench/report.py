@@ -98,9 +98,22 @@ class Run:
                 out.setdefault(key, {}).setdefault(r["framework"], []).extend(r["ms"])
         return out
 
-    def peak(self, threads):
+    def peak(self, threads, mode=""):
+        """The measured peak a row's arithmetic runs against at `threads`: the f32 FMA peak, or
+        for `*_bf16` and `*_int8` rows the vdpbf16ps / vpdpbusd peak where the run measured it
+        (`None` for those rows otherwise, and for every reduced-precision row on a CPU with AMX,
+        whose tiles those rows use and the bench does not measure)."""
         p = self.meta.get("fma_peak") or {}
-        return (p.get("gflops") or {}).get(str(threads))
+        field = "gflops"
+        if mode.endswith("_bf16") or mode.endswith("_int8"):
+            if self.has_amx():
+                return None
+            field = "bf16_gflops" if mode.endswith("_bf16") else "int8_gops"
+        return (p.get(field) or {}).get(str(threads))
+
+    def has_amx(self):
+        isa = (self.meta.get("cpu") or {}).get("isa") or {}
+        return any(str(f).startswith("amx") and on for f, on in isa.items())
 
 
 def step_key(k):
@@ -187,6 +200,11 @@ def run_section(run, rel, title=""):
     g = peak.get("gflops") or {}
     peak_txt = (", ".join(f"{t} thread{'s' if t != '1' else ''} {v:.0f} GFLOP/s" for t, v in sorted(g.items()))
                 + f" ({width}-bit vectors)") if g else "not measured"
+    for field, name, unit in (("bf16_gflops", "bf16 (vdpbf16ps)", "GFLOP/s"), ("int8_gops", "int8 (vpdpbusd)", "GOP/s")):
+        d = peak.get(field) or {}
+        if d:
+            peak_txt += f"; {name}: " + ", ".join(f"{t} thread{'s' if t != '1' else ''} {v:.0f} {unit}"
+                                                 for t, v in sorted(d.items()))
     kind = []
     if not m.get("complete", False):
         kind.append(f"**incomplete** (stopped with status {m.get('exit_status')}; the blocks that finished)")
@@ -202,7 +220,8 @@ def run_section(run, rel, title=""):
         f"- CPU: {cpu.get('model', '?')} (family {cpu.get('family', '?')}, model {cpu.get('model_number', '?')}), "
         f"{cpu.get('hardware_threads', '?')} hardware threads"
         + (", under a hypervisor" if cpu.get("hypervisor") else "") + f"; ISA: {isa_text(m)}",
-        f"- FMA peak measured in this run (f32, all threads at once, best reading): {peak_txt}",
+        f"- FMA peak measured in this run (f32, all threads at once, best reading): {peak_txt}"
+        + (" (the bf16 and int8 rows' % of peak divide by these)" if (peak.get("bf16_gflops") or peak.get("int8_gops")) else ""),
         f"- Load average (1 min) over the run: {load_text(m)}; thread placement (cache-line round trip): "
         f"{placement_text(m)} ns",
         f"- PyTorch {m.get('torch') or '?'}"
@@ -234,7 +253,7 @@ def run_section(run, rel, title=""):
             row = (f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {fmt_ms(t_med)} | {fmt_ms(f_med)} | {ratio} "
                    f"| {t_runs} | {f_runs} | {fl} |")
             if peak_cols:
-                g, p = gflop.get(k), run.peak(k[3])
+                g, p = gflop.get(k), run.peak(k[3], k[1])
                 rate = g / f_med * 1e3 if g and f_med else None
                 row += (f" {rate:.1f} |" if rate else " - |") + (f" {100 * rate / p:.0f}% |" if rate and p else " - |")
                 over_peak = over_peak or bool(rate and p and rate > p)

@@ -19,7 +19,7 @@ import subprocess
 import sys
 
 # The ISA flags that decide which kernels forge runs and what PyTorch can use.
-ISA_FLAGS = ["avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16"]
+ISA_FLAGS = ["avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8"]
 
 
 def cpuinfo():
@@ -113,17 +113,25 @@ def fma_peak(run_dir):
         if r.get("bench") == "peak":
             readings.append(dict(r, when=f"forge gemm round {r.get('round', 0)}"))
     width = 512 if any(r.get("gflops_512") for r in readings) else 256
-    best = {}
-    for r in readings:
-        g = r.get(f"gflops_{width}")
-        t = str(r.get("threads", 1))
-        if g and g > best.get(t, 0):
-            best[t] = g
+
+    def best_of(field):
+        best = {}
+        for r in readings:
+            g = r.get(field)
+            t = str(r.get("threads", 1))
+            if g and g > best.get(t, 0):
+                best[t] = g
+        return best
+
+    best = best_of(f"gflops_{width}")
+    fields = ("when", "round", "threads", "gflops_512", "gflops_256", "gflops_bf16", "gops_int8")
     return dict(width_bits=width if best else None, gflops=best,
-                readings=[{k: r.get(k) for k in ("when", "round", "threads", "gflops_512", "gflops_256")}
-                          for r in readings],
+                bf16_gflops=best_of("gflops_bf16"), int8_gops=best_of("gops_int8"),
+                readings=[{k: r.get(k) for k in fields} for r in readings],
                 note="f32 FMA throughput on independent accumulators, all threads at once; "
-                     "per thread count the best reading of this run")
+                     "per thread count the best reading of this run. bf16_gflops: AVX-512 BF16 "
+                     "vdpbf16ps (GFLOP/s), int8_gops: AVX-512 VNNI vpdpbusd (GOP/s), measured the "
+                     "same way where the CPU has them (not AMX)")
 
 
 def git(*args):

@@ -174,43 +174,7 @@ pub(crate) fn fma_peak(iters: usize, threads: usize) -> (Option<f64>, Option<f64
             }
             s
         }
-        let time = |f: &(dyn Fn() -> f32 + Sync), flops: f64| {
-            let mut best = f64::MAX;
-            for _ in 0..5 {
-                // Each worker reads the clock itself after the barrier:
-                // the main thread, a third thread on two cores, may be
-                // scheduled late, so its own clock would miss the start.
-                let start = std::sync::Barrier::new(threads);
-                let spans: Vec<(Instant, Instant)> = std::thread::scope(|s| {
-                    let workers: Vec<_> = (0..threads)
-                        .map(|_| {
-                            s.spawn(|| {
-                                start.wait();
-                                let t = Instant::now();
-                                black_box(f());
-                                (t, Instant::now())
-                            })
-                        })
-                        .collect();
-                    workers
-                        .into_iter()
-                        .map(|w| w.join().expect("fma_peak worker"))
-                        .collect()
-                });
-                let first = spans
-                    .iter()
-                    .map(|s| s.0)
-                    .min()
-                    .expect("one worker at least");
-                let last = spans
-                    .iter()
-                    .map(|s| s.1)
-                    .max()
-                    .expect("one worker at least");
-                best = best.min((last - first).as_secs_f64());
-            }
-            threads as f64 * flops / best / 1e9
-        };
+        let time = |f: &(dyn Fn() -> f32 + Sync), flops: f64| time_threads(threads, f, flops);
         let z = is_x86_feature_detected!("avx512f").then(|| {
             // SAFETY: the CPU has AVX-512F.
             time(
@@ -230,19 +194,129 @@ pub(crate) fn fma_peak(iters: usize, threads: usize) -> (Option<f64>, Option<f64
     (None, None)
 }
 
+/// `threads` threads running `f` at once, each `ops` operations: the
+/// operations per second summed over the threads, in billions, best of 5.
+/// A barrier starts the workers; each reads the clock itself after it (the
+/// main thread, a third thread on two cores, may be scheduled late, so its
+/// own clock would miss the start), and the time runs from the first start
+/// to the last end.
+fn time_threads(threads: usize, f: &(dyn Fn() -> f32 + Sync), ops: f64) -> f64 {
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        let start = std::sync::Barrier::new(threads);
+        let spans: Vec<(Instant, Instant)> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    s.spawn(|| {
+                        start.wait();
+                        let t = Instant::now();
+                        black_box(f());
+                        (t, Instant::now())
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| w.join().expect("peak worker"))
+                .collect()
+        });
+        let first = spans
+            .iter()
+            .map(|s| s.0)
+            .min()
+            .expect("one worker at least");
+        let last = spans
+            .iter()
+            .map(|s| s.1)
+            .max()
+            .expect("one worker at least");
+        best = best.min((last - first).as_secs_f64());
+    }
+    threads as f64 * ops / best / 1e9
+}
+
+/// The reduced-precision dot-product peaks of `threads` threads at once,
+/// as [`fma_peak`] measures the f32 one: `(bf16, int8)`, the first in
+/// GFLOP/s of AVX-512 BF16's `vdpbf16ps` (32 multiply-adds an instruction,
+/// 2 FLOPs each), the second in GOP/s of AVX-512 VNNI's `vpdpbusd` (64 u8 x
+/// i8 multiply-adds an instruction, 2 operations each); `None` where the
+/// CPU lacks the instruction. These are the instructions forge's bf16 and
+/// int8 kernels run outside AMX; on a CPU with AMX the bf16 and int8 rows
+/// use the tiles, whose throughput this does not measure.
+#[allow(unreachable_code)]
+pub(crate) fn dot_peaks(iters: usize, threads: usize) -> (Option<f64>, Option<f64>) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        #[target_feature(enable = "avx512f,avx512bf16")]
+        fn bf16(iters: usize) -> f32 {
+            // 1.0 and 2^-20 in bf16 (exact): the sums grow by 2^-19 a step
+            let one = _mm512_set1_ps(1.0);
+            let tiny = _mm512_set1_ps(1.0 / 1_048_576.0);
+            let (a, b) = (
+                _mm512_cvtne2ps_pbh(one, one),
+                _mm512_cvtne2ps_pbh(tiny, tiny),
+            );
+            let mut acc = [_mm512_set1_ps(1.0); 12];
+            for _ in 0..iters {
+                for x in acc.iter_mut() {
+                    *x = _mm512_dpbf16_ps(*x, a, b);
+                }
+            }
+            acc.iter().map(|&x| _mm512_reduce_add_ps(x)).sum()
+        }
+        #[target_feature(enable = "avx512f,avx512vnni")]
+        fn int8(iters: usize) -> f32 {
+            let (a, b) = (_mm512_set1_epi8(1), _mm512_set1_epi8(1));
+            let mut acc = [_mm512_setzero_si512(); 12];
+            for _ in 0..iters {
+                for x in acc.iter_mut() {
+                    *x = _mm512_dpbusd_epi32(*x, a, b);
+                }
+            }
+            acc.iter().map(|&x| _mm512_reduce_add_epi32(x) as f32).sum()
+        }
+        let has = |f: &str| match f {
+            "bf16" => is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bf16"),
+            _ => is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vnni"),
+        };
+        let b = has("bf16").then(|| {
+            // SAFETY: the CPU has AVX-512F and AVX-512 BF16.
+            time_threads(
+                threads,
+                &|| unsafe { bf16(black_box(iters)) },
+                (iters * 12 * 32 * 2) as f64,
+            )
+        });
+        let i = has("int8").then(|| {
+            // SAFETY: the CPU has AVX-512F and AVX-512 VNNI.
+            time_threads(
+                threads,
+                &|| unsafe { int8(black_box(iters)) },
+                (iters * 12 * 64 * 2) as f64,
+            )
+        });
+        return (b, i);
+    }
+    (None, None)
+}
+
 /// One JSON line per (shape, threads): every timed `Tensor::matmul` /
 /// `matmul_t` in `ms` (output allocated per call, as `torch.mm`).
 fn run_gemm(o: &JsonOpts) {
     let num = |v: Option<f64>| v.map_or("null".to_string(), |g| format!("{g:.1}"));
     for &t in &o.threads {
         let (z, y) = fma_peak(20_000_000, t.max(1));
+        let (bf, i8) = dot_peaks(20_000_000, t.max(1));
         println!(
             "{{\"bench\": \"peak\", \"framework\": \"forge\", \"threads\": {}, \"round\": {}, \
-             \"gflops_512\": {}, \"gflops_256\": {}}}",
+             \"gflops_512\": {}, \"gflops_256\": {}, \"gflops_bf16\": {}, \"gops_int8\": {}}}",
             t.max(1),
             o.round,
             num(z),
-            num(y)
+            num(y),
+            num(bf),
+            num(i8)
         );
     }
     for &(m, k, n, tb) in GEMM_SHAPES {
@@ -585,14 +659,16 @@ fn forward_flops(model: &str, batch: usize) -> Option<f64> {
 
 /// GFLOP of one timed step of a row: the forward's for `fwd` and `infer`,
 /// three times it with a backward (the two products of each backward
-/// matrix product), the optimizer's few FLOPs per weight left out.
+/// matrix product), the optimizer's few FLOPs per weight left out. The
+/// bf16 and int8 rows count the same products (an int8 row's figure is
+/// operations, most of them integer; its attention products stay f32).
 fn step_gflop(model: &str, mode: &str, batch: usize) -> Option<f64> {
-    if (model, mode) == ("gpt2s", "generate") {
+    if model == "gpt2s" && (mode == "generate" || mode == "generate_int8") {
         return Some(gpt2s_generate_flops() / 1e9);
     }
     let f = forward_flops(model, batch)?;
     let times = match mode {
-        "fwd" | "infer" | "infer_bf16" => 1.0,
+        "fwd" | "infer" | "infer_bf16" | "infer_int8" => 1.0,
         "fwdbwd" | "train" => 3.0,
         _ => return None,
     };

@@ -197,6 +197,40 @@ pub fn gelu_f32(x: f32) -> f32 {
     0.5 * x * two_phi(x)
 }
 
+/// [`gelu_f32`] where `|x / sqrt 2| < 1`: [`two_phi`]'s polynomial branch
+/// alone (the same operations, so the same bits there).
+#[inline(always)]
+fn gelu_small_f32(x: f32) -> f32 {
+    let u = x * std::f32::consts::FRAC_1_SQRT_2;
+    0.5 * x * (1.0 + u * erf_small(u * u))
+}
+
+/// The 16 values of a piece of a slice (from
+/// [`VecMath::v_gelu`](super::VecMath::v_gelu)) in place, each exactly
+/// [`gelu_f32`]. [`gelu_f32`] computes both of [`two_phi`]'s branches and
+/// selects one per lane; where every value of the piece lies in the
+/// polynomial's range (`|x| < sqrt 2`, most of a transformer's
+/// pre-activations at initialisation) the tail branch's division,
+/// exponential and degree-11 polynomial are skipped. NaN takes the full
+/// path (it fails the comparison).
+#[inline(always)]
+pub(super) fn gelu_piece(x: &mut [f32; 16]) {
+    // a fold, not `all`: no early exit, so the test vectorises
+    let small = x.iter().fold(true, |all, &v| {
+        let u = v * std::f32::consts::FRAC_1_SQRT_2;
+        all & (f32::from_bits(u.to_bits() & 0x7FFF_FFFF) < 1.0)
+    });
+    if small {
+        for v in x.iter_mut() {
+            *v = gelu_small_f32(*v);
+        }
+    } else {
+        for v in x.iter_mut() {
+            *v = gelu_f32(*v);
+        }
+    }
+}
+
 pub(super) const GELU_C: f32 = 0.797_884_6; // sqrt(2/pi)
 pub(super) const GELU_K: f32 = 0.044_715;
 

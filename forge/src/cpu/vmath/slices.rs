@@ -128,6 +128,48 @@ macro_rules! each_direct {
     }};
 }
 
+/// As [`each_direct!`] for a kernel over pieces of 16 values (one AVX-512
+/// vector; a fixed size, so that the kernel compiles to whole vectors)
+/// instead of single values: `$piece(&mut [f32; 16])` on each whole piece
+/// in order, then `$kernel` on each value of the last, shorter one.
+macro_rules! each_piece {
+    ($x:expr, $piece:path, $kernel:path) => {{
+        let x: &mut [f32] = $x;
+        #[inline(always)]
+        fn run(x: &mut [f32]) {
+            let mut pieces = x.chunks_exact_mut(16);
+            for piece in &mut pieces {
+                $piece(piece.try_into().expect("16 values"));
+            }
+            for v in pieces.into_remainder() {
+                *v = $kernel(*v);
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            #[target_feature(enable = "avx512f")]
+            fn avx512(x: &mut [f32]) {
+                run(x)
+            }
+            #[target_feature(enable = "avx2")]
+            fn avx2(x: &mut [f32]) {
+                run(x)
+            }
+            if crate::cpu::class::cpu_has!("avx512f") {
+                // SAFETY: the CPU has AVX-512F (checked just above).
+                unsafe { avx512(x) };
+                return;
+            }
+            if crate::cpu::class::cpu_has!("avx2") {
+                // SAFETY: the CPU has AVX2 (checked just above).
+                unsafe { avx2(x) };
+                return;
+            }
+        }
+        run(x)
+    }};
+}
+
 impl VecMath for f32 {
     fn v_exp(x: &mut [f32]) {
         each_direct!(x, exp_f32)
@@ -145,7 +187,7 @@ impl VecMath for f32 {
         each_direct!(x, erf_f32)
     }
     fn v_gelu(x: &mut [f32]) {
-        each_direct!(x, gelu_f32)
+        each_piece!(x, gelu_piece, gelu_f32)
     }
     fn v_gelu_tanh(x: &mut [f32]) {
         each_direct!(x, gelu_tanh_f32)

@@ -567,7 +567,16 @@ unsafe fn fill_bias(out: Out, halves: [*mut f32; 2], rows: usize, cols: usize, j
     // SAFETY: the caller's contract.
     unsafe {
         for_each_row(out, halves, rows, cols, |row, c0| {
-            row.copy_from_slice(&bias[c0..c0 + row.len()])
+            // A whole half as a fixed-size copy (two or one vector moves,
+            // inline): `copy_from_slice` of a length known only at run
+            // time was a libc `memmove` call per 64 bytes, 2% of BERT-base's
+            // f32 forward on a Zen 4 core.
+            match (<&mut [f32; 16]>::try_from(&mut *row), bias.get(c0..c0 + 16)) {
+                (Ok(dst), Some(src)) => {
+                    *dst = <[f32; 16]>::try_from(src).expect("16 floats");
+                }
+                _ => row.copy_from_slice(&bias[c0..c0 + row.len()]),
+            }
         })
     };
 }
