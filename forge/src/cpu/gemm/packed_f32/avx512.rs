@@ -96,6 +96,30 @@ pub(super) unsafe fn transpose16(src: &[&[f32]; 16], dst: *mut f32, ld: usize, m
         out[c + 4] = _mm512_shuffle_f32x4::<0x88>(v_hi, w_hi);
         out[c + 12] = _mm512_shuffle_f32x4::<0xdd>(v_hi, w_hi);
     }
+    if ld == 12 && mask == 0x0fff {
+        // The 16 rows of 12 are one contiguous run of 192 floats: packed
+        // into 12 whole vectors by two-source permutes (three vectors per
+        // four rows), then 12 plain stores instead of 16 masked ones.
+        // lanes `s..12` of the first source, then the second's from 0
+        let i0 = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 16, 17, 18, 19);
+        let i4 = _mm512_setr_epi32(4, 5, 6, 7, 8, 9, 10, 11, 16, 17, 18, 19, 20, 21, 22, 23);
+        let i8 = _mm512_setr_epi32(8, 9, 10, 11, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27);
+        for g in 0..4 {
+            let o = &out[4 * g..4 * g + 4];
+            let v = [
+                _mm512_permutex2var_ps(o[0], i0, o[1]),
+                _mm512_permutex2var_ps(o[1], i4, o[2]),
+                _mm512_permutex2var_ps(o[2], i8, o[3]),
+            ];
+            for (j, &v) in v.iter().enumerate() {
+                // SAFETY: rows `4 g .. 4 g + 4` of 12 floats (row stride
+                // 12) are floats `48 g .. 48 g + 48` from `dst`, writable
+                // (the caller's contract with `ld = 12`, all 12 lanes).
+                unsafe { _mm512_storeu_ps(dst.add(48 * g + 16 * j), v) };
+            }
+        }
+        return;
+    }
     for (q, &v) in out.iter().enumerate() {
         // SAFETY: the caller guarantees the masked lanes are writable.
         unsafe { _mm512_mask_storeu_ps(dst.add(q * ld), mask, v) };
