@@ -45,9 +45,10 @@ impl Isa {
     }
 }
 
-/// `x` rounded to bf16 without branches (the bits of `bgemm::to_bf16`).
+/// `x` rounded to bf16 without branches (the bits of `bgemm::to_bf16`),
+/// for loops the compiler vectorizes.
 #[inline(always)]
-fn to_bf16(x: f32) -> u16 {
+pub(crate) fn to_bf16(x: f32) -> u16 {
     let b = x.to_bits();
     let magnitude = b & 0x7fff_ffff;
     let rounded = (b + 0x7fff + ((b >> 16) & 1)) >> 16;

@@ -337,6 +337,70 @@ mod tests {
         }
     }
 
+    /// Under bf16 autocast the folded path folds the batch norm into the
+    /// f32 weights, rounds them to bf16 and runs the bf16 direct kernel:
+    /// it equals `fuse_conv_bn_eval`'s layer run under autocast (then the
+    /// residual sum and the ReLU) bit for bit, differs from the f32 folded
+    /// path, and stays within the weights' bf16 rounding of the unfused bf16
+    /// ops (`conv2d` under autocast, then the batch norm, residual and ReLU
+    /// in f32): each product `bf16(k w) bf16(x)` against `k bf16(w) bf16(x)`,
+    /// `2^-7 |k w x|` apart at most (two roundings to bf16, each within
+    /// `2^-8` relative), plus f32 rounding.
+    #[test]
+    fn folded_bf16_path_under_autocast() {
+        use crate::autocast::autocast;
+        use crate::base::DType;
+        let mut rng = Rng::new(18);
+        for (hw, c, k, stride, bias, affine, relu, with_res) in [
+            (5, 3, 3, 1, false, true, true, true),
+            (4, 8, 3, 2, true, true, false, false),
+            (1, 16, 3, 1, false, false, true, false),
+            (6, 6, 1, 2, false, true, false, false),
+            (3, 5, 3, 1, true, false, true, true),
+        ] {
+            let mut conv = Conv2d::<f32>::new(c, 40, k, &mut rng)
+                .padding(k / 2)
+                .stride(stride);
+            if !bias {
+                conv.bias = None;
+            }
+            let bn = bn::<f32>(40, affine, &mut rng);
+            let x = Tensor::<f32>::uniform(&[2, c, hw, hw], -1.0, 1.0, &mut rng);
+            let oh = (hw + 2 * (k / 2) - k) / stride + 1;
+            let r = Tensor::<f32>::uniform(&[2, 40, oh, oh], -1.0, 1.0, &mut rng);
+            let res = with_res.then_some(&r);
+            let bf16 = |f: &dyn Fn() -> Tensor<f32>| no_grad(|| autocast(DType::BF16, f));
+            let got = bf16(&|| folded(&conv, &bn, &x, res, relu).expect("folded path"));
+            let want = bf16(&|| via_fuse(&conv, &bn, &x, res, relu));
+            assert_eq!(bits(&got), bits(&want), "hw {hw} c {c} k {k}");
+            let f32_path = no_grad(|| folded(&conv, &bn, &x, res, relu)).expect("folded");
+            assert_ne!(bits(&got), bits(&f32_path), "ran in bf16");
+            let layers = bf16(&|| composite(&bn, conv.forward(x.clone()), res, relu));
+            let (scale, _) = conv_bn_scale_bias(&conv, &bn);
+            let mag = no_grad(|| {
+                x.abs().conv2d(
+                    &conv.weight.abs(),
+                    None,
+                    conv.stride,
+                    conv.padding,
+                    [1, 1],
+                    1,
+                )
+            });
+            let l = oh * oh;
+            for (i, ((a, b), m)) in got
+                .to_vec()
+                .iter()
+                .zip(layers.to_vec())
+                .zip(mag.to_vec())
+                .enumerate()
+            {
+                let bound = 1.01 * (2f32).powi(-7) * scale[i / l % 40].abs() * m + 1e-5;
+                assert!((a - b).abs() <= bound, "[{i}] {a} vs {b} (bound {bound})");
+            }
+        }
+    }
+
     /// The folded weights kept on the weight's storage are rebuilt after
     /// every change to what they were folded from: an optimizer step on the
     /// weight, a state-dict load, new running statistics, eps, the affine

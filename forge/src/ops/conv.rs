@@ -106,10 +106,11 @@ impl<E: Float, D: Device> Tensor<E, D> {
                     weight.shape()
                 )
             });
-        if let Some(y) = crate::autocast::conv2d_hook(self, weight, bias, &geom) {
+        // the direct kernel first: under autocast it runs in bf16 itself
+        if let Some(y) = super::conv_infer::conv2d_direct(self, weight, bias, &geom) {
             return y;
         }
-        if let Some(y) = super::conv_infer::conv2d_direct(self, weight, bias, &geom) {
+        if let Some(y) = crate::autocast::conv2d_hook(self, weight, bias, &geom) {
             return y;
         }
         conv_apply(self, weight, bias, geom)

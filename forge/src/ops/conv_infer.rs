@@ -6,12 +6,22 @@
 //! the packed weights (PyTorch's `fuse_conv_bn_eval`, `nn/fuse.rs`) and
 //! the bias, residual sum and ReLU in its output pass.
 //!
+//! Under bf16 autocast both take the direct kernel's bf16 version
+//! (`cpu/conv/direct/bf16.rs`: channel pairs into `vdpbf16ps`, f32 sums),
+//! the batch norm folded into the f32 weights before they are rounded to
+//! bf16; elsewhere autocast's convolution is im2col in bf16 and its
+//! product (`cpu/bgemm/conv.rs`).
+//!
 //! The direct kernel sums in another order than im2col + gemm (see its
 //! module docs), so a no-grad `f32` forward may differ from the recording
-//! one by rounding; both are the same for 1 and 2 threads.
+//! one by rounding, and a bf16 one from autocast's im2col product; each is
+//! the same for 1 and 2 threads and every CPU class.
 
 use crate::autograd::is_grad_enabled;
-use crate::cpu::conv::{direct_forward, direct_preferred, packed_folded, packed_plain, ConvGeom};
+use crate::cpu::conv::{
+    direct_forward, direct_forward_bf16, direct_preferred, packed_folded, packed_plain,
+    packed_plain_bf16, ConvGeom,
+};
 use crate::cpu::memory::Storage;
 use crate::tensor::{Cpu, Device, Float, Tensor};
 use std::any::Any;
@@ -35,8 +45,14 @@ fn weight_storage<'a>(w: &'a Tensor<f32, Cpu>, geom: &ConvGeom) -> Option<&'a St
     (!is_grad_enabled() && w.layout.is_none() && direct_preferred(geom)).then_some(&*w.storage)
 }
 
+/// Whether autocast runs this (non-recording) convolution in bf16.
+fn bf16_now() -> bool {
+    crate::autocast::bf16_now(false)
+}
+
 /// `conv2d(x, w) + b` by the direct kernel when it applies (see the module
-/// docs); `None` otherwise (the caller runs the recording path).
+/// docs), in bf16 under autocast; `None` otherwise (the caller runs the
+/// recording path, or autocast's bf16 product).
 pub(crate) fn conv2d_direct<E: Float, D: Device>(
     x: &Tensor<E, D>,
     w: &Tensor<E, D>,
@@ -48,16 +64,24 @@ pub(crate) fn conv2d_direct<E: Float, D: Device>(
         Some(b) => Some(as_f32(b)?),
         None => None,
     };
-    let packed = packed_plain(geom, weight_storage(w, geom)?)?;
+    let ws = weight_storage(w, geom)?;
     let bias = b.map(|b| b.to_vec());
-    let y = direct_forward(geom, x.as_slice(), packed, bias.as_deref(), None, false);
+    let y = if bf16_now() {
+        let packed = packed_plain_bf16(geom, ws)?;
+        direct_forward_bf16(geom, x.as_slice(), packed, bias.as_deref(), None, false)
+    } else {
+        let packed = packed_plain(geom, ws)?;
+        direct_forward(geom, x.as_slice(), packed, bias.as_deref(), None, false)
+    };
     back(Tensor::from_storage(y, &[geom.n, geom.o, geom.oh, geom.ow]))
 }
 
 /// `relu?(conv(x, w') + b' + residual?)` with the weight `w` folded into
 /// `w'` and `b'` by `fold` (called when the weight was last folded from
-/// other values than those `key` holds), by the direct kernel: `None`
-/// where it does not apply (the caller runs the layers).
+/// other values than those `key` holds), by the direct kernel (in bf16
+/// under autocast: `w'` rounded after the fold, `b'`, the residual and the
+/// ReLU in f32): `None` where it does not apply (the caller runs the
+/// layers).
 pub(crate) fn conv2d_folded<E: Float>(
     x: &Tensor<E>,
     w: &Tensor<E>,
@@ -82,13 +106,11 @@ pub(crate) fn conv2d_folded<E: Float>(
         (cast(fw), cast(fb))
     })?;
     let res = r.map(|r| r.as_slice());
-    let y = direct_forward(
-        geom,
-        xf.as_slice(),
-        &folded.packed,
-        Some(&folded.bias),
-        res,
-        relu,
-    );
+    let (x, b) = (xf.as_slice(), Some(&folded.bias[..]));
+    let y = if bf16_now() {
+        direct_forward_bf16(geom, x, folded.packed_bf16(), b, res, relu)
+    } else {
+        direct_forward(geom, x, &folded.packed, b, res, relu)
+    };
     back(Tensor::from_storage(y, &[geom.n, geom.o, geom.oh, geom.ow]))
 }

@@ -39,6 +39,11 @@
 //! operations per output, so the bits do not depend on the thread count
 //! or the CPU class.
 //!
+//! **bf16.** Under bf16 autocast the same plan runs `bf16.rs`'s kernel:
+//! input channels in pairs, one `vdpbf16ps` per pair, tap and 16 output
+//! channels, f32 sums and the same output pass (see that module's docs for
+//! its order and bits).
+//!
 //! **When.** `f32`, one group, outside autograd (`ops/conv_infer.rs`; the
 //! packed weights are kept on the weight's storage like
 //! [`gemm_weight_t`](crate::cpu::gemm::gemm_weight_t)'s, and dropped by
@@ -67,6 +72,8 @@
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+mod bf16;
+pub(crate) use bf16::{forward_bf16, PackedConvBf16};
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 mod plan;
@@ -208,6 +215,7 @@ const MAX_POSITIONS_1X1: usize = 256;
 #[derive(Default)]
 pub(crate) struct ConvCache {
     plain: OnceLock<PackedConv>,
+    plain_bf16: OnceLock<PackedConvBf16>,
     folded: Mutex<Option<Arc<Folded>>>,
 }
 
@@ -218,6 +226,17 @@ pub(crate) struct Folded {
     pub(crate) packed: PackedConv,
     /// The fused bias `[o]`.
     pub(crate) bias: Vec<f32>,
+    /// The packed fused weight rounded to bf16, made at its first use.
+    bf16: OnceLock<PackedConvBf16>,
+}
+
+impl Folded {
+    /// The packed fused weight rounded to bf16 (the batch norm folded in
+    /// f32 first), made at the first call and kept with the f32 one.
+    pub(crate) fn packed_bf16(&self) -> &PackedConvBf16 {
+        self.bf16
+            .get_or_init(|| PackedConvBf16::from_f32(&self.packed))
+    }
 }
 
 /// The cache entry of `w` (`None` when its slot holds another kind of
@@ -236,6 +255,19 @@ pub(crate) fn packed_plain<'a>(g: &ConvGeom, w: &'a Storage<f32>) -> Option<&'a 
     let p = cache(w)?
         .plain
         .get_or_init(|| PackedConv::new(g.o, g.c, g.kh, g.kw, &w[..n]));
+    p.fits(g).then_some(p)
+}
+
+/// [`packed_plain`] rounded to bf16 for [`forward_bf16`], built on first
+/// use and kept until the storage's next write.
+pub(crate) fn packed_plain_bf16<'a>(
+    g: &ConvGeom,
+    w: &'a Storage<f32>,
+) -> Option<&'a PackedConvBf16> {
+    let plain = packed_plain(g, w)?;
+    let p = cache(w)?
+        .plain_bf16
+        .get_or_init(|| PackedConvBf16::from_f32(plain));
     p.fits(g).then_some(p)
 }
 
@@ -258,6 +290,7 @@ pub(crate) fn packed_folded(
         key,
         packed: PackedConv::new(g.o, g.c, g.kh, g.kw, &fw),
         bias: fb,
+        bf16: OnceLock::new(),
     });
     *slot = Some(f.clone());
     Some(f)
@@ -320,33 +353,64 @@ pub(super) fn forward_by(
 ) -> Storage<f32> {
     assert!(applies(g) && p.fits(g), "direct conv: weight shape");
     assert_eq!(x.len(), g.n * g.c * g.h * g.w, "direct conv: input");
-    let (l, o) = (g.l(), g.o);
-    assert!(bias.is_none_or(|b| b.len() == o), "direct conv: bias");
-    assert!(
-        residual.is_none_or(|r| r.len() == g.n * o * l),
-        "direct conv: residual"
-    );
     let xp_store = padded(g, x);
     let xp: &[f32] = xp_store.as_deref().unwrap_or(x);
     let pl = plan(g);
     let taps = g.kh * g.kw;
     // weights of block `ob`: `taps * c * OB`, channel `ci` of tap `t` at
     // `(t * c + ci) * OB` (the tap's offset comes with the plan)
-    let wstride = OB;
+    forward_tiles(
+        g,
+        &pl,
+        bias,
+        residual,
+        relu,
+        MACS_PER_NS,
+        |ob, tile, acc| {
+            let wblk = &p.w[ob * taps * g.c * OB..(ob + 1) * taps * g.c * OB];
+            run_tile(k, xp, g.c, pl.plane, tile, wblk, OB, acc);
+        },
+    )
+}
+
+/// The tiles of `pl` over the output blocks of `g`'s channels, in
+/// parallel tasks (a few tiles of one channel block each): `sums(ob,
+/// tile, acc)` writes the tile's sums for channel block `ob` into `acc`,
+/// and this writes `relu?(sum + bias + residual)` to `y [n, o, oh, ow]`
+/// (a pooled buffer). `macs_per_ns` is the kernel's assumed speed, for
+/// the split decision.
+///
+/// # Panics
+/// When `bias` or `residual` do not match the geometry.
+fn forward_tiles(
+    g: &ConvGeom,
+    pl: &plan::Plan,
+    bias: Option<&[f32]>,
+    residual: Option<&[f32]>,
+    relu: bool,
+    macs_per_ns: usize,
+    sums: impl Fn(usize, &Tile, &mut Acc) + Sync,
+) -> Storage<f32> {
+    let (l, o) = (g.l(), g.o);
+    assert!(bias.is_none_or(|b| b.len() == o), "direct conv: bias");
+    assert!(
+        residual.is_none_or(|r| r.len() == g.n * o * l),
+        "direct conv: residual"
+    );
+    let taps = g.kh * g.kw;
     let nob = o.div_ceil(OB);
     let groups = pl.tiles.len().div_ceil(TILES_PER_TASK);
     let mut y = Storage::<f32>::stale(g.n * o * l);
     let out = OutPtr(y.as_mut_ptr());
     let macs = g.n * l * o * g.c * taps;
-    parallel_for_cost(nob * groups, macs / MACS_PER_NS, |t| {
+    parallel_for_cost(nob * groups, macs / macs_per_ns, |t| {
         let (ob, grp) = (t / groups, t % groups);
-        let wblk = &p.w[ob * taps * g.c * OB..(ob + 1) * taps * g.c * OB];
         let nq = OB.min(o - ob * OB);
         let tiles =
             &pl.tiles[grp * TILES_PER_TASK..((grp + 1) * TILES_PER_TASK).min(pl.tiles.len())];
         let mut acc: Acc = [[0.0; OB]; MAX_NP];
         for tile in tiles {
-            run_tile(k, xp, g.c, pl.plane, tile, wblk, wstride, &mut acc);
+            sums(ob, tile, &mut acc);
             assert!(
                 tile.outs[..tile.np]
                     .iter()

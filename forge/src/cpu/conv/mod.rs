@@ -19,7 +19,8 @@ use crate::base::Float;
 use crate::cpu::buffers::{build, for_each_chunk_mut};
 use crate::cpu::memory::Storage;
 pub(crate) use direct::{
-    forward as direct_forward, packed_folded, packed_plain, preferred as direct_preferred,
+    forward as direct_forward, forward_bf16 as direct_forward_bf16, packed_folded, packed_plain,
+    packed_plain_bf16, preferred as direct_preferred,
 };
 pub(crate) use geom::ConvGeom;
 

@@ -5,7 +5,7 @@ use crate::tensor::Rng;
 /// Geometries on both sides of the plan's choices: 3x3 and 1x1, strides
 /// 1 and 2, a 7x7 stem, dilation, planes from 1x1 to 9x9, channel counts
 /// that leave a partial block, batches whose tap classes group or not.
-fn geoms() -> Vec<ConvGeom> {
+pub(super) fn geoms() -> Vec<ConvGeom> {
     let g = |x: [usize; 4], w: [usize; 4], s: usize, p: usize, d: usize| {
         ConvGeom::new(x, w, [s, s], [p, p], [d, d], 1).unwrap()
     };
@@ -24,7 +24,7 @@ fn geoms() -> Vec<ConvGeom> {
     ]
 }
 
-fn rand(n: usize, rng: &mut Rng) -> Vec<f32> {
+pub(super) fn rand(n: usize, rng: &mut Rng) -> Vec<f32> {
     (0..n).map(|_| rng.normal() as f32).collect()
 }
 
