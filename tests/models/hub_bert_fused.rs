@@ -70,6 +70,37 @@ fn the_inference_path_equals_the_composed_ops_bit_for_bit() {
     }
 }
 
+#[test]
+fn int8_inference_path_equals_the_composed_ops_bit_for_bit_on_1_and_2_threads() {
+    use forge::quant::{quantize_dynamic, Granularity};
+    let _threads = crate::common::lock_thread_count();
+    // the inference path quantizes each layer's input once for the query,
+    // key and value products: the same bytes as each Linear's own pass
+    for (name, dir, ids, mask, types) in berts() {
+        for g in [Granularity::PerTensor, Granularity::PerChannel] {
+            let mut m = Bert::<f32>::from_dir(&dir).unwrap();
+            assert!(
+                quantize_dynamic(&mut m, g) >= 6,
+                "{name}: layers not quantized"
+            );
+            // the biases stay tracked: the composed ops run op by op
+            assert!(m.parameters().iter().all(|p| p.is_tracked()));
+            let composed = m.encode(&ids, Some(&mask), Some(&types)).to_vec();
+            for threads in [1, 2] {
+                set_num_threads(threads);
+                let fused = no_grad(|| m.encode(&ids, Some(&mask), Some(&types))).to_vec();
+                set_num_threads(0);
+                assert_eq!(composed, fused, "{name}: int8 {g:?}, {threads} threads");
+            }
+        }
+        // an f64 model's int8 layers quantize its input as f32 values
+        let mut m = Bert::<f64>::from_dir(&dir).unwrap();
+        quantize_dynamic(&mut m, Granularity::PerChannel);
+        let (c, f) = both(&m, &ids, &mask, &types);
+        assert_eq!(c, f, "{name}: int8 in f64");
+    }
+}
+
 /// The largest absolute difference over the rows whose mask is true
 /// (padded positions attend like any other, but their values are not
 /// compared by users).

@@ -330,12 +330,15 @@ fn char_lstm_keeps_its_held_out_loss_in_every_precision() {
 /// E5M2, int8 per channel, int8 per tensor): (largest logit error, share
 /// of the 64 images whose top-1 class is f32's). Measured (the largest
 /// |logit| is 1.26; the random network's classes are close, so top-1
-/// flips easily): errors 0.0058, 0.0042, 0.087, 0.174, 0.047, 0.050 and
-/// 64, 62, 59, 48, 63, 60 of 64 equal. Each bound allows twice the error
-/// and twice as many images whose class differs (at least 2).
+/// flips easily): errors 0.0058, 0.0097, 0.087, 0.174, 0.047, 0.050 and
+/// 64, 64, 59, 48, 63, 60 of 64 equal. Each bound allows twice the error
+/// and twice as many images whose class differs (at least 2). The bf16
+/// autocast row was re-measured when the folded convolution + batch norm
+/// of inference began to compute in bf16 (before, those layers ran in f32
+/// under autocast, and the row measured 0.0042 and 62 of 64).
 const RESNET_BOUNDS: [(f32, f64); 6] = [
     (0.0117, 62.0 / 64.0),
-    (0.0085, 60.0 / 64.0),
+    (0.0194, 62.0 / 64.0),
     (0.175, 54.0 / 64.0),
     (0.35, 32.0 / 64.0),
     (0.095, 62.0 / 64.0),

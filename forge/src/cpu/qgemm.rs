@@ -51,6 +51,10 @@ pub(crate) const PANEL: usize = 16;
 const ROWS: usize = 4;
 /// Panels per micro-tile (a 64-column tile on the 512-bit path).
 const PANELS: usize = 4;
+/// Blocks of [`ROWS`] rows per chunk of the vector paths' parallel loop
+/// (one tile of columns): the per-chunk set-up (the accumulators' zero
+/// fill, the panel's slice) is paid once for 16 rows.
+const BLOCKS_PER_CHUNK: usize = 4;
 /// The fewest rows [`PackedI8::gemm`] hands to the AMX path (measured,
 /// `tests::amx_speed`, best of 5, load 8: at 768 x 768, 4 rows run at 93
 /// GOP/s on the tiles and 233 on AVX-512 VNNI, 8 rows at 340 and 230).
@@ -250,13 +254,16 @@ impl PackedI8 {
         )
     }
 
-    /// [`gemm`](Self::gemm), then `then` on every block of `c` as soon as a
-    /// chunk of the parallel loop has finished it, while it is in cache:
+    /// [`gemm`](Self::gemm), then `then` on every block of sums as soon as a
+    /// chunk of the parallel loop has made it, while it is in cache (on the
+    /// vector paths, straight from the micro-tile's accumulators):
     /// `then(j0, sums, outs)` for each row of the block, `sums` the row's
-    /// columns `j0..j0 + sums.len()` of `c` and `outs` the same columns of
-    /// the same row of `out` (row-major `m x n`). Each element of `out` is
-    /// given to exactly one call, so an element-wise epilogue gives the
-    /// same bits as a pass over `c` after the product.
+    /// columns `j0..j0 + sums.len()` of `a b^T` and `outs` the same columns
+    /// of the same row of `out` (row-major `m x n`). Each element of `out`
+    /// is given to exactly one call, so an element-wise epilogue gives the
+    /// same bits as a pass over the sums after the product. With an
+    /// epilogue, `c` is only scratch (the AMX path's tiles are stored
+    /// there): what it holds afterwards is unspecified.
     ///
     /// # Panics
     /// When a buffer is too small (`out` too, when there is an epilogue).
@@ -326,54 +333,78 @@ impl PackedI8 {
         let sums = SharedOut(c.as_mut_ptr());
         let outs = SharedOut(out.as_mut_ptr());
         let n = self.n;
-        // The epilogue over the block of rows `r0..r0 + rows`, columns
-        // `j0..j0 + cols`, which the calling chunk has just written.
-        let finish = |r0: usize, rows: usize, j0: usize, cols: usize| {
-            let Some(then) = then else { return };
-            for r in r0..r0 + rows {
-                // SAFETY: the block lies inside the `m x n` matrices `c` and
-                // `out` (lengths checked above); the chunk that wrote it is
-                // the only one touching it, and it is done writing `c`.
-                let (s, o) = unsafe {
-                    (
-                        std::slice::from_raw_parts(sums.get().add(r * n + j0), cols),
-                        std::slice::from_raw_parts_mut(outs.get().add(r * n + j0), cols),
-                    )
-                };
-                then(j0, s, o);
-            }
-        };
         #[cfg(target_arch = "x86_64")]
         if isa == Isa::Amx {
+            // The epilogue over the block of rows `r0..r0 + rows`, columns
+            // `j0..j0 + cols`, which the calling chunk has just written.
+            let finish = |r0: usize, rows: usize, j0: usize, cols: usize| {
+                let Some(then) = then else { return };
+                for r in r0..r0 + rows {
+                    // SAFETY: the block lies inside the `m x n` matrices `c` and
+                    // `out` (lengths checked above); the chunk that wrote it is
+                    // the only one touching it, and it is done writing `c`.
+                    let (s, o) = unsafe {
+                        (
+                            std::slice::from_raw_parts(sums.get().add(r * n + j0), cols),
+                            std::slice::from_raw_parts_mut(outs.get().add(r * n + j0), cols),
+                        )
+                    };
+                    then(j0, s, o);
+                }
+            };
             return self.gemm_amx(m, a, sums, &finish);
         }
         let blocks = m.div_ceil(ROWS);
+        let groups = blocks.div_ceil(BLOCKS_PER_CHUNK);
         let tiles = self.n.div_ceil(PANEL * PANELS);
         // about 64 multiply-adds per nanosecond on the vector paths
         let cost = m * self.n * kp / 64;
-        parallel_for_cost(blocks * tiles, cost, |chunk| {
-            let (block, tile) = chunk_at(chunk, blocks);
-            let r0 = block * ROWS;
-            let rows = ROWS.min(m - r0);
+        parallel_for_cost(groups * tiles, cost, |chunk| {
+            let (group, tile) = chunk_at(chunk, groups);
             let p0 = tile * PANELS;
             let panels = PANELS.min(self.n.div_ceil(PANEL) - p0);
-            let mut acc = [[0i32; PANEL * PANELS]; ROWS];
-            // rows past the end repeat the last one; their sums are dropped
-            let a_rows: [&[u8]; ROWS] =
-                std::array::from_fn(|r| &a[(r0 + r.min(rows - 1)) * kp..][..kp]);
             let w = &self.data[p0 * (kp / 4) * PANEL * 4..];
-            tile_with(isa, kp / 4, a_rows, w, panels, &mut acc);
             let j0 = p0 * PANEL;
             let cols = (panels * PANEL).min(self.n - j0);
-            for (r, acc_r) in acc.iter().enumerate().take(rows) {
-                // SAFETY: each chunk writes its own rows x columns block of
-                // `c`, inside the `m x n` checked above.
-                let dst = unsafe {
-                    std::slice::from_raw_parts_mut(sums.get().add((r0 + r) * self.n + j0), cols)
-                };
-                dst.copy_from_slice(&acc_r[..cols]);
+            // set once per chunk: each tile overwrites the panels it reads
+            let mut acc = [[0i32; PANEL * PANELS]; ROWS];
+            let first = group * BLOCKS_PER_CHUNK;
+            for block in first..blocks.min(first + BLOCKS_PER_CHUNK) {
+                let r0 = block * ROWS;
+                let rows = ROWS.min(m - r0);
+                // rows past the end repeat the last one; their sums are dropped
+                let a_rows: [&[u8]; ROWS] =
+                    std::array::from_fn(|r| &a[(r0 + r.min(rows - 1)) * kp..][..kp]);
+                if then.is_some() {
+                    // the epilogue's outputs are fetched while the tile runs
+                    for r in r0..r0 + rows {
+                        prefetch(outs.get().wrapping_add(r * n + j0), cols);
+                    }
+                }
+                tile_with(isa, kp / 4, a_rows, w, panels, &mut acc);
+                for (r, acc_r) in acc.iter().enumerate().take(rows) {
+                    let at = (r0 + r) * n + j0;
+                    match then {
+                        // the epilogue reads the tile's sums where they are
+                        Some(then) => {
+                            // SAFETY: each chunk owns its rows x columns
+                            // block of `out`, inside the `m x n` checked
+                            // above.
+                            let o =
+                                unsafe { std::slice::from_raw_parts_mut(outs.get().add(at), cols) };
+                            then(j0, &acc_r[..cols], o);
+                        }
+                        None => {
+                            // SAFETY: each chunk writes its own rows x
+                            // columns block of `c`, inside the `m x n`
+                            // checked above.
+                            let dst =
+                                unsafe { std::slice::from_raw_parts_mut(sums.get().add(at), cols) };
+                            dst.copy_from_slice(&acc_r[..cols]);
+                        }
+                    }
+                }
             }
-            finish(r0, rows, j0, cols);
         });
     }
 }
@@ -456,9 +487,30 @@ impl<T> SharedOut<T> {
     }
 }
 
+/// Asks the CPU to bring the `len` elements at `p` into its L1 cache (a
+/// hint: no effect on values; nothing on targets without one). Writing
+/// them later then finds them there instead of waiting for memory.
+#[inline(always)]
+fn prefetch<T>(p: *const T, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let bytes = len * std::mem::size_of::<T>();
+        for off in (0..bytes).step_by(64) {
+            // SAFETY: a prefetch never faults and changes no value; the
+            // address is only computed (`wrapping_add`), never dereferenced.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast::<i8>().wrapping_add(off)) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, len);
+}
+
 /// One micro-tile: `acc[r][16 p + l] = sum_q dot(a_rows[r][4q..4q+4],
 /// w[panel p][quad q][lane l])` for `panels` panels of `w` (the panels
-/// after the first start `quads * 64` bytes apart). The CPU must have
+/// after the first start `quads * 64` bytes apart), overwriting those
+/// panels of `acc` (its other columns are left as they are, so one `acc`
+/// serves every tile of a chunk). The CPU must have
 /// `isa` ([`PackedI8::gemm_with`] checks it once per product).
 fn tile_with(
     isa: Isa,
@@ -508,6 +560,8 @@ fn tile_portable(
         for p in 0..panels {
             let panel = &w[p * quads * PANEL * 4..][..quads * PANEL * 4];
             let out = &mut acc[r][p * PANEL..][..PANEL];
+            // overwritten, as the vector tiles store theirs
+            out.fill(0);
             for (q, block) in panel.chunks_exact(PANEL * 4).enumerate() {
                 let a4 = &row[4 * q..4 * q + 4];
                 for (o, w4) in out.iter_mut().zip(block.chunks_exact(4)) {

@@ -18,7 +18,7 @@
 //! fixed row blocks or heads, so both are the same bits for every thread
 //! count.
 
-use super::bert::{Bert, BertLayer, BertOutput};
+use super::bert::{Bert, BertLayer, BertOutput, BertSelfAttention};
 use crate::autocast::{bf16_now, packed_weight, rows_to_bf16, to_bf16_slice, Bf16Rounder};
 use crate::cpu::bgemm::padded_k;
 use crate::cpu::memory::Storage;
@@ -27,6 +27,7 @@ use crate::cpu::vmath::GeluBf16;
 use crate::nn::{Activation, Forward, Linear};
 use crate::ops::attention_heads::{attention_heads, attention_heads_bf16, HeadDims};
 use crate::ops::norm::add_layer_norm_in_place;
+use crate::quant::{f32_values, tensor_from_f32, Int8Weight};
 use crate::tensor::{Float, Tensor};
 use std::any::Any;
 
@@ -131,11 +132,14 @@ fn layer<E: Float>(
     key_mask: Option<&[bool]>,
 ) -> Tensor<E> {
     let s = &l.attention.self_;
-    let (q, k, v) = (
-        s.query.forward(x.clone()),
-        s.key.forward(x.clone()),
-        s.value.forward(x.clone()),
-    );
+    let (q, k, v) = match int8_qkv(s, &x) {
+        Some(qkv) => qkv,
+        None => (
+            s.query.forward(x.clone()),
+            s.key.forward(x.clone()),
+            s.value.forward(x.clone()),
+        ),
+    };
     let shape = x.shape().to_vec();
     let c = shape[2];
     let dims = head_dims(bert, &x, c);
@@ -155,6 +159,39 @@ fn layer<E: Float>(
         .dense
         .forward_activated(x.clone(), Activation::Gelu);
     output(&l.output, m, &x)
+}
+
+/// The query, key and value projections of `x` when all three are int8,
+/// with `x` (as `f32`) quantized once for the three products: the same
+/// bits as each layer's own forward pass, which would quantize the same
+/// `x` to the same bytes three times. `None` otherwise.
+fn int8_qkv<E: Float>(
+    s: &BertSelfAttention<E>,
+    x: &Tensor<E>,
+) -> Option<(Tensor<E>, Tensor<E>, Tensor<E>)> {
+    let layers = [&s.query, &s.key, &s.value];
+    let weights: Vec<_> = layers.iter().map(|l| l.int8()).collect::<Option<_>>()?;
+    let c = x.shape().last().copied()?;
+    if weights.iter().any(|w| w.in_features() != c) {
+        return None;
+    }
+    let xs = f32_values(x.as_slice());
+    let biases: Vec<_> = layers
+        .iter()
+        .map(|l| l.bias.as_ref().map(|b| f32_values(b.as_slice())))
+        .collect();
+    let parts: Vec<_> = weights
+        .iter()
+        .zip(&biases)
+        .map(|(&w, b)| (w, b.as_deref()))
+        .collect();
+    let mut ys = Int8Weight::linear_shared(&parts, &xs).into_iter();
+    let mut next = |w: &Int8Weight| {
+        let mut shape = x.shape().to_vec();
+        *shape.last_mut().expect("rank checked") = w.out_features();
+        tensor_from_f32::<E>(ys.next().expect("one output per weight"), &shape)
+    };
+    Some((next(weights[0]), next(weights[1]), next(weights[2])))
 }
 
 /// Whether the bf16 chain applies: bf16 autocast on, plain f32 weights

@@ -428,10 +428,51 @@ impl Int8Weight {
         y
     }
 
+    /// [`linear_pooled`](Self::linear_pooled) of several weights with the
+    /// same `in_features` on the same input `x` (no activation), `x`
+    /// quantized once: each output is the same bits as that weight's own
+    /// [`linear_pooled`](Self::linear_pooled) (the scale, the zero point and
+    /// the bytes depend on `x` alone).
+    ///
+    /// # Panics
+    /// When the weights' `in_features` differ, or as
+    /// [`linear`](Self::linear).
+    pub(crate) fn linear_shared(
+        layers: &[(&Int8Weight, Option<&[f32]>)],
+        x: &[f32],
+    ) -> Vec<Storage<f32>> {
+        let Some(k) = layers.first().map(|(w, _)| w.in_features()) else {
+            return Vec::new();
+        };
+        assert!(
+            layers.iter().all(|(w, _)| w.in_features() == k),
+            "Int8Weight::linear_shared: weights of different widths"
+        );
+        assert!(
+            k > 0 && x.len().is_multiple_of(k),
+            "Int8Weight::linear: {} inputs are not rows of {k}",
+            x.len()
+        );
+        let m = x.len() / k;
+        let mut a = Storage::<u8>::stale(m * padded_k(k));
+        let (scale, zero_point) = quantize_rows(x, k, &mut a);
+        let width = layers.iter().map(|(w, _)| w.out_features()).max();
+        let mut acc = Storage::<i32>::stale(m * width.unwrap_or(0));
+        layers
+            .iter()
+            .map(|&(w, bias)| {
+                let mut y = Storage::<f32>::stale(m * w.out_features());
+                w.product_into(m, &a, scale, zero_point, bias, None, &mut acc, &mut y);
+                y
+            })
+            .collect()
+    }
+
     /// The `[m, out]` outputs from `m` rows of quantized activations `a`
     /// (each [`padded_k`] bytes, the padding zero) quantized with `scale`
-    /// and `zero_point`, written into `y`: the int8 product (into `acc`,
-    /// at least `m x out`) and its `f32` epilogue,
+    /// and `zero_point`, written into `y`: the int8 product (`acc`, at
+    /// least `m x out`, is scratch for the paths that store their sums) and
+    /// its `f32` epilogue,
     /// `(acc - zero_point * rowsum) * scale * w_scale + bias`, then `act`
     /// (element-wise) when given.
     ///
@@ -470,17 +511,10 @@ impl Int8Weight {
         let per_row: Storage<f32> = (0..n).map(|j| scale * self.scale_of(j)).collect();
         let offsets: Storage<i32> = sums.iter().map(|&s| zero_point.wrapping_mul(s)).collect();
         // The epilogue runs on each block of sums as soon as the product has
-        // finished it (in cache, on the thread that made it).
-        let kernel = crate::cpu::qgemm::Dequantize::new();
+        // made it (in registers' reach, on the thread that made it).
+        let kernel = crate::cpu::qgemm::Dequantize::new(&offsets, &per_row, bias);
         let dequantize = |j0: usize, acc: &[i32], y: &mut [f32]| {
-            let cols = j0..j0 + acc.len();
-            kernel.run(
-                acc,
-                &offsets[cols.clone()],
-                &per_row[cols.clone()],
-                bias.map(|b| &b[cols]),
-                y,
-            );
+            kernel.run(j0, acc, y);
             if let Some(act) = act {
                 act(y);
             }
@@ -594,6 +628,29 @@ mod tests {
         x[36] = -2.0; // in the remainder past the 16-lane chunks
         x[17] = 4.0;
         assert_eq!(range_params(&x), activation_params(-2.0, 4.0));
+    }
+
+    #[test]
+    fn shared_quantization_equals_each_layers_own_product() {
+        let k = 37;
+        let w = |out: usize, seed: usize| -> Vec<f32> {
+            (0..out * k)
+                .map(|i| (((i + seed) * 7919) % 1999) as f32 * 0.001 - 1.0)
+                .collect()
+        };
+        let (a, b) = (w(20, 1), w(70, 2));
+        let qa = Int8Weight::quantize(&a, 20, k, Granularity::PerTensor);
+        let qb = Int8Weight::quantize(&b, 70, k, Granularity::PerChannel);
+        let bias: Vec<f32> = (0..70).map(|j| j as f32 * 0.1 - 3.0).collect();
+        let x: Vec<f32> = (0..9 * k)
+            .map(|i| ((i * 613) % 401) as f32 * 0.02 - 3.0)
+            .collect();
+        let ys = Int8Weight::linear_shared(&[(&qa, None), (&qb, Some(&bias)), (&qa, None)], &x);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        let own_a = qa.linear(&x, None);
+        assert_eq!(bits(&ys[0]), bits(&own_a));
+        assert_eq!(bits(&ys[1]), bits(&qb.linear(&x, Some(&bias))));
+        assert_eq!(bits(&ys[2]), bits(&own_a));
     }
 
     #[test]

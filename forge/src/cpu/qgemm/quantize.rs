@@ -134,53 +134,90 @@ unsafe fn range_avx512(x: &[f32]) -> (f32, f32) {
 }
 
 /// The `f32` epilogue of an int8 product over row segments, on the path
-/// chosen once when it is made (it runs once per segment):
-/// `y[j] = (acc[j] - offsets[j]) as f32 * scales[j] + bias[j]` (the `i32`
-/// difference wrapping, a multiply then an add, never fused; `+ 0.0`
-/// without a bias), the same element-wise arithmetic on every path.
+/// chosen once when it is made (it runs once per segment of a micro-tile's
+/// row): `y[j] = (acc[j] - offsets[j]) as f32 * scales[j] + bias[j]` for
+/// the product's columns `j` (the `i32` difference wrapping, a multiply
+/// then an add, never fused; `+ 0.0` without a bias), the same
+/// element-wise arithmetic on every path.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Dequantize(Path);
+pub(crate) struct Dequantize<'a> {
+    path: Path,
+    offsets: &'a [i32],
+    scales: &'a [f32],
+    bias: Option<&'a [f32]>,
+}
 
-impl Dequantize {
-    /// The epilogue on this thread's CPU class's widest path.
-    pub(crate) fn new() -> Self {
-        Dequantize(Path::detect())
-    }
-
-    /// One segment.
+impl<'a> Dequantize<'a> {
+    /// The epilogue of a product with `offsets.len()` columns, on this
+    /// thread's CPU class's widest path.
     ///
     /// # Panics
-    /// When the slices' lengths differ.
-    pub(crate) fn run(
-        self,
-        acc: &[i32],
-        offsets: &[i32],
-        scales: &[f32],
-        bias: Option<&[f32]>,
-        y: &mut [f32],
-    ) {
-        let n = y.len();
+    /// When the per-column terms' lengths differ.
+    pub(crate) fn new(offsets: &'a [i32], scales: &'a [f32], bias: Option<&'a [f32]>) -> Self {
+        Self::on(Path::detect(), offsets, scales, bias)
+    }
+
+    fn on(path: Path, offsets: &'a [i32], scales: &'a [f32], bias: Option<&'a [f32]>) -> Self {
+        let n = offsets.len();
         assert!(
-            acc.len() == n
-                && offsets.len() == n
-                && scales.len() == n
-                && bias.is_none_or(|b| b.len() == n),
-            "qgemm: epilogue of {n} outputs"
+            scales.len() == n && bias.is_none_or(|b| b.len() == n),
+            "qgemm: epilogue terms of {n}, {} and {:?} columns",
+            scales.len(),
+            bias.map(<[f32]>::len)
         );
-        match self.0 {
+        Dequantize {
+            path,
+            offsets,
+            scales,
+            bias,
+        }
+    }
+
+    /// One segment: the sums `acc` of columns `j0..j0 + acc.len()` of one
+    /// row into `y`.
+    ///
+    /// # Panics
+    /// When `y` is not as long as `acc` or the columns are out of range.
+    #[inline]
+    pub(crate) fn run(&self, j0: usize, acc: &[i32], y: &mut [f32]) {
+        let len = y.len();
+        assert!(
+            acc.len() == len && j0 <= self.offsets.len() && len <= self.offsets.len() - j0,
+            "qgemm: epilogue of columns {j0}..+{len} ({} sums) of {}",
+            acc.len(),
+            self.offsets.len()
+        );
+        match self.path {
             #[cfg(target_arch = "x86_64")]
             Path::Avx512 => {
                 // SAFETY: the path came from `Path::detect`, which saw
-                // AVX-512F; the lengths agree (asserted above).
-                unsafe { dequantize_avx512(acc, offsets, scales, bias, y) }
+                // AVX-512F; columns `j0..j0 + len` of every term exist and
+                // `acc` and `y` are `len` long (asserted above).
+                unsafe {
+                    dequantize_avx512(
+                        acc,
+                        self.offsets.as_ptr().add(j0),
+                        self.scales.as_ptr().add(j0),
+                        self.bias.map(|b| b.as_ptr().add(j0)),
+                        y,
+                    )
+                }
             }
-            _ => dequantize_loop(acc, offsets, scales, bias, y),
+            _ => {
+                let cols = j0..j0 + len;
+                dequantize_loop(
+                    acc,
+                    &self.offsets[cols.clone()],
+                    &self.scales[cols.clone()],
+                    self.bias.map(|b| &b[cols]),
+                    y,
+                )
+            }
         }
     }
 }
 
-/// [`dequantize`]'s loop, written for the compiler to vectorize.
-#[inline(always)]
+/// The epilogue's definition, element by element.
 fn dequantize_loop(
     acc: &[i32],
     offsets: &[i32],
@@ -203,21 +240,85 @@ fn dequantize_loop(
     }
 }
 
-/// [`dequantize_loop`] compiled for AVX-512 (the same operations per
-/// element, 16 at a time: `vpsubd`, `vcvtdq2ps`, `vmulps`, `vaddps`).
+/// [`dequantize_loop`] on 16 lanes at a time, the tail under a mask (the
+/// same operations per element: `vpsubd`, `vcvtdq2ps`, `vmulps`,
+/// `vaddps`, in that order).
 ///
 /// # Safety
-/// The CPU has AVX-512F.
+/// The CPU has AVX-512F; `offsets`, `scales` and `bias` (when given)
+/// point at `y.len()` values each, and `acc.len() == y.len()`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn dequantize_avx512(
     acc: &[i32],
-    offsets: &[i32],
-    scales: &[f32],
-    bias: Option<&[f32]>,
+    offsets: *const i32,
+    scales: *const f32,
+    bias: Option<*const f32>,
     y: &mut [f32],
 ) {
-    dequantize_loop(acc, offsets, scales, bias, y)
+    let len = y.len();
+    let (src, dst) = (acc.as_ptr(), y.as_mut_ptr());
+    let full = len / 16 * 16;
+    for i in (0..full).step_by(16) {
+        // SAFETY: lanes `i..i + 16` are inside every operand (caller).
+        unsafe { dequantize_block::<true>(src, offsets, scales, bias, dst, i, 0xffff) }
+    }
+    if full < len {
+        let mask = (1u16 << (len - full)) - 1;
+        // SAFETY: the lanes under `mask` are `full..len`, inside every
+        // operand (caller).
+        unsafe { dequantize_block::<false>(src, offsets, scales, bias, dst, full, mask) }
+    }
+}
+
+/// The 16 lanes at `i` of [`dequantize_avx512`], all of them (`FULL`:
+/// plain loads and stores; masked stores are slow on some cores, Zen 4)
+/// or those under `mask` (masked-off lanes neither read nor written).
+///
+/// # Safety
+/// The CPU has AVX-512F; the lanes `i..i + 16` (those under `mask` when
+/// not `FULL`) are inside every operand.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn dequantize_block<const FULL: bool>(
+    acc: *const i32,
+    offsets: *const i32,
+    scales: *const f32,
+    bias: Option<*const f32>,
+    y: *mut f32,
+    i: usize,
+    mask: std::arch::x86_64::__mmask16,
+) {
+    use std::arch::x86_64::*;
+    // SAFETY: the caller's contract.
+    unsafe {
+        let (a, o, s, b);
+        if FULL {
+            a = _mm512_loadu_si512(acc.add(i).cast());
+            o = _mm512_loadu_si512(offsets.add(i).cast());
+            s = _mm512_loadu_ps(scales.add(i));
+            b = match bias {
+                Some(b) => _mm512_loadu_ps(b.add(i)),
+                None => _mm512_setzero_ps(),
+            };
+        } else {
+            a = _mm512_maskz_loadu_epi32(mask, acc.add(i));
+            o = _mm512_maskz_loadu_epi32(mask, offsets.add(i));
+            s = _mm512_maskz_loadu_ps(mask, scales.add(i));
+            b = match bias {
+                Some(b) => _mm512_maskz_loadu_ps(mask, b.add(i)),
+                None => _mm512_setzero_ps(),
+            };
+        }
+        let v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(a, o)), s);
+        let v = _mm512_add_ps(v, b);
+        if FULL {
+            _mm512_storeu_ps(y.add(i), v);
+        } else {
+            _mm512_mask_storeu_ps(y.add(i), mask, v);
+        }
+    }
 }
 
 /// A path of this file.
@@ -298,17 +399,31 @@ mod tests {
         let offsets: Vec<i32> = (0..n as i32).map(|i| i * 977 - 400_000).collect();
         let scales: Vec<f32> = (0..n).map(|i| 1e-4 * (1.0 + (i % 37) as f32)).collect();
         let bias: Vec<f32> = (0..n).map(|i| (i % 11) as f32 * 0.3 - 1.5).collect();
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         for b in [Some(&bias[..]), None] {
             let mut want = vec![0.0f32; n];
             for j in 0..n {
                 want[j] =
                     acc[j].wrapping_sub(offsets[j]) as f32 * scales[j] + b.map_or(0.0, |b| b[j]);
             }
-            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             for path in [Path::Portable, Path::detect()] {
+                let epi = Dequantize::on(path, &offsets, &scales, b);
+                // whole rows, and segments of every length up to 70 at
+                // every offset mod 16 (the masked tails)
                 let mut got = vec![f32::NAN; n];
-                Dequantize(path).run(&acc, &offsets, &scales, b, &mut got);
+                epi.run(0, &acc, &mut got);
                 assert_eq!(bits(&got), bits(&want), "{path:?}, bias: {}", b.is_some());
+                let mut got = vec![f32::NAN; n];
+                let mut j0 = 0;
+                for len in (0..71).cycle() {
+                    let len = len.min(n - j0);
+                    epi.run(j0, &acc[j0..j0 + len], &mut got[j0..j0 + len]);
+                    j0 += len;
+                    if j0 == n {
+                        break;
+                    }
+                }
+                assert_eq!(bits(&got), bits(&want), "{path:?} in segments");
             }
         }
     }

@@ -163,6 +163,56 @@ fn the_epilogue_sees_every_sum_once_on_every_path() {
 }
 
 #[test]
+fn the_fused_dequantize_equals_the_product_then_a_pass_on_every_path() {
+    // the thread count is set below: no other test may change it meanwhile
+    let _threads = crate::cpu::threads::lock_thread_count();
+    // The epilogue reads the micro-tiles' sums where they are (no `i32`
+    // matrix in between): the outputs must be the bits of the definition,
+    // `(sum - offset) as f32 * scale + bias` per element over the exact
+    // sums, on every path and thread count, at sizes ending tiles and
+    // chunks of rows mid-way.
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for (t, &(m, k, n)) in SIZES.iter().enumerate() {
+        let a = bytes(m * k, 20 + t as u64);
+        let b: Vec<i8> = bytes(n * k, 40 + t as u64)
+            .into_iter()
+            .map(|v| v as i8)
+            .collect();
+        let sums = reference(m, k, n, &a, &b);
+        let packed = PackedI8::new(n, k, &b);
+        let offsets: Vec<i32> = packed.row_sums().iter().map(|&s| 37 * s).collect();
+        let scales: Vec<f32> = (0..n).map(|j| 1e-3 * (1.0 + (j % 7) as f32)).collect();
+        let bias: Vec<f32> = (0..n).map(|j| (j % 5) as f32 * 0.25 - 0.5).collect();
+        for bias in [Some(&bias[..]), None] {
+            let want: Vec<f32> = sums
+                .iter()
+                .enumerate()
+                .map(|(i, &s)| {
+                    let j = i % n;
+                    s.wrapping_sub(offsets[j]) as f32 * scales[j] + bias.map_or(0.0, |b| b[j])
+                })
+                .collect();
+            let epi = Dequantize::new(&offsets, &scales, bias);
+            let then = |j0: usize, acc: &[i32], y: &mut [f32]| epi.run(j0, acc, y);
+            for isa in Isa::all() {
+                for threads in [1, 2] {
+                    crate::cpu::set_num_threads(threads);
+                    let mut c = vec![0i32; m * n];
+                    let mut y = vec![f32::NAN; m * n];
+                    packed.run(isa, m, &padded(m, k, &a), &mut c, &mut y, Some(&then));
+                    assert_eq!(
+                        bits(&y),
+                        bits(&want),
+                        "{isa:?} at {m} x {k} x {n}, {threads} threads, bias: {}",
+                        bias.is_some()
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn the_class_turns_amx_off() {
     use crate::cpu::class::{pin_thread, Class};
     let prev = pin_thread(Some(Class::Avx512));
