@@ -56,7 +56,7 @@ mod ops;
 use crate::base::DType;
 use std::cell::Cell;
 
-pub(crate) use convert::{rows_to_bf16, to_bf16 as bf16_bits, to_bf16_slice, Bf16Rounder};
+pub(crate) use convert::{rows_to_bf16, to_bf16_slice, Bf16Rounder};
 pub(crate) use ops::{conv2d_hook, linear_hook, packed_weight};
 
 thread_local! {

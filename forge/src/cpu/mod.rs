@@ -9,6 +9,7 @@
 //! for 1 and N threads.
 
 pub(crate) mod amx;
+pub(crate) mod bf16_round;
 pub(crate) mod bgemm;
 pub(crate) mod broadcast;
 pub(crate) mod buffers;

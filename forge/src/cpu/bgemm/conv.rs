@@ -30,7 +30,7 @@ fn padded_bf16(g: &ConvGeom, x_imgs: &[f32], images: usize, img_stride: usize) -
     if hw == 0 {
         return out;
     }
-    let rounder = crate::autocast::Bf16Rounder::new();
+    let rounder = crate::cpu::bf16_round::Bf16Rounder::new();
     for_each_row_work(&mut out, hp * wp, 2 * hw, |plane, dst| {
         let (img, ci) = (plane / cg, plane % cg);
         let src = &x_imgs[img * img_stride + ci * hw..][..hw];

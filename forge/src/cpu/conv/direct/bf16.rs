@@ -160,7 +160,7 @@ fn pairs_padded(g: &ConvGeom, x: &[f32]) -> Storage<u32> {
     if hw == 0 {
         return out;
     }
-    let bf = crate::autocast::bf16_bits;
+    let bf = crate::cpu::bf16_round::to_bf16;
     for_each_row_work(&mut out, hp * wp, 3 * hw, |plane, dst| {
         let (b, i) = (plane / cp, plane % cp);
         let even = &x[(b * g.c + 2 * i) * hw..][..hw];
