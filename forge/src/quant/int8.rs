@@ -414,14 +414,7 @@ impl Int8Weight {
         act: Option<fn(&mut [f32])>,
     ) -> Storage<f32> {
         let (n, k) = (self.out_features(), self.in_features());
-        assert!(
-            k > 0 && x.len().is_multiple_of(k),
-            "Int8Weight::linear: {} inputs are not rows of {k}",
-            x.len()
-        );
-        let m = x.len() / k;
-        let mut a = Storage::<u8>::stale(m * padded_k(k));
-        let (scale, zero_point) = quantize_rows(x, k, &mut a);
+        let (m, a, scale, zero_point) = quantize_input(x, k);
         let mut acc = Storage::<i32>::stale(m * n);
         let mut y = Storage::<f32>::stale(m * n);
         self.product_into(m, &a, scale, zero_point, bias, act, &mut acc, &mut y);
@@ -448,14 +441,7 @@ impl Int8Weight {
             layers.iter().all(|(w, _)| w.in_features() == k),
             "Int8Weight::linear_shared: weights of different widths"
         );
-        assert!(
-            k > 0 && x.len().is_multiple_of(k),
-            "Int8Weight::linear: {} inputs are not rows of {k}",
-            x.len()
-        );
-        let m = x.len() / k;
-        let mut a = Storage::<u8>::stale(m * padded_k(k));
-        let (scale, zero_point) = quantize_rows(x, k, &mut a);
+        let (m, a, scale, zero_point) = quantize_input(x, k);
         let width = layers.iter().map(|(w, _)| w.out_features()).max();
         let mut acc = Storage::<i32>::stale(m * width.unwrap_or(0));
         layers
@@ -573,6 +559,24 @@ pub(crate) fn quantize_activations(x: &[f32], scale: f32, zero_point: i32, out: 
         let t = (zp + v * inverse).max(-1.0).min(256.0);
         *q = round_small(t).clamp(0.0, 255.0) as u8;
     }
+}
+
+/// `x` as rows of `k` inputs quantized for the int8 product: the row
+/// count, the bytes (rows of [`padded_k`]`(k)` in a pooled buffer), the
+/// scale and the zero point, one pass shared by every product on `x`.
+///
+/// # Panics
+/// When `k` is 0 or `x` is not whole rows of `k`.
+fn quantize_input(x: &[f32], k: usize) -> (usize, Storage<u8>, f32, i32) {
+    assert!(
+        k > 0 && x.len().is_multiple_of(k),
+        "Int8Weight::linear: {} inputs are not rows of {k}",
+        x.len()
+    );
+    let m = x.len() / k;
+    let mut a = Storage::<u8>::stale(m * padded_k(k));
+    let (scale, zero_point) = quantize_rows(x, k, &mut a);
+    (m, a, scale, zero_point)
 }
 
 #[cfg(test)]
