@@ -75,7 +75,7 @@ while [ $# -gt 0 ]; do
         --phases) phases=1; shift ;;
         --out) out="$2"; shift 2 ;;
         --hub) hub=1; gemm=0; models="gpt2s,bert_base"; shift ;;
-        --ort) ort=1; gemm=0; models="mlp,resnet18,lstm,gpt"; shift ;;
+        --ort) ort=1; gemm=0; models="mlp,resnet18,lstm,gpt,bert_base"; shift ;;
         --repeat) repeat="$2"; shift 2 ;;
         *) echo "compare.sh: unknown argument $1" >&2
            echo "usage: bash bench/compare.sh [--models M,..] [--threads T,..] [--quick] [--no-gemm] [--phases] [--out DIR] [--hub] [--ort] [--repeat N]" >&2
