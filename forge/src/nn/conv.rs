@@ -241,9 +241,10 @@ pub(super) fn conv_forward<E: Float>(
 ///
 /// # Fp8
 /// [`to_fp8`](crate::quant::to_fp8) keeps the weight as 8-bit floats
-/// ([`Conv2d::fp8`]), decoded for each call into the f32 weight the
-/// convolution packs: the output is the f32 layer's with the decoded
-/// weight, bit for bit (inference only).
+/// ([`Conv2d::fp8`]), decoded on each call in the packing step of the
+/// direct kernel or of im2col + gemm (into the f32 weight, for the
+/// other paths): the output is the f32 layer's with the decoded weight,
+/// bit for bit (inference only).
 #[derive(Clone, Debug)]
 pub struct Conv2d<E: Float = f32> {
     /// `[out_channels, in_channels / groups, kh, kw]`

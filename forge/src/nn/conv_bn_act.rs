@@ -13,7 +13,12 @@
 //! key), and the bias, the residual and the ReLU are applied in the
 //! kernel's output pass. The result equals `fuse_conv_bn_eval(conv, bn)`'s
 //! forward (plus residual, ReLU) bit for bit, and differs from the layers in
-//! turn by rounding (the scale moves inside the products).
+//! turn by rounding (the scale moves inside the products). An fp8
+//! convolution (`conv2d_fp8.rs`) folds the same way with no f32 weight:
+//! each byte decoded, times its row's fp8 scale, times the batch norm's
+//! scale, as the direct kernel's blocks are packed for the call
+//! (`ops/conv_fp8.rs`); that packing is not cached (it would be an f32
+//! copy of the weight), so the fold and the packing run on every call.
 //!
 //! **Otherwise: one pass in place, same bits.** Each element is computed
 //! with the composite's operations in the composite's order: the batch
@@ -42,6 +47,7 @@ use super::summary::recording_mark;
 use crate::autograd::is_grad_enabled;
 use crate::cpu::buffers::for_each_row_work;
 use crate::cpu::conv::ConvGeom;
+use crate::ops::conv_fp8::conv2d_fp8_folded;
 use crate::ops::conv_infer::conv2d_folded;
 use crate::tensor::{Float, Tensor};
 
@@ -60,14 +66,6 @@ pub(crate) fn conv_bn_act<E: Float>(
     residual: Option<&Tensor<E>>,
     relu: bool,
 ) -> Tensor<E> {
-    // an fp8 convolution outside autograd: the f32 layer holding the
-    // decoded weight, for this call (`conv2d_fp8.rs`), same bits
-    if !is_grad_enabled()
-        && recording_mark().is_none()
-        && let Some(decoded) = conv.fp8_decoded()
-    {
-        return conv_bn_act(&decoded, bn, x, residual, relu);
-    }
     if let Some(y) = folded(conv, bn, &x, residual, relu) {
         return y;
     }
@@ -97,13 +95,16 @@ fn folded<E: Float>(
     residual: Option<&Tensor<E>>,
     relu: bool,
 ) -> Option<Tensor<E>> {
-    let ws = conv.weight.shape();
+    // an fp8 weight's shape is its own (`conv.weight` is then empty)
+    let ws = conv
+        .fp8
+        .as_ref()
+        .map_or(conv.weight.shape(), |q| q.weight_shape());
     let xs: [usize; 4] = x.shape().try_into().ok()?;
     if bn.training
         || is_grad_enabled()
         || recording_mark().is_some()
         || conv.int8.is_some()
-        || conv.fp8.is_some()
         || ws.len() != 4
         || xs[1] != ws[1] * conv.groups
         || bn.num_features() != ws[0]
@@ -120,6 +121,12 @@ fn folded<E: Float>(
     )?;
     if residual.is_some_and(|r| r.shape() != [geom.n, geom.o, geom.oh, geom.ow]) {
         return None;
+    }
+    if let Some(q) = &conv.fp8 {
+        // folded into the direct kernel's blocks as they are decoded, for
+        // this call (`ops/conv_fp8.rs`)
+        let fold = || conv_bn_scale_bias(conv, bn);
+        return conv2d_fp8_folded(x, q.panels(), &geom, fold, residual, relu);
     }
     // Everything the fold reads besides the weight, as bits: the folded
     // weights are reused while these are unchanged.

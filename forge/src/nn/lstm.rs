@@ -1,9 +1,9 @@
 //! [`Lstm`]: long short-term memory, PyTorch's `nn.LSTM`.
 
 use super::forward::Forward;
-use super::rnn::{recurrent_layer, CellWeights, Recurrent, RnnConfig};
+use super::rnn::{recurrent_layer, CellWeights, Fp8Cell, Recurrent, RnnConfig};
 use super::summary::record_output;
-use crate::ops::rnn_cell::{lstm_projected, lstm_sequence};
+use crate::ops::rnn_cell::{lstm_projected, lstm_sequence, ProjWeight};
 use crate::tensor::{Float, Rng, Tensor};
 
 /// A long short-term memory layer (`nn.LSTM`), stacked `num_layers` deep
@@ -60,16 +60,24 @@ fn lstm_seq<E: Float>(
 
 /// One layer and direction from the layer's input, without a tape:
 /// [`lstm_projected`] (the input projection inside the time loop, in the
-/// input's layout), or `None` where it does not apply.
+/// input's layout; fp8 weights decoded in its packing step), or `None`
+/// where it does not apply.
 fn lstm_proj<E: Float>(
     x: &Tensor<E>,
     batch_first: bool,
     bias: Option<&Tensor<E>>,
     s: &[Tensor<E>],
     w: &CellWeights<E>,
+    fp8: Option<&Fp8Cell>,
     reverse: bool,
 ) -> Option<(Tensor<E>, Vec<Tensor<E>>)> {
-    let (w_ih, w_hh) = (&w.weight_ih, &w.weight_hh);
+    let (w_ih, w_hh) = match fp8 {
+        Some([ih, hh]) => (ProjWeight::Fp8(ih.panels()), ProjWeight::Fp8(hh.panels())),
+        None => (
+            ProjWeight::Dense(&w.weight_ih),
+            ProjWeight::Dense(&w.weight_hh),
+        ),
+    };
     let (out, h_n, c_n) = lstm_projected(x, batch_first, w_ih, w_hh, bias, &s[0], &s[1], reverse)?;
     Some((out, vec![h_n, c_n]))
 }

@@ -35,6 +35,8 @@ mod dropout;
 mod embedding;
 mod embedding_bag;
 mod forward;
+#[cfg(test)]
+mod fp8_packing_tests;
 pub mod functional;
 mod fuse;
 mod gru;

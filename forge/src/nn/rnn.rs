@@ -84,14 +84,23 @@ pub(crate) type Sequence<'a, E> = &'a dyn Fn(
 /// [`Sequence`] gives; or `None` (nothing computed) where the cell's path
 /// does not apply, and the layer falls back to the projection and
 /// [`Sequence`].
+///
+/// The cell's fp8 weights `[weight_ih, weight_hh]` come along when the
+/// layer holds them (its [`CellWeights`] then hold only the biases): the
+/// path decodes them in its packing step.
 pub(crate) type Projected<'a, E> = &'a dyn Fn(
     &Tensor<E>,
     bool,
     Option<&Tensor<E>>,
     &[Tensor<E>],
     &CellWeights<E>,
+    Option<&Fp8Cell>,
     bool,
 ) -> Option<(Tensor<E>, Vec<Tensor<E>>)>;
+
+/// `weight_ih` and `weight_hh` of one layer and direction as 8-bit floats
+/// (`rnn_fp8.rs`).
+pub(crate) type Fp8Cell = [std::sync::Arc<crate::quant::Fp8Weight>; 2];
 
 /// `xp + bias` (one pass), or `xp` without a bias: for the cells that take
 /// the projection with its bias (the LSTM adds it inside its step kernel).
@@ -142,7 +151,7 @@ pub(crate) struct Recurrent<E: Float> {
     pub(crate) int8: Option<Vec<Int8Cell>>,
     /// The cells' 8-bit float weights `[weight_ih, weight_hh]`, once
     /// converted (`rnn_fp8.rs`; the weights of `cells` are then empty).
-    pub(crate) fp8: Option<Vec<[std::sync::Arc<crate::quant::Fp8Weight>; 2]>>,
+    pub(crate) fp8: Option<Vec<Fp8Cell>>,
 }
 
 impl<E: Float> Recurrent<E> {
@@ -330,9 +339,25 @@ impl<E: Float> Recurrent<E> {
         seq: Sequence<'_, E>,
         projected: Option<Projected<'_, E>>,
     ) -> (Tensor<E>, Vec<Tensor<E>>) {
-        if let Some(q) = &self.fp8 {
-            return self.run_fp8(q, x, init, state_names, fold_bias_hh, seq, projected);
+        if self.fp8.is_some() {
+            return self.run_fp8(x, init, state_names, fold_bias_hh, seq, projected);
         }
+        self.run_cells(x, init, state_names, fold_bias_hh, seq, projected)
+    }
+
+    /// [`run`](Self::run) without the fp8 layer's recording: the time loop
+    /// over the cells, each fp8 cell's weights handed to `projected` as
+    /// they are held, or decoded into pooled f32 tensors for this cell
+    /// where the projected path does not run (`rnn_fp8.rs`).
+    pub(crate) fn run_cells(
+        &self,
+        x: Tensor<E>,
+        init: Option<&[Tensor<E>]>,
+        state_names: &[&str],
+        fold_bias_hh: bool,
+        seq: Sequence<'_, E>,
+        projected: Option<Projected<'_, E>>,
+    ) -> (Tensor<E>, Vec<Tensor<E>>) {
         let cfg = &self.config;
         let (h, d) = (cfg.hidden_size, cfg.num_directions());
         let unbatched = x.rank() == 2;
@@ -414,10 +439,14 @@ impl<E: Float> Recurrent<E> {
                 };
                 let init: Vec<Tensor<E>> = states.iter().map(|s| s[idx].clone()).collect();
                 let reverse = dir == 1;
-                let fused = projected.and_then(|p| p(&input, bf, bias.as_ref(), &init, w, reverse));
+                let fp8 = self.fp8.as_ref().map(|q| &q[idx]);
+                let fused =
+                    projected.and_then(|p| p(&input, bf, bias.as_ref(), &init, w, fp8, reverse));
                 let (ys, state) = match fused {
                     Some(r) => r,
                     None => {
+                        let decoded = fp8.map(|q| Self::decoded_cell(q, w));
+                        let w = decoded.as_ref().unwrap_or(w);
                         // time-major for the projection and `seq`
                         let tm = if bf {
                             input.transpose(0, 1)

@@ -27,12 +27,12 @@ use crate::tensor::{Cpu, Device, Float, Tensor};
 use std::any::Any;
 
 /// `t` as an `f32` CPU tensor, when it is one.
-fn as_f32<E: Float, D: Device>(t: &Tensor<E, D>) -> Option<&Tensor<f32, Cpu>> {
+pub(super) fn as_f32<E: Float, D: Device>(t: &Tensor<E, D>) -> Option<&Tensor<f32, Cpu>> {
     (t as &dyn Any).downcast_ref::<Tensor<f32, Cpu>>()
 }
 
 /// An `f32` CPU tensor back as `Tensor<E, D>` (when `E, D` are those).
-fn back<E: Float, D: Device>(t: Tensor<f32, Cpu>) -> Option<Tensor<E, D>> {
+pub(super) fn back<E: Float, D: Device>(t: Tensor<f32, Cpu>) -> Option<Tensor<E, D>> {
     (Box::new(t) as Box<dyn Any>)
         .downcast::<Tensor<E, D>>()
         .ok()
@@ -46,7 +46,7 @@ fn weight_storage<'a>(w: &'a Tensor<f32, Cpu>, geom: &ConvGeom) -> Option<&'a St
 }
 
 /// Whether autocast runs this (non-recording) convolution in bf16.
-fn bf16_now() -> bool {
+pub(super) fn bf16_now() -> bool {
     crate::autocast::bf16_now(false)
 }
 

@@ -13,6 +13,7 @@ mod compare;
 mod concat;
 mod conv;
 mod conv3d;
+pub(crate) mod conv_fp8;
 pub(crate) mod conv_infer;
 mod conv_transpose1d;
 mod cumulative;

@@ -53,7 +53,7 @@ pub use gru::gru_sequence;
 pub use lstm::lstm_sequence;
 #[cfg(test)]
 pub(crate) use lstm_infer::holds_packed;
-pub(crate) use lstm_infer::lstm_projected;
+pub(crate) use lstm_infer::{lstm_projected, ProjWeight};
 
 /// Fewest batch rows per block of the time loop.
 const MIN_BLOCK_ROWS: usize = 8;

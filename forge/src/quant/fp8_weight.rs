@@ -40,6 +40,14 @@ pub struct Fp8Weight {
     dims: Vec<usize>,
 }
 
+#[cfg(test)]
+thread_local! {
+    /// How many times this thread decoded a whole weight into f32
+    /// ([`Fp8Weight::dequantize_pooled`]), for the tests of the layers
+    /// that decode in their packing step instead.
+    pub(crate) static WHOLE_DECODES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 fn bits_of(format: Fp8Format) -> Fp8Bits {
     match format {
         Fp8Format::E4M3 => Fp8Bits::E4M3,
@@ -313,11 +321,20 @@ impl Fp8Weight {
         self.dequantize_pooled().to_vec()
     }
 
+    /// The bytes and scales in the gemm's panel order, for the kernels
+    /// that decode them in their packing step (the recurrent layers'
+    /// packed weights, the convolutions' packed weights).
+    pub(crate) fn panels(&self) -> &Fp8Panels {
+        &self.panels
+    }
+
     /// [`dequantize`](Self::dequantize) into a pooled buffer, decoded by
     /// the gemm's panel decoder (`Fp8Panels::decode_rows`): the weight an
     /// fp8 convolution or recurrent layer hands to the f32 kernels for one
     /// call.
     pub(crate) fn dequantize_pooled(&self) -> Storage<f32> {
+        #[cfg(test)]
+        WHOLE_DECODES.with(|d| d.set(d.get() + 1));
         let (n, k) = self.panels.dims();
         let mut out = Storage::<f32>::stale(n * k);
         if n > 0 && k > 0 {

@@ -81,6 +81,8 @@ pub use fp8_model::to_fp8;
 pub(crate) use fp8_model::{fp8_checkpoint_tensors, has_fp8, load_fp8_model};
 pub(crate) use fp8_weight::from_float_tensors as fp8_from_float_tensors;
 pub use fp8_weight::Fp8Weight;
+#[cfg(test)]
+pub(crate) use fp8_weight::WHOLE_DECODES;
 pub(crate) use inference::inference_only;
 pub use int8::{activation_params, Granularity, Int8Weight, Quantizable};
 pub(crate) use recurrent::{int8_sequence, CellKind, Int8Cell};

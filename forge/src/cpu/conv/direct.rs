@@ -81,6 +81,7 @@ mod plan;
 mod tests;
 
 use super::geom::ConvGeom;
+use crate::cpu::gemm::Fp8Panels;
 use crate::cpu::memory::Storage;
 use crate::cpu::threads::parallel_for_cost;
 use plan::{plan, Tile};
@@ -156,7 +157,8 @@ pub(crate) struct PackedConv {
     c: usize,
     kh: usize,
     kw: usize,
-    w: Vec<f32>,
+    /// Pooled (an fp8 layer packs its weight on every call).
+    w: Storage<f32>,
 }
 
 impl PackedConv {
@@ -167,7 +169,7 @@ impl PackedConv {
     pub(crate) fn new(o: usize, c: usize, kh: usize, kw: usize, weight: &[f32]) -> Self {
         let taps = kh * kw;
         assert_eq!(weight.len(), o * c * taps, "direct conv: weight length");
-        let mut w = vec![0.0f32; o.div_ceil(OB) * c * taps * OB];
+        let mut w = Storage::<f32>::zeroed(o.div_ceil(OB) * c * taps * OB);
         for (oc, row) in weight.chunks_exact(c * taps).enumerate() {
             let (ob, q) = (oc / OB, oc % OB);
             for (ct, &v) in row.iter().enumerate() {
@@ -176,6 +178,60 @@ impl PackedConv {
             }
         }
         PackedConv { o, c, kh, kw, w }
+    }
+
+    /// Packs the 8-bit float weight `w` (`[o, c * kh * kw]`), each value
+    /// decoded from its byte in this step (panel by panel,
+    /// [`Fp8Panels::for_each_panel`]) and, with `row_scale`, multiplied by
+    /// its output channel's factor (a batch norm folded in, one rounding,
+    /// as `nn/fuse.rs`'s `scaled_rows` multiplies the decoded weight): the
+    /// packing [`new`](Self::new) makes of the decoded (and scaled)
+    /// weight, bit for bit, with no f32 copy of the weight besides it.
+    ///
+    /// A panel is `kc` values of `k = (c, tap)` for 32 output channels,
+    /// and a block of this layout holds 32 output channels too ([`OB`]):
+    /// each decoded panel row (one `k`, 32 channels) is one contiguous run
+    /// of the packing, at `(tap, c)` instead of `(c, tap)`.
+    ///
+    /// # Panics
+    /// When `w` is not `[o, c * kh * kw]` or `row_scale` not `o` long.
+    pub(crate) fn from_fp8(
+        (o, c, kh, kw): (usize, usize, usize, usize),
+        w: &Fp8Panels,
+        row_scale: Option<&[f32]>,
+    ) -> Self {
+        const { assert!(OB == Fp8Panels::WIDTH) };
+        let taps = kh * kw;
+        assert_eq!(w.dims(), (o, c * taps), "direct conv: fp8 weight shape");
+        assert!(
+            row_scale.is_none_or(|s| s.len() == o),
+            "direct conv: row scales"
+        );
+        // unzeroed: the panels cover every channel of every block (zero
+        // past `o`) and every `k`
+        let mut out = Storage::<f32>::stale(o.div_ceil(OB) * c * taps * OB);
+        w.for_each_panel(|k0, j0, panel| {
+            let ob = j0 / OB;
+            for (p, row) in panel.chunks_exact(OB).enumerate() {
+                let (ci, t) = ((k0 + p) / taps, (k0 + p) % taps);
+                let dst = &mut out[((ob * taps + t) * c + ci) * OB..][..OB];
+                match row_scale {
+                    None => dst.copy_from_slice(row),
+                    Some(s) => {
+                        for (q, (d, &v)) in dst.iter_mut().zip(row).enumerate() {
+                            *d = if j0 + q < o { v * s[j0 + q] } else { 0.0 };
+                        }
+                    }
+                }
+            }
+        });
+        PackedConv {
+            o,
+            c,
+            kh,
+            kw,
+            w: out,
+        }
     }
 
     /// Whether this packs a weight of shape `[o, c, kh, kw]`.
@@ -339,6 +395,35 @@ pub(crate) fn forward(
     relu: bool,
 ) -> Storage<f32> {
     forward_by(Kernel::best(), g, x, p, bias, residual, relu)
+}
+
+/// [`forward`] (or, when `bf16`, [`forward_bf16`] with the packing
+/// rounded as [`packed_plain_bf16`] rounds it) with the 8-bit float weight
+/// `w` (`[g.o, g.c * g.kh * g.kw]`) packed for this call by
+/// [`PackedConv::from_fp8`], each value decoded (and multiplied by
+/// `row_scale`'s factor for its output channel) in the packing step: the
+/// bits of the f32 weight holding those values, packed and run the same
+/// way.
+///
+/// # Panics
+/// As [`PackedConv::from_fp8`] and [`forward`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn forward_fp8(
+    g: &ConvGeom,
+    x: &[f32],
+    w: &Fp8Panels,
+    row_scale: Option<&[f32]>,
+    bias: Option<&[f32]>,
+    residual: Option<&[f32]>,
+    relu: bool,
+    bf16: bool,
+) -> Storage<f32> {
+    let p = PackedConv::from_fp8((g.o, g.c, g.kh, g.kw), w, row_scale);
+    if bf16 {
+        forward_bf16(g, x, &PackedConvBf16::from_f32(&p), bias, residual, relu)
+    } else {
+        forward(g, x, &p, bias, residual, relu)
+    }
 }
 
 /// [`forward`] by kernel `k` (which the CPU must have).

@@ -11,7 +11,7 @@ use super::geom::ConvGeom;
 use crate::base::Float;
 use crate::cpu::buffers::{build, fill_init, for_each_chunk_mut, refill};
 use crate::cpu::gemm::prepared::{as_f32, gemm_into, GemmOut, PreparedA};
-use crate::cpu::gemm::{gemm, Mat};
+use crate::cpu::gemm::{gemm, Fp8Panels, Mat};
 use crate::cpu::memory::Storage;
 
 /// Images per chunk of the weight-gradient reduction. Fixed (never derived
@@ -170,7 +170,44 @@ fn forward_batched<E: Float>(
     let (k, l, o) = (g.k_len(), g.l(), g.o);
     let per = g.batch_chunk(budget);
     let w = PreparedA::new(o, k, Mat::row_major(weight, k), per.min(g.n) * l);
-    if let Some(y) = forward_direct(g, x, &w, bias, per) {
+    forward_prepared(g, x, &w, bias, per)
+}
+
+/// [`forward`] with the 8-bit float weight `w` (`[o, k]`), where it takes
+/// [`forward_batched`] (one group, no tap classes) with every product on
+/// the packed path: the weight packed once for the call with each value
+/// decoded from its byte in the packing step ([`PreparedA::from_fp8`]),
+/// then the same chunks and products as for the f32 weight holding the
+/// decoded values, so the same bits. `None` elsewhere (the caller decodes
+/// the weight and runs [`forward`]): several groups, tap classes, output
+/// planes of at most 16 positions (a product that thin reads the weight
+/// in place), or no packed kernel.
+pub(super) fn forward_fp8(
+    g: &ConvGeom,
+    x: &[f32],
+    w: &Fp8Panels,
+    bias: Option<&[f32]>,
+) -> Option<Storage<f32>> {
+    let l = g.l();
+    if g.groups != 1 || g.tap_plan().is_some() {
+        return None;
+    }
+    let per = g.batch_chunk(COLS_BUDGET);
+    // every product has at least one image's `l` columns
+    let w = PreparedA::<f32>::from_fp8(w, l, per.min(g.n) * l)?;
+    Some(forward_prepared(g, x, &w, bias, per))
+}
+
+/// [`forward_batched`] with its weight prepared (`per` images a chunk).
+fn forward_prepared<E: Float>(
+    g: &ConvGeom,
+    x: &[E],
+    w: &PreparedA<'_, E>,
+    bias: Option<&[E]>,
+    per: usize,
+) -> Storage<E> {
+    let (k, l, o) = (g.k_len(), g.l(), g.o);
+    if let Some(y) = forward_direct(g, x, w, bias, per) {
         return y;
     }
     let mut cols = Storage::with_capacity(k * per * l);

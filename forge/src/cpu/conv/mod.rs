@@ -7,6 +7,11 @@
 //! at small batches take the direct kernel of `direct.rs` instead (weights
 //! packed once per write version, chosen in `ops/conv_infer.rs`).
 //!
+//! An 8-bit float weight (`nn/conv2d_fp8.rs`) is decoded in the packing
+//! step of the direct kernel ([`direct_forward_fp8`]) and of im2col and
+//! gemm ([`conv2d_forward_fp8`]): no f32 copy of the weight besides the
+//! packed one.
+//!
 //! The imports point one way: this file uses `conv_small`, `direct` and
 //! `im2col`, all use `geom`, and none uses another.
 
@@ -17,10 +22,12 @@ mod im2col;
 
 use crate::base::Float;
 use crate::cpu::buffers::{build, for_each_chunk_mut};
+use crate::cpu::gemm::Fp8Panels;
 use crate::cpu::memory::Storage;
 pub(crate) use direct::{
-    forward as direct_forward, forward_bf16 as direct_forward_bf16, packed_folded, packed_plain,
-    packed_plain_bf16, preferred as direct_preferred,
+    forward as direct_forward, forward_bf16 as direct_forward_bf16,
+    forward_fp8 as direct_forward_fp8, packed_folded, packed_plain, packed_plain_bf16,
+    preferred as direct_preferred,
 };
 pub(crate) use geom::ConvGeom;
 
@@ -43,6 +50,31 @@ pub(crate) fn conv2d_forward<E: Float>(
     } else {
         im2col::forward(g, x, weight, bias)
     }
+}
+
+/// [`conv2d_forward`] with an 8-bit float weight `[o, c / groups, kh, kw]`
+/// held as bytes and scales: where it takes im2col and gemm with the
+/// weight packed once for the call (see `im2col::forward_fp8`), the
+/// weight is decoded in that packing step, and the output is the one
+/// [`conv2d_forward`] gives with the decoded weight, bit for bit. `None`
+/// elsewhere (the small-channel kernels, whose weights are small, several
+/// groups, tap classes, thin planes): the caller decodes the weight and
+/// runs [`conv2d_forward`].
+///
+/// # Panics
+/// When a buffer's length does not match the geometry.
+pub(crate) fn conv2d_forward_fp8(
+    g: &ConvGeom,
+    x: &[f32],
+    weight: &Fp8Panels,
+    bias: Option<&[f32]>,
+) -> Option<Storage<f32>> {
+    assert_eq!(x.len(), g.n * g.c * g.h * g.w, "conv2d_forward: input");
+    assert_eq!(weight.dims(), (g.o, g.k_len()), "conv2d_forward: weight");
+    if conv_small::applies(g) {
+        return None;
+    }
+    im2col::forward_fp8(g, x, weight, bias)
 }
 
 /// The gradient of the convolution with respect to its input, which is also

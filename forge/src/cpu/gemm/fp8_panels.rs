@@ -211,6 +211,28 @@ impl Fp8Panels {
         decode_panel(self.bits, src, scales, &mut dst[..kc * NR], avx512());
     }
 
+    /// The panel width: a panel holds this many rows of `W` (columns of
+    /// `W^T`).
+    pub(crate) const WIDTH: usize = NR;
+
+    /// Every panel decoded in turn, `KC` blocks of `k` in increasing
+    /// order and the panels of each block left to right: `f(k0, j0,
+    /// panel)` with `panel` the `kc x WIDTH` values of [`pack_panel`](Self::pack_panel)
+    /// (`panel[p * WIDTH + q]` = `W[j0 + q, k0 + p]`, decoded times its
+    /// scale, zero past `n`), for a kernel with its own packed layout.
+    pub(crate) fn for_each_panel(&self, mut f: impl FnMut(usize, usize, &[f32])) {
+        let mut panel = [0f32; KC * NR];
+        let mut k0 = 0;
+        while k0 < self.k {
+            let kc = KC.min(self.k - k0);
+            for j0 in (0..self.n).step_by(NR) {
+                self.pack_panel(k0, kc, j0, &mut panel);
+                f(k0, j0, &panel[..kc * NR]);
+            }
+            k0 += kc;
+        }
+    }
+
     /// Rows `j0..j0 + rows` of `W` decoded and scaled, row-major
     /// (`rows x k` floats of `out`): the values [`pack_panel`](Self::pack_panel)
     /// writes, in the layout of the weight.

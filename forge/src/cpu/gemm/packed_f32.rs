@@ -240,6 +240,31 @@ impl PackedB {
         PackedB { panels, k, n }
     }
 
+    /// `b` (`k x n`, both non-zero) given by its panels: `pack(k0, kc, j0,
+    /// dst)` writes the `kc x NR` panel at rows `k0..k0 + kc`, columns
+    /// `j0..j0 + NR` (zero past `n`) into `dst`, as [`pack_b_panel`] packs
+    /// a matrix (a weight held in another form, decoded in this step: see
+    /// `fp8_panels.rs`). The buffer is pooled and written whole.
+    pub(super) fn from_panels(
+        k: usize,
+        n: usize,
+        pack: impl Fn(usize, usize, usize, &mut [f32]),
+    ) -> Self {
+        let width = n.div_ceil(NR) * NR;
+        // unzeroed: every panel is written whole by `pack`
+        let mut panels = Storage::<f32>::stale(k * width);
+        let mut k0 = 0;
+        while k0 < k {
+            let kc = KC.min(k - k0);
+            let block = &mut panels[k0 * width..(k0 + kc) * width];
+            for (j, dst) in block.chunks_exact_mut(kc * NR).enumerate() {
+                pack(k0, kc, j * NR, dst);
+            }
+            k0 += kc;
+        }
+        PackedB { panels, k, n }
+    }
+
     /// `(k, n)`.
     pub(super) fn dims(&self) -> (usize, usize) {
         (self.k, self.n)

@@ -3,6 +3,7 @@
 //! [`gemm`](super::gemm) itself would take forge's packed f32 kernel, so that the products keep
 //! `gemm`'s bits.
 
+use super::fp8_panels::Fp8Panels;
 use super::{extent, packed_f32, Mat, LANES};
 use crate::base::Float;
 use std::any::TypeId;
@@ -47,6 +48,26 @@ impl<E: Float> PackedRhs<E> {
                     cs: b.cs,
                 },
             ),
+            _e: PhantomData,
+        })
+    }
+
+    /// `W^T` (`k x n`) of the fp8 weight `w` (`[n, k]`) packed, each
+    /// panel decoded from the bytes in the packing step
+    /// ([`Fp8Panels::pack_panel`]): the panels [`new`](Self::new) packs
+    /// from [`Fp8Panels::decode_rows`]' f32 weight, with no f32 copy of the
+    /// weight besides them. `None` where `new` would decline (`E` is not
+    /// `f32`, no packed kernel, `k == 0` or `n <= 16`).
+    pub(crate) fn from_fp8(w: &Fp8Panels) -> Option<Self> {
+        let (n, k) = w.dims();
+        let ok = TypeId::of::<E>() == TypeId::of::<f32>()
+            && k >= 1
+            && n > LANES
+            && packed_f32::available();
+        ok.then(|| PackedRhs {
+            packed: packed_f32::PackedB::from_panels(k, n, |k0, kc, j0, dst| {
+                w.pack_panel(k0, kc, j0, dst)
+            }),
             _e: PhantomData,
         })
     }
@@ -117,6 +138,53 @@ mod tests {
             }
         }
         assert!(PackedRhs::<f64>::new(2, 40, Mat::row_major(&[0.0; 80], 40)).is_none());
+    }
+
+    /// `W^T` packed from an fp8 weight's bytes multiplies as the decoded
+    /// f32 weight packed by `new` does, bit for bit: both encodings, odd
+    /// widths (a partial last panel), `k` over two `KC` blocks and
+    /// under one, every row split.
+    #[test]
+    fn fp8_packs_equal_the_decoded_weights() {
+        use super::super::fp8_panels::Fp8Bits;
+        if !packed_f32::available() {
+            return;
+        }
+        let mut rng = crate::tensor::Rng::new(4);
+        for (n, k, bits) in [
+            (148, 300, Fp8Bits::E4M3),
+            (37, 5, Fp8Bits::E5M2),
+            (64, 513, Fp8Bits::E5M2),
+            (17, 256, Fp8Bits::E4M3),
+        ] {
+            // finite bytes (NaN payloads are not pinned)
+            let bytes: Vec<u8> = (0..n * k)
+                .map(|_| match (rng.next_u64() >> 56) as u8 {
+                    b if b & 0x7f >= 0x7c => b & 0x83,
+                    b => b,
+                })
+                .collect();
+            let scales: Vec<f32> = (0..n).map(|j| 0.01 + 0.003 * j as f32).collect();
+            let w = Fp8Panels::new(n, k, &bytes, &scales, bits);
+            let mut dense = vec![0f32; n * k];
+            w.decode_rows(0, n, &mut dense);
+            let p = PackedRhs::<f32>::from_fp8(&w).expect("f32 where the packed kernel runs");
+            let q = PackedRhs::new(k, n, Mat::transposed(&dense, k)).unwrap();
+            for m in [2, 9, 23, 64] {
+                let a: Vec<f32> = (0..m * k).map(|_| rng.normal() as f32).collect();
+                let (mut c1, mut c2) = (vec![0f32; m * n], vec![0f32; m * n]);
+                q.gemm(m, Mat::row_major(&a, k), 0.0, &mut c1);
+                p.gemm(m, Mat::row_major(&a, k), 0.0, &mut c2);
+                assert!(c1 == c2, "n {n} k {k} {bits:?} m {m}");
+            }
+        }
+        let w = Fp8Panels::new(16, 4, &[0; 64], &[1.0; 16], Fp8Bits::E4M3);
+        assert!(
+            PackedRhs::<f32>::from_fp8(&w).is_none(),
+            "16 columns: gemm's thin path"
+        );
+        let w = Fp8Panels::new(40, 4, &[0; 160], &[1.0; 40], Fp8Bits::E4M3);
+        assert!(PackedRhs::<f64>::from_fp8(&w).is_none());
         assert!(PackedRhs::<f32>::new(2, 16, Mat::row_major(&[0.0; 32], 16)).is_none());
     }
 }

@@ -9,6 +9,7 @@
 //! the thin shapes [`gemm`] does not pack) the products are plain [`gemm`]
 //! calls.
 
+use super::fp8_panels::Fp8Panels;
 use super::packed_f32::{self, ASrc, Out, PackedA};
 use super::{gemm, Mat, LANES};
 use crate::base::Float;
@@ -21,7 +22,9 @@ pub(crate) use packed_f32::Out as GemmOut;
 pub(crate) struct PreparedA<'a, E> {
     m: usize,
     k: usize,
-    a: Mat<'a, E>,
+    /// The operand in place (`None` for one made from an fp8 weight,
+    /// which is only ever read packed).
+    a: Option<Mat<'a, E>>,
     packed: Option<PackedA>,
 }
 
@@ -43,7 +46,43 @@ impl<'a, E: Float> PreparedA<'a, E> {
             }
             _ => None,
         };
-        PreparedA { m, k, a, packed }
+        PreparedA {
+            m,
+            k,
+            a: Some(a),
+            packed,
+        }
+    }
+
+    /// The fp8 weight `w` (`[m, k]`, the left operand) packed, each value
+    /// decoded from its byte in the packing step ([`PackedA::from_panels`]
+    /// over [`Fp8Panels::pack_panel`]): the tiles [`new`](Self::new)
+    /// packs from the decoded f32 weight, without that weight. `None`
+    /// where `new` would not pack (`E` is not `f32`, no packed kernel,
+    /// `m < 2`, `k == 0`), or where a product could have too few columns
+    /// for the packed path (`n_min`, the fewest columns of any product the
+    /// caller will ask, at most 16: [`gemm`] would read the weight in
+    /// place). `n_max` is the most.
+    pub(crate) fn from_fp8(
+        w: &Fp8Panels,
+        n_min: usize,
+        n_max: usize,
+    ) -> Option<PreparedA<'static, E>> {
+        let (m, k) = w.dims();
+        let ok = as_f32::<E>(&[]).is_some()
+            && m > 1
+            && k > 0
+            && n_min > LANES
+            && n_max >= n_min
+            && packed_f32::available();
+        ok.then(|| PreparedA {
+            m,
+            k,
+            a: None,
+            packed: Some(PackedA::from_panels(m, k, &|k0, kc, j0, dst| {
+                w.pack_panel(k0, kc, j0, dst)
+            })),
+        })
     }
 
     /// The packed operand, when `n`-column products take the packed path
@@ -60,7 +99,10 @@ impl<'a, E: Float> PreparedA<'a, E> {
     pub(crate) fn gemm(&self, n: usize, b: Mat<E>, beta: E, c: &mut [E]) {
         let (m, k) = (self.m, self.k);
         let (Some(pa), Some(bf)) = (self.packed(n), as_f32(b.data)) else {
-            return gemm(m, k, n, self.a, b, beta, c);
+            let a = self
+                .a
+                .expect("PreparedA: an fp8 weight multiplies products of more than 16 columns");
+            return gemm(m, k, n, a, b, beta, c);
         };
         assert!(c.len() >= m * n, "gemm: output buffer too small");
         assert!(
@@ -107,4 +149,63 @@ pub(crate) unsafe fn gemm_into(a: &PackedA, n: usize, b: Mat<f32>, out: GemmOut)
     let threads = super::num_threads();
     // SAFETY: the caller's contract; `a` is `m x k`.
     unsafe { packed_f32::gemm_core(a.rows(), k, n, ASrc::Packed(a), &pack, 0.0, out, threads) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fp8_panels::Fp8Bits;
+    use super::*;
+
+    /// A left operand packed from an fp8 weight's bytes multiplies as the
+    /// decoded f32 weight prepared by `new` does, bit for bit: both
+    /// encodings, row counts that end in a partial tile and in a tile
+    /// past the last 32-row panel (32 rows: three tiles of 12), `k` over
+    /// two `KC` blocks and under one, 1 and 2 threads.
+    #[test]
+    fn fp8_operands_equal_the_decoded_weights() {
+        // the thread count is set below: no other test may change it meanwhile
+        let _threads = crate::cpu::threads::lock_thread_count();
+        if !packed_f32::available() {
+            return;
+        }
+        let mut rng = crate::tensor::Rng::new(6);
+        for (m, k, bits) in [
+            (37, 300, Fp8Bits::E4M3),
+            (32, 171, Fp8Bits::E5M2),
+            (2, 5, Fp8Bits::E4M3),
+            (100, 513, Fp8Bits::E5M2),
+        ] {
+            let bytes: Vec<u8> = (0..m * k)
+                .map(|_| match (rng.next_u64() >> 56) as u8 {
+                    b if b & 0x7f >= 0x7c => b & 0x83,
+                    b => b,
+                })
+                .collect();
+            let scales: Vec<f32> = (0..m).map(|j| 0.02 + 0.001 * j as f32).collect();
+            let w = Fp8Panels::new(m, k, &bytes, &scales, bits);
+            let mut dense = vec![0f32; m * k];
+            w.decode_rows(0, m, &mut dense);
+            for threads in [1, 2] {
+                crate::cpu::set_num_threads(threads);
+                let p = PreparedA::<f32>::from_fp8(&w, 17, 200).expect("packed");
+                let q = PreparedA::new(m, k, Mat::row_major(&dense, k), 200);
+                for n in [17, 50, 200] {
+                    let b: Vec<f32> = (0..k * n).map(|_| rng.normal() as f32).collect();
+                    let c0: Vec<f32> = (0..m * n).map(|_| rng.normal() as f32).collect();
+                    let (mut c1, mut c2) = (c0.clone(), c0.clone());
+                    q.gemm(n, Mat::row_major(&b, n), 1.0, &mut c1);
+                    p.gemm(n, Mat::row_major(&b, n), 1.0, &mut c2);
+                    assert!(c1 == c2, "m {m} k {k} {bits:?} n {n} threads {threads}");
+                }
+            }
+        }
+        let w = Fp8Panels::new(40, 4, &[0; 160], &[1.0; 40], Fp8Bits::E4M3);
+        assert!(
+            PreparedA::<f32>::from_fp8(&w, 16, 100).is_none(),
+            "16 columns"
+        );
+        assert!(PreparedA::<f64>::from_fp8(&w, 17, 100).is_none());
+        let w = Fp8Panels::new(1, 4, &[0; 4], &[1.0], Fp8Bits::E4M3);
+        assert!(PreparedA::<f32>::from_fp8(&w, 17, 100).is_none(), "one row");
+    }
 }

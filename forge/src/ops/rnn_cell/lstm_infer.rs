@@ -12,7 +12,9 @@
 //! increasing `k`, fused multiply-adds in increasing `k`, any row tiling;
 //! `W_ih` and `W_hh` pre-packed into the panels gemm packs, once per write
 //! version of each weight: the packs are kept on the weights' storages
-//! until an optimizer step or a load writes them). So the path
+//! until an optimizer step or a load writes them; an 8-bit float weight's
+//! panels are decoded from its bytes into a pooled pack for the call,
+//! [`ProjWeight::Fp8`]). So the path
 //! runs only where both the sequence-wide projection and the per-step
 //! products take that kernel (f32 on AVX-512 or AVX2 + FMA, `4H > 16`,
 //! blocks of at least two rows, see [`PackedRhs`]); elsewhere
@@ -26,7 +28,7 @@ use super::lstm::lstm_rows;
 use super::lstm_f32::{Outs, StepIns};
 use super::{for_batch_blocks, rows_of, Rows, Seq};
 use crate::autograd::is_grad_enabled;
-use crate::cpu::gemm::{Mat, PackedRhs};
+use crate::cpu::gemm::{Fp8Panels, Mat, PackedRhs};
 use crate::cpu::Storage;
 use crate::tensor::{Device, Float, Tensor};
 
@@ -65,6 +67,50 @@ fn packed_weight_t<'a, E: Float, D: Device>(
     }
     *own = pack();
     own.as_ref()
+}
+
+/// A weight of [`lstm_projected`] (`[G H, k]`): a tensor, packed as
+/// [`packed_weight_t`] packs it, or an 8-bit float weight whose `W^T`
+/// panels are decoded from its bytes in the packing step
+/// ([`PackedRhs::from_fp8`]) into a pooled buffer for the call: the panels
+/// the tensor holding the decoded values packs into, with no f32 copy of
+/// the weight besides them (the bytes stay the only resident copy).
+#[derive(Clone, Copy)]
+pub(crate) enum ProjWeight<'a, E: Float, D: Device> {
+    /// A plain weight tensor.
+    Dense(&'a Tensor<E, D>),
+    /// The bytes and scales of an fp8 weight.
+    Fp8(&'a Fp8Panels),
+}
+
+impl<'a, E: Float, D: Device> ProjWeight<'a, E, D> {
+    /// The weight's shape.
+    fn shape(&self) -> Vec<usize> {
+        match self {
+            ProjWeight::Dense(w) => w.shape().to_vec(),
+            ProjWeight::Fp8(p) => {
+                let (n, k) = p.dims();
+                vec![n, k]
+            }
+        }
+    }
+
+    /// Whether a gradient would flow to the weight.
+    fn is_tracked(&self) -> bool {
+        matches!(self, ProjWeight::Dense(w) if w.is_tracked())
+    }
+
+    /// `W^T` packed for the per-step products (see the variants), or
+    /// `None` where the packed kernel does not apply.
+    fn packed(self, own: &'a mut Option<PackedRhs<E>>) -> Option<&'a PackedRhs<E>> {
+        match self {
+            ProjWeight::Dense(w) => packed_weight_t(w, own),
+            ProjWeight::Fp8(p) => {
+                *own = PackedRhs::from_fp8(p);
+                own.as_ref()
+            }
+        }
+    }
 }
 
 /// Whether `w`'s storage holds a packed `W^T` for its current values
@@ -121,7 +167,8 @@ impl Layout {
 /// `None`, having computed nothing, when the path does not apply: a
 /// gradient would be recorded (grad mode on and an operand tracked),
 /// fewer than two rows, or the products would not take forge's packed f32
-/// kernel.
+/// kernel. Either weight may be held as 8-bit floats ([`ProjWeight::Fp8`]):
+/// the bits are then those of the tensor holding its decoded values.
 ///
 /// # Panics
 /// When the shapes do not fit together; the message names them.
@@ -129,14 +176,16 @@ impl Layout {
 pub(crate) fn lstm_projected<E: Float, D: Device>(
     x: &Tensor<E, D>,
     batch_first: bool,
-    w_ih: &Tensor<E, D>,
-    w_hh: &Tensor<E, D>,
+    w_ih: ProjWeight<'_, E, D>,
+    w_hh: ProjWeight<'_, E, D>,
     bias: Option<&Tensor<E, D>>,
     h0: &Tensor<E, D>,
     c0: &Tensor<E, D>,
     reverse: bool,
 ) -> Option<(Tensor<E, D>, Tensor<E, D>, Tensor<E, D>)> {
-    let tracked = [x, w_ih, w_hh, h0, c0].iter().any(|t| t.is_tracked())
+    let tracked = [x, h0, c0].iter().any(|t| t.is_tracked())
+        || w_ih.is_tracked()
+        || w_hh.is_tracked()
         || bias.is_some_and(|b| b.is_tracked());
     if is_grad_enabled() && tracked {
         return None;
@@ -175,8 +224,8 @@ pub(crate) fn lstm_projected<E: Float, D: Device>(
         return None;
     }
     let (mut own_ih, mut own_hh) = (None, None);
-    let p_ih = packed_weight_t(w_ih, &mut own_ih)?;
-    let p_hh = packed_weight_t(w_hh, &mut own_hh)?;
+    let p_ih = w_ih.packed(&mut own_ih)?;
+    let p_hh = w_hh.packed(&mut own_hh)?;
     let seq = Seq {
         t_len,
         n,

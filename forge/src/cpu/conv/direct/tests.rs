@@ -174,3 +174,69 @@ fn tiles_skip_padding_taps() {
     assert!(p.tiles.iter().any(|t| t.taps.len() == 4), "corner class");
     assert_eq!(p.tiles.iter().map(|t| t.np).sum::<usize>(), 16 * 64);
 }
+
+/// The blocks packed from an fp8 weight's bytes are those `PackedConv::new`
+/// packs from the decoded weight (and, with a factor per output channel,
+/// from the decoded weight scaled as `nn/fuse.rs` scales it), element for
+/// element: both encodings, channel counts that leave a partial block,
+/// `c * kh * kw` over two `KC` blocks (a `k` block boundary inside a
+/// channel's taps) and under one; and every kernel's output from them is
+/// the f32 packing's.
+#[test]
+fn fp8_packing_is_the_decoded_weights_packing() {
+    use crate::cpu::gemm::Fp8Bits;
+    let mut rng = Rng::new(9);
+    for (o, c, kh, kw, bits) in [
+        (37, 19, 3, 3, Fp8Bits::E4M3),
+        (33, 40, 3, 3, Fp8Bits::E5M2),
+        (64, 3, 7, 7, Fp8Bits::E4M3),
+        (7, 5, 1, 1, Fp8Bits::E5M2),
+    ] {
+        let k = c * kh * kw;
+        let bytes: Vec<u8> = (0..o * k)
+            .map(|_| match (rng.next_u64() >> 56) as u8 {
+                b if b & 0x7f >= 0x7c => b & 0x83,
+                b => b,
+            })
+            .collect();
+        let scales: Vec<f32> = (0..o).map(|j| 0.05 + 0.01 * j as f32).collect();
+        let w = Fp8Panels::new(o, k, &bytes, &scales, bits);
+        let mut dense = vec![0f32; o * k];
+        w.decode_rows(0, o, &mut dense);
+        let bn: Vec<f32> = (0..o).map(|_| rng.normal() as f32).collect();
+        let folded: Vec<f32> = dense
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| v * bn[i / k])
+            .collect();
+        for (scale, want) in [(None, &dense), (Some(&bn[..]), &folded)] {
+            let a = PackedConv::from_fp8((o, c, kh, kw), &w, scale);
+            let b = PackedConv::new(o, c, kh, kw, want);
+            assert!(
+                a.w.len() == b.w.len()
+                    && a.w
+                        .iter()
+                        .zip(b.w.iter())
+                        .all(|(x, y)| x.to_bits() == y.to_bits()),
+                "o {o} c {c} {kh}x{kw} {bits:?} folded {}",
+                scale.is_some()
+            );
+        }
+        let g = ConvGeom::new([2, c, 6, 6], [o, c, kh, kw], [1, 1], [1, 1], [1, 1], 1).unwrap();
+        let x = rand(g.n * c * 36, &mut rng);
+        let bias = rand(o, &mut rng);
+        let want = forward(
+            &g,
+            &x,
+            &PackedConv::new(o, c, kh, kw, &dense),
+            Some(&bias),
+            None,
+            true,
+        );
+        let got = forward_fp8(&g, &x, &w, None, Some(&bias), None, true, false);
+        assert!(
+            want[..] == got[..],
+            "o {o} c {c} {kh}x{kw} {bits:?}: outputs"
+        );
+    }
+}

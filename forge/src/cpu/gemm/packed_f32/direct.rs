@@ -75,6 +75,52 @@ impl PackedA {
         PackedA { m, k, data }
     }
 
+    /// `a` (`m x k`, both non-zero) given by the panels of its transpose:
+    /// `pack(k0, kc, j0, dst)` writes the `kc x NR` panel of `a^T` at rows
+    /// `k0..k0 + kc`, columns `j0..j0 + NR` (`dst[p * NR + q] = a[j0 + q,
+    /// k0 + p]`), as a right operand's panels are packed (a weight held in
+    /// another form and decoded in this step, `fp8_panels.rs`). Each value
+    /// lands where [`new`](Self::new) puts it, so the tiles are the same;
+    /// panels in parallel when worth it (each writes its own rows).
+    pub(crate) fn from_panels(m: usize, k: usize, pack: PackB<'_>) -> Self {
+        let tiles = m.div_ceil(MR);
+        let panels = m.div_ceil(NR);
+        let blocks = k.div_ceil(KC);
+        // Unzeroed: the panels write every row below `m` of every block,
+        // and the rows of the last tile past `m` are zeroed below.
+        let mut data = Storage::<f32>::stale(tiles * MR * k);
+        let ptr = Shared(data.as_mut_ptr());
+        parallel_for_cost(blocks * panels, m * k, |i| {
+            let (kb, j) = (i / panels, i % panels);
+            let (k0, j0) = (kb * KC, j * NR);
+            let kc = KC.min(k - k0);
+            let mut panel = [0f32; KC * NR];
+            pack(k0, kc, j0, &mut panel[..kc * NR]);
+            let p = ptr;
+            for q in 0..NR.min(m - j0) {
+                let row = j0 + q;
+                let at = k0 * tiles * MR + row / MR * MR * kc + row % MR;
+                for (pp, v) in panel[..kc * NR].chunks_exact(NR).enumerate() {
+                    // SAFETY: element (row, k0 + pp) of the tiles lies
+                    // inside the buffer (`row < m`, `k0 + pp < k`), and
+                    // only this task writes row `row` of block `kb`.
+                    unsafe { *p.0.add(at + pp * MR) = v[q] };
+                }
+            }
+        });
+        // the rows of the last tile past `m`, zero in every block
+        let mut k0 = 0;
+        while k0 < k {
+            let kc = KC.min(k - k0);
+            let tile = &mut data[k0 * tiles * MR + (tiles - 1) * MR * kc..][..MR * kc];
+            for col in tile.chunks_exact_mut(MR) {
+                col[m - (tiles - 1) * MR..].fill(0.0);
+            }
+            k0 += kc;
+        }
+        PackedA { m, k, data }
+    }
+
     /// Rows of the packed operand.
     pub(crate) fn rows(&self) -> usize {
         self.m
