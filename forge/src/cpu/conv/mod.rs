@@ -20,7 +20,7 @@ use crate::cpu::buffers::{build, for_each_chunk_mut};
 use crate::cpu::memory::Storage;
 pub(crate) use direct::{
     forward as direct_forward, forward_bf16 as direct_forward_bf16, packed_folded, packed_plain,
-    packed_plain_bf16, preferred as direct_preferred,
+    packed_plain_bf16, preferred as direct_preferred, preferred_f32 as direct_preferred_f32,
 };
 pub(crate) use geom::ConvGeom;
 
