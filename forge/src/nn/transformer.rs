@@ -172,10 +172,11 @@ impl<E: Float> TransformerEncoderLayer<E> {
 
     fn sa(&self, x: &Tensor<E>, m: &EncoderMasks<'_>) -> Tensor<E> {
         // inference without masks (or causal only): the fused kernel
-        if m.attn_mask.is_none() && m.key_padding_mask.is_none() {
-            if let Some(y) = self.self_attn.self_attention_fused(x, m.is_causal) {
-                return self.dropout1.forward(y);
-            }
+        if m.attn_mask.is_none()
+            && m.key_padding_mask.is_none()
+            && let Some(y) = self.self_attn.self_attention_fused(x, m.is_causal)
+        {
+            return self.dropout1.forward(y);
         }
         let (y, _) = self
             .self_attn
