@@ -3,8 +3,9 @@
 use super::dropout::Dropout;
 use super::forward::Forward;
 use super::linear::Linear;
-use super::summary::record_output;
+use super::summary::{record_output, summary_running};
 use crate::ops::attention::attention_probs;
+use crate::ops::attention_qkv::qkv_attention;
 use crate::ops::softmax_masked::{MaskTerm, ScoreMask};
 use crate::tensor::{Cpu, Float, Rng, Tensor};
 use forge_macros::Layer;
@@ -108,6 +109,53 @@ impl<E: Float> MultiheadAttention<E> {
             Some(b) => y.add(&b.narrow(0, i * e, e)),
             None => y,
         }
+    }
+
+    /// Unmasked (or causal) self-attention of `x` outside autograd, as
+    /// [`attend`](Self::attend)`(x, x, x, None, None, is_causal).0` computes
+    /// it but through one in-projection `[.., 3E]` and the fused
+    /// [`qkv_attention`](crate::nn::functional::qkv_attention) kernel (the
+    /// probabilities never written out, no head-averaged weights): the
+    /// encoder layer's inference path, as PyTorch's fast path. The sums run
+    /// in another order than `attend`'s, so the bits differ from it in the
+    /// last places; they do not depend on the thread count. `None` where it
+    /// does not apply: autograd recording, active dropout, a summary or a
+    /// hook watching the ops.
+    pub(crate) fn self_attention_fused(&self, x: &Tensor<E>, is_causal: bool) -> Option<Tensor<E>> {
+        let dropout_on = self.dropout.training && self.dropout.p > 0.0;
+        if crate::autograd::is_grad_enabled()
+            || dropout_on
+            || summary_running()
+            || crate::tools::hooks::active()
+        {
+            return None;
+        }
+        let e = self.embed_dim();
+        shape_assert!(
+            x.rank() == 3 && x.dim(2) == e,
+            "MultiheadAttention(embed_dim {e}, {} heads): expected a self-attention input of shape {} with E = {e}, got {:?}",
+            self.num_heads,
+            if self.batch_first { "[N, L, E]" } else { "[L, N, E]" },
+            x.shape()
+        );
+        let xb = if self.batch_first {
+            x.clone()
+        } else {
+            x.transpose(0, 1)
+        };
+        let qkv = xb.matmul_t(&self.in_proj_weight);
+        let qkv = match &self.in_proj_bias {
+            Some(b) => qkv.add(b),
+            None => qkv,
+        };
+        let out = self
+            .out_proj
+            .forward(qkv_attention(&qkv, self.num_heads, is_causal));
+        Some(if self.batch_first {
+            out
+        } else {
+            out.transpose(0, 1)
+        })
     }
 
     /// `[N, T, E]` to `[N, H, T, E / H]`.

@@ -577,6 +577,41 @@ mod tests {
         );
     }
 
+    /// A no-grad `f32` convolution of a VGG-style layer (many channels on a
+    /// 16x16 or 8x8 plane, batch 16, where `direct_preferred_f32` takes
+    /// im2col + gemm) gives the recording path's bits, at 1 and 2 threads,
+    /// with and without a bias.
+    #[test]
+    fn no_grad_wide_planes_match_the_recording_path() {
+        use crate::cpu::conv::direct_preferred_f32;
+        let mut rng = Rng::new(5);
+        for (c, o, s) in [(64, 72, 16), (96, 40, 8)] {
+            let geom =
+                ConvGeom::new([16, c, s, s], [o, c, 3, 3], [1, 1], [1, 1], [1, 1], 1).unwrap();
+            assert!(direct_preferred(&geom) && !direct_preferred_f32(&geom));
+            let x = Tensor::<f32>::normal(&[16, c, s, s], 0.0, 1.0, &mut rng);
+            for bias in [true, false] {
+                let mut conv = Conv2d::<f32>::new(c, o, 3, &mut rng).padding(1);
+                if !bias {
+                    conv = conv.no_bias();
+                }
+                let bits =
+                    |t: Tensor<f32>| t.to_vec().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                crate::cpu::set_num_threads(1);
+                let want = bits(conv.forward(x.clone()));
+                for threads in [1, 2] {
+                    crate::cpu::set_num_threads(threads);
+                    let got = bits(no_grad(|| conv.forward(x.clone())));
+                    assert!(
+                        got == want,
+                        "{c}->{o} on {s}x{s}, bias {bias}, {threads} threads"
+                    );
+                }
+            }
+        }
+        crate::cpu::set_num_threads(1);
+    }
+
     /// A no-grad `f32` convolution at batch 1 runs the direct kernel
     /// (`ops/conv_infer.rs`) with
     /// the weight packed once and kept on the weight's storage: after an

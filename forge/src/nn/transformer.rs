@@ -171,6 +171,13 @@ impl<E: Float> TransformerEncoderLayer<E> {
     }
 
     fn sa(&self, x: &Tensor<E>, m: &EncoderMasks<'_>) -> Tensor<E> {
+        // inference without masks (or causal only): the fused kernel
+        if m.attn_mask.is_none()
+            && m.key_padding_mask.is_none()
+            && let Some(y) = self.self_attn.self_attention_fused(x, m.is_causal)
+        {
+            return self.dropout1.forward(y);
+        }
         let (y, _) = self
             .self_attn
             .attend(x, x, x, m.key_padding_mask, m.attn_mask, m.is_causal);
@@ -540,5 +547,87 @@ impl<E: Float> Forward<(Tensor<E>, Tensor<E>)> for TransformerDecoder<E> {
     /// `(target, memory)` without masks.
     fn forward(&self, (tgt, memory): (Tensor<E>, Tensor<E>)) -> Tensor<E> {
         self.forward_masked(&tgt, &memory, DecoderMasks::default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A layer of `cfg` with a random in-projection bias (the default is
+    /// zeros, which would hide a missing bias).
+    fn layer<E: Float>(cfg: TransformerConfig) -> TransformerEncoderLayer<E> {
+        let mut l = TransformerEncoderLayer::<E>::new(cfg, &mut Rng::new(3));
+        let e3 = 3 * cfg.d_model;
+        l.self_attn.in_proj_bias = Some(Tensor::normal(&[e3], 0.0, 0.5, &mut Rng::new(9)));
+        l
+    }
+
+    /// The encoder layer's inference path (one in-projection and the fused
+    /// attention kernel) against the recording path (`attend`): equal up
+    /// to rounding in f64, batch first or not, post- and pre-norm, causal
+    /// or not; under autograd the fused path declines.
+    #[test]
+    fn fused_inference_matches_the_recording_path() {
+        for batch_first in [true, false] {
+            for norm_first in [false, true] {
+                for is_causal in [false, true] {
+                    let cfg = TransformerConfig {
+                        dim_feedforward: 24,
+                        dropout: 0.0,
+                        batch_first,
+                        norm_first,
+                        ..TransformerConfig::new(16, 4)
+                    };
+                    let l = layer::<f64>(cfg);
+                    let x = Tensor::<f64>::normal(&[3, 5, 16], 0.0, 1.0, &mut Rng::new(4));
+                    let m = EncoderMasks {
+                        is_causal,
+                        ..Default::default()
+                    };
+                    assert!(l.self_attn.self_attention_fused(&x, is_causal).is_none());
+                    let want = l.forward_masked(&x, m).to_vec();
+                    let got = crate::no_grad(|| {
+                        assert!(l.self_attn.self_attention_fused(&x, is_causal).is_some());
+                        l.forward_masked(&x, m)
+                    })
+                    .to_vec();
+                    let what = format!(
+                        "batch_first {batch_first} norm_first {norm_first} causal {is_causal}"
+                    );
+                    for (a, b) in got.iter().zip(&want) {
+                        assert!(
+                            (a - b).abs() <= 1e-12 * (1.0 + b.abs()),
+                            "{what}: {a} vs {b}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The fused inference path gives the same bits at 1 and 2 threads
+    /// (f32, enough batch rows and heads to split).
+    #[test]
+    fn fused_inference_bits_do_not_depend_on_threads() {
+        let cfg = TransformerConfig {
+            dim_feedforward: 128,
+            dropout: 0.0,
+            batch_first: true,
+            ..TransformerConfig::new(64, 4)
+        };
+        let l = layer::<f32>(cfg);
+        let x = Tensor::<f32>::normal(&[8, 48, 64], 0.0, 1.0, &mut Rng::new(4));
+        let bits = |threads| {
+            crate::cpu::set_num_threads(threads);
+            crate::no_grad(|| l.forward(x.clone()))
+                .to_vec()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect::<Vec<_>>()
+        };
+        let one = bits(1);
+        assert!(one == bits(2), "1 and 2 threads differ");
+        crate::cpu::set_num_threads(1);
     }
 }

@@ -19,8 +19,8 @@
 
 use crate::autograd::is_grad_enabled;
 use crate::cpu::conv::{
-    direct_forward, direct_forward_bf16, direct_preferred, packed_folded, packed_plain,
-    packed_plain_bf16, ConvGeom,
+    direct_forward, direct_forward_bf16, direct_preferred, direct_preferred_f32, packed_folded,
+    packed_plain, packed_plain_bf16, ConvGeom,
 };
 use crate::cpu::memory::Storage;
 use crate::tensor::{Cpu, Device, Float, Tensor};
@@ -40,9 +40,15 @@ pub(super) fn back<E: Float, D: Device>(t: Tensor<f32, Cpu>) -> Option<Tensor<E,
 }
 
 /// The packed-weight storage of `w` (a plain tensor), when the
-/// direct path takes `geom` outside autograd.
+/// direct path takes `geom` outside autograd (in f32 not where im2col +
+/// gemm is faster: `direct_preferred_f32`).
 fn weight_storage<'a>(w: &'a Tensor<f32, Cpu>, geom: &ConvGeom) -> Option<&'a Storage<f32>> {
-    (!is_grad_enabled() && w.layout.is_none() && direct_preferred(geom)).then_some(&*w.storage)
+    let preferred = if bf16_now() {
+        direct_preferred(geom)
+    } else {
+        direct_preferred_f32(geom)
+    };
+    (!is_grad_enabled() && w.layout.is_none() && preferred).then_some(&*w.storage)
 }
 
 /// Whether autocast runs this (non-recording) convolution in bf16.

@@ -260,6 +260,56 @@ pub(crate) fn preferred(g: &ConvGeom) -> bool {
     applies(g) && g.n * g.l() <= max
 }
 
+/// [`preferred`] for an `f32` convolution: also not where im2col + gemm
+/// is measured faster, the planes of 8x8 and up with many channels, where
+/// every tap meets the image at most positions (so the direct kernel skips
+/// little) and the gemm's packed products outrun the direct tile's (the
+/// tile streams its 32-channel weight block, `c x taps x 32` floats, from
+/// L2 for every 12 positions). Measured (`examples/conv_paths.rs`, 3x3
+/// padding 1, one thread, 2026-12-06 under load 6, so ratios only),
+/// direct / im2col time:
+///
+/// | batch, c -> o, plane | direct / im2col |
+/// |---|---|
+/// | 16, 64 -> 128, 16x16 | 1.45 |
+/// | 16, 48 -> 48, 16x16 | 1.46 |
+/// | 16, 24 -> 24, 16x16 | 1.13 |
+/// | 16, 16 -> 16, 16x16 | 0.66 (kept direct) |
+/// | 1, 256 -> 256, 16x16 | 1.21 |
+/// | 16, 96 -> 96, 8x8 | 1.34 |
+/// | 8, 256 -> 256, 8x8 | 1.40 |
+/// | 32 / 64, 64 -> 64, 8x8 | 0.94 / 0.91 (kept direct) |
+/// | 1, 128 -> 128, 8x8 | 0.94 (kept direct) |
+/// | 32, 128 -> 128, 4x4 | 0.58 (kept direct) |
+///
+/// Hence im2col for a kernel larger than 1x1 with at least
+/// [`GEMM_MIN_PLANE_WIDE`] output positions per image and
+/// [`GEMM_MIN_CHANNELS_WIDE`] input channels, or at least
+/// [`GEMM_MIN_PLANE`] positions, [`GEMM_MIN_CHANNELS`] channels and more
+/// than one image. ResNet-18 on 32x32 (64 channels at 8x8, more only on
+/// smaller planes) keeps the direct kernel everywhere. The bf16 kernel's
+/// choice is [`preferred`]'s alone (not measured against the bf16 gemm).
+pub(crate) fn preferred_f32(g: &ConvGeom) -> bool {
+    let (per_image, kernel) = (g.l(), g.kh * g.kw);
+    let gemm_faster = kernel > 1
+        && ((per_image >= GEMM_MIN_PLANE_WIDE && g.c >= GEMM_MIN_CHANNELS_WIDE)
+            || (per_image >= GEMM_MIN_PLANE && g.c >= GEMM_MIN_CHANNELS && g.n > 1));
+    preferred(g) && !gemm_faster
+}
+
+/// Output positions per image from which [`preferred_f32`] takes im2col
+/// with [`GEMM_MIN_CHANNELS_WIDE`] input channels (16x16).
+const GEMM_MIN_PLANE_WIDE: usize = 256;
+/// Input channels from which [`preferred_f32`] takes im2col on planes of
+/// [`GEMM_MIN_PLANE_WIDE`] positions.
+const GEMM_MIN_CHANNELS_WIDE: usize = 24;
+/// Output positions per image from which [`preferred_f32`] takes im2col
+/// with [`GEMM_MIN_CHANNELS`] input channels and a batch (8x8).
+const GEMM_MIN_PLANE: usize = 64;
+/// Input channels from which [`preferred_f32`] takes im2col on planes of
+/// [`GEMM_MIN_PLANE`] positions.
+const GEMM_MIN_CHANNELS: usize = 96;
+
 /// The most output positions (over the batch) [`preferred`] takes.
 const MAX_POSITIONS: usize = 1 << 12;
 /// The same for 1x1 kernels.

@@ -27,7 +27,7 @@ use crate::cpu::memory::Storage;
 pub(crate) use direct::{
     forward as direct_forward, forward_bf16 as direct_forward_bf16,
     forward_fp8 as direct_forward_fp8, packed_folded, packed_plain, packed_plain_bf16,
-    preferred as direct_preferred,
+    preferred as direct_preferred, preferred_f32 as direct_preferred_f32,
 };
 pub(crate) use geom::ConvGeom;
 

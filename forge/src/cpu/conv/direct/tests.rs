@@ -240,3 +240,46 @@ fn fp8_packing_is_the_decoded_weights_packing() {
         );
     }
 }
+
+/// [`preferred_f32`] leaves the direct kernel where it was measured
+/// faster (ResNet-18 on 32x32 at batches 1 and 32: the 7x7 stem, 64
+/// channels on 8x8, more channels only on 4x4 planes and smaller; few
+/// channels on 16x16) and takes im2col + gemm for VGG-style layers (many
+/// channels on 8x8 and larger planes), where [`preferred`] alone took the
+/// direct kernel.
+#[test]
+fn f32_choice_by_plane_and_channels() {
+    let g = |x: [usize; 4], o: usize, k: usize, s: usize| {
+        let p = k / 2;
+        ConvGeom::new(x, [o, x[1], k, k], [s, s], [p, p], [1, 1], 1).unwrap()
+    };
+    for n in [1, 32] {
+        for geom in [
+            g([n, 3, 32, 32], 64, 7, 2),
+            g([n, 64, 8, 8], 64, 3, 1),
+            g([n, 64, 8, 8], 128, 3, 2),
+            g([n, 128, 4, 4], 128, 3, 1),
+            g([n, 256, 2, 2], 256, 3, 1),
+            g([n, 512, 1, 1], 512, 3, 1),
+        ] {
+            assert_eq!(preferred_f32(&geom), preferred(&geom), "{geom:?}");
+        }
+    }
+    for keep in [
+        g([16, 16, 16, 16], 16, 3, 1),
+        g([1, 128, 8, 8], 128, 3, 1),
+        g([64, 64, 8, 8], 64, 3, 1),
+    ] {
+        assert!(preferred_f32(&keep), "{keep:?}");
+    }
+    for gemm in [
+        g([16, 64, 16, 16], 128, 3, 1),
+        g([16, 24, 16, 16], 24, 3, 1),
+        g([1, 256, 16, 16], 256, 3, 1),
+        g([16, 96, 8, 8], 96, 3, 1),
+        g([8, 256, 8, 8], 256, 3, 1),
+    ] {
+        assert!(preferred(&gemm), "{gemm:?}: the direct kernel before");
+        assert!(!preferred_f32(&gemm), "{gemm:?}");
+    }
+}
