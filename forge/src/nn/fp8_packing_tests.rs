@@ -89,6 +89,15 @@ fn conv_cases() -> Vec<(Conv2d<f32>, Tensor<f32>, bool, bool)> {
             true,
             true,
         ),
+        // a VGG-style layer (24 channels on a 16x16 plane): within the
+        // direct kernel's reach, but f32 inference takes im2col + gemm
+        // there (`direct_preferred_f32`), and so must the fp8 layer
+        (
+            conv(24, 30, 3, &mut rng).padding(1),
+            x(&[2, 24, 16, 16], &mut rng),
+            false,
+            true,
+        ),
         // decoded whole: several groups, the small-channel kernels, a
         // plane of 16 positions (a thin product), 1x1 planes (tap classes)
         (
@@ -116,6 +125,16 @@ fn conv_cases() -> Vec<(Conv2d<f32>, Tensor<f32>, bool, bool)> {
             false,
         ),
     ]
+}
+
+/// The VGG-style geometry of the cases is one where the direct kernel
+/// could run but f32 inference prefers im2col + gemm (else those cases
+/// would test nothing new).
+#[test]
+fn the_vgg_style_case_is_one_where_the_paths_differ() {
+    use crate::cpu::conv::{direct_preferred, direct_preferred_f32, ConvGeom};
+    let g = ConvGeom::new([2, 24, 16, 16], [30, 24, 3, 3], [1, 1], [1, 1], [1, 1], 1).unwrap();
+    assert!(direct_preferred(&g) && !direct_preferred_f32(&g));
 }
 
 #[test]
@@ -171,6 +190,9 @@ fn fp8_convolutions_with_a_folded_batch_norm_equal_the_decoded_f32_layers() {
         (40, 33, 7, 1, 2),
         // im2col (past the direct kernel's positions): the in-place pass
         (19, 37, 48, 2, 1),
+        // a VGG-style layer, im2col in f32 inference though the direct
+        // kernel could take it
+        (24, 30, 16, 2, 1),
     ] {
         let conv = Conv2d::<f32>::new(c, o, 3, &mut rng)
             .padding(1)

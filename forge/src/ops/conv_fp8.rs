@@ -20,9 +20,9 @@
 //! return `None` and the caller decodes the whole weight into a pooled f32
 //! tensor for the call.
 
-use super::conv_infer::{as_f32, back, bf16_now};
+use super::conv_infer::{as_f32, back, bf16_now, direct_takes};
 use crate::autograd::is_grad_enabled;
-use crate::cpu::conv::{conv2d_forward_fp8, direct_forward_fp8, direct_preferred, ConvGeom};
+use crate::cpu::conv::{conv2d_forward_fp8, direct_forward_fp8, ConvGeom};
 use crate::cpu::gemm::Fp8Panels;
 use crate::tensor::{Float, Tensor};
 
@@ -43,7 +43,7 @@ pub(crate) fn conv2d_fp8<E: Float>(
     };
     let shape = [geom.n, geom.o, geom.oh, geom.ow];
     // `conv2d`'s first choice, the direct kernel (`conv2d_direct`)
-    if !is_grad_enabled() && direct_preferred(geom) {
+    if !is_grad_enabled() && direct_takes(geom) {
         let bias = bf.map(|b| b.to_vec());
         let y = direct_forward_fp8(
             geom,
@@ -86,7 +86,7 @@ pub(crate) fn conv2d_fp8_folded<E: Float>(
         Some(r) => Some(as_f32(r)?),
         None => None,
     };
-    if is_grad_enabled() || !direct_preferred(geom) {
+    if is_grad_enabled() || !direct_takes(geom) {
         return None;
     }
     let (scale, bias) = fold();

@@ -43,12 +43,19 @@ pub(super) fn back<E: Float, D: Device>(t: Tensor<f32, Cpu>) -> Option<Tensor<E,
 /// direct path takes `geom` outside autograd (in f32 not where im2col +
 /// gemm is faster: `direct_preferred_f32`).
 fn weight_storage<'a>(w: &'a Tensor<f32, Cpu>, geom: &ConvGeom) -> Option<&'a Storage<f32>> {
-    let preferred = if bf16_now() {
+    (!is_grad_enabled() && w.layout.is_none() && direct_takes(geom)).then_some(&*w.storage)
+}
+
+/// Whether the direct kernel is the path for `geom` outside autograd:
+/// under bf16 autocast wherever it applies (`direct_preferred`), in f32 not
+/// where im2col + gemm is faster (`direct_preferred_f32`). The fp8 layers
+/// (`conv_fp8.rs`) ask the same, so that they take the f32 layer's path.
+pub(super) fn direct_takes(geom: &ConvGeom) -> bool {
+    if bf16_now() {
         direct_preferred(geom)
     } else {
         direct_preferred_f32(geom)
-    };
-    (!is_grad_enabled() && w.layout.is_none() && preferred).then_some(&*w.storage)
+    }
 }
 
 /// Whether autocast runs this (non-recording) convolution in bf16.
