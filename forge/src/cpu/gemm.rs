@@ -463,6 +463,8 @@ use thin::{gemv, narrow};
 use thin::{gemv_dots, gemv_dots_simd, gemv_rows, gemv_rows_simd, narrow_rows};
 
 mod fp8_panels;
+#[cfg(test)]
+pub(crate) use fp8_panels::random_weight as random_fp8_weight;
 pub(crate) use fp8_panels::{gemm_fp8_t, Fp8Bits, Fp8Panels, Fp8Raw};
 mod packed_f32;
 mod prepacked;

@@ -422,6 +422,31 @@ pub(crate) fn gemm_fp8_t(m: usize, x: &[f32], w: &Fp8Panels, beta: f32, c: &mut 
     gemm(m, k, n, a, Mat::transposed(&buf, k), beta, &mut c[..m * n]);
 }
 
+/// Test input: a random `[n, k]` fp8 weight with finite bytes (the NaN
+/// and infinity patterns mapped to finite ones: NaN payloads are not
+/// pinned) and the scales `s0 + ds j` per row, and its decoded values
+/// ([`Fp8Panels::decode_rows`]), for the tests of the kernels that pack
+/// from the bytes.
+#[cfg(test)]
+pub(crate) fn random_weight(
+    rng: &mut crate::tensor::Rng,
+    (n, k): (usize, usize),
+    bits: Fp8Bits,
+    (s0, ds): (f32, f32),
+) -> (Fp8Panels, Vec<f32>) {
+    let bytes: Vec<u8> = (0..n * k)
+        .map(|_| match (rng.next_u64() >> 56) as u8 {
+            b if b & 0x7f >= 0x7c => b & 0x83,
+            b => b,
+        })
+        .collect();
+    let scales: Vec<f32> = (0..n).map(|j| s0 + ds * j as f32).collect();
+    let w = Fp8Panels::new(n, k, &bytes, &scales, bits);
+    let mut dense = vec![0f32; n * k];
+    w.decode_rows(0, n, &mut dense);
+    (w, dense)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

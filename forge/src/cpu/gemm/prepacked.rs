@@ -158,16 +158,8 @@ mod tests {
             (17, 256, Fp8Bits::E4M3),
         ] {
             // finite bytes (NaN payloads are not pinned)
-            let bytes: Vec<u8> = (0..n * k)
-                .map(|_| match (rng.next_u64() >> 56) as u8 {
-                    b if b & 0x7f >= 0x7c => b & 0x83,
-                    b => b,
-                })
-                .collect();
-            let scales: Vec<f32> = (0..n).map(|j| 0.01 + 0.003 * j as f32).collect();
-            let w = Fp8Panels::new(n, k, &bytes, &scales, bits);
-            let mut dense = vec![0f32; n * k];
-            w.decode_rows(0, n, &mut dense);
+            let (w, dense) =
+                crate::cpu::gemm::random_fp8_weight(&mut rng, (n, k), bits, (0.01, 0.003));
             let p = PackedRhs::<f32>::from_fp8(&w).expect("f32 where the packed kernel runs");
             let q = PackedRhs::new(k, n, Mat::transposed(&dense, k)).unwrap();
             for m in [2, 9, 23, 64] {

@@ -175,16 +175,8 @@ mod tests {
             (2, 5, Fp8Bits::E4M3),
             (100, 513, Fp8Bits::E5M2),
         ] {
-            let bytes: Vec<u8> = (0..m * k)
-                .map(|_| match (rng.next_u64() >> 56) as u8 {
-                    b if b & 0x7f >= 0x7c => b & 0x83,
-                    b => b,
-                })
-                .collect();
-            let scales: Vec<f32> = (0..m).map(|j| 0.02 + 0.001 * j as f32).collect();
-            let w = Fp8Panels::new(m, k, &bytes, &scales, bits);
-            let mut dense = vec![0f32; m * k];
-            w.decode_rows(0, m, &mut dense);
+            let (w, dense) =
+                crate::cpu::gemm::random_fp8_weight(&mut rng, (m, k), bits, (0.02, 0.001));
             for threads in [1, 2] {
                 crate::cpu::set_num_threads(threads);
                 let p = PreparedA::<f32>::from_fp8(&w, 17, 200).expect("packed");

@@ -193,16 +193,7 @@ fn fp8_packing_is_the_decoded_weights_packing() {
         (7, 5, 1, 1, Fp8Bits::E5M2),
     ] {
         let k = c * kh * kw;
-        let bytes: Vec<u8> = (0..o * k)
-            .map(|_| match (rng.next_u64() >> 56) as u8 {
-                b if b & 0x7f >= 0x7c => b & 0x83,
-                b => b,
-            })
-            .collect();
-        let scales: Vec<f32> = (0..o).map(|j| 0.05 + 0.01 * j as f32).collect();
-        let w = Fp8Panels::new(o, k, &bytes, &scales, bits);
-        let mut dense = vec![0f32; o * k];
-        w.decode_rows(0, o, &mut dense);
+        let (w, dense) = crate::cpu::gemm::random_fp8_weight(&mut rng, (o, k), bits, (0.05, 0.01));
         let bn: Vec<f32> = (0..o).map(|_| rng.normal() as f32).collect();
         let folded: Vec<f32> = dense
             .iter()
