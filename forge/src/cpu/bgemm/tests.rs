@@ -338,7 +338,11 @@ fn amx_speed() {
         let a = bf16_values(m * k, 1.0, &mut rng);
         let b = bf16_values(n * k, 1.0, &mut rng);
         let packed = PackedBf16::new(n, k, &b);
-        let rows = rows_to_bf16(&a, m, k);
+        // on cache lines, as the pooled buffers of the model paths are
+        // (`amx::zeroed_on_a_line` says what a misaligned tile row costs)
+        let rows_v = rows_to_bf16(&a, m, k);
+        let mut rows = crate::cpu::memory::Storage::<u16>::zeroed(rows_v.len());
+        rows.copy_from_slice(&rows_v);
         let reps = (4e8 / (m * n * k) as f64).clamp(1.0, 400.0) as usize;
         // sum |a| |b| per output, for the bound the two paths must meet
         let abs = |v: &[f32]| v.iter().map(|x| x.abs()).collect::<Vec<_>>();
@@ -352,7 +356,7 @@ fn amx_speed() {
         );
         let mut results: Vec<Vec<f32>> = Vec::new();
         let mut time = |isa: Isa| {
-            let mut c = vec![0f32; m * n];
+            let mut c = crate::cpu::memory::Storage::<f32>::zeroed(m * n);
             packed.gemm_with(isa, m, &rows, None, &mut c);
             // the best of 5 timings: the machine is shared
             let best = (0..5)
@@ -364,7 +368,7 @@ fn amx_speed() {
                     t.elapsed().as_secs_f64() / reps as f64
                 })
                 .fold(f64::INFINITY, f64::min);
-            results.push(c);
+            results.push(c.to_vec());
             best
         };
         let gflops = |s: f64| 2.0 * (m * n * k) as f64 / s / 1e9;
