@@ -42,6 +42,7 @@ mod tests;
 pub(crate) use fp8_gemv::gemv_fp8;
 pub(crate) use quantize::{quantize_rows, range, Dequantize};
 
+use super::memory::Storage;
 use super::threads::parallel_for_cost;
 use parallel_for_cost as threads_cost;
 
@@ -148,8 +149,10 @@ pub(crate) fn padded_k(k: usize) -> usize {
 pub(crate) struct PackedI8 {
     n: usize,
     k: usize,
-    /// `[panel][quad][16 channels][4 k]`, zero-padded in both `n` and `k`.
-    data: Vec<i8>,
+    /// `[panel][quad][16 channels][4 k]`, zero-padded in both `n` and `k`;
+    /// pooled, so it starts on a cache line, as the AMX tile loads want
+    /// (`crate::cpu::amx::zeroed_on_a_line` has the figures).
+    data: Storage<i8>,
     /// `sum_p b[j][p]` per row `j`.
     row_sums: Vec<i32>,
 }
@@ -168,7 +171,7 @@ impl PackedI8 {
         );
         let quads = padded_k(k) / 4;
         let panels = n.div_ceil(PANEL);
-        let mut data = vec![0i8; panels * quads * PANEL * 4];
+        let mut data = Storage::<i8>::zeroed(panels * quads * PANEL * 4);
         for j in 0..n {
             let (panel, lane) = (j / PANEL, j % PANEL);
             for p in 0..k {

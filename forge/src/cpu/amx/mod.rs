@@ -157,3 +157,24 @@ mod tests;
 
 #[cfg(all(test, target_arch = "x86_64"))]
 mod bf16_probe;
+
+/// A value that starts on a cache line.
+#[repr(align(64))]
+pub(crate) struct Line<T>(pub(crate) T);
+
+/// `v` cleared to `len` zeros from the returned index on, which starts on
+/// a cache line (`v` holds a line more than `len`): a tile row that spans two
+/// lines loads at a third of the speed of one on a line (a loop of four
+/// 1 KiB tile loads and four `tdpbf16ps`, all in L1, 2026-12-06 on a
+/// Sapphire Rapids core: 870 GFLOP/s with the rows 16 bytes off a line,
+/// 2,300 on lines, the instruction alone 2,800). The pooled buffers of
+/// the in-place path (activations, packed weights, outputs) start on a
+/// line already.
+pub(crate) fn zeroed_on_a_line<T: Copy + Default>(v: &mut Vec<T>, len: usize) -> usize {
+    let per_line = 64 / std::mem::size_of::<T>();
+    v.clear();
+    v.resize(len + per_line, T::default());
+    // `align_offset` may give up (`usize::MAX`); then the rows stay where
+    // they are, which is only slower
+    v.as_ptr().align_offset(64).min(per_line)
+}

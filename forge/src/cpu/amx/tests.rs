@@ -57,3 +57,21 @@ fn one_tdpbusd_is_the_exact_sum() {
         }
     }
 }
+
+#[test]
+fn zeroed_on_a_line_starts_on_a_line_and_is_zero() {
+    for len in [1, 31, 32, 33, 1024] {
+        let mut v = vec![7u16; 3];
+        let at = super::zeroed_on_a_line(&mut v, len);
+        assert_eq!(v[at..].as_ptr() as usize % 64, 0, "{len}");
+        assert!(v[at..at + len].iter().all(|&x| x == 0));
+        let mut f = vec![1i32; 5];
+        let at = super::zeroed_on_a_line(&mut f, len);
+        assert_eq!(f[at..].as_ptr() as usize % 64, 0, "{len}");
+        assert!(f[at..at + len].iter().all(|&x| x == 0));
+        let mut b = vec![1u8; 70];
+        let at = super::zeroed_on_a_line(&mut b, len);
+        assert_eq!(b[at..].as_ptr() as usize % 64, 0, "{len}");
+        assert!(b[at..at + len].iter().all(|&x| x == 0));
+    }
+}

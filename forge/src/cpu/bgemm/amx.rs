@@ -30,6 +30,7 @@
 
 use super::{SharedOut, PANEL};
 use crate::cpu::amx::tiles::{Config, Tiles};
+use crate::cpu::amx::{zeroed_on_a_line, Line};
 use std::cell::RefCell;
 
 /// Rows of `a` per chunk: two tiles of 16.
@@ -183,27 +184,6 @@ pub(super) unsafe fn chunk(
     });
 }
 
-/// A value that starts on a cache line.
-#[repr(align(64))]
-struct Line<T>(T);
-
-/// `v` cleared to `len` zeros from the returned index on, which starts on
-/// a cache line (`v` holds a line more than `len`): a tile row that spans two
-/// lines loads at a third of the speed of one on a line (a loop of four
-/// 1 KiB tile loads and four `tdpbf16ps`, all in L1, 2026-12-06 on a
-/// Sapphire Rapids core: 870 GFLOP/s with the rows 16 bytes off a line,
-/// 2,300 on lines, the instruction alone 2,800). The pooled buffers of
-/// the in-place path (activations, packed weights, outputs) start on a
-/// line already.
-fn zeroed_on_a_line<T: Copy + Default>(v: &mut Vec<T>, len: usize) -> usize {
-    let per_line = 64 / std::mem::size_of::<T>();
-    v.clear();
-    v.resize(len + per_line, T::default());
-    // `align_offset` may give up (`usize::MAX`); then the rows stay where
-    // they are, which is only slower
-    v.as_ptr().align_offset(64).min(per_line)
-}
-
 /// `dst[j] += bias[j]`: in 16 lanes when `wide` (the CPU has AVX-512F, as
 /// every CPU with AMX has; the crate's baseline loop runs in 4), the same
 /// sums either way.
@@ -302,24 +282,5 @@ unsafe fn block(
         t.store::<1>(dst.add(64), dst_stride);
         t.store::<2>(dst.add(16 * dst_stride), dst_stride);
         t.store::<3>(dst.add(16 * dst_stride + 64), dst_stride);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn zeroed_on_a_line_starts_on_a_line_and_is_zero() {
-        for len in [1, 31, 32, 33, 1024] {
-            let mut v = vec![7u16; 3];
-            let at = zeroed_on_a_line(&mut v, len);
-            assert_eq!(v[at..].as_ptr() as usize % 64, 0, "{len}");
-            assert!(v[at..].len() >= len && v[at..at + len].iter().all(|&x| x == 0));
-            let mut f = vec![1f32; 5];
-            let at = zeroed_on_a_line(&mut f, len);
-            assert_eq!(f[at..].as_ptr() as usize % 64, 0, "{len}");
-            assert!(f[at..at + len].iter().all(|&x| x == 0.0));
-        }
     }
 }

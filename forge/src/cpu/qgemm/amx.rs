@@ -20,6 +20,7 @@
 
 use super::{padded_k, SharedOut, PANEL};
 use crate::cpu::amx::tiles::{Config, Tiles};
+use crate::cpu::amx::{zeroed_on_a_line, Line};
 use std::cell::RefCell;
 
 /// Rows of `a` per chunk: two tiles of 16.
@@ -101,13 +102,14 @@ pub(super) unsafe fn chunk(
             let (a_blk, a_stride): (&[u8], usize) = if in_place {
                 (&a[r0 * kp..][..BLOCK_ROWS * kp], kp)
             } else {
-                s.clear();
-                s.resize(BLOCK_ROWS * stride, 0);
+                let at = zeroed_on_a_line(&mut s, BLOCK_ROWS * stride);
+                let s = &mut s[at..];
                 for r in 0..rows {
                     s[r * stride..][..kp].copy_from_slice(&a[(r0 + r) * kp..][..kp]);
                 }
                 (&s[..], stride)
             };
+            let mut c_at = 0;
             let (c0, c_stride) = if whole {
                 // SAFETY: row `r0`, column `p0 * 16` lies inside the
                 // `m x n` output (this chunk's first element).
@@ -116,9 +118,8 @@ pub(super) unsafe fn chunk(
                     4 * n,
                 )
             } else {
-                cbuf.clear();
-                cbuf.resize(BLOCK_ROWS * pairs * 32, 0);
-                (cbuf.as_mut_ptr().cast::<u8>(), pairs * 128)
+                c_at = zeroed_on_a_line(&mut cbuf, BLOCK_ROWS * pairs * 32);
+                (cbuf[c_at..].as_mut_ptr().cast::<u8>(), pairs * 128)
             };
             let mut cfg = Config::new();
             for t in 0..8 {
@@ -176,7 +177,7 @@ pub(super) unsafe fn chunk(
                     let dst = unsafe {
                         std::slice::from_raw_parts_mut(out.get().add((r0 + r) * n + j0), cols)
                     };
-                    dst.copy_from_slice(&cbuf[r * pairs * 32..][..cols]);
+                    dst.copy_from_slice(&cbuf[c_at + r * pairs * 32..][..cols]);
                 }
             }
         })
@@ -218,14 +219,14 @@ unsafe fn block(
     // meet zero activations.
     // (Written only when needed: zeroing 1 KiB on every block was a tenth
     // of an int8 BERT-base forward.)
-    let mut tail = std::mem::MaybeUninit::<[u8; 1024]>::uninit();
+    let mut tail = std::mem::MaybeUninit::<Line<[u8; 1024]>>::uninit();
     let mut b_tile = |start: usize, kt: usize| -> *const u8 {
         let at = start + kt * 1024;
         match bytes.get(at..at + 1024) {
             Some(tile) => tile.as_ptr(),
             None => {
                 let part = &bytes[at.min(bytes.len())..];
-                let tail = tail.write([0u8; 1024]);
+                let tail = &mut tail.write(Line([0u8; 1024])).0;
                 tail[..part.len()].copy_from_slice(part);
                 tail.as_ptr()
             }
