@@ -437,6 +437,56 @@ fn each_executor_draws_from_its_own_pool() {
         .any(|m| m.hits == sa.hits && m.misses == sa.misses));
 }
 
+/// LeNet-5 training steps (its second convolution keeps the forward's
+/// column matrix for the weight gradient, copies im2col's runs of 10 and
+/// runs col2im a plane at a time with AVX-512; its first takes the
+/// small-channel kernels), two Adam steps at batch 40 (three column
+/// chunks of 17, 17 and 6 images), give the same loss and parameter bits
+/// in every CPU class at 1 and 2 threads (issue 41), and a second run of
+/// the same model the same bits again.
+#[test]
+fn a_lenet_training_step_has_the_same_bits_in_every_class_and_thread_count() {
+    use forge::models::mnist::LeNet5;
+    let mut rng = Rng::new(41);
+    let model = LeNet5::new(&mut rng);
+    let x = Tensor::<f32>::normal(&[40, 1, 28, 28], 0.0, 1.0, &mut rng);
+    let y = Tensor::<i64>::from_fn(&[40], |_| rng.below(10) as i64);
+    let run = || {
+        let mut m = model.clone();
+        let mut opt = Adam::<f32>::new(1e-3);
+        let mut out = Vec::new();
+        for _ in 0..2 {
+            let loss = cross_entropy(&m.forward(x.clone()), &y);
+            out.extend(bits(&loss));
+            let grads = loss.backward();
+            for (_, p) in m.named_parameters() {
+                out.extend(bits(grads.get(&p).expect("every parameter has a gradient")));
+            }
+            opt.step(&mut m, &grads).unwrap();
+        }
+        for (_, p) in m.named_parameters() {
+            out.extend(bits(&p));
+        }
+        out
+    };
+    let want = Executor::new(1)
+        .with_cpu_class(Simd::Portable)
+        .unwrap()
+        .run(run);
+    for class in [Simd::Portable, Simd::Avx2Fma, Simd::Avx512] {
+        for threads in [1, 2] {
+            let Ok(exec) = Executor::new(threads).with_cpu_class(class) else {
+                continue;
+            };
+            assert!(
+                exec.run(run) == want,
+                "{class} on {threads} thread(s) differs from portable"
+            );
+        }
+    }
+    assert!(run() == want, "the process's own class differs");
+}
+
 /// A GPT training step (layer norms, packed-qkv attention, GELU, residual
 /// adds, bias gradients, cross-entropy, AdamW), two steps, gives the same
 /// loss and parameter bits in every CPU class at 1 and 2 threads: the

@@ -16,8 +16,10 @@
 //! A bias gradient is the output gradient summed over batch and space.
 
 use super::grads::both;
+use crate::autograd::is_grad_enabled;
 use crate::cpu::conv::{
-    channel_sums, conv2d_backward_input, conv2d_backward_weight, conv2d_forward, ConvGeom,
+    channel_sums, conv2d_backward_input, conv2d_backward_weight, conv2d_backward_weight_kept,
+    conv2d_forward, conv2d_forward_keeping, ConvGeom, KeptColumns,
 };
 use crate::tensor::{Device, Float, Tensor};
 
@@ -261,7 +263,10 @@ impl<E: Float, D: Device> Tensor<E, D> {
     }
 }
 
-/// `conv(x, w) + b` over `geom`, recorded with its rule.
+/// `conv(x, w) + b` over `geom`, recorded with its rule. When the rule
+/// will need the weight gradient (recording on, `w` tracked), the forward
+/// may keep its column matrix for it ([`conv2d_forward_keeping`]: small
+/// im2col geometries), held by the rule until the tape drops it.
 #[track_caller]
 fn conv_apply<E: Float, D: Device>(
     x: &Tensor<E, D>,
@@ -269,7 +274,12 @@ fn conv_apply<E: Float, D: Device>(
     b: Option<&Tensor<E, D>>,
     geom: ConvGeom,
 ) -> Tensor<E, D> {
-    let data = conv2d_forward(&geom, x.as_slice(), w.as_slice(), b.map(|b| b.as_slice()));
+    let (xs, ws, bs) = (x.as_slice(), w.as_slice(), b.map(|b| b.as_slice()));
+    let (data, kept) = if is_grad_enabled() && w.is_tracked() {
+        conv2d_forward_keeping(&geom, xs, ws, bs)
+    } else {
+        (conv2d_forward(&geom, xs, ws, bs), None)
+    };
     let shape = [geom.n, geom.o, geom.oh, geom.ow];
     let mut inputs = vec![x.clone(), w.clone()];
     inputs.extend(b.cloned());
@@ -278,7 +288,7 @@ fn conv_apply<E: Float, D: Device>(
         let (gx, gw) = both(
             [ctx.needs(0), ctx.needs(1)],
             || conv_t_apply(g, w, None, geom),
-            || conv_w_apply(x, g, geom),
+            || conv_w_apply(x, g, geom, kept.as_ref()),
         );
         let mut out = vec![gx, gw];
         if ctx.inputs.len() == 3 {
@@ -306,7 +316,7 @@ fn conv_t_apply<E: Float, D: Device>(
         let (gy, gw) = both(
             [ctx.needs(0), ctx.needs(1)],
             || conv_apply(g, w, None, geom),
-            || conv_w_apply(g, y, geom),
+            || conv_w_apply(g, y, geom, None),
         );
         let mut out = vec![gy, gw];
         if ctx.inputs.len() == 3 {
@@ -331,14 +341,19 @@ fn channel_sum<E: Float, D: Device>(g: &Tensor<E, D>) -> Tensor<E, D> {
 }
 
 /// The weight gradient of `conv` over `geom`: maps `x [n, c, h, w]` and
-/// `y [n, o, oh, ow]` to `[o, c / groups, kh, kw]`.
+/// `y [n, o, oh, ow]` to `[o, c / groups, kh, kw]`, from `kept`, `x`'s
+/// column matrix, where the forward kept it (the same bits).
 #[track_caller]
 fn conv_w_apply<E: Float, D: Device>(
     x: &Tensor<E, D>,
     y: &Tensor<E, D>,
     geom: ConvGeom,
+    kept: Option<&KeptColumns<E>>,
 ) -> Tensor<E, D> {
-    let data = conv2d_backward_weight(&geom, x.as_slice(), y.as_slice());
+    let data = match kept {
+        Some(cols) => conv2d_backward_weight_kept(&geom, cols, y.as_slice()),
+        None => conv2d_backward_weight(&geom, x.as_slice(), y.as_slice()),
+    };
     let shape = [geom.o, geom.c / geom.groups, geom.kh, geom.kw];
     Tensor::from_parts(data, shape.into(), None).record(
         "conv2d_weight_grad",

@@ -170,7 +170,7 @@ fn forward_batched<E: Float>(
     let (k, l, o) = (g.k_len(), g.l(), g.o);
     let per = g.batch_chunk(budget);
     let w = PreparedA::new(o, k, Mat::row_major(weight, k), per.min(g.n) * l);
-    forward_prepared(g, x, &w, bias, per)
+    forward_prepared(g, x, &w, bias, per, &mut Columns::reused(g, per))
 }
 
 /// [`forward`] with the 8-bit float weight `w` (`[o, k]`), where it takes
@@ -195,22 +195,30 @@ pub(super) fn forward_fp8(
     let per = g.batch_chunk(COLS_BUDGET);
     // every product has at least one image's `l` columns
     let w = PreparedA::<f32>::from_fp8(w, l, per.min(g.n) * l)?;
-    Some(forward_prepared(g, x, &w, bias, per))
+    Some(forward_prepared(
+        g,
+        x,
+        &w,
+        bias,
+        per,
+        &mut Columns::reused(g, per),
+    ))
 }
 
-/// [`forward_batched`] with its weight prepared (`per` images a chunk).
+/// [`forward_batched`] with its weight prepared (`per` images a chunk),
+/// each chunk unfolded into `cols`.
 fn forward_prepared<E: Float>(
     g: &ConvGeom,
     x: &[E],
     w: &PreparedA<'_, E>,
     bias: Option<&[E]>,
     per: usize,
+    cols: &mut Columns<E>,
 ) -> Storage<E> {
-    let (k, l, o) = (g.k_len(), g.l(), g.o);
-    if let Some(y) = forward_direct(g, x, w, bias, per) {
+    let (l, o) = (g.l(), g.o);
+    if let Some(y) = forward_direct(g, x, w, bias, per, cols) {
         return y;
     }
-    let mut cols = Storage::with_capacity(k * per * l);
     if per == 1 {
         let mut y = Storage::with_capacity(g.n * o * l);
         for i in 0..o * g.n {
@@ -219,10 +227,10 @@ fn forward_prepared<E: Float>(
         }
         let beta = if bias.is_some() { E::one() } else { E::zero() };
         for b in 0..g.n {
-            refill(&mut cols, k * l, |c| g.im2col_batch(x, b, 1, c));
+            let cols = cols.unfold(g, x, b, 1);
             w.gemm(
                 l,
-                Mat::row_major(&cols, l),
+                Mat::row_major(cols, l),
                 beta,
                 &mut y[b * o * l..(b + 1) * o * l],
             );
@@ -233,13 +241,8 @@ fn forward_prepared<E: Float>(
     build(g.n * o * l, |y| {
         for (b0, nb) in chunks(g.n, per) {
             let ld = nb * l;
-            refill(&mut cols, k * ld, |c| g.im2col_batch(x, b0, nb, c));
-            w.gemm(
-                ld,
-                Mat::row_major(&cols, ld),
-                E::zero(),
-                &mut prod[..o * ld],
-            );
+            let cols = cols.unfold(g, x, b0, nb);
+            w.gemm(ld, Mat::row_major(cols, ld), E::zero(), &mut prod[..o * ld]);
             let prod = &prod[..o * ld];
             for_each_chunk_mut(&mut y[b0 * o * l..(b0 + nb) * o * l], o * l, |bi, y_img| {
                 for (oc, row) in y_img.chunks_mut(l).enumerate() {
@@ -267,18 +270,18 @@ fn forward_direct<E: Float>(
     w: &PreparedA<'_, E>,
     bias: Option<&[E]>,
     per: usize,
+    cols: &mut Columns<E>,
 ) -> Option<Storage<E>> {
     let (k, l, o) = (g.k_len(), g.l(), g.o);
     as_f32(x)?;
     if l % 16 != 0 || chunks(g.n, per).any(|(_, nb)| w.packed(nb * l).is_none()) {
         return None;
     }
-    let mut cols = Storage::<E>::with_capacity(k * per * l);
     let mut y = Storage::<E>::with_capacity(g.n * o * l);
     let yp = y.spare_capacity_mut().as_mut_ptr().cast::<f32>();
     for (b0, nb) in chunks(g.n, per) {
         let ld = nb * l;
-        refill(&mut cols, k * ld, |c| g.im2col_batch(x, b0, nb, c));
+        let cols = cols.unfold(g, x, b0, nb);
         let (pa, cf) = (w.packed(ld)?, as_f32(&cols[..k * ld])?);
         let out = GemmOut::segmented(yp.wrapping_add(b0 * o * l), l, l, o * l);
         // SAFETY: the output addresses images `b0..b0 + nb` of `y`
@@ -318,7 +321,7 @@ fn backward_input_batched<E: Float>(
     let mut cols = Storage::stale(k * per * l);
     let mut gyc = Storage::with_capacity(if per > 1 { o * per * l } else { 0 });
     let img = g.c * plane;
-    let inside = g.inside_table();
+    let (inside, fast) = (g.inside_table(), kernels::fast::<E>());
     build(g.n * img, |gx| {
         for (b0, nb) in chunks(g.n, per) {
             let ld = nb * l;
@@ -336,7 +339,7 @@ fn backward_input_batched<E: Float>(
             for_each_chunk_mut(&mut gx[b0 * img..(b0 + nb) * img], img, |bi, gx_img| {
                 for (ci, p) in gx_img.chunks_mut(plane).enumerate() {
                     let p = fill_init(p, bias.map_or(E::zero(), |b| b[ci]));
-                    g.col2im_channel(&cols[ci * taps * ld..], ld, bi * l, &inside, p);
+                    g.col2im_channel(&cols[ci * taps * ld..], ld, bi * l, &inside, p, fast);
                 }
             });
         }
@@ -354,25 +357,145 @@ fn backward_weight_batched<E: Float>(
 ) -> Storage<E> {
     let (k, l, o) = (g.k_len(), g.l(), g.o);
     let per = g.batch_chunk(budget);
-    let mut cols = Storage::with_capacity(k * per * l);
+    let mut cols = Columns::reused(g, per);
     let mut gyc = Storage::with_capacity(if per > 1 { o * per * l } else { 0 });
     // Unzeroed: the first chunk's product (beta 0) writes all of it.
     let mut gw = Storage::stale(o * k);
     for (b0, nb) in chunks(g.n, per) {
-        let ld = nb * l;
-        refill(&mut cols, k * ld, |c| g.im2col_batch(x, b0, nb, c));
-        let gy = g.channel_major(y_grad, b0, nb, &mut gyc);
-        gemm(
-            o,
-            ld,
-            k,
-            Mat::row_major(&gy[..o * ld], ld),
-            Mat::transposed(&cols[..k * ld], ld),
-            if b0 == 0 { E::zero() } else { E::one() },
-            &mut gw,
-        );
+        let cols = cols.unfold(g, x, b0, nb);
+        weight_grad_chunk(g, y_grad, (b0, nb), cols, &mut gyc, &mut gw);
     }
     gw
+}
+
+/// [`backward_weight_batched`] over the columns the forward kept
+/// ([`forward_keeping`]): the same chunks and products on the same
+/// columns, so the same bits, without unfolding the input again.
+pub(super) fn backward_weight_kept<E: Float>(g: &ConvGeom, kept: &[E], y_grad: &[E]) -> Storage<E> {
+    let (k, l, o) = (g.k_len(), g.l(), g.o);
+    assert_eq!(kept.len(), k * g.n * l, "backward_weight_kept: columns");
+    let per = g.batch_chunk(COLS_BUDGET);
+    let mut gyc = Storage::with_capacity(if per > 1 { o * per * l } else { 0 });
+    // Unzeroed: the first chunk's product (beta 0) writes all of it.
+    let mut gw = Storage::stale(o * k);
+    for (b0, nb) in chunks(g.n, per) {
+        let cols = &kept[k * l * b0..][..k * l * nb];
+        weight_grad_chunk(g, y_grad, (b0, nb), cols, &mut gyc, &mut gw);
+    }
+    gw
+}
+
+/// One chunk's term of the weight gradient, `gw [o, k] (+)= gy [o, nb l] x
+/// cols^T [nb l, k]` (`cols [k, nb l]` of images `b0..b0 + nb`; the first
+/// chunk, `b0 = 0`, writes over `gw`), with the output gradient gathered
+/// channel-major into `gyc` (or used in place for one image).
+fn weight_grad_chunk<E: Float>(
+    g: &ConvGeom,
+    y_grad: &[E],
+    (b0, nb): (usize, usize),
+    cols: &[E],
+    gyc: &mut Storage<E>,
+    gw: &mut [E],
+) {
+    let (k, o, ld) = (g.k_len(), g.o, nb * g.l());
+    let gy = g.channel_major(y_grad, b0, nb, gyc);
+    gemm(
+        o,
+        ld,
+        k,
+        Mat::row_major(&gy[..o * ld], ld),
+        Mat::transposed(&cols[..k * ld], ld),
+        if b0 == 0 { E::zero() } else { E::one() },
+        gw,
+    );
+}
+
+/// Most elements of the column matrix [`forward_keeping`] keeps for the
+/// weight gradient (the whole batch's: `c kh kw` rows by `n oh ow`
+/// columns), 2^22, 16 MiB of `f32`. The forward otherwise unfolds into
+/// one L2-sized buffer per chunk, and the weight gradient unfolds the
+/// input again; keeping the columns saves that second unfold (LeNet-5's
+/// second convolution at batch 128: 1.9M elements, about a tenth of a
+/// training step) for memory held from the forward to the backward.
+/// Larger matrices (ResNet-style layers on big planes) are unfolded
+/// twice, as before.
+pub(super) const KEEP_COLS_MAX: usize = 1 << 22;
+
+/// Whether [`forward_keeping`] keeps the columns of `g`: one group, no tap
+/// classes (the paths whose forward and weight gradient unfold the same
+/// chunks, [`forward_batched`] and [`backward_weight_batched`]), and the
+/// whole batch's columns within [`KEEP_COLS_MAX`] elements. From the shape
+/// only.
+pub(super) fn keeps_columns(g: &ConvGeom) -> bool {
+    g.groups == 1
+        && g.k_len().saturating_mul(g.n).saturating_mul(g.l()) <= KEEP_COLS_MAX
+        && g.tap_plan().is_none()
+}
+
+/// [`forward`], and where [`keeps_columns`] holds, the column matrix it
+/// unfolded, `[k, nb l]` per chunk of `nb` images, chunk after chunk
+/// (`k n l` elements), for [`backward_weight_kept`]. The output is
+/// [`forward`]'s, bit for bit (the same chunks and products).
+pub(super) fn forward_keeping<E: Float>(
+    g: &ConvGeom,
+    x: &[E],
+    weight: &[E],
+    bias: Option<&[E]>,
+) -> (Storage<E>, Option<Storage<E>>) {
+    if !keeps_columns(g) {
+        return (forward(g, x, weight, bias), None);
+    }
+    let (k, l, o) = (g.k_len(), g.l(), g.o);
+    let per = g.batch_chunk(COLS_BUDGET);
+    let w = PreparedA::new(o, k, Mat::row_major(weight, k), per.min(g.n) * l);
+    let mut cols = Columns::Kept(Storage::with_capacity(k * g.n * l));
+    let y = forward_prepared(g, x, &w, bias, per, &mut cols);
+    let Columns::Kept(kept) = cols else {
+        unreachable!("made kept above")
+    };
+    (y, Some(kept))
+}
+
+/// Where the batched forward unfolds each chunk of images: one buffer
+/// reused by every chunk, or the whole batch's columns, chunk after chunk,
+/// kept for the weight gradient.
+enum Columns<E: Copy> {
+    /// Room for one chunk, overwritten by the next.
+    Reused(Storage<E>),
+    /// Room for every chunk; filled in chunk order.
+    Kept(Storage<E>),
+}
+
+impl<E: Float> Columns<E> {
+    /// A reused buffer for chunks of `per` images.
+    fn reused(g: &ConvGeom, per: usize) -> Self {
+        Columns::Reused(Storage::with_capacity(g.k_len() * per * g.l()))
+    }
+
+    /// Images `b0..b0 + nb` unfolded by
+    /// [`im2col_batch`](ConvGeom::im2col_batch): `[k, nb l]`.
+    ///
+    /// # Panics
+    /// For kept columns, when the chunks do not come in order.
+    fn unfold(&mut self, g: &ConvGeom, x: &[E], b0: usize, nb: usize) -> &[E] {
+        let len = g.k_len() * nb * g.l();
+        match self {
+            Columns::Reused(c) => {
+                refill(c, len, |c| g.im2col_batch(x, b0, nb, c));
+                &c[..len]
+            }
+            Columns::Kept(c) => {
+                let at = c.len();
+                assert_eq!(at, g.k_len() * b0 * g.l(), "kept columns: chunk order");
+                g.im2col_batch(x, b0, nb, &mut c.spare_capacity_mut()[..len]);
+                // SAFETY: `im2col_batch` wrote every element of the `len`
+                // slots after `at` (its contract; the slice indexing above
+                // checked that they are within the capacity).
+                unsafe { c.set_len(at + len) };
+                &c[at..]
+            }
+        }
+    }
 }
 
 /// `F.unfold`: every `h x w` plane of `x [n, c, h, w]` unfolded into its
@@ -409,6 +532,7 @@ pub(super) fn fold<E: Float>(g: &ConvGeom, cols: &[E]) -> Storage<E> {
 }
 
 mod columns;
+mod kernels;
 mod taps;
 #[cfg(test)]
 mod tests;

@@ -7,6 +7,11 @@
 //! at small batches take the direct kernel of `direct.rs` instead (weights
 //! packed once per write version, chosen in `ops/conv_infer.rs`).
 //!
+//! In training, [`conv2d_forward_keeping`] hands the im2col path's column
+//! matrix to the caller when it is small enough, and
+//! [`conv2d_backward_weight_kept`] takes the weight gradient from it
+//! instead of unfolding the input again (the same bits).
+//!
 //! An 8-bit float weight (`nn/conv2d_fp8.rs`) is decoded in the packing
 //! step of the direct kernel ([`direct_forward_fp8`]) and of im2col and
 //! gemm ([`conv2d_forward_fp8`]): no f32 copy of the weight besides the
@@ -50,6 +55,59 @@ pub(crate) fn conv2d_forward<E: Float>(
     } else {
         im2col::forward(g, x, weight, bias)
     }
+}
+
+/// The column matrix a forward convolution unfolded, kept for its weight
+/// gradient ([`conv2d_forward_keeping`], [`conv2d_backward_weight_kept`]).
+pub(crate) struct KeptColumns<E: Copy> {
+    /// The geometry it was unfolded for.
+    geom: ConvGeom,
+    /// `[k, nb l]` per chunk of images, chunk after chunk.
+    data: Storage<E>,
+}
+
+/// [`conv2d_forward`], and for the geometries whose forward and weight
+/// gradient unfold the same column matrix (im2col and gemm, one group, no
+/// tap classes) when that matrix is small enough (`im2col::KEEP_COLS_MAX`
+/// elements for the batch), the matrix itself, for
+/// [`conv2d_backward_weight_kept`]. The output is [`conv2d_forward`]'s,
+/// bit for bit.
+///
+/// # Panics
+/// When a buffer's length does not match the geometry.
+pub(crate) fn conv2d_forward_keeping<E: Float>(
+    g: &ConvGeom,
+    x: &[E],
+    weight: &[E],
+    bias: Option<&[E]>,
+) -> (Storage<E>, Option<KeptColumns<E>>) {
+    assert_eq!(x.len(), g.n * g.c * g.h * g.w, "conv2d_forward: input");
+    assert_eq!(weight.len(), g.o * g.k_len(), "conv2d_forward: weight");
+    if conv_small::applies(g) {
+        return (conv_small::forward(g, x, weight, bias), None);
+    }
+    let (y, kept) = im2col::forward_keeping(g, x, weight, bias);
+    (y, kept.map(|data| KeptColumns { geom: *g, data }))
+}
+
+/// [`conv2d_backward_weight`] over the columns a forward kept: the same
+/// gradient, bit for bit, without unfolding the input again.
+///
+/// # Panics
+/// When `cols` was kept for another geometry, or `y_grad`'s length does
+/// not match the geometry.
+pub(crate) fn conv2d_backward_weight_kept<E: Float>(
+    g: &ConvGeom,
+    cols: &KeptColumns<E>,
+    y_grad: &[E],
+) -> Storage<E> {
+    assert_eq!(cols.geom, *g, "conv2d_backward_weight_kept: geometry");
+    assert_eq!(
+        y_grad.len(),
+        g.n * g.o * g.l(),
+        "conv2d_backward_weight: gradient"
+    );
+    im2col::backward_weight_kept(g, &cols.data, y_grad)
 }
 
 /// [`conv2d_forward`] with an 8-bit float weight `[o, c / groups, kh, kw]`

@@ -4,6 +4,7 @@
 //! convolutions), `col2im` (its adjoint, summed back into the planes), and
 //! the channel-major gathering of output gradients for the batched paths.
 
+use super::kernels;
 use crate::base::Float;
 use crate::cpu::buffers::{for_each_row_mut, for_each_row_work, refill, uninit_mut};
 use crate::cpu::conv::geom::ConvGeom;
@@ -30,12 +31,12 @@ impl ConvGeom {
         let (plane, taps, l) = (self.h * self.w, self.kh * self.kw, self.l());
         // SAFETY: `im2col_row` writes values only (`MaybeUninit::write`).
         let cols = unsafe { uninit_mut(cols) };
-        let inside = self.inside_table();
+        let (inside, fast) = (self.inside_table(), kernels::fast::<E>());
         for ci in 0..self.cg() {
             let x = &x[ci * plane..(ci + 1) * plane];
             for t in 0..taps {
-                let range = inside[t % self.kw];
-                self.im2col_row(x, t, range, &mut cols[(ci * taps + t) * l..][..l]);
+                let (range, row) = (inside[t % self.kw], &mut cols[(ci * taps + t) * l..][..l]);
+                self.im2col_row(x, t, range, row, fast);
             }
         }
     }
@@ -44,18 +45,20 @@ impl ConvGeom {
     /// `oh * ow` values it meets (zero where it falls on the padding):
     /// `row[oy * ow + ox] = plane[oy * s0 - p0 + i * d0, ox * s1 - p1 + j * d1]`.
     /// Every element of `row` is written.
-    /// `inside` is [`inside_cols`](Self::inside_cols) of the tap's column.
+    /// `inside` is [`inside_cols`](Self::inside_cols) of the tap's column;
+    /// `fast` is [`kernels::fast`]'s answer for `E`.
     pub(super) fn im2col_row<E: Float>(
         &self,
         plane: &[E],
         t: usize,
         inside: (usize, usize),
         row: &mut [MaybeUninit<E>],
+        fast: bool,
     ) {
         if self.rows_are_contiguous() {
             self.im2col_row_shifted(plane, t, inside, row);
         } else {
-            self.im2col_row_general(plane, t, inside, row);
+            self.im2col_row_general(plane, t, inside, row, fast);
         }
     }
 
@@ -115,44 +118,62 @@ impl ConvGeom {
         }
     }
 
-    /// [`im2col_row`](Self::im2col_row) for any geometry, one output row
-    /// at a time.
+    /// [`im2col_row`](Self::im2col_row) for any geometry: the output rows
+    /// whose input row is inside ([`inside_rows`](Self::inside_rows)) copy
+    /// their inside run (one [`kernels::copy`] over all of them at stride 1),
+    /// the rest is zero.
     pub(super) fn im2col_row_general<E: Float>(
         &self,
         plane: &[E],
         t: usize,
         (ox_lo, ox_hi): (usize, usize),
         row: &mut [MaybeUninit<E>],
+        fast: bool,
     ) {
-        let (i, j, ow) = (t / self.kw, t % self.kw, self.ow);
+        let (i, j, ow, oh) = (t / self.kw, t % self.kw, self.ow, self.oh);
         let [s0, s1] = self.stride;
         let [p0, p1] = self.padding;
         let [d0, d1] = self.dilation;
         let zero = |d: &mut [MaybeUninit<E>]| d.iter_mut().for_each(|v| _ = v.write(E::zero()));
-        for oy in 0..self.oh {
-            let dst = &mut row[oy * ow..(oy + 1) * ow];
-            let Some(y) = Self::src(oy, i, s0, p0, d0, self.h) else {
-                zero(dst);
-                continue;
-            };
-            zero(&mut dst[..ox_lo]);
-            zero(&mut dst[ox_hi.max(ox_lo)..]);
-            if ox_lo >= ox_hi {
-                continue;
-            }
-            let src = &plane[y * self.w..(y + 1) * self.w];
-            let x0 = ox_lo * s1 + j * d1 - p1;
-            let dst = &mut dst[ox_lo..ox_hi];
-            if s1 == 1 {
-                for (d, &v) in dst.iter_mut().zip(&src[x0..x0 + (ox_hi - ox_lo)]) {
-                    d.write(v);
-                }
-            } else {
-                for (k, d) in dst.iter_mut().enumerate() {
-                    d.write(src[x0 + k * s1]);
+        let row = &mut row[..oh * ow];
+        let (oy_lo, oy_hi) = self.inside_rows(i);
+        zero(&mut row[..oy_lo * ow]);
+        zero(&mut row[oy_hi * ow..]);
+        let (lo, hi) = (ox_lo.min(ow), ox_hi.clamp(ox_lo.min(ow), ow));
+        for dst in row[oy_lo * ow..oy_hi * ow].chunks_exact_mut(ow) {
+            zero(&mut dst[..lo]);
+            zero(&mut dst[hi..]);
+        }
+        if lo >= hi || oy_lo >= oy_hi {
+            return;
+        }
+        // Output row `oy` reads input row `y0 + (oy - oy_lo) s0`, its
+        // inside run from input column `x0`.
+        let y0 = oy_lo * s0 + i * d0 - p0;
+        let x0 = lo * s1 + j * d1 - p1;
+        let src = &plane[y0 * self.w + x0..];
+        let dst = &mut row[oy_lo * ow + lo..];
+        if s1 == 1 {
+            kernels::copy(src, s0 * self.w, dst, ow, (hi - lo, oy_hi - oy_lo), fast);
+        } else {
+            for r in 0..oy_hi - oy_lo {
+                let src = &src[r * s0 * self.w..];
+                for (k, d) in dst[r * ow..][..hi - lo].iter_mut().enumerate() {
+                    d.write(src[k * s1]);
                 }
             }
         }
+    }
+
+    /// The output rows `oy_lo..oy_hi` whose input row for kernel row `i`
+    /// is inside the image (a run: stride and dilation are positive);
+    /// empty when `oy_lo >= oy_hi`.
+    pub(super) fn inside_rows(&self, i: usize) -> (usize, usize) {
+        let [s0, p0, d0] = [self.stride[0], self.padding[0], self.dilation[0]];
+        let inside = |oy: usize| Self::src(oy, i, s0, p0, d0, self.h).is_some();
+        let oy_lo = (0..self.oh).find(|&oy| inside(oy)).unwrap_or(self.oh);
+        let oy_hi = (oy_lo..self.oh).find(|&oy| !inside(oy)).unwrap_or(self.oh);
+        (oy_lo, oy_hi)
     }
 
     /// The output columns `ox_lo..ox_hi` whose input column for kernel
@@ -178,17 +199,20 @@ impl ConvGeom {
     /// back onto the input position it was read from.
     pub(super) fn col2im<E: Float>(&self, cols: &[E], x: &mut [E]) {
         let (plane, taps, l) = (self.h * self.w, self.kh * self.kw, self.l());
-        let inside = self.inside_table();
+        let (inside, fast) = (self.inside_table(), kernels::fast::<E>());
         for ci in 0..self.cg() {
             let x = &mut x[ci * plane..(ci + 1) * plane];
-            self.col2im_channel(&cols[ci * taps * l..], l, 0, &inside, x);
+            self.col2im_channel(&cols[ci * taps * l..], l, 0, &inside, x, fast);
         }
     }
 
     /// The adjoint of [`im2col_row`](Self::im2col_row) over every tap of
     /// one channel: adds rows `rows[t * ld + off..][..oh * ow]` back onto
     /// one `h x w` plane, taps in increasing order (`inside` is
-    /// [`inside_table`](Self::inside_table)).
+    /// [`inside_table`](Self::inside_table)). At stride 1 for `f32` with
+    /// AVX-512 one pass over the plane ([`kernels::col2im_plane`]), each
+    /// value getting the same terms in the same order (`fast` is
+    /// [`kernels::fast`]'s answer for `E`).
     pub(super) fn col2im_channel<E: Float>(
         &self,
         rows: &[E],
@@ -196,11 +220,28 @@ impl ConvGeom {
         off: usize,
         inside: &[(usize, usize)],
         plane: &mut [E],
+        fast: bool,
     ) {
         let (l, ow) = (self.l(), self.ow);
         let [s0, s1] = self.stride;
         let [p0, p1] = self.padding;
         let [d0, d1] = self.dilation;
+        if self.stride == [1, 1] {
+            let pg = kernels::PlaneGeom {
+                kh: self.kh,
+                kw: self.kw,
+                h: self.h,
+                w: self.w,
+                oh: self.oh,
+                ow,
+                padding: self.padding,
+                dilation: self.dilation,
+                inside,
+            };
+            if kernels::col2im_plane(&pg, rows, ld, off, plane, fast) {
+                return;
+            }
+        }
         for i in 0..self.kh {
             for (j, &(ox_lo, ox_hi)) in inside.iter().enumerate() {
                 let row = &rows[(i * self.kw + j) * ld + off..][..l];
@@ -247,7 +288,7 @@ impl ConvGeom {
     ) {
         let (plane, taps, l) = (self.h * self.w, self.kh * self.kw, self.l());
         let ld = nb * l;
-        let inside = self.inside_table();
+        let (inside, fast) = (self.inside_table(), kernels::fast::<E>());
         // Work per row: its elements, plus about 8 elements' worth per run
         // copied (one run per image on the shifted path, one per output
         // row otherwise).
@@ -265,7 +306,8 @@ impl ConvGeom {
                 let range = inside[t % self.kw];
                 for bi in 0..nb {
                     let at = ((b0 + bi) * self.c + ci) * plane;
-                    self.im2col_row(&x[at..at + plane], t, range, &mut row[bi * l..(bi + 1) * l]);
+                    let (src, dst) = (&x[at..at + plane], &mut row[bi * l..(bi + 1) * l]);
+                    self.im2col_row(src, t, range, dst, fast);
                 }
             },
         );

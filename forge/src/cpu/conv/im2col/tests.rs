@@ -1,6 +1,9 @@
 //! Tests of the im2col/col2im kernels.
 use super::*;
-use crate::cpu::conv::{conv2d_backward_input, conv2d_backward_weight, conv2d_forward};
+use crate::cpu::conv::{
+    conv2d_backward_input, conv2d_backward_weight, conv2d_backward_weight_kept, conv2d_forward,
+    conv2d_forward_keeping,
+};
 use std::mem::MaybeUninit;
 
 /// Direct window sums, the definition the kernels must agree with.
@@ -257,7 +260,7 @@ fn shifted_rows_equal_the_general_rows() {
             let mut a = vec![MaybeUninit::new(f32::NAN); l];
             let mut b = vec![MaybeUninit::new(-7.5f32); l];
             g.im2col_row_shifted(&plane, t, inside[t % g.kw], &mut a);
-            g.im2col_row_general(&plane, t, inside[t % g.kw], &mut b);
+            g.im2col_row_general(&plane, t, inside[t % g.kw], &mut b, kernels::fast::<f32>());
             let bits = |v: &[MaybeUninit<f32>]| -> Vec<u32> {
                 v.iter()
                     // SAFETY: both vectors were initialised with sentinels
@@ -350,4 +353,89 @@ fn dense_backward_passes_overwrite_their_stale_buffers() {
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     let (gx0, gw0) = run(0.0);
     assert_eq!((bits(&gx), bits(&gw)), (bits(&gx0), bits(&gw0)));
+}
+
+/// The forward that keeps its columns ([`forward_keeping`]) gives the
+/// output bits of [`conv2d_forward`] and, from those columns, the weight
+/// gradient bits of [`conv2d_backward_weight`] (which unfolds the input
+/// again), on 1 and 2 threads, with and without bias: LeNet-5's second
+/// convolution at batch 40 (chunks of 17, 17 and 6 images; `l` 100, the
+/// copying path), a 3x3 "same" layer with `l` 64 (the direct store path
+/// for `f32`, chunks of 7, 7, 2), one over 24x24 planes (chunks of one
+/// image), a strided, padded, dilated one, and `f64`. Geometries it does
+/// not take keep nothing: too large, tap classes, several groups, the
+/// small-channel kernels.
+#[test]
+fn kept_columns_give_the_bits_of_unfolding_again() {
+    let _threads = crate::cpu::threads::lock_thread_count();
+    use crate::cpu::threads::{num_threads, set_num_threads};
+    let prev = num_threads();
+    let frac = |n: usize, a: usize| -> Vec<f32> {
+        (0..n).map(|i| ((i * a) % 23) as f32 * 0.13 - 1.4).collect()
+    };
+    let geoms = [
+        ([40, 6, 14, 14], [16, 6, 5, 5], [1, 1], [0, 0], [1, 1], 3),
+        ([16, 64, 8, 8], [20, 64, 3, 3], [1, 1], [1, 1], [1, 1], 3),
+        ([3, 64, 24, 24], [8, 64, 3, 3], [1, 1], [1, 1], [1, 1], 3),
+        ([9, 5, 11, 19], [7, 5, 3, 4], [2, 1], [1, 2], [1, 2], 1),
+    ];
+    for (x_shape, w_shape, stride, pad, dil, chunks_want) in geoms {
+        let g = ConvGeom::new(x_shape, w_shape, stride, pad, dil, 1).unwrap();
+        assert!(keeps_columns(&g), "{g:?}");
+        assert_eq!(chunks(g.n, g.batch_chunk(COLS_BUDGET)).count(), chunks_want);
+        let x = frac(g.n * g.c * g.h * g.w, 37);
+        let w = frac(g.o * g.k_len(), 13);
+        let gy = frac(g.n * g.o * g.l(), 11);
+        let bias = frac(g.o, 7);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        for threads in [1, 2] {
+            set_num_threads(threads);
+            for b in [None, Some(&bias[..])] {
+                let (y, kept) = conv2d_forward_keeping(&g, &x, &w, b);
+                let kept = kept.expect("kept");
+                assert_eq!(bits(&y), bits(&conv2d_forward(&g, &x, &w, b)), "{g:?}");
+                let gw = conv2d_backward_weight_kept(&g, &kept, &gy);
+                let want = conv2d_backward_weight(&g, &x, &gy);
+                assert_eq!(bits(&gw), bits(&want), "{g:?} on {threads} thread(s)");
+            }
+        }
+    }
+    set_num_threads(prev);
+    // f64, the generic path
+    let g = ConvGeom::new([40, 6, 14, 14], [16, 6, 5, 5], [1, 1], [0, 0], [1, 1], 1).unwrap();
+    let x: Vec<f64> = frac(40 * 6 * 196, 37)
+        .iter()
+        .map(|&v| v as f64 / 3.0)
+        .collect();
+    let w: Vec<f64> = frac(16 * 150, 13).iter().map(|&v| v as f64 / 7.0).collect();
+    let gy: Vec<f64> = frac(40 * 16 * 100, 11)
+        .iter()
+        .map(|&v| v as f64 / 9.0)
+        .collect();
+    let (y, kept) = conv2d_forward_keeping(&g, &x, &w, None);
+    assert_eq!(y, conv2d_forward(&g, &x, &w, None));
+    let gw = conv2d_backward_weight_kept(&g, &kept.expect("kept"), &gy);
+    assert_eq!(gw, conv2d_backward_weight(&g, &x, &gy));
+    // not kept
+    let none = [
+        // `c kh kw * n oh ow` = 576 * 40 * 256 > KEEP_COLS_MAX
+        ConvGeom::new([40, 64, 16, 16], [64, 64, 3, 3], [1, 1], [1, 1], [1, 1], 1),
+        // tap classes (2x2 planes)
+        ConvGeom::new([16, 32, 2, 2], [32, 32, 3, 3], [1, 1], [1, 1], [1, 1], 1),
+        // two groups
+        ConvGeom::new([4, 8, 6, 6], [8, 4, 3, 3], [1, 1], [1, 1], [1, 1], 2),
+        // the small-channel kernels (LeNet-5's first convolution)
+        ConvGeom::new([8, 1, 28, 28], [6, 1, 5, 5], [1, 1], [2, 2], [1, 1], 1),
+    ];
+    for g in none.map(Option::unwrap) {
+        let x = frac(g.n * g.c * g.h * g.w, 37);
+        let w = frac(g.o * g.k_len(), 13);
+        let (y, kept) = conv2d_forward_keeping(&g, &x, &w, None);
+        assert!(kept.is_none(), "{g:?}");
+        assert_eq!(bits_of(&y), bits_of(&conv2d_forward(&g, &x, &w, None)));
+    }
+}
+
+fn bits_of(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
 }
