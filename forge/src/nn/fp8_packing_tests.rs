@@ -101,12 +101,41 @@ fn conv_cases() -> Vec<(Conv2d<f32>, Tensor<f32>, bool, bool)> {
             false,
             true,
         ),
-        // decoded whole: several groups, the small-channel kernels, a
-        // plane of 16 positions (a thin product), 1x1 planes (tap classes)
+        // several groups, each group's rows packed from the bytes: 3
+        // output channels a group; 35 (group 1's rows straddle two held
+        // panels of 32) with k = 288 over a KC block; stride 2, no_grad
+        (
+            conv(8, 6, 3, &mut rng).groups(2).padding(1),
+            x(&[2, 8, 6, 6], &mut rng),
+            true,
+            true,
+        ),
+        (
+            conv(64, 70, 3, &mut rng).groups(2).padding(1),
+            x(&[2, 64, 6, 6], &mut rng),
+            false,
+            true,
+        ),
+        (
+            conv(60, 99, 3, &mut rng).groups(3).padding(1).stride(2),
+            x(&[3, 60, 11, 11], &mut rng),
+            true,
+            true,
+        ),
+        // decoded whole: several groups over 9 positions (a thin
+        // product), depthwise (one output channel a group), the
+        // small-channel kernels, a plane of 16 positions, 1x1 planes (tap
+        // classes)
         (
             conv(8, 6, 3, &mut rng).groups(2),
             x(&[2, 8, 5, 5], &mut rng),
             true,
+            false,
+        ),
+        (
+            conv(8, 8, 3, &mut rng).groups(8).padding(1),
+            x(&[2, 8, 6, 6], &mut rng),
+            false,
             false,
         ),
         (
