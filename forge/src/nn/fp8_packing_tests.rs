@@ -4,10 +4,11 @@
 //! both encodings, per-row and per-tensor scales, odd channel counts and
 //! `k` over a `KC` block, on every path; and on the paths that decode in
 //! their packing step (the direct convolution, im2col and gemm, the
-//! projected LSTM), no whole-weight decode at all.
+//! recurrent layers' projections and hidden products), no whole-weight
+//! decode at all.
 
 use super::conv_bn_act::conv_bn_act;
-use super::{BatchNorm2d, Conv2d, Forward, Gru, Layer, Lstm, RnnConfig};
+use super::{BatchNorm2d, Conv2d, Forward, Gru, Layer, Lstm, Rnn, RnnConfig, RnnNonlinearity};
 use crate::autograd::no_grad;
 use crate::quant::{to_fp8, Fp8Format, Granularity, WHOLE_DECODES};
 use crate::tensor::{Rng, Tensor};
@@ -100,12 +101,41 @@ fn conv_cases() -> Vec<(Conv2d<f32>, Tensor<f32>, bool, bool)> {
             false,
             true,
         ),
-        // decoded whole: several groups, the small-channel kernels, a
-        // plane of 16 positions (a thin product), 1x1 planes (tap classes)
+        // several groups, each group's rows packed from the bytes: 3
+        // output channels a group; 35 (group 1's rows straddle two held
+        // panels of 32) with k = 288 over a KC block; stride 2, no_grad
+        (
+            conv(8, 6, 3, &mut rng).groups(2).padding(1),
+            x(&[2, 8, 6, 6], &mut rng),
+            true,
+            true,
+        ),
+        (
+            conv(64, 70, 3, &mut rng).groups(2).padding(1),
+            x(&[2, 64, 6, 6], &mut rng),
+            false,
+            true,
+        ),
+        (
+            conv(60, 99, 3, &mut rng).groups(3).padding(1).stride(2),
+            x(&[3, 60, 11, 11], &mut rng),
+            true,
+            true,
+        ),
+        // decoded whole: several groups over 9 positions (a thin
+        // product), depthwise (one output channel a group), the
+        // small-channel kernels, a plane of 16 positions, 1x1 planes (tap
+        // classes)
         (
             conv(8, 6, 3, &mut rng).groups(2),
             x(&[2, 8, 5, 5], &mut rng),
             true,
+            false,
+        ),
+        (
+            conv(8, 8, 3, &mut rng).groups(8).padding(1),
+            x(&[2, 8, 6, 6], &mut rng),
+            false,
             false,
         ),
         (
@@ -259,59 +289,149 @@ fn decoded_dict<L: Layer<f32>>(model: &L) -> BTreeMap<String, Tensor<f32>> {
     dict
 }
 
+/// An fp8 copy of the recurrent layer `m` and the f32 layer holding its
+/// decoded weights.
+fn fp8_pair<L: Layer<f32> + Clone>(m: &L, format: Fp8Format, granularity: Granularity) -> (L, L) {
+    let mut q = m.clone();
+    assert_eq!(to_fp8(&mut q, format, granularity), 1);
+    let mut r = m.clone();
+    r.load_state_dict(&decoded_dict(&q)).unwrap();
+    (q, r)
+}
+
+/// A recurrent layer's forward pass as values: `(output, states..)`
+/// detached, under `no_grad` or with grad mode on (the f32 layer then
+/// records; the fp8 one runs its inference loops).
+type Run<'a, L> = &'a dyn Fn(&L, &Tensor<f32>) -> Vec<Vec<f32>>;
+
+/// `run` on the fp8 layer equals `run` on the decoded f32 layer for each
+/// input `(name, x, one sequence)`, under `no_grad` and recording; and
+/// the layer's `cells` decode their `W_hh` into a tensor where the f32
+/// loop has no packing step (one sequence, or no packed kernel), nothing
+/// otherwise (`W_ih` is never decoded into a tensor: with the packed
+/// kernel its product decodes panels, `gemm_fp8_t`).
+fn check_recurrent<L>(
+    q: &L,
+    r: &L,
+    xs: &[(&str, &Tensor<f32>, bool)],
+    run: Run<'_, L>,
+    cells: usize,
+    what: &str,
+) {
+    for (name, x, one) in xs {
+        for grad in [false, true] {
+            let go = |m: &L| {
+                if grad {
+                    run(m, x)
+                } else {
+                    no_grad(|| run(m, x))
+                }
+            };
+            let want = go(r);
+            let (got, decodes) = counting(|| go(q));
+            let what = format!("{what}, {name}, grad mode {grad}");
+            assert!(got == want, "{what}");
+            let hh = if packed_gemm() && !one { 0 } else { cells };
+            assert_eq!(decodes, hh, "{what}: whole-weight decodes");
+        }
+    }
+}
+
 #[test]
 fn fp8_recurrent_layers_equal_the_decoded_f32_layers() {
     // the thread count is set below: no other test may change it meanwhile
     let _threads = crate::cpu::threads::lock_thread_count();
     let mut rng = Rng::new(13);
-    // input 300 (W_ih's k over a KC block), hidden 37 (4H = 148 and
-    // 3H = 111 columns: partial panels); two bidirectional layers, and a
-    // batch-first one
+    // input 300 (W_ih's k over a KC block), hidden 37 (4H = 148, 3H = 111
+    // and H = 37 columns: partial panels); two bidirectional layers, and
+    // a batch-first one; three sequences (the packed products: the
+    // projected LSTM, the GRU's and Elman RNN's prepacked W_hh), one
+    // sequence (one-row hidden products) and an unbatched one
     let cfgs = [
         RnnConfig::new(300, 37).num_layers(2).bidirectional(true),
         RnnConfig::new(300, 37).batch_first(true),
     ];
     let x = Tensor::<f32>::uniform(&[5, 3, 300], -1.0, 1.0, &mut rng);
     let one = Tensor::<f32>::uniform(&[5, 1, 300], -1.0, 1.0, &mut rng);
+    let unbatched = Tensor::<f32>::uniform(&[4, 300], -1.0, 1.0, &mut rng);
+
+    let lstm: Run<'_, Lstm<f32>> = &|m, x| {
+        let (y, (h, c)) = m.forward(x.clone());
+        [y, h, c].map(|t| t.detach().to_vec()).to_vec()
+    };
+    let gru: Run<'_, Gru<f32>> = &|m, x| {
+        let (y, h) = m.forward(x.clone());
+        [y, h].map(|t| t.detach().to_vec()).to_vec()
+    };
+    let rnn: Run<'_, Rnn<f32>> = &|m, x| {
+        let (y, h) = m.forward(x.clone());
+        [y, h].map(|t| t.detach().to_vec()).to_vec()
+    };
     for cfg in cfgs {
+        // one sequence in the layer's layout
+        let one = if cfg.batch_first {
+            one.transpose(0, 1).contiguous()
+        } else {
+            one.clone()
+        };
+        let xs = [
+            ("three", &x, false),
+            ("one", &one, true),
+            ("unbatched", &unbatched, true),
+        ];
         for (format, granularity) in CASES {
-            let mut q = Lstm::<f32>::new(cfg, &mut Rng::new(1));
-            let mut r = q.clone();
-            assert_eq!(to_fp8(&mut q, format, granularity), 1);
-            r.load_state_dict(&decoded_dict(&q)).unwrap();
-            let mut gq = Gru::<f32>::new(cfg, &mut Rng::new(2));
-            let mut gr = gq.clone();
-            assert_eq!(to_fp8(&mut gq, format, granularity), 1);
-            gr.load_state_dict(&decoded_dict(&gq)).unwrap();
+            let (lq, lr) = fp8_pair(
+                &Lstm::<f32>::new(cfg, &mut Rng::new(1)),
+                format,
+                granularity,
+            );
+            let (gq, gr) = fp8_pair(&Gru::<f32>::new(cfg, &mut Rng::new(2)), format, granularity);
+            let relu = RnnNonlinearity::Relu;
+            let elman = [
+                Rnn::<f32>::new(cfg, &mut Rng::new(3)),
+                Rnn::<f32>::with_nonlinearity(cfg, relu, &mut Rng::new(4)),
+            ]
+            .map(|m| fp8_pair(&m, format, granularity));
             for threads in [1, 2] {
                 crate::cpu::set_num_threads(threads);
                 let what = format!("{cfg:?} {format:?} {granularity:?} threads {threads}");
-                let lstm = |m: &Lstm<f32>, x: &Tensor<f32>| {
-                    let (y, (h, c)) = m.forward(x.clone());
-                    [y, h, c].map(|t| t.detach().to_vec())
-                };
-                // no_grad, three sequences: the projected path, decoding
-                // in its packing step
-                let want = no_grad(|| lstm(&r, &x));
-                let (got, decodes) = counting(|| no_grad(|| lstm(&q, &x)));
-                assert!(got == want, "lstm {what}");
-                if packed_gemm() {
-                    assert_eq!(decodes, 0, "lstm {what}: decoded a whole weight");
+                let cells = cfg.num_layers * cfg.num_directions();
+                check_recurrent(&gq, &gr, &xs, gru, cells, &format!("gru {what}"));
+                for (q, r) in &elman {
+                    let what = format!("rnn {:?} {what}", r.nonlinearity());
+                    check_recurrent(q, r, &xs, rnn, cells, &what);
                 }
-                // one sequence, and recording: the weights decoded per cell
-                let want = no_grad(|| lstm(&r, &one));
-                assert!(
-                    no_grad(|| lstm(&q, &one)) == want,
-                    "lstm {what}: one sequence"
-                );
-                assert!(lstm(&q, &x) == lstm(&r, &x), "lstm {what}: recording");
-                let gru = |m: &Gru<f32>| {
-                    let (y, h) = m.forward(x.clone());
-                    [y, h].map(|t| t.detach().to_vec())
-                };
-                assert!(no_grad(|| gru(&gq)) == no_grad(|| gru(&gr)), "gru {what}");
-                assert!(gru(&gq) == gru(&gr), "gru {what}: recording");
+                check_recurrent(&lq, &lr, &xs, lstm, cells, &format!("lstm {what}"));
             }
         }
     }
+}
+
+/// Where the products with the decoded weight take gemm's thin path (at
+/// most 16 gate rows: the GRU at H = 5, the Elman RNN at H = 16) the fp8
+/// layers decode `W_hh` for the call, and still have the decoded layers'
+/// bits.
+#[test]
+fn fp8_recurrent_layers_with_few_gate_rows_decode_w_hh() {
+    let mut rng = Rng::new(14);
+    let x = Tensor::<f32>::uniform(&[4, 3, 20], -1.0, 1.0, &mut rng);
+    let (format, granularity) = CASES[0];
+    let (gq, gr) = fp8_pair(
+        &Gru::<f32>::new(RnnConfig::new(20, 5), &mut Rng::new(5)),
+        format,
+        granularity,
+    );
+    let (rq, rr) = fp8_pair(
+        &Rnn::<f32>::new(RnnConfig::new(20, 16), &mut Rng::new(6)),
+        format,
+        granularity,
+    );
+    let gru = |m: &Gru<f32>| no_grad(|| m.forward(x.clone()).0.to_vec());
+    let rnn = |m: &Rnn<f32>| no_grad(|| m.forward(x.clone()).0.to_vec());
+    let (got, decodes) = counting(|| gru(&gq));
+    assert!(got == gru(&gr));
+    assert_eq!(decodes, 1, "gru: W_hh decoded once");
+    let (got, decodes) = counting(|| rnn(&rq));
+    assert!(got == rnn(&rr));
+    assert_eq!(decodes, 1, "rnn: W_hh decoded once");
 }

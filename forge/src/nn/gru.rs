@@ -3,7 +3,7 @@
 use super::forward::Forward;
 use super::rnn::{recurrent_layer, with_bias, CellWeights, Recurrent, RnnConfig};
 use super::summary::record_output;
-use crate::ops::rnn_cell::gru_sequence;
+use crate::ops::rnn_cell::{gru_sequence, gru_sequence_with, Fp8Hidden, HiddenWeight};
 use crate::tensor::{Float, Rng, Tensor};
 
 /// A gated recurrent unit layer (`nn.GRU`), stacked `num_layers` deep and
@@ -46,16 +46,22 @@ recurrent_layer!(Gru);
 /// One layer and direction: the fused [`gru_sequence`] (one kernel per time
 /// step for the gates and the state update, one tape node). `xp` holds the
 /// input projection with `bias_ih` only, since `bias_hh`'s `n` block sits
-/// inside `r * (..)`.
+/// inside `r * (..)`. With an fp8 `W_hh` prepared for its products when
+/// the layer holds one.
 fn gru_seq<E: Float>(
     xp: &Tensor<E>,
     bias_ih: Option<&Tensor<E>>,
     s: &[Tensor<E>],
     w: &CellWeights<E>,
+    fp8_hh: Option<&Fp8Hidden<'_, E>>,
     reverse: bool,
 ) -> (Tensor<E>, Vec<Tensor<E>>) {
     let xp = with_bias(xp, bias_ih);
-    let (out, h_n) = gru_sequence(&xp, &s[0], &w.weight_hh, w.bias_hh.as_ref(), reverse);
+    let b_hh = w.bias_hh.as_ref();
+    let (out, h_n) = match fp8_hh {
+        Some(hh) => gru_sequence_with(&xp, &s[0], HiddenWeight::Fp8(hh), b_hh, reverse),
+        None => gru_sequence(&xp, &s[0], &w.weight_hh, b_hh, reverse),
+    };
     (out, vec![h_n])
 }
 

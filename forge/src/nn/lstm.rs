@@ -3,7 +3,9 @@
 use super::forward::Forward;
 use super::rnn::{recurrent_layer, CellWeights, Fp8Cell, Recurrent, RnnConfig};
 use super::summary::record_output;
-use crate::ops::rnn_cell::{lstm_projected, lstm_sequence, ProjWeight};
+use crate::ops::rnn_cell::{
+    lstm_projected, lstm_sequence, lstm_sequence_with, Fp8Hidden, HiddenWeight, ProjWeight,
+};
 use crate::tensor::{Float, Rng, Tensor};
 
 /// A long short-term memory layer (`nn.LSTM`), stacked `num_layers` deep
@@ -46,15 +48,20 @@ recurrent_layer!(Lstm);
 
 /// One layer and direction: the fused [`lstm_sequence`] (one kernel per
 /// time step for the gates and the state update, one tape node), which
-/// adds the summed biases inside that kernel.
+/// adds the summed biases inside that kernel; with an fp8 `W_hh`
+/// prepared for its products when the layer holds one.
 fn lstm_seq<E: Float>(
     xp: &Tensor<E>,
     bias: Option<&Tensor<E>>,
     s: &[Tensor<E>],
     w: &CellWeights<E>,
+    fp8_hh: Option<&Fp8Hidden<'_, E>>,
     reverse: bool,
 ) -> (Tensor<E>, Vec<Tensor<E>>) {
-    let (out, h_n, c_n) = lstm_sequence(xp, &s[0], &s[1], &w.weight_hh, bias, reverse);
+    let (out, h_n, c_n) = match fp8_hh {
+        Some(hh) => lstm_sequence_with(xp, &s[0], &s[1], HiddenWeight::Fp8(hh), bias, reverse),
+        None => lstm_sequence(xp, &s[0], &s[1], &w.weight_hh, bias, reverse),
+    };
     (out, vec![h_n, c_n])
 }
 

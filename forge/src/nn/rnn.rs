@@ -13,6 +13,7 @@ use super::init;
 pub(crate) use super::rnn_config::RnnConfig;
 use super::visit::{TensorKind, TensorVisitor, TensorVisitorMut};
 use crate::autograd::is_grad_enabled;
+use crate::ops::rnn_cell::Fp8Hidden;
 use crate::quant::{int8_sequence, visit_int8, visit_int8_mut, CellKind, Granularity, Int8Cell};
 use crate::tensor::{Float, Rng, Tensor};
 
@@ -68,11 +69,17 @@ pub(crate) type Step<'a, E> =
 /// [`with_bias`]), the initial states (each `[N, H]`), the cell's weights
 /// and whether the steps run in reverse give the outputs `[T, N, H]` (in
 /// time order) and the final states.
+///
+/// The cell's fp8 `weight_hh`, prepared for the loop's products
+/// ([`Fp8Hidden`]), comes along when the layer holds it and runs without
+/// recording (`rnn_fp8.rs`): the sequence multiplies by it in place of
+/// the cell's (empty) `weight_hh`.
 pub(crate) type Sequence<'a, E> = &'a dyn Fn(
     &Tensor<E>,
     Option<&Tensor<E>>,
     &[Tensor<E>],
     &CellWeights<E>,
+    Option<&Fp8Hidden<'_, E>>,
     bool,
 ) -> (Tensor<E>, Vec<Tensor<E>>);
 
@@ -347,8 +354,8 @@ impl<E: Float> Recurrent<E> {
 
     /// [`run`](Self::run) without the fp8 layer's recording: the time loop
     /// over the cells, each fp8 cell's weights handed to `projected` as
-    /// they are held, or decoded into pooled f32 tensors for this cell
-    /// where the projected path does not run (`rnn_fp8.rs`).
+    /// they are held, or to [`fp8_sequence`](Self::fp8_sequence) where
+    /// the projected path does not run (`rnn_fp8.rs`).
     pub(crate) fn run_cells(
         &self,
         x: Tensor<E>,
@@ -445,24 +452,25 @@ impl<E: Float> Recurrent<E> {
                 let (ys, state) = match fused {
                     Some(r) => r,
                     None => {
-                        let decoded = fp8.map(|q| Self::decoded_cell(q, w));
-                        let w = decoded.as_ref().unwrap_or(w);
                         // time-major for the projection and `seq`
                         let tm = if bf {
                             input.transpose(0, 1)
                         } else {
                             input.clone()
                         };
-                        let (ys, state) = match (&self.int8, self.int8_kind()) {
-                            (Some(q), Some(kind)) => {
+                        let (ys, state) = match (&self.int8, self.int8_kind(), fp8) {
+                            (Some(q), Some(kind), _) => {
                                 let (b_ih, b_hh) = (w.bias_ih.as_ref(), w.bias_hh.as_ref());
                                 int8_sequence(kind, &q[idx], &tm, b_ih, b_hh, &init, reverse)
+                            }
+                            (_, _, Some(q)) => {
+                                Self::fp8_sequence(q, w, &tm, bias.as_ref(), &init, seq, reverse)
                             }
                             _ => {
                                 let (t_len, fan_in) = (tm.dim(0), tm.dim(2));
                                 let xp = tm.view(&[t_len * n, fan_in]).matmul_t(&w.weight_ih);
                                 let xp = xp.view(&[t_len, n, xp.dim(1)]);
-                                seq(&xp, bias.as_ref(), &init, w, reverse)
+                                seq(&xp, bias.as_ref(), &init, w, None, reverse)
                             }
                         };
                         (if bf { ys.transpose(0, 1) } else { ys }, state)

@@ -5,6 +5,7 @@ use super::forward::Forward;
 use super::rnn::{composed_sequence, recurrent_layer, with_bias, CellWeights, Recurrent};
 use super::rnn_config::RnnConfig;
 use super::summary::record_output;
+use crate::ops::rnn_cell::Fp8Hidden;
 use crate::tensor::{Float, Rng, Tensor};
 
 /// The nonlinearity of an [`Rnn`] cell (PyTorch's `nonlinearity`).
@@ -108,15 +109,22 @@ impl<E: Float> Rnn<E> {
 
     fn run(&self, x: Tensor<E>, h0: Option<Tensor<E>>) -> (Tensor<E>, Tensor<E>) {
         let relu = self.nonlinearity == RnnNonlinearity::Relu;
-        let step = |xp: &Tensor<E>, s: &[Tensor<E>], w: &CellWeights<E>| {
-            let a = xp.add(&s[0].matmul_t(&w.weight_hh));
-            vec![if relu { a.relu() } else { a.tanh() }]
-        };
+        // an fp8 layer's `W_hh` comes prepared for the products
+        // (`rnn_fp8.rs`): the bits of the decoded weight's `matmul_t`
         let seq = |xp: &Tensor<E>,
                    b: Option<&Tensor<E>>,
                    s: &[Tensor<E>],
                    w: &CellWeights<E>,
+                   fp8_hh: Option<&Fp8Hidden<'_, E>>,
                    reverse: bool| {
+            let step = |xp: &Tensor<E>, s: &[Tensor<E>], w: &CellWeights<E>| {
+                let hw = match fp8_hh {
+                    Some(hh) => hh.matmul_t(&s[0]),
+                    None => s[0].matmul_t(&w.weight_hh),
+                };
+                let a = xp.add(&hw);
+                vec![if relu { a.relu() } else { a.tanh() }]
+            };
             composed_sequence(&with_bias(xp, b), s, w, reverse, &step)
         };
         let init = h0.map(|h| vec![h]);

@@ -10,13 +10,15 @@
 //!   decode as the f32 weight's packing is rounded), with an evaluation
 //!   batch norm folded in by [`conv2d_fp8_folded`];
 //! - elsewhere, im2col and gemm with the weight packed once for the call
-//!   from the bytes (`cpu::conv::conv2d_forward_fp8`), where that path
-//!   runs with every product on the packed kernel.
+//!   from the bytes (`cpu::conv::conv2d_forward_fp8`; a grouped
+//!   convolution packs each group's rows), where that path runs with
+//!   every product on the packed kernel.
 //!
 //! Each is the f32 path the decoded weight takes, on the same values in
 //! the same order, so the bits are the same. Where neither applies (the
-//! small-channel kernels, whose weights are small; several groups; tap
-//! classes; thin planes; autocast's bf16 im2col product; `f64`) these
+//! small-channel kernels, whose weights are small; one output channel a
+//! group (depthwise); tap classes; thin planes; autocast's bf16 im2col
+//! product; `f64`) these
 //! return `None` and the caller decodes the whole weight into a pooled f32
 //! tensor for the call.
 

@@ -38,6 +38,7 @@ use crate::cpu::{num_threads, parallel_for, Storage};
 use crate::tensor::{Device, Float, Tensor};
 use std::sync::Arc;
 
+mod fp8_hidden;
 mod gru;
 mod gru_f32;
 mod isa;
@@ -49,11 +50,38 @@ mod sequence_tests;
 #[cfg(test)]
 mod test_util;
 
+pub(crate) use fp8_hidden::Fp8Hidden;
 pub use gru::gru_sequence;
+pub(crate) use gru::gru_sequence_with;
 pub use lstm::lstm_sequence;
+pub(crate) use lstm::lstm_sequence_with;
 #[cfg(test)]
 pub(crate) use lstm_infer::holds_packed;
 pub(crate) use lstm_infer::{lstm_projected, ProjWeight};
+
+/// `W_hh` (`[G H, H]`) of a fused sequence op: a tensor, or 8-bit float
+/// bytes prepared for the loop's products ([`Fp8Hidden`]; inference only:
+/// nothing is recorded).
+#[derive(Clone, Copy)]
+pub(crate) enum HiddenWeight<'a, E: Float, D: Device> {
+    /// A weight tensor.
+    Dense(&'a Tensor<E, D>),
+    /// An fp8 weight, decoded in the packing step or read in place.
+    Fp8(&'a Fp8Hidden<'a, E>),
+}
+
+impl<E: Float, D: Device> HiddenWeight<'_, E, D> {
+    /// The weight's shape.
+    fn shape(&self) -> Vec<usize> {
+        match self {
+            HiddenWeight::Dense(w) => w.shape().to_vec(),
+            HiddenWeight::Fp8(w) => {
+                let (n, k) = w.dims();
+                vec![n, k]
+            }
+        }
+    }
+}
 
 /// Fewest batch rows per block of the time loop.
 const MIN_BLOCK_ROWS: usize = 8;
@@ -194,10 +222,10 @@ fn step_rows<E>(x: &[E], t: usize, n: usize, r0: usize, r1: usize, width: usize)
 /// rows of `ys`, or of `h0` at the first step; `w` is `[g, h]`), then
 /// `cell(step, hw, h_prev, y)` writes the step's rows `y` of `ys`
 /// (`[T, N, H]`).
-fn forward_steps<E: Float>(
+fn forward_steps<E: Float, D: Device>(
     seq: Seq,
     g: usize,
-    w: &[E],
+    w: HiddenWeight<'_, E, D>,
     h0: &[E],
     ys: &mut [E],
     cell: impl Fn(Step, &[E], &[E], &mut [E]) + Sync,
@@ -212,10 +240,19 @@ fn forward_steps<E: Float>(
     // same bits). Either only where the product takes the packed path for
     // both layouts: a one-row product (N = 1) is a matrix-vector loop whose
     // order of summation follows the layout.
-    let packed = (n >= 2)
+    //
+    // An fp8 weight comes prepared for these products ([`Fp8Hidden`]:
+    // panels decoded from the bytes, or the bytes read in place for one
+    // row), with the bits of the decoded weight's.
+    let (w, fp8) = match w {
+        HiddenWeight::Dense(w) => (w.as_slice(), None),
+        HiddenWeight::Fp8(p) => (&[][..], Some(p)),
+    };
+    let packed = (n >= 2 && fp8.is_none())
         .then(|| PackedRhs::new(h, g, Mat::transposed(w, h)))
         .flatten();
-    let wt = (packed.is_none() && n >= 2 && g > PACKED_MIN_COLS).then(|| transpose(w, g, h));
+    let dense = packed.is_none() && fp8.is_none();
+    let wt = (dense && n >= 2 && g > PACKED_MIN_COLS).then(|| transpose(w, g, h));
     let w_t = match &wt {
         Some(wt) => Mat::row_major(wt, g),
         None => Mat::transposed(w, h),
@@ -240,10 +277,11 @@ fn forward_steps<E: Float>(
                 None => rows_of(h0, r0, r1, h),
             };
             let hp = Mat::row_major(h_prev, h);
-            match &packed {
+            match (&packed, fp8) {
                 // blocks have at least 2 rows when n >= 2 (`for_batch_blocks`)
-                Some(p) => p.gemm(r1 - r0, hp, E::zero(), hw),
-                None => gemm(r1 - r0, h, g, hp, w_t, E::zero(), hw),
+                (Some(p), _) => p.gemm(r1 - r0, hp, E::zero(), hw),
+                (None, Some(p)) => p.gemm(r1 - r0, hp, hw),
+                (None, None) => gemm(r1 - r0, h, g, hp, w_t, E::zero(), hw),
             }
             // SAFETY: rows r0..r1 of step `t != prev`: overlaps no live
             // slice (`h_prev` is another step's rows, `hw` another buffer).
@@ -357,22 +395,23 @@ impl<E: Float, D: Device> Driver<E, D> {
         xp: &Tensor<E, D>,
         h0: &Tensor<E, D>,
         states: &[(&str, &Tensor<E, D>)],
-        w_hh: &Tensor<E, D>,
+        w_hh: HiddenWeight<'_, E, D>,
         bias: Option<(&str, &Tensor<E, D>)>,
         reverse: bool,
     ) -> Self {
+        let w_shape = w_hh.shape();
         let ok = xp.rank() == 3
             && h0.rank() == 2
             && xp.dim(0) > 0
             && h0.dim(0) == xp.dim(1)
             && xp.dim(2) == gates * h0.dim(1)
-            && w_hh.shape() == [gates * h0.dim(1), h0.dim(1)];
+            && w_shape == [gates * h0.dim(1), h0.dim(1)];
         assert!(
             ok,
             "{op}: xp {:?}, h0 {:?}, w_hh {:?}: expected [T >= 1, N, {gates}H], [N, H], [{gates}H, H]",
             xp.shape(),
             h0.shape(),
-            w_hh.shape()
+            w_shape
         );
         let (t_len, n, h) = (xp.dim(0), xp.dim(1), h0.dim(1));
         for (name, s) in states {
@@ -392,9 +431,19 @@ impl<E: Float, D: Device> Driver<E, D> {
         }
         let mut inputs = vec![xp.clone(), h0.clone()];
         inputs.extend(states.iter().map(|(_, s)| (*s).clone()));
-        inputs.push(w_hh.clone());
+        let fp8 = match w_hh {
+            HiddenWeight::Dense(w) => {
+                inputs.push(w.clone());
+                false
+            }
+            HiddenWeight::Fp8(_) => true,
+        };
         inputs.extend(bias.map(|(_, b)| b.clone()));
         let save = is_grad_enabled() && inputs.iter().any(|t| t.is_tracked());
+        assert!(
+            !(fp8 && save),
+            "{op}: a gradient would be recorded through an fp8 w_hh (inference only)"
+        );
         Driver {
             seq: Seq {
                 t_len,

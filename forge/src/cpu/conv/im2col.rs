@@ -31,13 +31,37 @@ pub(super) fn forward<E: Float>(
     weight: &[E],
     bias: Option<&[E]>,
 ) -> Storage<E> {
-    let (k_len, l, og, cg) = (g.k_len(), g.l(), g.og(), g.cg());
+    let (k_len, l, og) = (g.k_len(), g.l(), g.og());
     if g.groups == 1 {
         if let Some(classes) = g.tap_plan() {
             return taps::forward_classes(g, &classes, x, weight, bias, COLS_BUDGET);
         }
         return forward_batched(g, x, weight, bias, COLS_BUDGET);
     }
+    forward_groups(g, x, bias, |grp, cols, y_grp| {
+        gemm(
+            og,
+            k_len,
+            l,
+            Mat::row_major(&weight[grp * og * k_len..(grp + 1) * og * k_len], k_len),
+            Mat::row_major(cols, l),
+            E::one(),
+            y_grp,
+        )
+    })
+}
+
+/// The grouped convolution's loop: per image (in parallel), the output
+/// started at the bias, then per group its columns (`[k_len, l]`) and
+/// `product(group, cols, y_group)` adding the group's weight times them
+/// into its `og` output rows (`beta = 1`).
+fn forward_groups<E: Float>(
+    g: &ConvGeom,
+    x: &[E],
+    bias: Option<&[E]>,
+    product: impl Fn(usize, &[E], &mut [E]) + Sync,
+) -> Storage<E> {
+    let (k_len, l, og, cg) = (g.k_len(), g.l(), g.og(), g.cg());
     let mut y = Storage::filled(g.n * g.o * l, E::zero());
     for_each_chunk_mut(&mut y, g.o * l, |b, y_img| {
         if let Some(bias) = bias {
@@ -49,15 +73,7 @@ pub(super) fn forward<E: Float>(
         let mut cols = Storage::filled(k_len * l, E::zero());
         for grp in 0..g.groups {
             g.im2col(&x_img[grp * cg * g.h * g.w..], &mut cols);
-            gemm(
-                og,
-                k_len,
-                l,
-                Mat::row_major(&weight[grp * og * k_len..(grp + 1) * og * k_len], k_len),
-                Mat::row_major(&cols, l),
-                E::one(),
-                &mut y_img[grp * og * l..(grp + 1) * og * l],
-            );
+            product(grp, &cols, &mut y_img[grp * og * l..(grp + 1) * og * l]);
         }
     });
     y
@@ -178,10 +194,11 @@ fn forward_batched<E: Float>(
 /// the packed path: the weight packed once for the call with each value
 /// decoded from its byte in the packing step ([`PreparedA::from_fp8`]),
 /// then the same chunks and products as for the f32 weight holding the
-/// decoded values, so the same bits. `None` elsewhere (the caller decodes
-/// the weight and runs [`forward`]): several groups, tap classes, output
-/// planes of at most 16 positions (a product that thin reads the weight
-/// in place), or no packed kernel.
+/// decoded values, so the same bits; several groups by
+/// [`forward_groups_fp8`]. `None` elsewhere (the caller decodes the
+/// weight and runs [`forward`]): tap classes, output planes of at most 16
+/// positions (a product that thin reads the weight in place), one output
+/// channel a group, or no packed kernel.
 pub(super) fn forward_fp8(
     g: &ConvGeom,
     x: &[f32],
@@ -189,7 +206,10 @@ pub(super) fn forward_fp8(
     bias: Option<&[f32]>,
 ) -> Option<Storage<f32>> {
     let l = g.l();
-    if g.groups != 1 || g.tap_plan().is_some() {
+    if g.groups != 1 {
+        return forward_groups_fp8(g, x, w, bias);
+    }
+    if g.tap_plan().is_some() {
         return None;
     }
     let per = g.batch_chunk(COLS_BUDGET);
@@ -203,6 +223,27 @@ pub(super) fn forward_fp8(
         per,
         &mut Columns::reused(g, per),
     ))
+}
+
+/// The grouped convolution of [`forward`] with each group's rows of the
+/// fp8 weight packed from the bytes once for the call
+/// ([`PreparedA::from_fp8_rows`]): the bits of `forward` with the decoded
+/// weight (each product `gemm`'s, on the same panels). `None` where a
+/// group's product would not take the packed kernel (one output channel
+/// a group, at most 16 output positions, no packed kernel).
+fn forward_groups_fp8(
+    g: &ConvGeom,
+    x: &[f32],
+    w: &Fp8Panels,
+    bias: Option<&[f32]>,
+) -> Option<Storage<f32>> {
+    let (og, l) = (g.og(), g.l());
+    let ws = (0..g.groups)
+        .map(|grp| PreparedA::<f32>::from_fp8_rows(w, grp * og, og, l, l))
+        .collect::<Option<Vec<_>>>()?;
+    Some(forward_groups(g, x, bias, |grp, cols, y_grp| {
+        ws[grp].gemm(l, Mat::row_major(cols, l), 1.0, y_grp)
+    }))
 }
 
 /// [`forward_batched`] with its weight prepared (`per` images a chunk),

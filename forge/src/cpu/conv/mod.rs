@@ -114,9 +114,10 @@ pub(crate) fn conv2d_backward_weight_kept<E: Float>(
 /// held as bytes and scales: where it takes im2col and gemm with the
 /// weight packed once for the call (see `im2col::forward_fp8`), the
 /// weight is decoded in that packing step, and the output is the one
-/// [`conv2d_forward`] gives with the decoded weight, bit for bit. `None`
-/// elsewhere (the small-channel kernels, whose weights are small, several
-/// groups, tap classes, thin planes): the caller decodes the weight and
+/// [`conv2d_forward`] gives with the decoded weight, bit for bit (several
+/// groups: each group's rows packed from the bytes). `None` elsewhere
+/// (the small-channel kernels, whose weights are small, tap classes, thin
+/// planes, one output channel a group): the caller decodes the weight and
 /// runs [`conv2d_forward`].
 ///
 /// # Panics

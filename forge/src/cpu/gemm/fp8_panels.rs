@@ -211,6 +211,47 @@ impl Fp8Panels {
         decode_panel(self.bits, src, scales, &mut dst[..kc * NR], avx512());
     }
 
+    /// [`pack_panel`](Self::pack_panel) for the weight made of rows
+    /// `row0..` of `W` (a group of a grouped convolution's output
+    /// channels): the panel of its transpose at rows `k0..k0 + kc`,
+    /// columns `j0..j0 + NR` of that weight, i.e. rows `row0 + j0..` of
+    /// `W` (zero past `n`). The same values `pack_panel` writes for them:
+    /// where `row0` is not a multiple of the panel width the panel
+    /// straddles two held panels and is decoded byte by byte (the same
+    /// exact decode, one rounding by the scale).
+    ///
+    /// # Panics
+    /// As `pack_panel`.
+    pub(crate) fn pack_panel_rows(
+        &self,
+        row0: usize,
+        k0: usize,
+        kc: usize,
+        j0: usize,
+        dst: &mut [f32],
+    ) {
+        if row0.is_multiple_of(NR) {
+            return self.pack_panel(k0, kc, row0 + j0, dst);
+        }
+        assert!(
+            k0.is_multiple_of(KC) && kc == KC.min(self.k - k0) && j0.is_multiple_of(NR),
+            "Fp8Panels: panel ({k0}, {kc}, {j0}) is not the kernel's"
+        );
+        let width = self.scales.len();
+        let dst = &mut dst[..kc * NR];
+        for q in 0..NR {
+            let j = row0 + j0 + q;
+            for p in 0..kc {
+                dst[p * NR + q] = if j < self.n {
+                    let b = self.bytes[Self::offset(self.k, width, k0 + p, j)];
+                    self.bits.decode(b) * self.scales[j]
+                } else {
+                    0.0
+                };
+            }
+        }
+    }
+
     /// The panel width: a panel holds this many rows of `W` (columns of
     /// `W^T`).
     pub(crate) const WIDTH: usize = NR;
@@ -484,6 +525,36 @@ mod tests {
     }
 
     /// The panel order round-trips, and `decode_rows` is the weight.
+    /// The panels of a block of rows (a convolution group's) hold those
+    /// rows' decoded values, zero past `n`: aligned blocks and blocks
+    /// straddling two held panels, both `KC` blocks of `k`.
+    #[test]
+    fn row_block_panels_hold_the_rows() {
+        let mut rng = crate::tensor::Rng::new(9);
+        let (n, k) = (70, 300);
+        let (w, dense) = random_weight(&mut rng, (n, k), Fp8Bits::E5M2, (0.02, 0.001));
+        let mut panel = vec![f32::NAN; KC * NR];
+        for row0 in [0, 3, 32, 35] {
+            let rows = n - row0;
+            let mut k0 = 0;
+            while k0 < k {
+                let kc = KC.min(k - k0);
+                for j0 in (0..rows).step_by(NR) {
+                    w.pack_panel_rows(row0, k0, kc, j0, &mut panel);
+                    for p in 0..kc {
+                        for q in 0..NR {
+                            let j = row0 + j0 + q;
+                            let want = if j < n { dense[j * k + k0 + p] } else { 0.0 };
+                            let got = panel[p * NR + q];
+                            assert!(got.to_bits() == want.to_bits(), "row0 {row0} k0 {k0} j {j}");
+                        }
+                    }
+                }
+                k0 += kc;
+            }
+        }
+    }
+
     #[test]
     fn panels_hold_the_weight() {
         let (n, k) = (37, 300);

@@ -68,7 +68,30 @@ impl<'a, E: Float> PreparedA<'a, E> {
         n_min: usize,
         n_max: usize,
     ) -> Option<PreparedA<'static, E>> {
-        let (m, k) = w.dims();
+        Self::from_fp8_rows(w, 0, w.dims().0, n_min, n_max)
+    }
+
+    /// [`from_fp8`](Self::from_fp8) for rows `row0..row0 + m` of the
+    /// weight (a group of a grouped convolution's output channels), its
+    /// panels decoded from the bytes ([`Fp8Panels::pack_panel_rows`]):
+    /// the operand [`new`](Self::new) packs from those rows decoded.
+    ///
+    /// # Panics
+    /// When the rows pass the weight's.
+    pub(crate) fn from_fp8_rows(
+        w: &Fp8Panels,
+        row0: usize,
+        m: usize,
+        n_min: usize,
+        n_max: usize,
+    ) -> Option<PreparedA<'static, E>> {
+        let k = w.dims().1;
+        assert!(
+            row0 + m <= w.dims().0,
+            "PreparedA: rows {row0}..{} of {}",
+            row0 + m,
+            w.dims().0
+        );
         let ok = as_f32::<E>(&[]).is_some()
             && m > 1
             && k > 0
@@ -80,7 +103,7 @@ impl<'a, E: Float> PreparedA<'a, E> {
             k,
             a: None,
             packed: Some(PackedA::from_panels(m, k, &|k0, kc, j0, dst| {
-                w.pack_panel(k0, kc, j0, dst)
+                w.pack_panel_rows(row0, k0, kc, j0, dst)
             })),
         })
     }

@@ -4,7 +4,7 @@ use super::gru_f32::{gru_rows_f32, GruStep};
 use super::isa::avx2_or_baseline;
 use super::{
     accumulate, backward_steps, column_sum, forward_steps, grad_tensor, sigmoid_back, step_rows,
-    weight_grad, Driver, Rows, Seq,
+    weight_grad, Driver, HiddenWeight, Rows, Seq,
 };
 use crate::autograd::BackwardCtx;
 use crate::cpu::{vmath, Storage};
@@ -202,6 +202,23 @@ pub fn gru_sequence<E: Float, D: Device>(
     b_hh: Option<&Tensor<E, D>>,
     reverse: bool,
 ) -> (Tensor<E, D>, Tensor<E, D>) {
+    gru_sequence_with(xp, h0, HiddenWeight::Dense(w_hh), b_hh, reverse)
+}
+
+/// [`gru_sequence`] with `w_hh` a tensor or, without recording, an fp8
+/// weight prepared for the loop's products ([`HiddenWeight::Fp8`]: the
+/// bits of the tensor holding its decoded values).
+///
+/// # Panics
+/// As [`gru_sequence`], and when a gradient would be recorded through an
+/// fp8 `w_hh`.
+pub(crate) fn gru_sequence_with<E: Float, D: Device>(
+    xp: &Tensor<E, D>,
+    h0: &Tensor<E, D>,
+    w_hh: HiddenWeight<'_, E, D>,
+    b_hh: Option<&Tensor<E, D>>,
+    reverse: bool,
+) -> (Tensor<E, D>, Tensor<E, D>) {
     let bias = b_hh.map(|b| ("b_hh", b));
     let d = Driver::new("gru_sequence", 3, xp, h0, &[], w_hh, bias, reverse);
     let (n, h) = (d.seq.n, d.seq.h);
@@ -213,7 +230,7 @@ pub fn gru_sequence<E: Float, D: Device>(
     forward_steps(
         seq,
         g3,
-        w_hh.as_slice(),
+        w_hh,
         h0.as_slice(),
         &mut ys,
         |st, hw, h_prev, y| {

@@ -4,7 +4,7 @@ use super::isa::avx2_or_baseline;
 use super::lstm_f32::{lstm_rows_f32, Outs, StepIns};
 use super::{
     accumulate, backward_steps, column_sum, forward_steps, grad_tensor, rows_of, sigmoid_back,
-    step_rows, weight_grad, Driver, Rows, Seq,
+    step_rows, weight_grad, Driver, HiddenWeight, Rows, Seq,
 };
 use crate::autograd::BackwardCtx;
 use crate::cpu::{vmath, Storage};
@@ -219,6 +219,24 @@ pub fn lstm_sequence<E: Float, D: Device>(
     bias: Option<&Tensor<E, D>>,
     reverse: bool,
 ) -> (Tensor<E, D>, Tensor<E, D>, Tensor<E, D>) {
+    lstm_sequence_with(xp, h0, c0, HiddenWeight::Dense(w_hh), bias, reverse)
+}
+
+/// [`lstm_sequence`] with `w_hh` a tensor or, without recording, an fp8
+/// weight prepared for the loop's products ([`HiddenWeight::Fp8`]: the
+/// bits of the tensor holding its decoded values).
+///
+/// # Panics
+/// As [`lstm_sequence`], and when a gradient would be recorded through an
+/// fp8 `w_hh`.
+pub(crate) fn lstm_sequence_with<E: Float, D: Device>(
+    xp: &Tensor<E, D>,
+    h0: &Tensor<E, D>,
+    c0: &Tensor<E, D>,
+    w_hh: HiddenWeight<'_, E, D>,
+    bias: Option<&Tensor<E, D>>,
+    reverse: bool,
+) -> (Tensor<E, D>, Tensor<E, D>, Tensor<E, D>) {
     let bias_in = bias.map(|b| ("bias", b));
     let d = Driver::new(
         "lstm_sequence",
@@ -253,48 +271,41 @@ pub fn lstm_sequence<E: Float, D: Device>(
         Rows::new(&mut tcs),
         Rows::new(&mut gates),
     );
-    forward_steps(
-        seq,
-        g4,
-        w_hh.as_slice(),
-        h0.as_slice(),
-        &mut ys,
-        |st, hw, _, y| {
-            let (t, r0, r1) = (st.t, st.r0, st.r1);
-            // Every `at` below: this block reads and writes only rows r0..r1
-            // of each buffer, and reads time index `prev` while it writes time
-            // index `t != prev` (`slot(prev) != slot(t)`: consecutive steps
-            // take the two slots in turn when they are not saved); `at`
-            // asserts each range inside its buffer.
-            let c_prev: &[E] = match st.prev {
-                // SAFETY: rows r0..r1 of slot(prev), read only (see above).
-                Some(p) => unsafe { cs_r.at(slot(p), n, r0, r1, h) },
-                None => rows_of(c0s, r0, r1, h),
-            };
-            let gt = if save { t } else { 0 };
-            // SAFETY: rows r0..r1 of slot(t) and of gate step `gt`, distinct
-            // buffers, this block's own (see above).
-            let (c, gates) = unsafe { (cs_r.at(slot(t), n, r0, r1, h), g_r.at(gt, n, r0, r1, g4)) };
-            // SAFETY: rows r0..r1 of step `t` of `tcs`, this block's own.
-            let tc = save.then(|| unsafe { tc_r.at(t, n, r0, r1, h) });
-            let xt = step_rows(xs, t, n, r0, r1, g4);
-            let ins = StepIns {
-                xp: xt,
-                bias: bs,
-                hw,
-                c_prev,
-            };
-            let y_stride = h;
-            let mut outs = Outs {
-                c,
-                y,
-                y_stride,
-                gates,
-                tc,
-            };
-            lstm_rows(h, &ins, &mut outs);
-        },
-    );
+    forward_steps(seq, g4, w_hh, h0.as_slice(), &mut ys, |st, hw, _, y| {
+        let (t, r0, r1) = (st.t, st.r0, st.r1);
+        // Every `at` below: this block reads and writes only rows r0..r1
+        // of each buffer, and reads time index `prev` while it writes time
+        // index `t != prev` (`slot(prev) != slot(t)`: consecutive steps
+        // take the two slots in turn when they are not saved); `at`
+        // asserts each range inside its buffer.
+        let c_prev: &[E] = match st.prev {
+            // SAFETY: rows r0..r1 of slot(prev), read only (see above).
+            Some(p) => unsafe { cs_r.at(slot(p), n, r0, r1, h) },
+            None => rows_of(c0s, r0, r1, h),
+        };
+        let gt = if save { t } else { 0 };
+        // SAFETY: rows r0..r1 of slot(t) and of gate step `gt`, distinct
+        // buffers, this block's own (see above).
+        let (c, gates) = unsafe { (cs_r.at(slot(t), n, r0, r1, h), g_r.at(gt, n, r0, r1, g4)) };
+        // SAFETY: rows r0..r1 of step `t` of `tcs`, this block's own.
+        let tc = save.then(|| unsafe { tc_r.at(t, n, r0, r1, h) });
+        let xt = step_rows(xs, t, n, r0, r1, g4);
+        let ins = StepIns {
+            xp: xt,
+            bias: bs,
+            hw,
+            c_prev,
+        };
+        let y_stride = h;
+        let mut outs = Outs {
+            c,
+            y,
+            y_stride,
+            gates,
+            tc,
+        };
+        lstm_rows(h, &ins, &mut outs);
+    });
     let last = slot(seq.last());
     let c_n = Storage::from_slice(&cs[last * nh..(last + 1) * nh]);
     let c_n = grad_tensor::<E, D>(c_n, &[n, h]);
