@@ -43,6 +43,28 @@ fn bits(t: &Tensor) -> Vec<u32> {
     t.to_vec().iter().map(|v| v.to_bits()).collect()
 }
 
+/// `run`'s result (bits) on one portable thread, after asserting that every
+/// CPU class this machine has (portable, AVX2 + FMA, AVX-512) gives the
+/// same at 1 and at 2 threads.
+fn same_bits_in_every_class(run: &(dyn Fn() -> Vec<u32> + Sync)) -> Vec<u32> {
+    let want = Executor::new(1)
+        .with_cpu_class(Simd::Portable)
+        .unwrap()
+        .run(run);
+    for class in [Simd::Portable, Simd::Avx2Fma, Simd::Avx512] {
+        for threads in [1, 2] {
+            let Ok(exec) = Executor::new(threads).with_cpu_class(class) else {
+                continue;
+            };
+            assert!(
+                exec.run(run) == want,
+                "{class} on {threads} thread(s) differs from portable"
+            );
+        }
+    }
+    want
+}
+
 #[test]
 fn two_executors_running_two_models_at_once_give_the_bits_of_one() {
     let mut rng = Rng::new(7);
@@ -469,21 +491,7 @@ fn a_lenet_training_step_has_the_same_bits_in_every_class_and_thread_count() {
         }
         out
     };
-    let want = Executor::new(1)
-        .with_cpu_class(Simd::Portable)
-        .unwrap()
-        .run(run);
-    for class in [Simd::Portable, Simd::Avx2Fma, Simd::Avx512] {
-        for threads in [1, 2] {
-            let Ok(exec) = Executor::new(threads).with_cpu_class(class) else {
-                continue;
-            };
-            assert!(
-                exec.run(run) == want,
-                "{class} on {threads} thread(s) differs from portable"
-            );
-        }
-    }
+    let want = same_bits_in_every_class(&run);
     assert!(run() == want, "the process's own class differs");
 }
 
@@ -525,19 +533,5 @@ fn a_gpt_training_step_has_the_same_bits_in_every_class_and_thread_count() {
         }
         out
     };
-    let want = Executor::new(1)
-        .with_cpu_class(Simd::Portable)
-        .unwrap()
-        .run(run);
-    for class in [Simd::Portable, Simd::Avx2Fma, Simd::Avx512] {
-        for threads in [1, 2] {
-            let Ok(exec) = Executor::new(threads).with_cpu_class(class) else {
-                continue;
-            };
-            assert!(
-                exec.run(run) == want,
-                "{class} on {threads} thread(s) differs from portable"
-            );
-        }
-    }
+    same_bits_in_every_class(&run);
 }
