@@ -111,6 +111,9 @@ fn placement(opts: &Opts) {
 #[path = "bench_sections/json.rs"]
 mod json_section;
 
+#[path = "bench_sections/steps.rs"]
+mod steps;
+
 /// The `mnist` section (in `bench_sections/mnist.rs`).
 fn mnist(opts: &Opts) {
     mnist_section::run(opts.quick);

@@ -39,17 +39,20 @@ use forge::models::gpt::{Gpt, GptConfig};
 use forge::models::mnist::LeNet5;
 use forge::models::resnet::resnet18;
 use forge::models::vgg::Stage;
-use forge::nn::functional::cross_entropy_with;
 use forge::nn::{
     Conv2d, Forward, Layer, Linear, Lstm, MaxPool2d, RnnConfig, TransformerConfig,
     TransformerEncoderLayer,
 };
-use forge::optim::{Adam, AdamW, Optimizer, Sgd, UpdateRule};
+use forge::optim::{Adam, AdamW, Sgd};
 use forge::runtime::set_num_threads;
 use forge::{no_grad, Rng, Tensor};
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::Instant;
+
+#[path = "bench_sections/steps.rs"]
+mod steps;
+use steps::{classes, classifier_step, LstmHead, Step};
 
 #[derive(Parser, Debug)]
 #[command(about = "forge's shape sweep (JSON lines as bench --json)")]
@@ -132,9 +135,6 @@ impl Spec {
     }
 }
 
-/// A step to time.
-type Step = Box<dyn FnMut()>;
-
 /// Layers applied in order, then a flatten and the head.
 #[derive(Layer)]
 struct Cnn {
@@ -187,54 +187,6 @@ impl Forward<Tensor> for Encoder {
         }
         let d = x.shape()[2] as isize;
         self.head.forward(x.reshape(&[-1, d]))
-    }
-}
-
-/// The bench's LSTM head with other sizes.
-#[derive(Layer)]
-struct LstmHead {
-    lstm: Lstm,
-    head: Linear,
-}
-
-impl Forward<Tensor> for LstmHead {
-    type Output = Tensor;
-    fn forward(&self, x: Tensor) -> Tensor {
-        let (_, (h, _)) = self.lstm.forward(x);
-        let (n, hid) = (h.shape()[1], h.shape()[2]);
-        self.head.forward(h.reshape(&[n as isize, hid as isize]))
-    }
-}
-
-fn classes(rng: &mut Rng, n: usize, c: usize) -> Tensor<i64> {
-    Tensor::<i64>::from_vec((0..n).map(|_| rng.below(c) as i64).collect(), &[n])
-}
-
-/// A train or infer step with cross-entropy, as `bench --json`'s.
-fn classifier_step<M, R>(
-    mut m: M,
-    x: Tensor,
-    y: Tensor<i64>,
-    mut opt: Optimizer<R, f32>,
-    mode: &str,
-) -> Step
-where
-    M: Layer + Forward<Tensor, Output = Tensor> + 'static,
-    R: UpdateRule + 'static,
-{
-    match mode {
-        "train" => Box::new(move || {
-            let loss = cross_entropy_with(&m.forward(x.clone()), &y, Default::default());
-            let grads = loss.backward();
-            opt.step(&mut m, &grads).expect("shapes match");
-        }),
-        "infer" => {
-            m.eval();
-            Box::new(move || {
-                black_box(no_grad(|| m.forward(x.clone())));
-            })
-        }
-        _ => panic!("mode {mode}: train or infer"),
     }
 }
 

@@ -21,13 +21,15 @@ use forge::hub::{generate, Bert, BertConfig, Flow, GenerateOptions};
 use forge::models::gpt::{Gpt, GptConfig};
 use forge::models::mnist::{LeNet5, MnistMlp};
 use forge::models::resnet::resnet18;
-use forge::nn::functional::{cross_entropy_with, mse_loss_with, MseLossOptions, Reduction};
+use forge::nn::functional::{mse_loss_with, MseLossOptions, Reduction};
 use forge::nn::{Forward, Layer, Linear, Lstm, RnnConfig};
-use forge::optim::{Adam, AdamW, Optimizer, Sgd, UpdateRule};
+use forge::optim::{Adam, AdamW, Sgd};
 use forge::quant::{quantize_dynamic, Granularity};
 use forge::runtime::set_num_threads;
 use forge::{autocast, no_grad, DType, Rng, Tensor};
 use std::hint::black_box;
+
+use super::steps::{classes, classifier_step, LstmHead, Step};
 use std::time::Instant;
 
 /// Options mirroring `torch_bench.py`'s command line (flattened into
@@ -361,87 +363,6 @@ fn run_gemm(o: &JsonOpts) {
                 ms.join(", ")
             );
         }
-    }
-}
-
-/// The LSTM benchmark model: one LSTM layer 128 -> 128 (batch first) and a
-/// Linear(128, 10) head on the last hidden state.
-#[derive(Layer)]
-struct LstmHead {
-    lstm: Lstm,
-    head: Linear,
-}
-
-impl Forward<Tensor> for LstmHead {
-    type Output = Tensor;
-    fn forward(&self, x: Tensor) -> Tensor {
-        let (_, (h, _)) = self.lstm.forward(x);
-        let (n, hid) = (h.shape()[1], h.shape()[2]);
-        self.head.forward(h.reshape(&[n as isize, hid as isize]))
-    }
-}
-
-/// A step to time, boxed so that every model fits one schedule.
-type Step = Box<dyn FnMut()>;
-
-fn classes(rng: &mut Rng, n: usize, c: usize) -> Tensor<i64> {
-    Tensor::<i64>::from_vec((0..n).map(|_| rng.below(c) as i64).collect(), &[n])
-}
-
-/// A step for an image/vector model with cross-entropy on 10 classes.
-fn classifier_step<M, R>(
-    mut m: M,
-    x: Tensor,
-    y: Tensor<i64>,
-    mut opt: Optimizer<R, f32>,
-    mode: &str,
-) -> Step
-where
-    M: Layer + Forward<Tensor, Output = Tensor> + 'static,
-    R: UpdateRule + 'static,
-{
-    let ce = move |m: &M, x: &Tensor, y: &Tensor<i64>| {
-        cross_entropy_with(&m.forward(x.clone()), y, Default::default())
-    };
-    match mode {
-        "train" => Box::new(move || {
-            let grads = ce(&m, &x, &y).backward();
-            opt.step(&mut m, &grads).expect("shapes match");
-        }),
-        "fwdbwd" => Box::new(move || {
-            black_box(ce(&m, &x, &y).backward());
-        }),
-        "fwd" => Box::new(move || {
-            black_box(ce(&m, &x, &y));
-        }),
-        "infer" => {
-            m.eval();
-            Box::new(move || {
-                black_box(no_grad(|| m.forward(x.clone())));
-            })
-        }
-        // infer_bench.py's int8 rows: the Linear and LSTM layers
-        // dynamically quantized (per tensor, PyTorch's default qconfig),
-        // as its quantize_dynamic(m, {nn.Linear, nn.LSTM})
-        "infer_int8" => {
-            m.eval();
-            quantize_dynamic(&mut m, Granularity::PerTensor);
-            Box::new(move || {
-                black_box(no_grad(|| m.forward(x.clone())));
-            })
-        }
-        // infer_bench.py's bf16 rows: the forward under bf16 autocast,
-        // entered inside each timed call as the script does (PyTorch's
-        // autocast cache lives only as long as its context, so it converts
-        // the weights in every call; forge's cache keeps them across
-        // scopes until a weight is written)
-        "infer_bf16" => {
-            m.eval();
-            Box::new(move || {
-                black_box(no_grad(|| autocast(DType::BF16, || m.forward(x.clone()))));
-            })
-        }
-        _ => unreachable!("mode {mode}"),
     }
 }
 
