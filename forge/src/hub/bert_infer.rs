@@ -8,7 +8,8 @@
 //! bf16 once per layer input in the layer norm's pass and feeds the three
 //! projections; the attention's two products run in bf16 and write the
 //! context as bf16 rows for the output projection; the MLP's GELU and
-//! its rounding to bf16 are one pass over the widening product's output.
+//! its rounding to bf16 are the widening product's epilogue
+//! (`PackedBf16::gemm_gelu_bf16`), so its f32 output is never written.
 //! Softmax, layer norms and residual sums stay in f32, as in PyTorch's CPU
 //! autocast, whose bf16 list holds `linear`, `matmul` and `bmm`.
 //!
@@ -19,11 +20,9 @@
 //! count.
 
 use super::bert::{Bert, BertLayer, BertOutput, BertSelfAttention};
-use crate::autocast::{bf16_now, packed_weight, rows_to_bf16, to_bf16_slice, Bf16Rounder};
+use crate::autocast::{bf16_now, packed_weight, rows_to_bf16, to_bf16_slice};
 use crate::cpu::bgemm::padded_k;
 use crate::cpu::memory::Storage;
-use crate::cpu::threads::parallel_for_cost;
-use crate::cpu::vmath::GeluBf16;
 use crate::nn::{Activation, Forward, Linear};
 use crate::ops::attention_heads::{attention_heads, attention_heads_bf16, HeadDims};
 use crate::ops::norm::add_layer_norm_in_place;
@@ -300,43 +299,19 @@ fn encode_layers_bf16(bert: &Bert<f32>, x: Tensor<f32>, key_mask: Option<&[bool]
         let mut ctx = Storage::<u16>::stale(m * c);
         attention_heads_bf16(&q, &k, &v, dims, key_mask, &mut ctx);
         x = output_bf16(&l.attention.output, m, &ctx, &x, &mut xb);
-        let mut h = product(&l.intermediate.dense, m, &xb);
-        // written whole: every row, GELU'd and rounded
+        // written whole: every row, GELU'd and rounded in the product's
+        // epilogue
         let mut hb = Storage::<u16>::stale(m * inter);
-        gelu_to_bf16(&mut h, inter, &mut hb);
+        let up = &l.intermediate.dense;
+        packed_weight(&up.weight).gemm_gelu_bf16(
+            m,
+            &xb,
+            up.bias.as_ref().map(|b| b.as_slice()),
+            &mut hb,
+        );
         let mut next = Storage::<u16>::stale(m * c);
         x = output_bf16(&l.output, m, &hb, &x, &mut next);
         xb = next;
     }
     Tensor::from_storage(x, &shape)
-}
-
-/// Rows (of `width`) of the widening product `h`, GELU'd in place and
-/// rounded to bf16 into `hb`, one block of rows at a time (in cache).
-fn gelu_to_bf16(h: &mut [f32], width: usize, hb: &mut [u16]) {
-    assert_eq!(h.len(), hb.len(), "gelu_to_bf16: lengths differ");
-    let rows = h.len() / width.max(1);
-    // about 16K elements per block, whole rows, whatever the thread count
-    let per = (16_384 / width.max(1)).max(1);
-    let (src, dst) = (Rows(h.as_mut_ptr()), Rows(hb.as_mut_ptr()));
-    // found once, not per piece
-    let (gelu, round) = (GeluBf16::new(), Bf16Rounder::new());
-    // about a nanosecond per element (the GELU's polynomial)
-    parallel_for_cost(rows.div_ceil(per), h.len(), |blk| {
-        let (first, n) = (blk * per, per.min(rows - blk * per));
-        // SAFETY: rows `first..first + n` of `h` and `hb` (both `rows x
-        // width`) belong to this block alone.
-        let (hr, out) = unsafe {
-            (
-                src.rows(first, width, n * width),
-                dst.rows(first, width, n * width),
-            )
-        };
-        // in pieces of 1,024 values (4 KiB), so that GELU's output is
-        // still in L1 when it is rounded (a whole block is 64 KiB)
-        for (h, o) in hr.chunks_mut(1024).zip(out.chunks_mut(1024)) {
-            gelu.apply(h);
-            round.round(h, o);
-        }
-    });
 }

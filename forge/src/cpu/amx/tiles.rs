@@ -105,6 +105,22 @@ impl Tiles {
         }
     }
 
+    /// `tileloaddt1`: [`load`](Self::load) with a hint that the data will
+    /// not be reused soon (the CPU may keep it out of the first-level
+    /// cache).
+    ///
+    /// # Safety
+    /// As for [`load`](Self::load).
+    #[inline(always)]
+    pub(crate) unsafe fn load_t1<const T: u8>(&self, ptr: *const u8, stride: usize) {
+        debug_assert!(self.shape::<T>().0 > 0, "amx: tile {T} is not configured");
+        // SAFETY: as in `load`.
+        unsafe {
+            asm!("tileloaddt1 tmm{t}, [{p} + {s} * 1]", t = const T, p = in(reg) ptr,
+                s = in(reg) stride, options(nostack, readonly, preserves_flags));
+        }
+    }
+
     /// `tilestored`: tile `T` to `ptr`, rows `stride` bytes apart.
     ///
     /// # Safety

@@ -28,7 +28,7 @@
 //! They are not the bits of the other paths (see the module docs of
 //! `bgemm`).
 
-use super::{SharedOut, PANEL};
+use super::{Sink, PANEL};
 use crate::cpu::amx::tiles::{Config, Tiles};
 use crate::cpu::amx::{zeroed_on_a_line, Line};
 use std::cell::RefCell;
@@ -39,18 +39,29 @@ pub(super) const BLOCK_ROWS: usize = 32;
 pub(super) const GROUP_PANELS: usize = 16;
 /// Pairs of `k` per tile (64 bytes of bf16).
 const TILE_PAIRS: usize = 16;
-/// `k` tiles per block: 8 tiles are 256 `k`, 16 KiB of the chunk's 32
-/// rows, so that they and the two panels streaming past them (another 16
-/// KiB per column of blocks) stay in the 48 KiB L1 for the whole block.
-/// Longer blocks store and reload the sums less often but read the rows
-/// from L2 on every column of blocks: on BERT-base under bf16 autocast (8
-/// x 128 tokens, 1 thread, the best of 4-5 interleaved calls, other jobs
-/// stopped, 2026-12-06) a call took 225-227 ms with 8 tiles against 237
-/// with 12 (384 `k`, 48 KiB), 247 with 64 (the whole `k` of every product
-/// there; 2026-12-05 it had beaten 16 tiles, 64 KiB, which does not fit L1
-/// either), 256 with 4 and 240-252 with 6. The split does not change the
-/// bits (see "The bits").
-const KB_TILES: usize = 8;
+/// `k` tiles per block: 12 tiles are 384 `k`, 24 KiB of the chunk's 32
+/// rows, which stay in the 48 KiB L1 for the whole block while the panels
+/// stream past them from L2 (loaded with `tileloaddt1`, the hint that keeps
+/// a tile's data out of L1, so that they do not evict the rows). Longer
+/// blocks store and reload the sums less often. Measured with
+/// `tests::amx_speed` (1 thread, best of 5-6 alternating runs of the same
+/// binary, other jobs stopped, 2026-12-06 on a Sapphire Rapids core):
+/// with the panels loaded plainly, 8 tiles were best (on BERT-base under
+/// bf16 autocast a call took 225-227 ms with 8 tiles against 237 with 12,
+/// 247 with 64, 256 with 4); with the hint, at 1024 x 768 x 768 /
+/// 1024 x 768 x 3072 / 1024 x 3072 x 768, in GFLOP/s:
+///
+/// | panels loaded | `k` tiles | GFLOP/s |
+/// |---|---|---|
+/// | plainly | 8 | 999 / 964 / 902 |
+/// | with the hint | 8 | 1,088 / 966 / 1,030 |
+/// | with the hint | 10 | 1,125 / 1,022 / 1,117 |
+/// | with the hint | 12 | 1,148 / 1,121 / 1,063 |
+/// | with the hint | 16 | 1,146 / 1,123 / 1,036 |
+/// | with the hint | 6 | 1,091 / 937 / 1,003 |
+///
+/// The split does not change the bits (see "The bits").
+const KB_TILES: usize = 12;
 
 thread_local! {
     /// The chunk's activations, `BLOCK_ROWS` rows of `k` padded to 32.
@@ -60,13 +71,13 @@ thread_local! {
 }
 
 /// `c = a b^T (+ bias)` for the chunk of rows `r0..r0 + rows` and panels
-/// `p0..p0 + panels`.
+/// `p0..p0 + panels`, into `sink` (`c` itself, or its GELU in bf16).
 ///
 /// # Safety
 /// AMX-BF16 is usable (`crate::cpu::amx::bf16()`); `data` is the packed
 /// weight of `n` channels and `pairs` pairs (`div_ceil(n, 16) * pairs *
 /// 32` elements), `a` holds at least `r0 + rows` rows of `2 pairs`
-/// elements, `bias` (if any) has `n` elements, and `out` points to an
+/// elements, `bias` (if any) has `n` elements, and `sink` points to an
 /// `m x n` matrix of which this call writes only its rows x columns block,
 /// which no other thread touches.
 #[allow(clippy::too_many_arguments)]
@@ -80,7 +91,7 @@ pub(super) unsafe fn chunk(
     p0: usize,
     panels: usize,
     bias: Option<&[f32]>,
-    out: SharedOut,
+    sink: Sink,
 ) {
     let kp = 2 * pairs;
     let tiles_k = pairs.div_ceil(TILE_PAIRS);
@@ -90,7 +101,16 @@ pub(super) unsafe fn chunk(
     assert!(data.len() >= (p0 + panels) * pairs * PANEL * 2);
     let in_place = rows == BLOCK_ROWS && kp == stride;
     let col_pairs = panels.div_ceil(2);
-    let whole = rows == BLOCK_ROWS && panels.is_multiple_of(2) && (p0 + panels) * PANEL <= n;
+    // the sums go straight into `c` when it is kept and the chunk is whole
+    // blocks; else they stay in the local block
+    let out = match sink {
+        Sink::F32(out) => Some(out),
+        Sink::GeluBf16 { .. } => None,
+    };
+    let whole = out.is_some()
+        && rows == BLOCK_ROWS
+        && panels.is_multiple_of(2)
+        && (p0 + panels) * PANEL <= n;
     let k_blocks = tiles_k.div_ceil(KB_TILES);
     let kb_tiles = tiles_k.div_ceil(k_blocks);
     SCRATCH.with(|s| {
@@ -108,7 +128,7 @@ pub(super) unsafe fn chunk(
                 (&s[..], stride)
             };
             let mut c_at = 0;
-            let (c0, c_stride) = if whole {
+            let (c0, c_stride) = if let (true, Some(out)) = (whole, out) {
                 // SAFETY: row `r0`, column `p0 * 16` lies inside the
                 // `m x n` output (this chunk's first element).
                 (
@@ -168,16 +188,34 @@ pub(super) unsafe fn chunk(
             let j0 = p0 * PANEL;
             let cols = (panels * PANEL).min(n - j0);
             for r in 0..rows {
-                // SAFETY: row `r0 + r`, columns `j0..j0 + cols` of the
-                // `m x n` output belong to this chunk alone (caller).
-                let dst = unsafe {
-                    std::slice::from_raw_parts_mut(out.get().add((r0 + r) * n + j0), cols)
-                };
-                if !whole {
-                    dst.copy_from_slice(&cbuf[c_at + r * col_pairs * 32..][..cols]);
-                }
-                if let Some(b) = bias {
-                    add_bias(dst, &b[j0..j0 + cols], wide);
+                match sink {
+                    Sink::F32(out) => {
+                        // SAFETY: row `r0 + r`, columns `j0..j0 + cols` of
+                        // the `m x n` output belong to this chunk alone
+                        // (caller).
+                        let dst = unsafe {
+                            std::slice::from_raw_parts_mut(out.get().add((r0 + r) * n + j0), cols)
+                        };
+                        if !whole {
+                            dst.copy_from_slice(&cbuf[c_at + r * col_pairs * 32..][..cols]);
+                        }
+                        if let Some(b) = bias {
+                            add_bias(dst, &b[j0..j0 + cols], wide);
+                        }
+                    }
+                    Sink::GeluBf16 { out, gelu, round } => {
+                        // the row's sums, still in this chunk's block
+                        let src = &mut cbuf[c_at + r * col_pairs * 32..][..cols];
+                        if let Some(b) = bias {
+                            add_bias(src, &b[j0..j0 + cols], wide);
+                        }
+                        gelu.apply(src);
+                        // SAFETY: as above, in the `m x n` bf16 output.
+                        let dst = unsafe {
+                            std::slice::from_raw_parts_mut(out.get().add((r0 + r) * n + j0), cols)
+                        };
+                        round.round(src, dst);
+                    }
                 }
             }
         })
@@ -264,10 +302,11 @@ unsafe fn block(
         }
         for kt in kt {
             t.load::<4>(a0.add(kt * 64), a_bytes);
-            t.load::<6>(b_tile(p, kt), 64);
+            // the panels stream past: kept out of L1 (see `KB_TILES`)
+            t.load_t1::<6>(b_tile(p, kt), 64);
             t.dpbf16ps::<0, 4, 6>();
             if pair {
-                t.load::<7>(b_tile(p + 1, kt), 64);
+                t.load_t1::<7>(b_tile(p + 1, kt), 64);
                 t.dpbf16ps::<1, 4, 7>();
             }
             if two_rows {

@@ -144,6 +144,57 @@ fn sums_are_close_to_f64() {
     }
 }
 
+/// `gemm_gelu_bf16` gives, on every path, the bits of that path's product
+/// followed by `GeluBf16` and the rounding to bf16, element by element:
+/// with and without a bias, at odd sizes (rows past a block of 32,
+/// channels past a panel and past a group of 16 panels, `k` past a tile
+/// and a block), whole blocks (the AMX path's in-place rows), and 1 to 3
+/// threads.
+#[test]
+fn gelu_epilogue_equals_the_product_then_gelu() {
+    let _guard = crate::cpu::threads::lock_thread_count();
+    let before = crate::cpu::num_threads();
+    for &(m, n, k) in &[
+        (1, 1, 1),
+        (3, 5, 7),
+        (33, 17, 40),
+        (64, 272, 96),
+        (50, 130, 515),
+        (32, 512, 800),
+    ] {
+        let mut rng = Rng::new((m * 7 + n * 3 + k) as u64);
+        let a = bf16_values(m * k, 1.0, &mut rng);
+        let b = bf16_values(n * k, 1.0, &mut rng);
+        let bias = bf16_values(n, 2.0, &mut rng);
+        let packed = PackedBf16::new(n, k, &b);
+        let rows = rows_to_bf16(&a, m, k);
+        for isa in Isa::all() {
+            for bias in [None, Some(&bias[..])] {
+                let mut c = vec![f32::NAN; m * n];
+                packed.gemm_with(isa, m, &rows, bias, &mut c);
+                GeluBf16::new().apply(&mut c);
+                let want: Vec<u16> = c.iter().map(|&x| to_bf16(x)).collect();
+                for threads in [1, 2, 3] {
+                    crate::cpu::set_num_threads(threads);
+                    let mut got = vec![0xffffu16; m * n];
+                    packed.gemm_gelu_bf16_with(isa, m, &rows, bias, &mut got);
+                    crate::cpu::set_num_threads(before);
+                    if let Some(i) = (0..m * n).find(|&i| got[i] != want[i]) {
+                        panic!(
+                            "{isa:?} {m}x{n}x{k}, bias {}, {threads} threads, element {i}: \
+                             {:#06x} vs {:#06x} (sum {})",
+                            bias.is_some(),
+                            got[i],
+                            want[i],
+                            c[i]
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// The AMX path, when this machine may run it.
 fn amx() -> Option<Isa> {
     let has = Isa::all().contains(&Isa::Amx);
@@ -333,6 +384,8 @@ fn amx_speed() {
         (1024, 768, 768),
         (1024, 768, 3072),
         (1024, 3072, 768),
+        (128, 64, 128),
+        (128, 128, 64),
     ] {
         let mut rng = Rng::new(1);
         let a = bf16_values(m * k, 1.0, &mut rng);
