@@ -233,8 +233,15 @@ impl PackedBf16 {
             let (panel, lane) = (j / PANEL, j % PANEL);
             let dst = &mut data[panel * pairs * PANEL * 2 + lane * 2..];
             let src = &row(j)[..k];
-            for (q, pair) in src.chunks(2).enumerate() {
-                dst[q * PANEL * 2..q * PANEL * 2 + pair.len()].copy_from_slice(pair);
+            let (whole, last) = src.split_at(k & !1);
+            // two elements at a time, fixed-size moves (a copy of a
+            // run-time length here was a `memmove` call per pair: 3.7% of
+            // a bf16 BERT call)
+            for (dst, pair) in dst.chunks_mut(PANEL * 2).zip(whole.chunks_exact(2)) {
+                dst[..2].copy_from_slice(&[pair[0], pair[1]]);
+            }
+            if let [v] = last {
+                dst[(k / 2) * PANEL * 2] = *v;
             }
         }
         PackedBf16 { n, k, data }
@@ -250,13 +257,24 @@ impl PackedBf16 {
         let pairs = padded_k(k) / 2;
         let panels = n.div_ceil(PANEL);
         let mut data = Storage::<u16>::zeroed(panels * pairs * PANEL * 2);
-        for p in 0..k {
-            let (q, e) = (p / 2, p % 2);
-            let src = &col(p)[..n];
-            for (panel, lanes) in src.chunks(PANEL).enumerate() {
-                let dst = &mut data[panel * pairs * PANEL * 2 + q * PANEL * 2 + e..];
-                for (l, &v) in lanes.iter().enumerate() {
-                    dst[2 * l] = v;
+        // the two columns of a pair interleaved into each panel's block
+        for q in 0..pairs {
+            let even = &col(2 * q)[..n];
+            let odd = (2 * q + 1 < k).then(|| &col(2 * q + 1)[..n]);
+            for (panel, lanes) in even.chunks(PANEL).enumerate() {
+                let dst = &mut data[panel * pairs * PANEL * 2 + q * PANEL * 2..][..2 * lanes.len()];
+                match odd {
+                    Some(odd) => {
+                        let odd = &odd[panel * PANEL..][..lanes.len()];
+                        for ((d, &e), &o) in dst.chunks_exact_mut(2).zip(lanes).zip(odd) {
+                            d.copy_from_slice(&[e, o]);
+                        }
+                    }
+                    None => {
+                        for (d, &e) in dst.chunks_exact_mut(2).zip(lanes) {
+                            d[0] = e;
+                        }
+                    }
                 }
             }
         }

@@ -144,6 +144,46 @@ fn sums_are_close_to_f64() {
     }
 }
 
+/// Packing from bf16 rows (keys) and from bf16 columns (values) gives the
+/// packing of the same values from f32, padding included: odd `n` and `k`,
+/// a lone channel, a lone pair.
+#[test]
+fn packing_from_bf16_rows_and_columns_equals_packing_from_f32() {
+    for &(n, k) in &[
+        (1, 1),
+        (1, 2),
+        (3, 5),
+        (16, 64),
+        (17, 33),
+        (40, 7),
+        (128, 64),
+        (64, 128),
+    ] {
+        let mut rng = Rng::new((n * 100 + k) as u64);
+        let b = bf16_values(n * k, 3.0, &mut rng);
+        let want = PackedBf16::new(n, k, &b);
+        let bits: Vec<u16> = b.iter().map(|&x| to_bf16(x)).collect();
+        // rows of `k` at a stride of `k + 3` (the callers' rows are padded)
+        let ld = k + 3;
+        let mut rows = vec![0xffffu16; n * ld];
+        for j in 0..n {
+            rows[j * ld..j * ld + k].copy_from_slice(&bits[j * k..(j + 1) * k]);
+        }
+        let from_rows = PackedBf16::from_bf16_rows(n, k, |j| &rows[j * ld..]);
+        assert_eq!(&from_rows.data[..], &want.data[..], "rows {n} x {k}");
+        // column `p` of the `n x k` matrix is row `p` of its transpose
+        let ldt = n + 1;
+        let mut cols = vec![0xffffu16; k * ldt];
+        for j in 0..n {
+            for p in 0..k {
+                cols[p * ldt + j] = bits[j * k + p];
+            }
+        }
+        let from_cols = PackedBf16::from_bf16_cols(n, k, |p| &cols[p * ldt..]);
+        assert_eq!(&from_cols.data[..], &want.data[..], "columns {n} x {k}");
+    }
+}
+
 /// `gemm_gelu_bf16` gives, on every path, the bits of that path's product
 /// followed by `GeluBf16` and the rounding to bf16, element by element:
 /// with and without a bias, at odd sizes (rows past a block of 32,
