@@ -17,7 +17,7 @@ mod tests;
 /// One LSTM step on a block of rows: `gates = act((xp + bias) + hw)`
 /// (saved activated), `c = f c_prev + i g`, `y = o tanh(c)` (row `r` at
 /// `r * y_stride` of `y`), and `tanh(c)` into `tc` when it is saved. In
-/// f32 on AVX-512 or AVX2 + FMA, [`lstm_rows_f32`]'s one pass per row (the
+/// f32 on AVX-512 or AVX2 + FMA, [`lstm_rows_f32`]'s wide loops (the
 /// same bits as [`lstm_rows_generic`]).
 pub(super) fn lstm_rows<E: Float>(h: usize, ins: &StepIns<'_, E>, out: &mut Outs<'_, E>) {
     if !lstm_rows_f32(h, ins, out) {
