@@ -210,6 +210,19 @@ mod tests {
             assert!(outs[0] == outs[1], "{m}x{k}x{n}: 2 threads differ from 1");
         }
         assert!(in_window, "no product between one and two hand-offs' work");
+        // a weight larger than a core's L2 (2.6 MB) stays split by columns:
+        // the same bits too
+        let (m, k, n) = (64, 1024, 640);
+        let x: Vec<f32> = (0..m * k).map(|_| rng.normal() as f32).collect();
+        let w: Storage<f32> = (0..n * k).map(|_| rng.normal() as f32).collect();
+        let mut outs = Vec::new();
+        for threads in [1, 2] {
+            crate::cpu::set_num_threads(threads);
+            let mut c = vec![f32::NAN; m * n];
+            assert!(gemm_weight_t(m, k, n, &x, &w, 0.0, None, None, &mut c));
+            outs.push(c.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+        }
+        assert!(outs[0] == outs[1], "{m}x{k}x{n}: 2 threads differ from 1");
         crate::cpu::set_num_threads(1);
     }
 

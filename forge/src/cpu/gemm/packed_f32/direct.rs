@@ -365,12 +365,17 @@ unsafe fn gemm_core_src(
     // threads split the columns, each packing the panels it multiplies.
     // With `a` packed per chunk, every column chunk packs all of `a`, so
     // then only two column chunks per thread. With `b` packed beforehand
-    // (a cached weight) and `a` packed per chunk, by rows: no thread
-    // packs anything the other needs, and each packs only its own rows of
-    // `a` (split by columns, GPT batch-1 inference's 64-row products
-    // packed all of `a` four times: a third of the packing and products'
-    // samples were the packing of `a`).
-    let by_cols = parallel && n > m && !(matches!(b, BSrc::Packed(_)) && matches!(a, ASrc::Mat(_)));
+    // (a cached weight) that fits a core's L2 and `a` packed per chunk, by
+    // rows: no thread packs anything the other needs, and each packs only
+    // its own rows of `a` (split by columns, GPT batch-1 inference's
+    // 64-row products packed all of `a` four times: a third of the
+    // packing and products' samples were the packing of `a`). A larger
+    // weight (BERT's) stays split by columns: by rows every row chunk
+    // would stream all of it.
+    let rows_share_b = matches!(b, BSrc::Packed(_))
+        && matches!(a, ASrc::Mat(_))
+        && k * panels * NR * 4 <= ROW_SPLIT_MAX_B_BYTES;
+    let by_cols = parallel && n > m && !rows_share_b;
     let chunk_tiles = if parallel && !by_cols {
         row_tiles.div_ceil(4 * threads).clamp(1, MAX_CHUNK_TILES)
     } else {
@@ -580,6 +585,12 @@ unsafe fn gemm_core_src(
 fn panels_n(n: usize) -> usize {
     n.div_ceil(NR) * NR
 }
+
+/// The largest weight packed beforehand that a parallel product splits by
+/// rows (every thread reading all of it), in bytes: a core's L2 on the
+/// Intel Xeon of model 207 (2 MiB). The batch-128 MLP's 784 x 512 weight
+/// (1.6 MB) ran faster so at two threads (0.87 -> 0.77 ms a step).
+const ROW_SPLIT_MAX_B_BYTES: usize = 2 << 20;
 
 /// Panels of finished outputs an activation epilogue runs on at once:
 /// one call per row of up to 256 columns, where a call per 16-column half
