@@ -61,15 +61,20 @@ fn macs_per_ns<E: Float>() -> usize {
 const LANES: usize = 16;
 /// Rows per part of the thin paths when they run in parallel.
 const THIN_ROWS_PER_PART: usize = 64;
-/// A matrix-vector product whose matrix is at least this large is split
-/// across the threads whatever the multiply-add estimate says: it does one
-/// multiply-add per element it reads, so it runs at the speed memory
-/// delivers the matrix (past a core's L2, about 10 bytes per ns on one
-/// core, 4 MiB in some 400 us), not at the packed kernel's rate that the
-/// estimate assumes (which put GPT-2 small's 768 x 2304 batch-1 projection
-/// at 18 us, below [`PARALLEL_MIN_NS`]). Splitting it by columns keeps the
-/// bits (each output is one part's dot product).
-const THIN_SPLIT_BYTES: usize = 4 << 20;
+/// Multiply-adds per nanosecond one thread sustains in a matrix-vector
+/// product, for its cost estimate: it does one multiply-add per matrix
+/// element it reads, so it runs at the rate the cache or memory delivers
+/// the matrix, not at the packed kernel's (whose estimate put GPT-2
+/// small's 768 x 2304 batch-1 projection at 18 us, below
+/// [`PARALLEL_MIN_NS`], and the batch-1 MLP's 784 x 512 layer at 4 us).
+/// The batch-1 MLP (784 x 512, 512 x 256 and 256 x 10) ran at about 12
+/// per ns on one thread of the Intel Xeon of model 207; at 10 its
+/// 784 x 512 product (40 us) is split and its 512 x 256 one (13 us) is
+/// not. Split by columns, each core keeps its part of the weight in its
+/// own L2 and the bits stay (each output is one part's dot product):
+/// `mlp infer 1` at 2 threads went from 0.043 to 0.022 ms a step (issue
+/// 41, the fastest tenth of the steps, beside another job).
+const THIN_MACS_PER_NS: usize = 10;
 
 /// A matrix operand: a pointer-free description of a row-major buffer that
 /// may be read transposed.
@@ -275,7 +280,8 @@ fn gemm_threads<E: Float>(
     let thin = m == 1 || n == 1;
     let parallel = threads > 1
         && (m * n * k / macs_per_ns::<E>() >= PARALLEL_MIN_NS
-            || thin && m * n * k * std::mem::size_of::<E>() >= THIN_SPLIT_BYTES);
+            // (an f64 matrix is twice the bytes per multiply-add)
+            || thin && m * n * k * std::mem::size_of::<E>() / 4 / THIN_MACS_PER_NS >= PARALLEL_MIN_NS);
     if thin {
         // c (1 x n) = a_row b, or c (m x 1) = a b_col read as b_col^T a^T:
         // either way a vector `x` of length k times a k x len matrix `w`.

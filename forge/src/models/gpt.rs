@@ -191,7 +191,7 @@ impl<E: Float> Mlp<E> {
 impl<E: Float> Forward<Tensor<E>> for Mlp<E> {
     type Output = Tensor<E>;
     fn forward(&self, x: Tensor<E>) -> Tensor<E> {
-        record_output(self, self.c_proj.forward(self.c_fc.forward(x).gelu_tanh()))
+        record_output(self, self.c_proj.forward(self.c_fc.forward_gelu_tanh(x)))
     }
 }
 

@@ -263,6 +263,30 @@ impl<E: Float> Linear<E> {
     /// the ops, shapes the packed kernel does not take).
     #[track_caller]
     fn forward_f32_then(&self, x: &Tensor<E>, act: Activation) -> Option<Tensor<E>> {
+        let f: fn(&mut [f32]) = match act {
+            Activation::Gelu => crate::cpu::vmath::gelu::<f32>,
+            Activation::Relu => relu_f32,
+        };
+        self.forward_f32_with(x, f)
+    }
+
+    /// `gelu_tanh(forward(x))` (GPT-2's feed-forward activation), with the
+    /// activation in the product's epilogue where
+    /// [`forward_activated`](Linear::forward_activated) fuses its
+    /// activations (the same bits as the two ops).
+    #[track_caller]
+    pub(crate) fn forward_gelu_tanh(&self, x: Tensor<E>) -> Tensor<E> {
+        match self.forward_f32_with(&x, crate::cpu::vmath::gelu_tanh::<f32>) {
+            Some(y) => y,
+            None => self.forward(x).gelu_tanh(),
+        }
+    }
+
+    /// An `f32` layer's `f(forward(x))` outside autograd with the bias and
+    /// `f` in the product's epilogue; `None` where that does not apply (see
+    /// [`forward_f32_then`](Linear::forward_f32_then)).
+    #[track_caller]
+    fn forward_f32_with(&self, x: &Tensor<E>, f: fn(&mut [f32])) -> Option<Tensor<E>> {
         if std::any::TypeId::of::<E>() != std::any::TypeId::of::<f32>()
             || self.int8.is_some()
             || self.fp8.is_some()
@@ -273,10 +297,6 @@ impl<E: Float> Linear<E> {
             return None;
         }
         self.check_input(x);
-        let f: fn(&mut [f32]) = match act {
-            Activation::Gelu => crate::cpu::vmath::gelu::<f32>,
-            Activation::Relu => relu_f32,
-        };
         x.linear_then(&self.weight, self.bias.as_ref(), f)
     }
 
@@ -516,7 +536,17 @@ mod tests {
         let _threads = crate::cpu::threads::lock_thread_count();
         let mut rng = Rng::new(11);
         let bits = |t: &Tensor<f32>| t.to_vec().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-        for (rows, fan_in, out) in [(70, 37, 53), (13, 600, 100), (200, 300, 300), (24, 64, 32)] {
+        let first_difference =
+            |a: Vec<u32>, b: Vec<u32>| a.iter().zip(&b).position(|(x, y)| x != y);
+        // (64, 128, 512): GPT batch-1 inference's c_fc, whose gelu_tanh
+        // runs in the epilogue (`forward_gelu_tanh`)
+        for (rows, fan_in, out) in [
+            (70, 37, 53),
+            (13, 600, 100),
+            (200, 300, 300),
+            (24, 64, 32),
+            (64, 128, 512),
+        ] {
             for with_bias in [true, false] {
                 let fc = if with_bias {
                     Linear::<f32>::new(fan_in, out, &mut rng)
@@ -534,13 +564,19 @@ mod tests {
                         });
                         let what =
                             format!("{rows}x{fan_in}x{out} bias {with_bias} {act:?} {threads} thr");
-                        let first_difference =
-                            |a: Vec<u32>, b: Vec<u32>| a.iter().zip(&b).position(|(x, y)| x != y);
                         let bad = first_difference(bits(&got), bits(&want));
                         assert_eq!(bad, None, "{what}: fused, first differing element");
                         let bad = first_difference(bits(&act.apply(&plain)), bits(&want));
                         assert_eq!(bad, None, "{what}: plain, first differing element");
                     }
+                    let want = fc.forward(x.clone()).gelu_tanh();
+                    let got = crate::no_grad(|| fc.forward_gelu_tanh(x.clone()));
+                    let bad = first_difference(bits(&got), bits(&want));
+                    let what = format!("{rows}x{fan_in}x{out} bias {with_bias} {threads} thr");
+                    assert_eq!(
+                        bad, None,
+                        "{what}: gelu_tanh fused, first differing element"
+                    );
                 }
             }
         }

@@ -412,6 +412,79 @@ fn small_products_do_not_wake_the_pool() {
     );
 }
 
+/// A batch-1 layer's matrix-vector product runs at the rate its matrix
+/// comes from cache, far below the packed kernel's: the MLP's 784 x 512
+/// one (40 us at `THIN_MACS_PER_NS`) is split across 2 threads in one
+/// hand-off with the bits of one thread, either layout of the weight; its
+/// 512 x 256 one (13 us) stays on the caller.
+#[test]
+fn batch_one_products_split_on_their_memory_cost() {
+    use crate::cpu::threads::{lock_thread_count, pool_dispatches};
+    let _threads = lock_thread_count();
+    crate::cpu::set_num_threads(2);
+    let mut rng = Rng::new(6);
+    let x: Vec<f32> = random(784, &mut rng)
+        .into_iter()
+        .map(|v| v as f32)
+        .collect();
+    let w: Vec<f32> = random(784 * 512, &mut rng)
+        .into_iter()
+        .map(|v| v as f32)
+        .collect();
+    for transposed in [true, false] {
+        // (k, n): a Linear's `x W^T` (W stored [n, k]) or `x W` (W [k, n])
+        let wm = |k: usize, n: usize| {
+            if transposed {
+                Mat::transposed(&w, k)
+            } else {
+                Mat::row_major(&w, n)
+            }
+        };
+        let (mut one, mut two) = (vec![0.0f32; 512], vec![f32::NAN; 512]);
+        gemm_threads(
+            1,
+            784,
+            512,
+            Mat::row_major(&x, 784),
+            wm(784, 512),
+            0.0,
+            &mut one,
+            1,
+        );
+        let before = pool_dispatches();
+        gemm_threads(
+            1,
+            784,
+            512,
+            Mat::row_major(&x, 784),
+            wm(784, 512),
+            0.0,
+            &mut two,
+            2,
+        );
+        assert_eq!(pool_dispatches(), before + 1, "784 x 512 not split");
+        assert!(
+            one.iter()
+                .zip(&two)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "transposed {transposed}: 2 threads differ from 1"
+        );
+        let before = pool_dispatches();
+        gemm_threads(
+            1,
+            512,
+            256,
+            Mat::row_major(&x, 512),
+            wm(512, 256),
+            0.0,
+            &mut two,
+            2,
+        );
+        assert_eq!(pool_dispatches(), before, "512 x 256 woke the pool");
+    }
+    crate::cpu::set_num_threads(1);
+}
+
 /// The f32 general path (forge's packed kernel where the CPU has AVX-512F
 /// or AVX2 + FMA, else `matrixmultiply`) against a naive f64 product: edge tiles in `m`
 /// and `n`, several `k` blocks with a remainder, every layout, beta 0 (a

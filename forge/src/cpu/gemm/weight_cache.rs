@@ -150,6 +150,82 @@ mod tests {
     /// row counts on both sides of the parallel threshold, `k` over two
     /// `KC` blocks and a partial last panel; a second call reuses the
     /// entry; a write to the weight rebuilds it.
+    /// A cached weight's product hands off to the pool once (nothing to
+    /// pack), so it splits at the threshold's work, not twice it: with
+    /// AVX-512 GPT batch-1 inference's 64 x 128 x 256 head product (21 us
+    /// estimated) is split, its 64 x 128 x 128 attention output projection
+    /// (10 us) is not (with AVX2's lower rate, 26 us: split); the split
+    /// ones with the bits of one thread.
+    #[test]
+    fn cached_products_split_at_one_hand_off() {
+        use crate::cpu::threads::pool_dispatches;
+        let _threads = crate::cpu::threads::lock_thread_count();
+        if !packed_f32::available() {
+            return;
+        }
+        let mut rng = crate::tensor::Rng::new(8);
+        let (m, k) = (64, 128);
+        let x: Vec<f32> = (0..m * k).map(|_| rng.normal() as f32).collect();
+        let mut in_window = false;
+        for n in [256, 128, 384, 64] {
+            let cost = m * n * k / macs_per_ns::<f32>();
+            let splits = cost >= PARALLEL_MIN_NS;
+            // where one hand-off splits and two would not
+            in_window |= splits && cost < 2 * PARALLEL_MIN_NS;
+            let w: Storage<f32> = (0..n * k).map(|_| rng.normal() as f32).collect();
+            let bias: Vec<f32> = (0..n).map(|_| rng.normal() as f32).collect();
+            let mut outs = Vec::new();
+            for threads in [1, 2] {
+                crate::cpu::set_num_threads(threads);
+                let mut c = vec![f32::NAN; m * n];
+                // the first call packs the weight (a copy, not split)
+                assert!(gemm_weight_t(
+                    m,
+                    k,
+                    n,
+                    &x,
+                    &w,
+                    0.0,
+                    Some(&bias),
+                    None,
+                    &mut c
+                ));
+                let before = pool_dispatches();
+                assert!(gemm_weight_t(
+                    m,
+                    k,
+                    n,
+                    &x,
+                    &w,
+                    0.0,
+                    Some(&bias),
+                    None,
+                    &mut c
+                ));
+                let dispatches = pool_dispatches() - before;
+                let want = if threads == 2 && splits { 1 } else { 0 };
+                assert_eq!(dispatches, want, "{m}x{k}x{n} at {threads} threads");
+                outs.push(c.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+            }
+            assert!(outs[0] == outs[1], "{m}x{k}x{n}: 2 threads differ from 1");
+        }
+        assert!(in_window, "no product between one and two hand-offs' work");
+        // a weight larger than a core's L2 (2.6 MB) stays split by columns:
+        // the same bits too
+        let (m, k, n) = (64, 1024, 640);
+        let x: Vec<f32> = (0..m * k).map(|_| rng.normal() as f32).collect();
+        let w: Storage<f32> = (0..n * k).map(|_| rng.normal() as f32).collect();
+        let mut outs = Vec::new();
+        for threads in [1, 2] {
+            crate::cpu::set_num_threads(threads);
+            let mut c = vec![f32::NAN; m * n];
+            assert!(gemm_weight_t(m, k, n, &x, &w, 0.0, None, None, &mut c));
+            outs.push(c.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+        }
+        assert!(outs[0] == outs[1], "{m}x{k}x{n}: 2 threads differ from 1");
+        crate::cpu::set_num_threads(1);
+    }
+
     #[test]
     fn cached_products_equal_gemm() {
         // the thread count is set below: no other test may change it meanwhile

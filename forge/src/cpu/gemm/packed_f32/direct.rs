@@ -344,9 +344,13 @@ unsafe fn gemm_core_src(
     let beta = if has_bias { 1.0 } else { beta };
     let panels = n.div_ceil(NR);
     let cost = m * n * k / macs_per_ns();
-    // Two hand-offs when parallel (the packing of `b`, then the products):
-    // split only with enough work for both.
-    let parallel = threads > 1 && worth_splitting(cost, 2);
+    // Two hand-offs when parallel and `b` is packed in the call (the
+    // packing, then the products), one when it was packed beforehand:
+    // split only with enough work for each. (With two for a packed weight
+    // too, GPT batch-1 inference kept its 64 x 128 x 256 head product,
+    // 21 us estimated, on one thread.)
+    let handoffs = if matches!(b, BSrc::Packed(_)) { 1 } else { 2 };
+    let parallel = threads > 1 && worth_splitting(cost, handoffs);
     // Row chunks of whole tiles; with several threads about four chunks
     // per thread (chunks are claimed one at a time, so the threads even
     // out: with two per thread, a 1024-row product cut into 16, 16, 16, 16,
@@ -360,8 +364,18 @@ unsafe fn gemm_core_src(
     // positions; a layer's weight for a batch smaller than its width) the
     // threads split the columns, each packing the panels it multiplies.
     // With `a` packed per chunk, every column chunk packs all of `a`, so
-    // then only two column chunks per thread.
-    let by_cols = parallel && n > m;
+    // then only two column chunks per thread. With `b` packed beforehand
+    // (a cached weight) that fits a core's L2 and `a` packed per chunk, by
+    // rows: no thread packs anything the other needs, and each packs only
+    // its own rows of `a` (split by columns, GPT batch-1 inference's
+    // 64-row products packed all of `a` four times: a third of the
+    // packing and products' samples were the packing of `a`). A larger
+    // weight (BERT's) stays split by columns: by rows every row chunk
+    // would stream all of it.
+    let rows_share_b = matches!(b, BSrc::Packed(_))
+        && matches!(a, ASrc::Mat(_))
+        && k * panels * NR * 4 <= ROW_SPLIT_MAX_B_BYTES;
+    let by_cols = parallel && n > m && !rows_share_b;
     let chunk_tiles = if parallel && !by_cols {
         row_tiles.div_ceil(4 * threads).clamp(1, MAX_CHUNK_TILES)
     } else {
@@ -398,6 +412,8 @@ unsafe fn gemm_core_src(
         let j1 = (j0 + chunk_panels).min(panels);
         let multiply = |pa: &[f32]| {
             let p = pb;
+            // the first panel whose outputs `act` has not yet run on
+            let act_from = std::cell::Cell::new(j0);
             for j in j0..j1 {
                 // SAFETY: panel `j` of this block was fully written by the
                 // packing, which returned before any multiplying started.
@@ -443,16 +459,16 @@ unsafe fn gemm_core_src(
                         };
                     }
                 }
-                if let (true, Some(act)) = (last, out.act) {
-                    // every part of the panel's tiles done: their sums are
-                    // final, and still in cache
-                    for t in t0..t1 {
-                        let rows = MR.min(m - t * MR);
-                        let halves = [out.at(t * MR, j * NR), out.at(t * MR, j * NR + 16)];
-                        // SAFETY: as for the kernel above: the tile is
-                        // inside the output and this chunk's alone.
-                        unsafe { for_each_row(out, halves, rows, cols, |row, _| act(row)) };
-                    }
+                if let (true, Some(act)) = (last, out.act)
+                    && (j + 1 == j1 || j + 1 - act_from.get() >= ACT_PANELS)
+                {
+                    // every part of these panels' tiles done: their sums
+                    // are final, and still in cache
+                    let (c0, c1) = (act_from.get() * NR, ((j + 1) * NR).min(n));
+                    // SAFETY: as for the kernel above: the rows and columns
+                    // are inside the output and this chunk's alone.
+                    unsafe { for_each_span(out, t0 * MR, (t1 * MR).min(m), c0, c1, act) };
+                    act_from.set(j + 1);
                 }
             }
         };
@@ -568,6 +584,43 @@ unsafe fn gemm_core_src(
 /// Columns of `n` rounded up to whole panels.
 fn panels_n(n: usize) -> usize {
     n.div_ceil(NR) * NR
+}
+
+/// The largest weight packed beforehand that a parallel product splits by
+/// rows (every thread reading all of it), in bytes: a core's L2 on the
+/// Intel Xeon of model 207 (2 MiB). The batch-128 MLP's 784 x 512 weight
+/// (1.6 MB) ran faster so at two threads (0.87 -> 0.77 ms a step).
+const ROW_SPLIT_MAX_B_BYTES: usize = 2 << 20;
+
+/// Panels of finished outputs an activation epilogue runs on at once:
+/// one call per row of up to 256 columns, where a call per 16-column half
+/// tile cost more than GPT-2's `gelu_tanh` itself (the vector-math
+/// dispatch per call), while the block (at most `MAX_CHUNK_TILES * MR`
+/// rows of 256 floats) is still in cache.
+const ACT_PANELS: usize = 8;
+
+/// Calls `f` on the contiguous pieces of rows `r0..r1`, columns `c0..c1`
+/// of `out` (a row's columns are contiguous within a segment).
+///
+/// # Safety
+/// The block lies inside `out`'s buffer and nothing else accesses it during
+/// the call.
+unsafe fn for_each_span(out: Out, r0: usize, r1: usize, c0: usize, c1: usize, f: fn(&mut [f32])) {
+    for i in r0..r1 {
+        let mut c = c0;
+        while c < c1 {
+            let end = if out.seg == usize::MAX {
+                c1
+            } else {
+                c1.min((c / out.seg + 1) * out.seg)
+            };
+            // SAFETY: columns `c..end` of row `i` lie in one segment, so
+            // they are contiguous, and inside the block (the caller's
+            // contract).
+            f(unsafe { std::slice::from_raw_parts_mut(out.at(i, c), end - c) });
+            c = end;
+        }
+    }
 }
 
 /// Calls `f(row, first_column)` on the contiguous pieces of a `rows x
