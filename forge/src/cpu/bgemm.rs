@@ -343,12 +343,12 @@ impl PackedBf16 {
         }
         #[cfg(target_arch = "x86_64")]
         if isa == Isa::Amx {
-            return self.gemm_amx(m, a, bias, Sink::F32(SharedOut(c.as_mut_ptr())));
+            return self.gemm_amx(m, a, bias, Sink::F32(Shared(c.as_mut_ptr())));
         }
         let pairs = kp / 2;
         let groups = m.div_ceil(CHUNK_ROWS);
         let tiles = self.n.div_ceil(PANEL * PANELS);
-        let out = SharedOut(c.as_mut_ptr());
+        let out = Shared(c.as_mut_ptr());
         // about 64 multiply-adds per nanosecond on the vector path
         let cost = m * self.n * kp / 64;
         parallel_for_cost(groups * tiles, cost, |chunk| {
@@ -450,7 +450,7 @@ impl PackedBf16 {
                 return;
             }
             let sink = Sink::GeluBf16 {
-                out: SharedBf16(out.as_mut_ptr()),
+                out: Shared(out.as_mut_ptr()),
                 gelu: GeluBf16::new(),
                 round: Bf16Rounder::new(),
             };
@@ -470,7 +470,7 @@ fn gelu_rows_to_bf16(h: &mut [f32], width: usize, hb: &mut [u16]) {
     let rows = h.len() / width.max(1);
     // about 16K elements per block, whole rows, whatever the thread count
     let per = (16_384 / width.max(1)).max(1);
-    let (src, dst) = (SharedOut(h.as_mut_ptr()), SharedBf16(hb.as_mut_ptr()));
+    let (src, dst) = (Shared(h.as_mut_ptr()), Shared(hb.as_mut_ptr()));
     // found once, not per piece
     let (gelu, round) = (GeluBf16::new(), Bf16Rounder::new());
     // about a nanosecond per element (the GELU's polynomial)
@@ -537,34 +537,33 @@ impl PackedBf16 {
     }
 }
 
-/// `c`'s pointer shared by the chunks of one product.
-#[derive(Clone, Copy)]
-struct SharedOut(*mut f32);
-// SAFETY: the chunks write disjoint blocks of `c`, which outlives the loop.
-unsafe impl Send for SharedOut {}
-// SAFETY: as above: no two chunks touch the same element.
-unsafe impl Sync for SharedOut {}
-
-impl SharedOut {
-    fn get(self) -> *mut f32 {
-        self.0
-    }
-}
-
-/// A bf16 output's pointer shared by the chunks of one product.
-#[derive(Clone, Copy)]
-struct SharedBf16(*mut u16);
+/// An output's pointer shared by the chunks of one product (`f32` sums or
+/// bf16 values).
+struct Shared<T>(*mut T);
 // SAFETY: the chunks write disjoint blocks of the output, which outlives
 // the loop.
-unsafe impl Send for SharedBf16 {}
+unsafe impl<T> Send for Shared<T> {}
 // SAFETY: as above: no two chunks touch the same element.
-unsafe impl Sync for SharedBf16 {}
+unsafe impl<T> Sync for Shared<T> {}
 
-impl SharedBf16 {
-    fn get(self) -> *mut u16 {
+// by hand: a derive would ask `T: Copy` of the pointee
+impl<T> Clone for Shared<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Shared<T> {}
+
+impl<T> Shared<T> {
+    fn get(self) -> *mut T {
         self.0
     }
 }
+
+/// `c`'s pointer.
+type SharedOut = Shared<f32>;
+/// A bf16 output's pointer.
+type SharedBf16 = Shared<u16>;
 
 /// Where a product's finished sums go (an `m x n` matrix either way).
 #[derive(Clone, Copy)]
