@@ -319,28 +319,10 @@ impl PackedBf16 {
         bias: Option<&[f32]>,
         c: &mut [f32],
     ) {
-        let kp = padded_k(self.k);
-        assert!(
-            a.len() >= m * kp,
-            "bgemm: activations of {} elements for {m} x {kp}",
-            a.len()
-        );
-        assert!(
-            c.len() >= m * self.n,
-            "bgemm: output of {} for {m} x {}",
-            c.len(),
-            self.n
-        );
-        if let Some(b) = bias {
-            assert_eq!(b.len(), self.n, "bgemm: bias of {} for {}", b.len(), self.n);
-        }
-        assert!(
-            Isa::all().contains(&isa),
-            "bgemm: this CPU cannot run {isa:?}"
-        );
-        if m == 0 || self.n == 0 {
+        if !self.check(isa, m, a, bias, c.len()) {
             return;
         }
+        let kp = padded_k(self.k);
         #[cfg(target_arch = "x86_64")]
         if isa == Isa::Amx {
             return self.gemm_amx(m, a, bias, Sink::F32(Shared(c.as_mut_ptr())));
@@ -393,6 +375,33 @@ impl PackedBf16 {
 }
 
 impl PackedBf16 {
+    /// Checks a product's operands (`out_len`: the output's elements) and
+    /// the path; `false` when there is nothing to compute (`m` or `n` is 0).
+    ///
+    /// # Panics
+    /// When a buffer is too small or the CPU cannot run `isa`.
+    fn check(&self, isa: Isa, m: usize, a: &[u16], bias: Option<&[f32]>, out_len: usize) -> bool {
+        let kp = padded_k(self.k);
+        assert!(
+            a.len() >= m * kp,
+            "bgemm: activations of {} elements for {m} x {kp}",
+            a.len()
+        );
+        assert!(
+            out_len >= m * self.n,
+            "bgemm: output of {out_len} for {m} x {}",
+            self.n
+        );
+        if let Some(b) = bias {
+            assert_eq!(b.len(), self.n, "bgemm: bias of {} for {}", b.len(), self.n);
+        }
+        assert!(
+            Isa::all().contains(&isa),
+            "bgemm: this CPU cannot run {isa:?}"
+        );
+        m > 0 && self.n > 0
+    }
+
     /// `GELU(a b^T + bias)` (the exact GELU of `cpu::vmath::GeluBf16`)
     /// rounded to bf16 into `out` (row-major `m x n`): the bits of
     /// [`gemm`](Self::gemm) followed by that GELU and the rounding of
@@ -425,30 +434,11 @@ impl PackedBf16 {
         bias: Option<&[f32]>,
         out: &mut [u16],
     ) {
-        assert!(
-            out.len() >= m * self.n,
-            "bgemm: bf16 output of {} for {m} x {}",
-            out.len(),
-            self.n
-        );
+        if !self.check(isa, m, a, bias, out.len()) {
+            return;
+        }
         #[cfg(target_arch = "x86_64")]
         if isa == Isa::Amx {
-            let kp = padded_k(self.k);
-            assert!(
-                a.len() >= m * kp,
-                "bgemm: activations of {} elements for {m} x {kp}",
-                a.len()
-            );
-            if let Some(b) = bias {
-                assert_eq!(b.len(), self.n, "bgemm: bias of {} for {}", b.len(), self.n);
-            }
-            assert!(
-                Isa::all().contains(&isa),
-                "bgemm: this CPU cannot run {isa:?}"
-            );
-            if m == 0 || self.n == 0 {
-                return;
-            }
             let sink = Sink::GeluBf16 {
                 out: Shared(out.as_mut_ptr()),
                 gelu: GeluBf16::new(),
