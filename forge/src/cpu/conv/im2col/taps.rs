@@ -293,11 +293,17 @@ impl<E: Float> TapWeights<E> {
         used.sort_unstable();
         used.dedup();
         let (c, taps, nt) = (g.c, g.kh * g.kw, used.len());
+        // Per output channel, one strided pass over its row of `weight`
+        // (in L1 after the first tap) per used tap, each writing a
+        // contiguous run: on a 1x1 plane (one tap in nine) this copy reads
+        // the whole weight, and the per-element loop over `(c, taps)` was
+        // 20% of a 512-channel layer's training step.
         let data = build_chunks(g.o * nt * c, nt * c, |oc, row| {
-            for ci in 0..c {
-                let src = &weight[(oc * c + ci) * taps..][..taps];
-                for (slot, &t) in used.iter().enumerate() {
-                    row[slot * c + ci].write(src[t]);
+            let src = &weight[oc * c * taps..][..c * taps];
+            for (slot, &t) in used.iter().enumerate() {
+                let dst = &mut row[slot * c..][..c];
+                for (d, &v) in dst.iter_mut().zip(src[t..].iter().step_by(taps)) {
+                    d.write(v);
                 }
             }
         });
@@ -615,10 +621,14 @@ pub(super) fn backward_weight_classes<E: Float>(
     });
     build_chunks(o * c * taps, c * taps, |oc, row| {
         let row = fill_init(row, E::zero());
+        // Per class, then per tap, one contiguous run of the class's
+        // gradient added at stride `taps` (each element still receives
+        // its classes' terms in class order: a class holds a tap once).
         for (cls, part) in classes.iter().zip(&parts) {
-            for (ci, dst) in row.chunks_mut(taps).enumerate() {
-                for (ti, &t) in cls.taps.iter().enumerate() {
-                    dst[t] += part[(ti * o + oc) * c + ci];
+            for (ti, &t) in cls.taps.iter().enumerate() {
+                let src = &part[(ti * o + oc) * c..][..c];
+                for (d, &v) in row[t..].iter_mut().step_by(taps).zip(src) {
+                    *d += v;
                 }
             }
         }
