@@ -18,8 +18,8 @@
 use super::grads::both;
 use crate::autograd::is_grad_enabled;
 use crate::cpu::conv::{
-    channel_sums, conv2d_backward_input, conv2d_backward_weight, conv2d_backward_weight_kept,
-    conv2d_forward, conv2d_forward_keeping, ConvGeom, KeptColumns,
+    channel_sums, conv2d_backward_input, conv2d_backward_input_kept, conv2d_backward_weight,
+    conv2d_backward_weight_kept, conv2d_forward, conv2d_forward_keeping, ConvGeom, Kept,
 };
 use crate::tensor::{Device, Float, Tensor};
 
@@ -259,14 +259,16 @@ impl<E: Float, D: Device> Tensor<E, D> {
             dilation,
             groups,
         };
-        conv_t_apply(self, weight, bias, geom)
+        conv_t_apply(self, weight, bias, geom, None)
     }
 }
 
 /// `conv(x, w) + b` over `geom`, recorded with its rule. When the rule
 /// will need the weight gradient (recording on, `w` tracked), the forward
-/// may keep its column matrix for it ([`conv2d_forward_keeping`]: small
-/// im2col geometries), held by the rule until the tape drops it.
+/// may keep its column matrix for it, or over tap classes the used taps'
+/// weights for the input gradient ([`conv2d_forward_keeping`]), held by
+/// the rule until the tape drops it and used only while `x` (columns) or
+/// `w` (taps) have not been written since (their storage's version).
 #[track_caller]
 fn conv_apply<E: Float, D: Device>(
     x: &Tensor<E, D>,
@@ -280,15 +282,23 @@ fn conv_apply<E: Float, D: Device>(
     } else {
         (conv2d_forward(&geom, xs, ws, bs), None)
     };
+    let versions = (x.storage.version(), w.storage.version());
     let shape = [geom.n, geom.o, geom.oh, geom.ow];
     let mut inputs = vec![x.clone(), w.clone()];
     inputs.extend(b.cloned());
     Tensor::from_parts(data, shape.into(), None).record("conv2d", inputs, move |ctx| {
         let (x, w, g) = (&ctx.inputs[0], &ctx.inputs[1], ctx.grad);
+        let current = (x.storage.version(), w.storage.version());
+        let kept_cols = kept
+            .as_ref()
+            .filter(|k| k.has_columns() && current.0 == versions.0);
+        let kept_taps = kept
+            .as_ref()
+            .filter(|k| !k.has_columns() && current.1 == versions.1);
         let (gx, gw) = both(
             [ctx.needs(0), ctx.needs(1)],
-            || conv_t_apply(g, w, None, geom),
-            || conv_w_apply(x, g, geom, kept.as_ref()),
+            || conv_t_apply(g, w, None, geom, kept_taps),
+            || conv_w_apply(x, g, geom, kept_cols),
         );
         let mut out = vec![gx, gw];
         if ctx.inputs.len() == 3 {
@@ -299,15 +309,20 @@ fn conv_apply<E: Float, D: Device>(
 }
 
 /// The input gradient of `conv` over `geom` (the transposed convolution):
-/// maps `y [n, o, oh, ow]` to `[n, c, h, w]`, plus a per-channel bias `[c]`.
+/// maps `y [n, o, oh, ow]` to `[n, c, h, w]`, plus a per-channel bias `[c]`;
+/// with what the forward of `w` kept (`kept`, no bias), the same bits.
 #[track_caller]
 fn conv_t_apply<E: Float, D: Device>(
     y: &Tensor<E, D>,
     w: &Tensor<E, D>,
     b: Option<&Tensor<E, D>>,
     geom: ConvGeom,
+    kept: Option<&Kept<E>>,
 ) -> Tensor<E, D> {
-    let data = conv2d_backward_input(&geom, y.as_slice(), w.as_slice(), b.map(|b| b.as_slice()));
+    let data = match (kept, b) {
+        (Some(k), None) => conv2d_backward_input_kept(&geom, y.as_slice(), w.as_slice(), k),
+        _ => conv2d_backward_input(&geom, y.as_slice(), w.as_slice(), b.map(|b| b.as_slice())),
+    };
     let shape = [geom.n, geom.c, geom.h, geom.w];
     let mut inputs = vec![y.clone(), w.clone()];
     inputs.extend(b.cloned());
@@ -348,7 +363,7 @@ fn conv_w_apply<E: Float, D: Device>(
     x: &Tensor<E, D>,
     y: &Tensor<E, D>,
     geom: ConvGeom,
-    kept: Option<&KeptColumns<E>>,
+    kept: Option<&Kept<E>>,
 ) -> Tensor<E, D> {
     let data = match kept {
         Some(cols) => conv2d_backward_weight_kept(&geom, cols, y.as_slice()),
@@ -362,7 +377,7 @@ fn conv_w_apply<E: Float, D: Device>(
             let (x, y, g) = (&ctx.inputs[0], &ctx.inputs[1], ctx.grad);
             let (gx, gy) = both(
                 [ctx.needs(0), ctx.needs(1)],
-                || conv_t_apply(y, g, None, geom),
+                || conv_t_apply(y, g, None, geom, None),
                 || conv_apply(x, g, None, geom),
             );
             vec![gx, gy]

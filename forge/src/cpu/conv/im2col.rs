@@ -13,6 +13,7 @@ use crate::cpu::buffers::{build, fill_init, for_each_chunk_mut, refill};
 use crate::cpu::gemm::prepared::{as_f32, gemm_into, GemmOut, PreparedA};
 use crate::cpu::gemm::{gemm, Fp8Panels, Mat};
 use crate::cpu::memory::Storage;
+use taps::TapWeights;
 
 /// Images per chunk of the weight-gradient reduction. Fixed (never derived
 /// from the thread count) so the summation order is always the same.
@@ -81,17 +82,29 @@ fn forward_groups<E: Float>(
 
 /// [`conv2d_backward_input`](super::conv2d_backward_input) by gemm and
 /// col2im (lengths checked by the caller).
+///
+/// `kept_taps`: the used taps' weights a recording forward over tap
+/// classes copied out of this same `weight` ([`forward_keeping`]).
 pub(super) fn backward_input<E: Float>(
     g: &ConvGeom,
     y_grad: &[E],
     weight: &[E],
     bias: Option<&[E]>,
+    kept_taps: Option<&TapWeights<E>>,
 ) -> Storage<E> {
     let (k_len, l, og, cg) = (g.k_len(), g.l(), g.og(), g.cg());
     let plane = g.h * g.w;
     if g.groups == 1 {
         if let Some(classes) = g.tap_plan() {
-            return taps::backward_input_classes(g, &classes, y_grad, weight, bias, COLS_BUDGET);
+            return taps::backward_input_classes(
+                g,
+                &classes,
+                y_grad,
+                weight,
+                bias,
+                COLS_BUDGET,
+                kept_taps,
+            );
         }
         return backward_input_batched(g, y_grad, weight, bias, COLS_BUDGET);
     }
@@ -477,12 +490,21 @@ pub(super) fn keeps_columns(g: &ConvGeom) -> bool {
 /// unfolded, `[k, nb l]` per chunk of `nb` images, chunk after chunk
 /// (`k n l` elements), for [`backward_weight_kept`]. The output is
 /// [`forward`]'s, bit for bit (the same chunks and products).
+///
+/// Over tap classes, it keeps instead the used taps' weights it copied out
+/// of `weight`, for [`backward_input`] of the same call's gradient.
 pub(super) fn forward_keeping<E: Float>(
     g: &ConvGeom,
     x: &[E],
     weight: &[E],
     bias: Option<&[E]>,
-) -> (Storage<E>, Option<Storage<E>>) {
+) -> (Storage<E>, Option<Kept<E>>) {
+    if g.groups == 1
+        && let Some(classes) = g.tap_plan()
+    {
+        let (y, copied) = taps::forward_classes_keeping(g, &classes, x, weight, bias, COLS_BUDGET);
+        return (y, Some(Kept::Taps(copied)));
+    }
     if !keeps_columns(g) {
         return (forward(g, x, weight, bias), None);
     }
@@ -494,7 +516,16 @@ pub(super) fn forward_keeping<E: Float>(
     let Columns::Kept(kept) = cols else {
         unreachable!("made kept above")
     };
-    (y, Some(kept))
+    (y, Some(Kept::Columns(kept)))
+}
+
+/// What a recording forward keeps for its backward ([`forward_keeping`]).
+pub(super) enum Kept<E: Copy> {
+    /// The column matrix, for [`backward_weight_kept`].
+    Columns(Storage<E>),
+    /// The used taps' weights of a forward over tap classes, for
+    /// [`backward_input`].
+    Taps(TapWeights<E>),
 }
 
 /// Where the batched forward unfolds each chunk of images: one buffer

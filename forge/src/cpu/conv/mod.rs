@@ -57,21 +57,32 @@ pub(crate) fn conv2d_forward<E: Float>(
     }
 }
 
-/// The column matrix a forward convolution unfolded, kept for its weight
-/// gradient ([`conv2d_forward_keeping`], [`conv2d_backward_weight_kept`]).
-pub(crate) struct KeptColumns<E: Copy> {
-    /// The geometry it was unfolded for.
+/// What a recording forward convolution keeps for its backward
+/// ([`conv2d_forward_keeping`]): the column matrix it unfolded, for the
+/// weight gradient ([`conv2d_backward_weight_kept`]), or over tap classes
+/// the used taps' weights it copied, for the input gradient
+/// ([`conv2d_backward_input_kept`]).
+pub(crate) struct Kept<E: Copy> {
+    /// The geometry it was made for.
     geom: ConvGeom,
-    /// `[k, nb l]` per chunk of images, chunk after chunk.
-    data: Storage<E>,
+    data: im2col::Kept<E>,
+}
+
+impl<E: Copy> Kept<E> {
+    /// Whether it holds the column matrix (for
+    /// [`conv2d_backward_weight_kept`]).
+    pub(crate) fn has_columns(&self) -> bool {
+        matches!(self.data, im2col::Kept::Columns(_))
+    }
 }
 
 /// [`conv2d_forward`], and for the geometries whose forward and weight
 /// gradient unfold the same column matrix (im2col and gemm, one group, no
 /// tap classes) when that matrix is small enough (`im2col::KEEP_COLS_MAX`
 /// elements for the batch), the matrix itself, for
-/// [`conv2d_backward_weight_kept`]. The output is [`conv2d_forward`]'s,
-/// bit for bit.
+/// [`conv2d_backward_weight_kept`]; over tap classes, the used taps'
+/// weights, for [`conv2d_backward_input_kept`]. The output is
+/// [`conv2d_forward`]'s, bit for bit.
 ///
 /// # Panics
 /// When a buffer's length does not match the geometry.
@@ -80,14 +91,14 @@ pub(crate) fn conv2d_forward_keeping<E: Float>(
     x: &[E],
     weight: &[E],
     bias: Option<&[E]>,
-) -> (Storage<E>, Option<KeptColumns<E>>) {
+) -> (Storage<E>, Option<Kept<E>>) {
     assert_eq!(x.len(), g.n * g.c * g.h * g.w, "conv2d_forward: input");
     assert_eq!(weight.len(), g.o * g.k_len(), "conv2d_forward: weight");
     if conv_small::applies(g) {
         return (conv_small::forward(g, x, weight, bias), None);
     }
     let (y, kept) = im2col::forward_keeping(g, x, weight, bias);
-    (y, kept.map(|data| KeptColumns { geom: *g, data }))
+    (y, kept.map(|data| Kept { geom: *g, data }))
 }
 
 /// [`conv2d_backward_weight`] over the columns a forward kept: the same
@@ -98,16 +109,19 @@ pub(crate) fn conv2d_forward_keeping<E: Float>(
 /// not match the geometry.
 pub(crate) fn conv2d_backward_weight_kept<E: Float>(
     g: &ConvGeom,
-    cols: &KeptColumns<E>,
+    cols: &Kept<E>,
     y_grad: &[E],
 ) -> Storage<E> {
     assert_eq!(cols.geom, *g, "conv2d_backward_weight_kept: geometry");
+    let im2col::Kept::Columns(data) = &cols.data else {
+        panic!("conv2d_backward_weight_kept: no columns kept")
+    };
     assert_eq!(
         y_grad.len(),
         g.n * g.o * g.l(),
         "conv2d_backward_weight: gradient"
     );
-    im2col::backward_weight_kept(g, &cols.data, y_grad)
+    im2col::backward_weight_kept(g, data, y_grad)
 }
 
 /// [`conv2d_forward`] with an 8-bit float weight `[o, c / groups, kh, kw]`
@@ -160,7 +174,38 @@ pub(crate) fn conv2d_backward_input<E: Float>(
         g.o * g.k_len(),
         "conv2d_backward_input: weight"
     );
-    im2col::backward_input(g, y_grad, weight, bias)
+    im2col::backward_input(g, y_grad, weight, bias, None)
+}
+
+/// [`conv2d_backward_input`] with what the forward kept (`weight` must be
+/// the weight that forward ran with, unchanged since): over tap classes
+/// the used taps' weights it copied are not copied again. The same bits.
+///
+/// # Panics
+/// As [`conv2d_backward_input`], and when `kept` was made for another
+/// geometry.
+pub(crate) fn conv2d_backward_input_kept<E: Float>(
+    g: &ConvGeom,
+    y_grad: &[E],
+    weight: &[E],
+    kept: &Kept<E>,
+) -> Storage<E> {
+    assert_eq!(kept.geom, *g, "conv2d_backward_input_kept: geometry");
+    assert_eq!(
+        y_grad.len(),
+        g.n * g.o * g.l(),
+        "conv2d_backward_input: gradient"
+    );
+    assert_eq!(
+        weight.len(),
+        g.o * g.k_len(),
+        "conv2d_backward_input: weight"
+    );
+    let taps = match &kept.data {
+        im2col::Kept::Taps(t) => Some(t),
+        im2col::Kept::Columns(_) => None,
+    };
+    im2col::backward_input(g, y_grad, weight, None, taps)
 }
 
 /// The gradient of the convolution with respect to its weight:

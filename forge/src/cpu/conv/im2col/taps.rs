@@ -278,7 +278,7 @@ impl ConvGeom {
 /// The weights of the taps a plan uses, copied once per call from
 /// `weight [o, c, kh, kw]` (one sequential pass) into `[o, taps used, c]`,
 /// so that each tap's `[o, c]` matrix has contiguous rows.
-struct TapWeights<E: Copy> {
+pub(in crate::cpu::conv) struct TapWeights<E: Copy> {
     /// The taps used by some class, increasing.
     taps: Vec<usize>,
     /// `[o, taps.len(), c]`.
@@ -314,6 +314,16 @@ impl<E: Float> TapWeights<E> {
         }
     }
 
+    /// Whether these are the used taps' weights of `classes` over `g`
+    /// (the same taps and sizes; the values are the caller's to vouch
+    /// for).
+    fn fits(&self, g: &ConvGeom, classes: &[TapClass]) -> bool {
+        let mut used: Vec<usize> = classes.iter().flat_map(|c| c.taps.clone()).collect();
+        used.sort_unstable();
+        used.dedup();
+        self.c == g.c && self.taps == used && self.data.len() == g.o * used.len() * g.c
+    }
+
     /// Tap `t`'s weight `[o, c]` (`weight[oc, ci, t]`), a row-major view.
     fn get(&self, t: usize) -> Mat<'_, E> {
         let slot = self.taps.binary_search(&t).expect("tap used by the plan");
@@ -325,47 +335,95 @@ impl<E: Float> TapWeights<E> {
     }
 }
 
-/// Each used tap's weight `[o, c]` read in place from `weight [o, c, kh,
-/// kw]` (rows `c kh kw` apart, columns `kh kw` apart) and prepared once per
-/// call for the forward products ([`PreparedA`]: packed for `f32` on
-/// AVX-512, so neither a copy of the used taps nor a packing per class and
-/// chunk).
+/// Each used tap's weight `[o, c]` prepared once per call for the
+/// forward products ([`PreparedA`]: packed for `f32` on AVX-512, so
+/// neither a packing per class and chunk), from the used taps' weights
+/// copied out of `weight` ([`TapWeights`], made once per call and kept by
+/// a recording forward for the input gradient's products).
 struct TapsPrepared<'a, E> {
     /// The taps used by some class, increasing.
     taps: Vec<usize>,
-    /// Their prepared weights, in the same order.
+    /// Their prepared weights (from the copy), in the same order.
     prep: Vec<PreparedA<'a, E>>,
+    /// The weight `[o, c, kh, kw]` itself, for the matrix-vector products.
+    weight: &'a [E],
 }
 
 impl<'a, E: Float> TapsPrepared<'a, E> {
-    fn new(g: &ConvGeom, classes: &[TapClass], weight: &'a [E], budget: usize) -> Self {
-        let mut taps: Vec<usize> = classes.iter().flat_map(|c| c.taps.clone()).collect();
-        taps.sort_unstable();
-        taps.dedup();
-        let (c, kk) = (g.c, g.kh * g.kw);
+    fn new(
+        g: &ConvGeom,
+        classes: &[TapClass],
+        copied: &'a TapWeights<E>,
+        weight: &'a [E],
+        budget: usize,
+    ) -> Self {
         // The widest product: a class's chunk of images times its positions.
         let n_max = classes
             .iter()
             .map(|cls| g.class_chunk(cls, budget) * cls.pos.len())
             .max()
             .unwrap_or(0);
+        let prep = copied
+            .taps
+            .iter()
+            .map(|&t| PreparedA::new(g.o, g.c, copied.get(t), n_max))
+            .collect();
+        TapsPrepared {
+            taps: copied.taps.clone(),
+            prep,
+            weight,
+        }
+    }
+
+    /// Every tap's weight prepared from `weight` read in place (as before
+    /// the copy; the tests compare the two bit for bit).
+    #[cfg(test)]
+    fn in_place(g: &ConvGeom, classes: &[TapClass], weight: &'a [E], budget: usize) -> Self {
+        let n_max = classes
+            .iter()
+            .map(|cls| g.class_chunk(cls, budget) * cls.pos.len())
+            .max()
+            .unwrap_or(0);
+        let mut taps: Vec<usize> = classes.iter().flat_map(|c| c.taps.clone()).collect();
+        taps.sort_unstable();
+        taps.dedup();
+        let kk = g.kh * g.kw;
         let prep = taps
             .iter()
             .map(|&t| {
                 let m = Mat {
                     data: &weight[t..],
-                    rs: c * kk,
+                    rs: g.c * kk,
                     cs: kk,
                 };
-                PreparedA::new(g.o, c, m, n_max)
+                PreparedA::new(g.o, g.c, m, n_max)
             })
             .collect();
-        TapsPrepared { taps, prep }
+        TapsPrepared { taps, prep, weight }
     }
 
-    /// Tap `t`'s prepared weight.
-    fn get(&self, t: usize) -> &PreparedA<'a, E> {
-        &self.prep[self.taps.binary_search(&t).expect("tap used by the plan")]
+    /// `c = weight_t b + beta c` for tap `t` (`b` is `[c, n]`, `c`
+    /// row-major `[o, n]`), the bits of [`gemm`] over `weight_t` read in
+    /// place: from the copy (the packed product copies the operand; the
+    /// narrow kernel of 2 to 16 columns sums each output in the same order
+    /// whatever its strides), except for a matrix-vector product (one
+    /// column or one output channel), whose kernel [`gemm`] chooses by the
+    /// operand's strides, so it reads the weight in place as before. The
+    /// copy spares the narrow products their reads of the weight in place
+    /// (rows `c kh kw` floats apart, taps `kh kw` apart: every step of a
+    /// row block touched eight lines far apart for a few floats of each).
+    fn gemm(&self, g: &ConvGeom, t: usize, n: usize, b: Mat<'_, E>, beta: E, c: &mut [E]) {
+        if n == 1 || g.o == 1 {
+            let kk = g.kh * g.kw;
+            let a = Mat {
+                data: &self.weight[t..],
+                rs: g.c * kk,
+                cs: kk,
+            };
+            return gemm(g.o, g.c, n, a, b, beta, c);
+        }
+        let slot = self.taps.binary_search(&t).expect("tap used by the plan");
+        self.prep[slot].gemm(n, b, beta, c);
     }
 }
 
@@ -440,7 +498,7 @@ fn class_forward<E: Float>(
         for (ti, &t) in cls.taps.iter().enumerate() {
             let ct = Mat::row_major(&cols[ti * c * ld..(ti + 1) * c * ld], ld);
             let beta = if ti == 0 { E::zero() } else { E::one() };
-            weight.get(t).gemm(ld, ct, beta, prod);
+            weight.gemm(g, t, ld, ct, beta, prod);
         }
         put_cols(&mut out, ldn, b0 * lg, prod, ld);
     }
@@ -460,10 +518,40 @@ pub(super) fn forward_classes<E: Float>(
     bias: Option<&[E]>,
     budget: usize,
 ) -> Storage<E> {
+    forward_classes_keeping(g, classes, x, weight, bias, budget).0
+}
+
+/// [`forward_classes`], and the used taps' weights it copied out of
+/// `weight`, for [`backward_input_classes`] of the same call's gradient
+/// (one pass over the weight instead of two: on a 1x1 plane the copy
+/// reads the whole `[o, c, 3, 3]` weight for one tap in nine, and the
+/// second copy in the backward was 9% of a ResNet-18 training step).
+pub(super) fn forward_classes_keeping<E: Float>(
+    g: &ConvGeom,
+    classes: &[TapClass],
+    x: &[E],
+    weight: &[E],
+    bias: Option<&[E]>,
+    budget: usize,
+) -> (Storage<E>, TapWeights<E>) {
+    let copied = TapWeights::new(g, classes, weight);
+    let prepared = TapsPrepared::new(g, classes, &copied, weight, budget);
+    let y = forward_over(g, classes, x, &prepared, bias, budget);
+    (y, copied)
+}
+
+/// [`forward_classes`] with the taps' weights prepared.
+fn forward_over<E: Float>(
+    g: &ConvGeom,
+    classes: &[TapClass],
+    x: &[E],
+    weight: &TapsPrepared<'_, E>,
+    bias: Option<&[E]>,
+    budget: usize,
+) -> Storage<E> {
     let (o, l) = (g.o, g.l());
-    let weight = TapsPrepared::new(g, classes, weight, budget);
     let prods = par_map(classes.len(), plan_cost(g, classes), |i| {
-        class_forward(g, &classes[i], x, &weight, budget)
+        class_forward(g, &classes[i], x, weight, budget)
     });
     build(g.n * o * l, |y| {
         for_each_chunk_mut(y, o * l, |b, y_img| {
@@ -522,6 +610,10 @@ fn class_input_cols<E: Float>(
 /// entry then added back onto the input position it was read from, in
 /// parallel over images (per image: classes, channels, taps and positions
 /// in increasing order).
+///
+/// `kept`: the used taps' weights a recording forward copied out of this
+/// same `weight` ([`forward_classes_keeping`]), used when they fit `g` and
+/// `classes`; otherwise they are copied here.
 pub(super) fn backward_input_classes<E: Float>(
     g: &ConvGeom,
     classes: &[TapClass],
@@ -529,11 +621,19 @@ pub(super) fn backward_input_classes<E: Float>(
     weight: &[E],
     bias: Option<&[E]>,
     budget: usize,
+    kept: Option<&TapWeights<E>>,
 ) -> Storage<E> {
     let (c, plane) = (g.c, g.h * g.w);
-    let weight = TapWeights::new(g, classes, weight);
+    let copied;
+    let weight = match kept {
+        Some(k) if k.fits(g, classes) => k,
+        _ => {
+            copied = TapWeights::new(g, classes, weight);
+            &copied
+        }
+    };
     let cols = par_map(classes.len(), plan_cost(g, classes), |i| {
-        class_input_cols(g, &classes[i], y_grad, &weight, budget)
+        class_input_cols(g, &classes[i], y_grad, weight, budget)
     });
     let tabs: Vec<Vec<usize>> = classes.iter().map(|cls| g.offsets(cls)).collect();
     let mut gx = Storage::filled(g.n * c * plane, E::zero());

@@ -1,8 +1,8 @@
 //! Tests of the im2col/col2im kernels.
 use super::*;
 use crate::cpu::conv::{
-    conv2d_backward_input, conv2d_backward_weight, conv2d_backward_weight_kept, conv2d_forward,
-    conv2d_forward_keeping,
+    conv2d_backward_input, conv2d_backward_input_kept, conv2d_backward_weight,
+    conv2d_backward_weight_kept, conv2d_forward, conv2d_forward_keeping,
 };
 use std::mem::MaybeUninit;
 
@@ -363,8 +363,9 @@ fn dense_backward_passes_overwrite_their_stale_buffers() {
 /// copying path), a 3x3 "same" layer with `l` 64 (the direct store path
 /// for `f32`, chunks of 7, 7, 2), one over 24x24 planes (chunks of one
 /// image), a strided, padded, dilated one, and `f64`. Geometries it does
-/// not take keep nothing: too large, tap classes, several groups, the
-/// small-channel kernels.
+/// not take keep nothing (too large, several groups, the small-channel
+/// kernels), but tap classes, which keep the used taps' weights for the
+/// input gradient (the same bits as copying them again).
 #[test]
 fn kept_columns_give_the_bits_of_unfolding_again() {
     let _threads = crate::cpu::threads::lock_thread_count();
@@ -420,8 +421,6 @@ fn kept_columns_give_the_bits_of_unfolding_again() {
     let none = [
         // `c kh kw * n oh ow` = 576 * 40 * 256 > KEEP_COLS_MAX
         ConvGeom::new([40, 64, 16, 16], [64, 64, 3, 3], [1, 1], [1, 1], [1, 1], 1),
-        // tap classes (2x2 planes)
-        ConvGeom::new([16, 32, 2, 2], [32, 32, 3, 3], [1, 1], [1, 1], [1, 1], 1),
         // two groups
         ConvGeom::new([4, 8, 6, 6], [8, 4, 3, 3], [1, 1], [1, 1], [1, 1], 2),
         // the small-channel kernels (LeNet-5's first convolution)
@@ -433,6 +432,27 @@ fn kept_columns_give_the_bits_of_unfolding_again() {
         let (y, kept) = conv2d_forward_keeping(&g, &x, &w, None);
         assert!(kept.is_none(), "{g:?}");
         assert_eq!(bits_of(&y), bits_of(&conv2d_forward(&g, &x, &w, None)));
+    }
+    // tap classes (2x2 and 1x1 planes) keep the used taps' weights instead,
+    // which give the input gradient's bits
+    for g in [
+        ConvGeom::new([16, 32, 2, 2], [32, 32, 3, 3], [1, 1], [1, 1], [1, 1], 1),
+        ConvGeom::new([16, 24, 1, 1], [40, 24, 3, 3], [1, 1], [1, 1], [1, 1], 1),
+    ]
+    .map(Option::unwrap)
+    {
+        let x = frac(g.n * g.c * g.h * g.w, 37);
+        let w = frac(g.o * g.k_len(), 13);
+        let gy = frac(g.n * g.o * g.l(), 11);
+        let (y, kept) = conv2d_forward_keeping(&g, &x, &w, None);
+        let kept = kept.expect("kept taps");
+        assert!(!kept.has_columns(), "{g:?}");
+        assert_eq!(bits_of(&y), bits_of(&conv2d_forward(&g, &x, &w, None)));
+        assert_eq!(
+            bits_of(&conv2d_backward_input_kept(&g, &gy, &w, &kept)),
+            bits_of(&conv2d_backward_input(&g, &gy, &w, None)),
+            "{g:?}"
+        );
     }
 }
 

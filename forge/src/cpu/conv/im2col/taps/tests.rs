@@ -119,13 +119,81 @@ fn class_paths_equal_the_dense_paths() {
                 let at = format!("{g:?} {classes:?} budget {budget}");
                 let yc = forward_classes(&g, &classes, &x, &w, Some(&bias), budget);
                 assert_eq!(yc, y, "forward {at}");
-                let gxc = backward_input_classes(&g, &classes, &gy, &w, None, budget);
-                assert_eq!(gxc, gx, "input gradient {at}");
-                let gxbc = backward_input_classes(&g, &classes, &gy, &w, Some(&cbias), budget);
-                assert_eq!(gxbc, gxb, "input gradient with bias {at}");
+                let (yk, kept) = forward_classes_keeping(&g, &classes, &x, &w, Some(&bias), budget);
+                assert_eq!(yk, y, "forward keeping {at}");
+                for kept in [None, Some(&kept)] {
+                    let gxc = backward_input_classes(&g, &classes, &gy, &w, None, budget, kept);
+                    assert_eq!(gxc, gx, "input gradient {at} kept {}", kept.is_some());
+                    let gxbc =
+                        backward_input_classes(&g, &classes, &gy, &w, Some(&cbias), budget, kept);
+                    assert_eq!(gxbc, gxb, "input gradient with bias {at}");
+                }
                 let gwc = backward_weight_classes(&g, &classes, &x, &gy, budget);
                 assert_eq!(gwc, gw, "weight gradient {at}");
             }
+        }
+    }
+}
+
+/// In f32 with values that round, the forward over the used taps' copied
+/// weights has the bits of the products over the weight read in place (the
+/// path before the copy), at 1 and 2 threads: narrow products (batch 16 on
+/// 1x1 and 2x2 planes), packed ones (batch 40), matrix-vector ones (batch
+/// 1, one output channel), and a last chunk of one image.
+#[test]
+fn copied_tap_weights_give_the_bits_of_the_weight_in_place() {
+    let _threads = crate::cpu::threads::lock_thread_count();
+    let cases = [
+        (
+            geom([16, 24, 1, 1], [20, 24, 3, 3], [1, 1], [1, 1], [1, 1]),
+            usize::MAX,
+        ),
+        (
+            geom([16, 12, 2, 2], [18, 12, 3, 3], [1, 1], [1, 1], [1, 1]),
+            usize::MAX,
+        ),
+        (
+            geom([40, 8, 2, 2], [17, 8, 3, 3], [1, 1], [1, 1], [1, 1]),
+            usize::MAX,
+        ),
+        (
+            geom([9, 48, 1, 1], [1, 48, 3, 3], [1, 1], [1, 1], [1, 1]),
+            usize::MAX,
+        ),
+        (
+            geom([9, 40, 2, 2], [6, 40, 3, 3], [1, 1], [1, 1], [1, 1]),
+            40 * 4 * 8,
+        ),
+        (
+            geom([9, 64, 1, 1], [7, 64, 3, 3], [1, 1], [1, 1], [1, 1]),
+            64 * 8,
+        ),
+    ];
+    let mut rng = crate::tensor::Rng::new(7);
+    for (g, budget) in cases {
+        let taps = g.kh * g.kw;
+        let mut normal = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.normal() as f32).collect() };
+        let x = normal(g.n * g.c * g.h * g.w);
+        let w = normal(g.o * g.c * taps);
+        let bias = normal(g.o);
+        let classes = g.tap_plan().expect("a tap plan");
+        for threads in [1, 2] {
+            crate::cpu::set_num_threads(threads);
+            let old = forward_over(
+                &g,
+                &classes,
+                &x,
+                &TapsPrepared::in_place(&g, &classes, &w, budget),
+                Some(&bias),
+                budget,
+            );
+            let (new, _) = forward_classes_keeping(&g, &classes, &x, &w, Some(&bias), budget);
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&new),
+                bits(&old),
+                "{g:?} budget {budget} threads {threads}"
+            );
         }
     }
 }
