@@ -97,6 +97,14 @@ const TILES_PER_TASK: usize = 8;
 /// Multiply-adds per nanosecond assumed for the split decision (about
 /// 100 GFLOP/s on one AVX-512 core).
 const MACS_PER_NS: usize = 50;
+/// Bytes of packed weights per nanosecond one core streams from the
+/// last-level cache, for the split decision of a convolution that reads
+/// more weight than it multiplies (a deep layer at batch 1: ResNet-18's
+/// 1x1 downsample from 256 to 512 channels reads 0.5 MB for 0.13 M
+/// multiply-adds, which the multiply-adds alone priced at 3 µs, under the
+/// threshold, so it ran on one thread). A sequential read of 16-40 MB
+/// ran at 22-24 GB/s on one core of the bench host (2026-12-06).
+const WEIGHT_BYTES_PER_NS: usize = 20;
 
 /// A tile's accumulators: `acc[j][q]` for position `j`, channel `q`.
 pub(super) type Acc = [[f32; OB]; MAX_NP];
@@ -514,7 +522,7 @@ pub(super) fn forward_by(
         bias,
         residual,
         relu,
-        MACS_PER_NS,
+        (MACS_PER_NS, 4),
         |ob, tile, acc| {
             let wblk = &p.w[ob * taps * g.c * OB..(ob + 1) * taps * g.c * OB];
             run_tile(k, xp, g.c, pl.plane, tile, wblk, OB, acc);
@@ -526,8 +534,11 @@ pub(super) fn forward_by(
 /// parallel tasks (a few tiles of one channel block each): `sums(ob,
 /// tile, acc)` writes the tile's sums for channel block `ob` into `acc`,
 /// and this writes `relu?(sum + bias + residual)` to `y [n, o, oh, ow]`
-/// (a pooled buffer). `macs_per_ns` is the kernel's assumed speed, for
-/// the split decision.
+/// (a pooled buffer). `(macs_per_ns, weight_bytes)` are the kernel's
+/// assumed speed and the bytes of one packed weight, for the split
+/// decision: the whole op costs its multiply-adds at that speed or its
+/// weight stream (the taps the tiles run) at [`WEIGHT_BYTES_PER_NS`],
+/// whichever is more.
 ///
 /// # Panics
 /// When `bias` or `residual` do not match the geometry.
@@ -537,7 +548,7 @@ fn forward_tiles(
     bias: Option<&[f32]>,
     residual: Option<&[f32]>,
     relu: bool,
-    macs_per_ns: usize,
+    (macs_per_ns, weight_bytes): (usize, usize),
     sums: impl Fn(usize, &Tile, &mut Acc) + Sync,
 ) -> Storage<f32> {
     let (l, o) = (g.l(), g.o);
@@ -552,7 +563,10 @@ fn forward_tiles(
     let mut y = Storage::<f32>::stale(g.n * o * l);
     let out = OutPtr(y.as_mut_ptr());
     let macs = g.n * l * o * g.c * taps;
-    parallel_for_cost(nob * groups, macs / macs_per_ns, |t| {
+    let taps_read = pl.tiles.iter().map(|t| t.taps.len()).max().unwrap_or(0);
+    let stream_ns = o * g.c * taps_read * weight_bytes / WEIGHT_BYTES_PER_NS;
+    let cost_ns = (macs / macs_per_ns).max(stream_ns);
+    parallel_for_cost(nob * groups, cost_ns, |t| {
         let (ob, grp) = (t / groups, t % groups);
         let nq = OB.min(o - ob * OB);
         let tiles =

@@ -229,7 +229,7 @@ pub(in crate::cpu::conv) fn forward_bf16_by(
         bias,
         residual,
         relu,
-        2 * MACS_PER_NS,
+        (2 * MACS_PER_NS, 2),
         |ob, tile, acc| {
             let wblk = &p.w[ob * taps * cp * OB..(ob + 1) * taps * cp * OB];
             run_tile(k, &xp, cp, pl.plane, tile, wblk, acc);

@@ -201,6 +201,31 @@ fn padded_planes_are_zero_bordered_copies() {
     }
 }
 
+/// A convolution that reads much more weight than it multiplies splits
+/// over two threads (ResNet-18's 1x1 downsample to 512 channels at batch
+/// 1: 0.5 MB of weights, 0.13 M multiply-adds), one with few of both does
+/// not.
+#[test]
+fn weight_streams_split_over_threads() {
+    let mut rng = Rng::new(15);
+    let mut dispatches = |g: &ConvGeom| {
+        let x = rand(g.n * g.c * g.h * g.w, &mut rng);
+        let w = rand(g.o * g.c * g.kh * g.kw, &mut rng);
+        let p = PackedConv::new(g.o, g.c, g.kh, g.kw, &w);
+        let _t = crate::cpu::threads::lock_thread_count();
+        crate::cpu::set_num_threads(2);
+        let before = crate::cpu::threads::pool_dispatches();
+        let _ = forward(g, &x, &p, None, None, false);
+        let after = crate::cpu::threads::pool_dispatches();
+        crate::cpu::set_num_threads(0);
+        after - before
+    };
+    let ds = ConvGeom::new([1, 256, 2, 2], [512, 256, 1, 1], [2, 2], [0, 0], [1, 1], 1).unwrap();
+    assert_eq!(dispatches(&ds), 1);
+    let small = ConvGeom::new([1, 16, 2, 2], [32, 16, 1, 1], [2, 2], [0, 0], [1, 1], 1).unwrap();
+    assert_eq!(dispatches(&small), 0);
+}
+
 /// A kept plan is the plan of its geometry (taps, offsets, outputs), also
 /// after more geometries than are kept have been planned.
 #[test]
