@@ -1,7 +1,9 @@
 //! Times ResNet-18's inference (eval mode, `no_grad`, 3x32x32 images) part
 //! by part: the stem (convolution + batch norm + ReLU and max pooling, as
-//! the whole model minus the rest), each `BasicBlock`, the average pooling
-//! and the classifier; median of interleaved rounds.
+//! the whole model minus the rest, so it also holds what the other parts
+//! lose to colder caches inside the whole model than when called alone),
+//! each `BasicBlock`, the average pooling and the classifier; median of
+//! interleaved rounds.
 //!
 //! ```sh
 //! cargo run --release --example r18_layers -- --batch 1 --threads 1
@@ -90,28 +92,4 @@ fn main() {
     }
     println!("avgpool {:.4}", med[names.len() + 1]);
     println!("fc {:.4}", med[names.len() + 2]);
-    // forge's profiler over whole-model calls: each op's median time in
-    // its place in the forward
-    let calls = 50;
-    let ((), prof) = forge::tools::profile(|| {
-        for _ in 0..calls {
-            black_box(no_grad(|| m.forward(x.clone())));
-        }
-    });
-    let ev = prof.events();
-    let per = ev.len() / calls;
-    println!("profiler: {} events per forward", per);
-    for i in 0..per {
-        let d: Vec<f64> = (0..calls)
-            .map(|k| ev[k * per + i].dur_ns as f64 / 1e3)
-            .collect();
-        let e = &ev[i];
-        println!(
-            "{:>3} {:<24} {:<28} {:8.1} us",
-            i,
-            e.op,
-            e.layer.as_deref().unwrap_or("-"),
-            median(d)
-        );
-    }
 }
