@@ -81,10 +81,11 @@ mod plan;
 mod tests;
 
 use super::geom::ConvGeom;
+use crate::cpu::buffers::for_each_row_mut;
 use crate::cpu::gemm::Fp8Panels;
 use crate::cpu::memory::Storage;
 use crate::cpu::threads::parallel_for_cost;
-use plan::{plan, Tile};
+use plan::{plan_cached, Tile};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Output channels per weight block (two AVX-512 registers).
@@ -96,6 +97,14 @@ const TILES_PER_TASK: usize = 8;
 /// Multiply-adds per nanosecond assumed for the split decision (about
 /// 100 GFLOP/s on one AVX-512 core).
 const MACS_PER_NS: usize = 50;
+/// Bytes of packed weights per nanosecond one core streams from the
+/// last-level cache, for the split decision of a convolution that reads
+/// more weight than it multiplies (a deep layer at batch 1: ResNet-18's
+/// 1x1 downsample from 256 to 512 channels reads 0.5 MB for 0.13 M
+/// multiply-adds, which the multiply-adds alone priced at 3 µs, under the
+/// threshold, so it ran on one thread). A sequential read of 16-40 MB
+/// ran at 22-24 GB/s on one core of the bench host (2026-12-06).
+const WEIGHT_BYTES_PER_NS: usize = 20;
 
 /// A tile's accumulators: `acc[j][q]` for position `j`, channel `q`.
 pub(super) type Acc = [[f32; OB]; MAX_NP];
@@ -413,20 +422,33 @@ unsafe impl Send for OutPtr {}
 unsafe impl Sync for OutPtr {}
 
 /// The zero-padded input `[n, c, h + 2 p0, w + 2 p1]`, or `None` without
-/// padding (the input is read as it is).
+/// padding (the input is read as it is). Each padded plane is written
+/// once, its border zeros and its rows (no zero fill of the whole buffer
+/// first), planes in parallel when there are enough of them
+/// ([`for_each_row_mut`]: the copy was a serial pass of the 2-thread
+/// convolution).
 fn padded(g: &ConvGeom, x: &[f32]) -> Option<Storage<f32>> {
     let [p0, p1] = g.padding;
     if p0 == 0 && p1 == 0 {
         return None;
     }
     let (hp, wp) = (g.h + 2 * p0, g.w + 2 * p1);
-    let mut xp = Storage::filled(g.n * g.c * hp * wp, 0.0f32);
-    for (ip, src) in x.chunks_exact(g.h * g.w).enumerate() {
-        let dst = &mut xp[ip * hp * wp..(ip + 1) * hp * wp];
-        for (r, row) in src.chunks_exact(g.w).enumerate() {
-            dst[(r + p0) * wp + p1..][..g.w].copy_from_slice(row);
+    // stale: every element is written below
+    let mut xp = Storage::<f32>::stale(g.n * g.c * hp * wp);
+    for_each_row_mut(&mut xp, hp * wp, |ip, dst| {
+        let src = &x[ip * g.h * g.w..(ip + 1) * g.h * g.w];
+        let (top, rest) = dst.split_at_mut(p0 * wp);
+        let (rows, bottom) = rest.split_at_mut(g.h * wp);
+        top.fill(0.0);
+        bottom.fill(0.0);
+        for (d, row) in rows.chunks_exact_mut(wp).zip(src.chunks_exact(g.w)) {
+            let (left, d) = d.split_at_mut(p1);
+            let (mid, right) = d.split_at_mut(g.w);
+            left.fill(0.0);
+            mid.copy_from_slice(row);
+            right.fill(0.0);
         }
-    }
+    });
     Some(xp)
 }
 
@@ -490,7 +512,7 @@ pub(super) fn forward_by(
     assert_eq!(x.len(), g.n * g.c * g.h * g.w, "direct conv: input");
     let xp_store = padded(g, x);
     let xp: &[f32] = xp_store.as_deref().unwrap_or(x);
-    let pl = plan(g);
+    let pl = plan_cached(g);
     let taps = g.kh * g.kw;
     // weights of block `ob`: `taps * c * OB`, channel `ci` of tap `t` at
     // `(t * c + ci) * OB` (the tap's offset comes with the plan)
@@ -500,7 +522,7 @@ pub(super) fn forward_by(
         bias,
         residual,
         relu,
-        MACS_PER_NS,
+        (MACS_PER_NS, 4),
         |ob, tile, acc| {
             let wblk = &p.w[ob * taps * g.c * OB..(ob + 1) * taps * g.c * OB];
             run_tile(k, xp, g.c, pl.plane, tile, wblk, OB, acc);
@@ -512,8 +534,11 @@ pub(super) fn forward_by(
 /// parallel tasks (a few tiles of one channel block each): `sums(ob,
 /// tile, acc)` writes the tile's sums for channel block `ob` into `acc`,
 /// and this writes `relu?(sum + bias + residual)` to `y [n, o, oh, ow]`
-/// (a pooled buffer). `macs_per_ns` is the kernel's assumed speed, for
-/// the split decision.
+/// (a pooled buffer). `(macs_per_ns, weight_bytes)` are the kernel's
+/// assumed speed and the bytes of one packed weight, for the split
+/// decision: the whole op costs its multiply-adds at that speed or its
+/// weight stream (the taps the tiles run) at [`WEIGHT_BYTES_PER_NS`],
+/// whichever is more.
 ///
 /// # Panics
 /// When `bias` or `residual` do not match the geometry.
@@ -523,7 +548,7 @@ fn forward_tiles(
     bias: Option<&[f32]>,
     residual: Option<&[f32]>,
     relu: bool,
-    macs_per_ns: usize,
+    (macs_per_ns, weight_bytes): (usize, usize),
     sums: impl Fn(usize, &Tile, &mut Acc) + Sync,
 ) -> Storage<f32> {
     let (l, o) = (g.l(), g.o);
@@ -538,7 +563,10 @@ fn forward_tiles(
     let mut y = Storage::<f32>::stale(g.n * o * l);
     let out = OutPtr(y.as_mut_ptr());
     let macs = g.n * l * o * g.c * taps;
-    parallel_for_cost(nob * groups, macs / macs_per_ns, |t| {
+    let taps_read = pl.tiles.iter().map(|t| t.taps.len()).max().unwrap_or(0);
+    let stream_ns = o * g.c * taps_read * weight_bytes / WEIGHT_BYTES_PER_NS;
+    let cost_ns = (macs / macs_per_ns).max(stream_ns);
+    parallel_for_cost(nob * groups, cost_ns, |t| {
         let (ob, grp) = (t / groups, t % groups);
         let nq = OB.min(o - ob * OB);
         let tiles =
@@ -552,30 +580,71 @@ fn forward_tiles(
                     .all(|&at| at + (o - 1) * l < g.n * o * l),
                 "direct conv: output index"
             );
-            let o_ptr = out;
-            for q in 0..nq {
-                let oc = ob * OB + q;
-                for (a, &at) in acc.iter().zip(&tile.outs[..tile.np]) {
-                    let idx = at + oc * l;
-                    let mut v = a[q];
-                    if let Some(b) = bias {
-                        v += b[oc];
-                    }
-                    if let Some(r) = residual {
-                        v += r[idx];
-                    }
-                    if relu && v.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
-                        v = 0.0;
-                    }
-                    // SAFETY: `idx` is inside `y` (asserted per tile); output
-                    // `(position, channel)` belongs to this tile and this
-                    // channel block only, so no other task writes it.
-                    unsafe { *o_ptr.0.add(idx) = v };
+            let res = residual.unwrap_or(&[]);
+            let bq = bias.map_or(&[][..], |b| &b[ob * OB..ob * OB + nq]);
+            let cols = (out, ob * OB * l, l, nq);
+            // the output pass with the options fixed at compile time (no
+            // branch per element)
+            match (bias.is_some(), residual.is_some(), relu) {
+                (false, false, false) => {
+                    write_tile::<false, false, false>(cols, &acc, tile, bq, res)
                 }
+                (false, false, true) => write_tile::<false, false, true>(cols, &acc, tile, bq, res),
+                (false, true, false) => write_tile::<false, true, false>(cols, &acc, tile, bq, res),
+                (false, true, true) => write_tile::<false, true, true>(cols, &acc, tile, bq, res),
+                (true, false, false) => write_tile::<true, false, false>(cols, &acc, tile, bq, res),
+                (true, false, true) => write_tile::<true, false, true>(cols, &acc, tile, bq, res),
+                (true, true, false) => write_tile::<true, true, false>(cols, &acc, tile, bq, res),
+                (true, true, true) => write_tile::<true, true, true>(cols, &acc, tile, bq, res),
             }
         }
     });
     y
+}
+
+/// Writes one tile's outputs for one channel block of `nq` channels:
+/// `y[outs[j] + first + q * l] = relu?(acc[j][q] + bias[q] + residual[that
+/// index])` (`(out, first, l, nq)`: the output, the block's first
+/// channel's offset, the plane, the block's channel count), the options
+/// fixed at compile time. Per element the operations and their order are
+/// those of the scalar pass it replaced: the sum, `+ bias`, `+ residual`,
+/// then `v > 0 ? v : 0` (so NaN and -0 give 0).
+///
+/// The caller has asserted that every index written is inside `y`, that
+/// `residual` is as long as `y` (with `RES`) and that `bias` holds the
+/// block's `nq` channels (with `BIAS`).
+#[inline(always)]
+fn write_tile<const BIAS: bool, const RES: bool, const RELU: bool>(
+    (out, first, l, nq): (OutPtr, usize, usize, usize),
+    acc: &Acc,
+    tile: &Tile,
+    bias: &[f32],
+    residual: &[f32],
+) {
+    let outs = &tile.outs[..tile.np];
+    for q in 0..nq {
+        let col = first + q * l;
+        let b = if BIAS { bias[q] } else { 0.0 };
+        for (a, &at) in acc.iter().zip(outs) {
+            let idx = at + col;
+            let mut v = a[q];
+            if BIAS {
+                v += b;
+            }
+            if RES {
+                // SAFETY: `idx < y.len() == residual.len()` (asserted by the
+                // caller for the tile's positions and the last channel).
+                v += unsafe { *residual.get_unchecked(idx) };
+            }
+            if RELU {
+                v = if v > 0.0 { v } else { 0.0 };
+            }
+            // SAFETY: `idx` is inside `y` (asserted by the caller); output
+            // `(position, channel)` belongs to this tile and this channel
+            // block only, so no other task writes it.
+            unsafe { *out.0.add(idx) = v };
+        }
+    }
 }
 
 /// One tile's sums into `acc[..tile.np]` by kernel `k`.

@@ -30,7 +30,7 @@
 //! the `vdpbf16ps` kernel too: there is no AMX direct kernel).
 
 use super::super::geom::ConvGeom;
-use super::plan::{plan, Tile};
+use super::plan::{plan_cached, Tile};
 use super::{forward_tiles, Acc, PackedConv, MACS_PER_NS, MAX_NP, OB};
 use crate::cpu::bgemm::{from_bf16, to_bf16};
 use crate::cpu::buffers::for_each_row_work;
@@ -220,7 +220,7 @@ pub(in crate::cpu::conv) fn forward_bf16_by(
     assert_eq!(x.len(), g.n * g.c * g.h * g.w, "direct conv (bf16): input");
     let xp = pairs_padded(g, x);
     let gp = pair_geom(g);
-    let pl = plan(&gp);
+    let pl = plan_cached(&gp);
     let cp = gp.c;
     let taps = g.kh * g.kw;
     forward_tiles(
@@ -229,7 +229,7 @@ pub(in crate::cpu::conv) fn forward_bf16_by(
         bias,
         residual,
         relu,
-        2 * MACS_PER_NS,
+        (2 * MACS_PER_NS, 2),
         |ob, tile, acc| {
             let wblk = &p.w[ob * taps * cp * OB..(ob + 1) * taps * cp * OB];
             run_tile(k, &xp, cp, pl.plane, tile, wblk, acc);

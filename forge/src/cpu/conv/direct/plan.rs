@@ -5,6 +5,7 @@
 
 use super::super::geom::ConvGeom;
 use super::{MAX_NP, OB};
+use std::sync::{Arc, Mutex};
 
 /// Up to [`MAX_NP`] output positions computed together.
 pub(in crate::cpu::conv) struct Tile {
@@ -127,4 +128,33 @@ pub(in crate::cpu::conv) fn plan(g: &ConvGeom) -> Plan {
         }
     }
     Plan { tiles, plane }
+}
+
+/// How many geometries' plans [`plan_cached`] keeps (ResNet-18 at one
+/// batch size has 11 distinct convolution geometries).
+const KEPT_PLANS: usize = 32;
+
+/// The plans made last, newest at the end.
+static PLANS: Mutex<Vec<(ConvGeom, Arc<Plan>)>> = Mutex::new(Vec::new());
+
+/// [`plan`] of `g`, kept for the next call with the same geometry (a
+/// network's inference asks for the same few plans on every call; the plan
+/// depends on the geometry only, so a kept one is the one `plan` makes).
+/// At most [`KEPT_PLANS`] are kept, the oldest dropped first.
+pub(in crate::cpu::conv) fn plan_cached(g: &ConvGeom) -> Arc<Plan> {
+    let kept = |plans: &Vec<(ConvGeom, Arc<Plan>)>| {
+        plans.iter().find(|(k, _)| k == g).map(|(_, p)| p.clone())
+    };
+    if let Some(p) = kept(&PLANS.lock().unwrap_or_else(|e| e.into_inner())) {
+        return p;
+    }
+    let p = Arc::new(plan(g));
+    let mut plans = PLANS.lock().unwrap_or_else(|e| e.into_inner());
+    if kept(&plans).is_none() {
+        if plans.len() == KEPT_PLANS {
+            plans.remove(0);
+        }
+        plans.push((*g, p.clone()));
+    }
+    p
 }

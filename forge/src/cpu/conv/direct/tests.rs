@@ -1,3 +1,4 @@
+use super::plan::plan;
 use super::*;
 use crate::cpu::conv::conv2d_forward;
 use crate::tensor::Rng;
@@ -127,26 +128,124 @@ fn same_bits_for_one_and_two_threads() {
     }
 }
 
-/// The output pass: `relu(acc + bias + residual)`, in that order.
+/// The output pass: `relu(acc + bias + residual)`, in that order, for
+/// every combination of the three (each a separately compiled pass), on
+/// a plane of one position per image (outputs a channel apart) and one of
+/// 16 (40 channels: a full block and a part block).
 #[test]
 fn bias_residual_relu_in_the_output_pass() {
     let mut rng = Rng::new(13);
-    let g = ConvGeom::new([2, 8, 4, 4], [40, 8, 3, 3], [1, 1], [1, 1], [1, 1], 1).unwrap();
-    let x = rand(g.n * g.c * g.h * g.w, &mut rng);
-    let w = rand(g.o * g.c * 9, &mut rng);
-    let b = rand(g.o, &mut rng);
-    let r = rand(g.n * g.o * g.l(), &mut rng);
-    let p = PackedConv::new(g.o, g.c, 3, 3, &w);
-    let plain = forward(&g, &x, &p, None, None, false);
-    let fused = forward(&g, &x, &p, Some(&b), Some(&r), true);
-    let mut zeros = 0;
-    for (i, (&f, &v)) in fused.iter().zip(plain.iter()).enumerate() {
-        let s = v + b[i / g.l() % g.o] + r[i];
-        let want = if s > 0.0 { s } else { 0.0 };
-        assert_eq!(f.to_bits(), want.to_bits(), "[{i}]");
-        zeros += usize::from(f == 0.0);
+    for hw in [4, 1] {
+        let g = ConvGeom::new([2, 8, hw, hw], [40, 8, 3, 3], [1, 1], [1, 1], [1, 1], 1).unwrap();
+        let x = rand(g.n * g.c * g.h * g.w, &mut rng);
+        let w = rand(g.o * g.c * 9, &mut rng);
+        let b = rand(g.o, &mut rng);
+        let mut r = rand(g.n * g.o * g.l(), &mut rng);
+        let p = PackedConv::new(g.o, g.c, 3, 3, &w);
+        let plain = forward(&g, &x, &p, None, None, false);
+        // an output whose sum is exactly zero (ReLU's boundary)
+        r[0] = -plain[0];
+        for mask in 0..8 {
+            let (bias, res, relu) = (mask & 1 != 0, mask & 2 != 0, mask & 4 != 0);
+            let fused = forward(
+                &g,
+                &x,
+                &p,
+                bias.then_some(&b[..]),
+                res.then_some(&r[..]),
+                relu,
+            );
+            let mut zeros = 0;
+            for (i, (&f, &v)) in fused.iter().zip(plain.iter()).enumerate() {
+                let mut s = v;
+                if bias {
+                    s += b[i / g.l() % g.o];
+                }
+                if res {
+                    s += r[i];
+                }
+                let off = s.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater);
+                let want = if relu && off { 0.0 } else { s };
+                assert_eq!(f.to_bits(), want.to_bits(), "{hw}x{hw} {mask:03b} [{i}]");
+                zeros += usize::from(f == 0.0);
+            }
+            assert!(!relu || (zeros > 0 && zeros < fused.len()), "{mask:03b}");
+        }
     }
-    assert!(zeros > 0 && zeros < fused.len());
+}
+
+/// The padded input is the input with zeros around each plane, whatever
+/// the pooled buffer it is written into held before (NaN here), on a
+/// batch small enough to run on the calling thread and on one large
+/// enough to split.
+#[test]
+fn padded_planes_are_zero_bordered_copies() {
+    let mut rng = Rng::new(14);
+    for (n, c, h, w, p0, p1) in [(1, 3, 5, 4, 1, 2), (6, 64, 8, 8, 1, 1), (2, 5, 3, 7, 3, 0)] {
+        let g = ConvGeom::new([n, c, h, w], [4, c, 3, 3], [1, 1], [p0, p1], [1, 1], 1).unwrap();
+        let x = rand(n * c * h * w, &mut rng);
+        let (hp, wp) = (h + 2 * p0, w + 2 * p1);
+        drop(Storage::filled(n * c * hp * wp, f32::NAN));
+        let xp = padded(&g, &x).unwrap();
+        assert_eq!(xp.len(), n * c * hp * wp);
+        for (i, &v) in xp.iter().enumerate() {
+            let (plane, r, col) = (i / (hp * wp), i / wp % hp, i % wp);
+            let inside = (p0..p0 + h).contains(&r) && (p1..p1 + w).contains(&col);
+            let want = if inside {
+                x[plane * h * w + (r - p0) * w + col - p1]
+            } else {
+                0.0
+            };
+            assert_eq!(v.to_bits(), want.to_bits(), "{g:?} [{i}]");
+        }
+    }
+}
+
+/// A convolution that reads much more weight than it multiplies splits
+/// over two threads (ResNet-18's 1x1 downsample to 512 channels at batch
+/// 1: 0.5 MB of weights, 0.13 M multiply-adds), one with few of both does
+/// not.
+#[test]
+fn weight_streams_split_over_threads() {
+    let mut rng = Rng::new(15);
+    let mut dispatches = |g: &ConvGeom| {
+        let x = rand(g.n * g.c * g.h * g.w, &mut rng);
+        let w = rand(g.o * g.c * g.kh * g.kw, &mut rng);
+        let p = PackedConv::new(g.o, g.c, g.kh, g.kw, &w);
+        let _t = crate::cpu::threads::lock_thread_count();
+        crate::cpu::set_num_threads(2);
+        let before = crate::cpu::threads::pool_dispatches();
+        let _ = forward(g, &x, &p, None, None, false);
+        let after = crate::cpu::threads::pool_dispatches();
+        crate::cpu::set_num_threads(0);
+        after - before
+    };
+    let ds = ConvGeom::new([1, 256, 2, 2], [512, 256, 1, 1], [2, 2], [0, 0], [1, 1], 1).unwrap();
+    assert_eq!(dispatches(&ds), 1);
+    let small = ConvGeom::new([1, 16, 2, 2], [32, 16, 1, 1], [2, 2], [0, 0], [1, 1], 1).unwrap();
+    assert_eq!(dispatches(&small), 0);
+}
+
+/// A kept plan is the plan of its geometry (taps, offsets, outputs), also
+/// after more geometries than are kept have been planned.
+#[test]
+fn kept_plans_are_the_geometrys_plans() {
+    let same = |a: &plan::Plan, b: &plan::Plan| {
+        a.plane == b.plane
+            && a.tiles.len() == b.tiles.len()
+            && a.tiles.iter().zip(&b.tiles).all(|(s, t)| {
+                s.np == t.np && s.offs == t.offs && s.outs == t.outs && s.taps == t.taps
+            })
+    };
+    let gs: Vec<ConvGeom> = (1..40)
+        .map(|n| ConvGeom::new([n, 3, 5, 5], [4, 3, 3, 3], [1, 1], [1, 1], [1, 1], 1).unwrap())
+        .chain(geoms())
+        .collect();
+    for _ in 0..2 {
+        for g in &gs {
+            assert!(same(&plan::plan_cached(g), &plan(g)), "{g:?}");
+        }
+    }
 }
 
 /// Tiles run only the taps that meet the image: the centre tap on a 1x1
