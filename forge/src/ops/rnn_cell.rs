@@ -17,13 +17,10 @@
 //! product), so outputs equal those of the per-step tensor ops exactly.
 //!
 //! **Threads.** The rows of the batch are independent through the whole
-//! recurrence, so with several threads the batch is cut into two blocks of
-//! rows per thread (at least 8 rows each) and each block runs the time
-//! loop, forward or backward, with no synchronisation with the other
-//! blocks: a thread runs a few steps of one of its blocks at a time, and a
-//! thread that is ahead takes over the steps of a block another thread
-//! has fallen behind on ([`block_steps`]). This is bit-identical for any
-//! number of blocks and whichever thread runs a step: the cell kernels
+//! recurrence, so with several threads the batch is cut into one block of
+//! rows per thread (at least 8 rows each) and every block runs the whole
+//! time loop, forward or backward, on its own: no synchronisation per
+//! step. This is bit-identical for any number of blocks: the cell kernels
 //! compute each element from its own row only, and each row of a product
 //! is the same sum in the same order however many rows the product has
 //! (forge's gemm contract; blocks have at least 2 rows, so the product
@@ -38,12 +35,10 @@
 use crate::autograd::is_grad_enabled;
 use crate::cpu::gemm::{gemm, Mat, PackedRhs};
 use crate::cpu::threads::parallel_for_cost;
-use crate::cpu::{num_threads, Storage};
+use crate::cpu::{num_threads, parallel_for, Storage};
 use crate::tensor::{Device, Float, Tensor};
-use block_steps::for_block_steps;
 use std::sync::Arc;
 
-mod block_steps;
 mod fp8_hidden;
 mod gru;
 mod gru_f32;
@@ -105,10 +100,9 @@ struct Rows<E> {
     len: usize,
 }
 
-// SAFETY: `Rows` is only used inside `for_block_steps` (whose blocks take
-// disjoint row ranges of the buffer, and whose steps of one block never
-// overlap) and by `column_sum`'s disjoint column ranges; the buffer
-// outlives the call.
+// SAFETY: `Rows` is only used inside `for_batch_blocks`, whose blocks take
+// disjoint row ranges of the buffer, and by `column_sum`'s disjoint column
+// ranges; the buffer outlives the call.
 unsafe impl<E: Send> Send for Rows<E> {}
 // SAFETY: as above.
 unsafe impl<E: Send> Sync for Rows<E> {}
@@ -143,6 +137,14 @@ impl<E> Rows<E> {
         // SAFETY: in bounds (asserted); disjointness is the caller's promise.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.add(at), len) }
     }
+}
+
+/// Runs `f(r0, r1)` for blocks of the batch's `n` rows: one block per
+/// thread, each of at least [`MIN_BLOCK_ROWS`] rows (one block for a small
+/// batch or one thread), in parallel.
+fn for_batch_blocks(n: usize, f: impl Fn(usize, usize) + Sync) {
+    let blocks = num_threads().min(n / MIN_BLOCK_ROWS).max(1);
+    parallel_for(blocks, |b| f(b * n / blocks, (b + 1) * n / blocks));
 }
 
 /// The sizes and direction of one layer's sequence: `t_len` steps of `n`
@@ -263,30 +265,31 @@ fn forward_steps<E: Float, D: Device>(
     // whole before the cell reads them)
     let mut hw_all = Storage::<E>::stale(n * g);
     let (ys_r, hw_r) = (Rows::new(ys), Rows::new(&mut hw_all));
-    for_block_steps(n, seq.t_len, |r0, r1, s| {
-        // SAFETY: this block's own rows of the product buffer (a block's
-        // steps never overlap, `for_block_steps`).
+    for_batch_blocks(n, |r0, r1| {
+        // SAFETY: this block's own rows of the product buffer.
         let hw = unsafe { hw_r.at(0, n, r0, r1, g) };
-        let (t, prev) = (seq.time(s), seq.prev(s));
-        // Both `at`: this block reads and writes only rows r0..r1 of
-        // `ys`, and reads time index `prev` while it writes time index
-        // `t != prev`; `at` asserts each range inside `ys`.
-        let h_prev: &[E] = match prev {
-            // SAFETY: rows r0..r1 of step `prev`, read only (see above).
-            Some(p) => unsafe { ys_r.at(p, n, r0, r1, h) },
-            None => rows_of(h0, r0, r1, h),
-        };
-        let hp = Mat::row_major(h_prev, h);
-        match (&packed, fp8) {
-            // blocks have at least 2 rows when n >= 2 (`for_block_steps`)
-            (Some(p), _) => p.gemm(r1 - r0, hp, E::zero(), hw),
-            (None, Some(p)) => p.gemm(r1 - r0, hp, hw),
-            (None, None) => gemm(r1 - r0, h, g, hp, w_t, E::zero(), hw),
+        for s in 0..seq.t_len {
+            let (t, prev) = (seq.time(s), seq.prev(s));
+            // Both `at`: this block reads and writes only rows r0..r1 of
+            // `ys`, and reads time index `prev` while it writes time index
+            // `t != prev`; `at` asserts each range inside `ys`.
+            let h_prev: &[E] = match prev {
+                // SAFETY: rows r0..r1 of step `prev`, read only (see above).
+                Some(p) => unsafe { ys_r.at(p, n, r0, r1, h) },
+                None => rows_of(h0, r0, r1, h),
+            };
+            let hp = Mat::row_major(h_prev, h);
+            match (&packed, fp8) {
+                // blocks have at least 2 rows when n >= 2 (`for_batch_blocks`)
+                (Some(p), _) => p.gemm(r1 - r0, hp, E::zero(), hw),
+                (None, Some(p)) => p.gemm(r1 - r0, hp, hw),
+                (None, None) => gemm(r1 - r0, h, g, hp, w_t, E::zero(), hw),
+            }
+            // SAFETY: rows r0..r1 of step `t != prev`: overlaps no live
+            // slice (`h_prev` is another step's rows, `hw` another buffer).
+            let y = unsafe { ys_r.at(t, n, r0, r1, h) };
+            cell(Step { t, prev, r0, r1 }, hw, h_prev, y);
         }
-        // SAFETY: rows r0..r1 of step `t != prev`: overlaps no live
-        // slice (`h_prev` is another step's rows, `hw` another buffer).
-        let y = unsafe { ys_r.at(t, n, r0, r1, h) };
-        cell(Step { t, prev, r0, r1 }, hw, h_prev, y);
     });
 }
 
@@ -310,23 +313,21 @@ fn backward_steps<E: Float>(
     // same bits as gemm)
     let packed = (n >= 2).then(|| PackedRhs::new(g, h, w_m)).flatten();
     let (carry_r, ds_r) = (Rows::new(carry), Rows::new(ds));
-    let last = seq.t_len.saturating_sub(1);
-    // loop step `k` is sequence step `T - 1 - k` (from the last)
-    for_block_steps(n, seq.t_len, |r0, r1, k| {
-        let s = last - k;
+    for_batch_blocks(n, |r0, r1| {
         // SAFETY: this block reads and writes only rows r0..r1 of `carry`
-        // (and of `ds` below), which `at` asserts inside the buffer; a
-        // block's steps never overlap (`for_block_steps`).
+        // (and of `ds` below), which `at` asserts inside the buffer.
         let cb = unsafe { carry_r.at(0, n, r0, r1, h) };
-        let (t, prev) = (seq.time(s), seq.prev(s));
-        // SAFETY: rows r0..r1 of step `t` of `ds`, this block's own; the
-        // previous step's slice `d` is dead by now.
-        let d = unsafe { ds_r.at(t, n, r0, r1, g) };
-        cell(Step { t, prev, r0, r1 }, cb, d);
-        let dm = Mat::row_major(d, g);
-        match &packed {
-            Some(p) => p.gemm(r1 - r0, dm, beta, cb),
-            None => gemm(r1 - r0, g, h, dm, w_m, beta, cb),
+        for s in (0..seq.t_len).rev() {
+            let (t, prev) = (seq.time(s), seq.prev(s));
+            // SAFETY: rows r0..r1 of step `t` of `ds`, this block's own; the
+            // previous step's slice `d` is dead by now.
+            let d = unsafe { ds_r.at(t, n, r0, r1, g) };
+            cell(Step { t, prev, r0, r1 }, cb, d);
+            let dm = Mat::row_major(d, g);
+            match &packed {
+                Some(p) => p.gemm(r1 - r0, dm, beta, cb),
+                None => gemm(r1 - r0, g, h, dm, w_m, beta, cb),
+            }
         }
     });
 }

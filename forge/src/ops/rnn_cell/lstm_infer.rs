@@ -26,7 +26,7 @@
 
 use super::lstm::lstm_rows;
 use super::lstm_f32::{Outs, StepIns};
-use super::{for_block_steps, rows_of, Rows, Seq};
+use super::{for_batch_blocks, rows_of, Rows, Seq};
 use crate::autograd::is_grad_enabled;
 use crate::cpu::gemm::{Fp8Panels, Mat, PackedRhs};
 use crate::cpu::Storage;
@@ -259,11 +259,10 @@ pub(crate) fn lstm_projected<E: Float, D: Device>(
         Rows::new(&mut gates_all),
         Rows::new(&mut cs),
     );
-    for_block_steps(n, t_len, |r0, r1, s| {
+    for_batch_blocks(n, |r0, r1| {
         let rows = r1 - r0;
         // SAFETY: (every `at` and `span`) this block touches only rows
-        // r0..r1 of each buffer, and its steps never overlap
-        // (`for_block_steps`). In `ys` those rows lie in a region no
+        // r0..r1 of each buffer. In `ys` those rows lie in a region no
         // other block reaches (all of a time index's rows r0..r1
         // time-major, all of rows r0..r1 batch-first); the slice read by
         // the hidden product is dropped before the step's rows are
@@ -275,61 +274,63 @@ pub(crate) fn lstm_projected<E: Float, D: Device>(
                 g_r.at(0, n, r0, r1, g4),
             )
         };
-        let (t, prev) = (seq.time(s), seq.prev(s));
-        let (x0, xlen) = x_at.span(t, r0, r1, i);
-        let xa = Mat {
-            data: &xs[x0..x0 + xlen],
-            rs: x_at.n_stride,
-            cs: 1,
-        };
-        // blocks have at least 2 rows (`for_block_steps`, n >= 2)
-        p_ih.gemm(rows, xa, E::zero(), xp);
-        match prev {
-            Some(p) => {
-                let (h_off, hlen) = y_at.span(p, r0, r1, h);
-                // SAFETY: rows r0..r1 of step `prev` (see above),
-                // `Rows::span` asserts them in bounds.
-                let hp: &[E] = unsafe { ys_r.span(h_off, hlen) };
-                let ha = Mat {
-                    data: hp,
-                    rs: y_at.n_stride,
-                    cs: 1,
-                };
-                p_hh.gemm(rows, ha, E::zero(), hw);
+        for s in 0..t_len {
+            let (t, prev) = (seq.time(s), seq.prev(s));
+            let (x0, xlen) = x_at.span(t, r0, r1, i);
+            let xa = Mat {
+                data: &xs[x0..x0 + xlen],
+                rs: x_at.n_stride,
+                cs: 1,
+            };
+            // blocks have at least 2 rows (`for_batch_blocks`, n >= 2)
+            p_ih.gemm(rows, xa, E::zero(), xp);
+            match prev {
+                Some(p) => {
+                    let (h_off, hlen) = y_at.span(p, r0, r1, h);
+                    // SAFETY: rows r0..r1 of step `prev` (see above),
+                    // `Rows::span` asserts them in bounds.
+                    let hp: &[E] = unsafe { ys_r.span(h_off, hlen) };
+                    let ha = Mat {
+                        data: hp,
+                        rs: y_at.n_stride,
+                        cs: 1,
+                    };
+                    p_hh.gemm(rows, ha, E::zero(), hw);
+                }
+                None => p_hh.gemm(
+                    rows,
+                    Mat::row_major(rows_of(h0s, r0, r1, h), h),
+                    E::zero(),
+                    hw,
+                ),
             }
-            None => p_hh.gemm(
-                rows,
-                Mat::row_major(rows_of(h0s, r0, r1, h), h),
-                E::zero(),
-                hw,
-            ),
+            let c_prev: &[E] = match prev {
+                // SAFETY: rows r0..r1 of the other cell slot than `c`'s
+                // (`(s + 1) % 2 != s % 2`); `at` asserts the bounds.
+                Some(_) => unsafe { cs_r.at((s + 1) % 2, n, r0, r1, h) },
+                None => rows_of(c0s, r0, r1, h),
+            };
+            // SAFETY: rows r0..r1 of cell slot `s % 2`, this block's own.
+            let c = unsafe { cs_r.at(s % 2, n, r0, r1, h) };
+            let (y_off, ylen) = y_at.span(t, r0, r1, h);
+            // SAFETY: rows r0..r1 of step `t`, this block's own; `hp` (step
+            // `prev`) was dropped after the hidden product above.
+            let y = unsafe { ys_r.span(y_off, ylen) };
+            let ins = StepIns {
+                xp: &*xp,
+                bias: bs,
+                hw: &*hw,
+                c_prev,
+            };
+            let mut outs = Outs {
+                c,
+                y,
+                y_stride: y_at.n_stride,
+                gates,
+                tc: None,
+            };
+            lstm_rows(h, &ins, &mut outs);
         }
-        let c_prev: &[E] = match prev {
-            // SAFETY: rows r0..r1 of the other cell slot than `c`'s
-            // (`(s + 1) % 2 != s % 2`); `at` asserts the bounds.
-            Some(_) => unsafe { cs_r.at((s + 1) % 2, n, r0, r1, h) },
-            None => rows_of(c0s, r0, r1, h),
-        };
-        // SAFETY: rows r0..r1 of cell slot `s % 2`, this block's own.
-        let c = unsafe { cs_r.at(s % 2, n, r0, r1, h) };
-        let (y_off, ylen) = y_at.span(t, r0, r1, h);
-        // SAFETY: rows r0..r1 of step `t`, this block's own; `hp` (step
-        // `prev`) was dropped after the hidden product above.
-        let y = unsafe { ys_r.span(y_off, ylen) };
-        let ins = StepIns {
-            xp: &*xp,
-            bias: bs,
-            hw: &*hw,
-            c_prev,
-        };
-        let mut outs = Outs {
-            c,
-            y,
-            y_stride: y_at.n_stride,
-            gates,
-            tc: None,
-        };
-        lstm_rows(h, &ins, &mut outs);
     });
     let last = (t_len - 1) % 2;
     let c_n = Storage::from_slice(&cs[last * n * h..(last + 1) * n * h]);
