@@ -34,6 +34,7 @@
 
 use crate::autograd::is_grad_enabled;
 use crate::cpu::gemm::{gemm, Mat, PackedRhs};
+use crate::cpu::threads::parallel_for_cost;
 use crate::cpu::{num_threads, parallel_for, Storage};
 use crate::tensor::{Device, Float, Tensor};
 use std::sync::Arc;
@@ -100,7 +101,8 @@ struct Rows<E> {
 }
 
 // SAFETY: `Rows` is only used inside `for_batch_blocks`, whose blocks take
-// disjoint row ranges of the buffer; the buffer outlives the call.
+// disjoint row ranges of the buffer, and by `column_sum`'s disjoint column
+// ranges; the buffer outlives the call.
 unsafe impl<E: Send> Send for Rows<E> {}
 // SAFETY: as above.
 unsafe impl<E: Send> Sync for Rows<E> {}
@@ -491,14 +493,29 @@ impl<E: Float, D: Device> Driver<E, D> {
 }
 
 /// The column sums of the rows of `d` (`width` wide), row after row (the
-/// gradient of a bias added to every row).
+/// gradient of a bias added to every row). With several threads each
+/// takes a range of the columns (multiples of 16 wide): every column is
+/// still summed row after row, so the bits do not depend on the split.
+/// One thread sums all columns in one pass over `d` (4 MiB for the LSTM
+/// rows' `da`, more than L2: a pass per range would read it again).
 fn column_sum<E: Float>(d: &[E], width: usize) -> Storage<E> {
+    const ALIGN: usize = 16;
     let mut sum = Storage::<E>::zeroed(width);
-    for row in d.chunks_exact(width) {
-        for (a, &v) in sum.iter_mut().zip(row) {
-            *a += v;
+    let ranges = num_threads().min(width.div_ceil(4 * ALIGN)).max(1);
+    let at = |c: usize| (c * width.div_ceil(ALIGN) / ranges * ALIGN).min(width);
+    let out = Rows::new(&mut sum);
+    // memory-bound: about 4 elements a nanosecond
+    parallel_for_cost(ranges, d.len() / 4, |c| {
+        let (c0, c1) = (at(c), at(c + 1));
+        // SAFETY: columns c0..c1 of the sum, this range's own (the ranges
+        // are disjoint); `span` asserts them in bounds.
+        let acc = unsafe { out.span(c0, c1 - c0) };
+        for row in d.chunks_exact(width) {
+            for (a, &v) in acc.iter_mut().zip(&row[c0..c1]) {
+                *a += v;
+            }
         }
-    }
+    });
     sum
 }
 

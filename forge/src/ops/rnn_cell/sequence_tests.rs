@@ -130,3 +130,33 @@ fn unfilled_buffers_are_written_before_they_are_read() {
         assert_eq!(report.checked, xs.iter().map(|t| t.numel()).sum::<usize>());
     }
 }
+
+/// The bias gradient's column sums ([`column_sum`](super::column_sum)),
+/// split by columns on two threads, against the sum of every column row
+/// after row, bit for bit: values of many magnitudes, so that another
+/// order of the additions would round differently. Big enough (180,000
+/// elements) to be split, with a width that does not divide evenly into
+/// the ranges (200 columns: 13 groups of 16, the last one 8 wide).
+#[test]
+#[cfg_attr(miri, ignore = "180,000 elements: too slow under Miri")]
+fn column_sums_are_the_row_order_sums_on_any_threads() {
+    let (rows, width) = (900, 200);
+    let d: Vec<f32> = (0..rows * width)
+        .map(|i| ((i as f32) * 0.618).sin() * 10f32.powi((i % 7) as i32 - 3))
+        .collect();
+    let mut want = vec![0f32; width];
+    for row in d.chunks_exact(width) {
+        for (a, &v) in want.iter_mut().zip(row) {
+            *a += v;
+        }
+    }
+    for threads in [1, 2, 3] {
+        let got = Executor::new(threads).run(|| super::column_sum(&d, width).to_vec());
+        assert!(
+            got.iter()
+                .zip(&want)
+                .all(|(g, w)| g.to_bits() == w.to_bits()),
+            "{threads} threads"
+        );
+    }
+}
