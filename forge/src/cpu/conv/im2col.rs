@@ -13,7 +13,7 @@ use crate::cpu::buffers::{build, fill_init, for_each_chunk_mut, refill};
 use crate::cpu::gemm::prepared::{as_f32, gemm_into, GemmOut, PreparedA};
 use crate::cpu::gemm::{gemm, Fp8Panels, Mat};
 use crate::cpu::memory::Storage;
-use taps::TapWeights;
+pub(super) use taps::TapWeights;
 
 /// Images per chunk of the weight-gradient reduction. Fixed (never derived
 /// from the thread count) so the summation order is always the same.

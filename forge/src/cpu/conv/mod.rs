@@ -164,6 +164,18 @@ pub(crate) fn conv2d_backward_input<E: Float>(
     weight: &[E],
     bias: Option<&[E]>,
 ) -> Storage<E> {
+    backward_input_checked(g, y_grad, weight, bias, None)
+}
+
+/// [`conv2d_backward_input`]'s length checks, then the input gradient
+/// (with the used taps' weights a forward kept, over tap classes).
+fn backward_input_checked<E: Float>(
+    g: &ConvGeom,
+    y_grad: &[E],
+    weight: &[E],
+    bias: Option<&[E]>,
+    taps: Option<&im2col::TapWeights<E>>,
+) -> Storage<E> {
     assert_eq!(
         y_grad.len(),
         g.n * g.o * g.l(),
@@ -174,7 +186,7 @@ pub(crate) fn conv2d_backward_input<E: Float>(
         g.o * g.k_len(),
         "conv2d_backward_input: weight"
     );
-    im2col::backward_input(g, y_grad, weight, bias, None)
+    im2col::backward_input(g, y_grad, weight, bias, taps)
 }
 
 /// [`conv2d_backward_input`] with what the forward kept (`weight` must be
@@ -191,21 +203,11 @@ pub(crate) fn conv2d_backward_input_kept<E: Float>(
     kept: &Kept<E>,
 ) -> Storage<E> {
     assert_eq!(kept.geom, *g, "conv2d_backward_input_kept: geometry");
-    assert_eq!(
-        y_grad.len(),
-        g.n * g.o * g.l(),
-        "conv2d_backward_input: gradient"
-    );
-    assert_eq!(
-        weight.len(),
-        g.o * g.k_len(),
-        "conv2d_backward_input: weight"
-    );
     let taps = match &kept.data {
         im2col::Kept::Taps(t) => Some(t),
         im2col::Kept::Columns(_) => None,
     };
-    im2col::backward_input(g, y_grad, weight, None, taps)
+    backward_input_checked(g, y_grad, weight, None, taps)
 }
 
 /// The gradient of the convolution with respect to its weight:
