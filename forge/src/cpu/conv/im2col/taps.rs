@@ -275,9 +275,39 @@ impl ConvGeom {
     }
 }
 
+/// The taps some class of `classes` uses, increasing.
+fn used_taps(classes: &[TapClass]) -> Vec<usize> {
+    let mut used: Vec<usize> = classes.iter().flat_map(|c| c.taps.clone()).collect();
+    used.sort_unstable();
+    used.dedup();
+    used
+}
+
+/// The widest forward product of a plan: a class's chunk of images times
+/// its positions.
+fn widest(g: &ConvGeom, classes: &[TapClass], budget: usize) -> usize {
+    classes
+        .iter()
+        .map(|cls| g.class_chunk(cls, budget) * cls.pos.len())
+        .max()
+        .unwrap_or(0)
+}
+
+/// Tap `t`'s weight `[o, c]` read in place from `weight [o, c, kh, kw]`
+/// (rows `c kh kw` apart, columns `kh kw` apart).
+fn tap_in_place<'a, E>(g: &ConvGeom, weight: &'a [E], t: usize) -> Mat<'a, E> {
+    let kk = g.kh * g.kw;
+    Mat {
+        data: &weight[t..],
+        rs: g.c * kk,
+        cs: kk,
+    }
+}
+
 /// The weights of the taps a plan uses, copied once per call from
-/// `weight [o, c, kh, kw]` (one sequential pass) into `[o, taps used, c]`,
-/// so that each tap's `[o, c]` matrix has contiguous rows.
+/// `weight [o, c, kh, kw]` (per output channel, one strided pass over its
+/// row per used tap) into `[o, taps used, c]`, so that each tap's `[o, c]`
+/// matrix has contiguous rows.
 pub(in crate::cpu::conv) struct TapWeights<E: Copy> {
     /// The taps used by some class, increasing.
     taps: Vec<usize>,
@@ -289,9 +319,7 @@ pub(in crate::cpu::conv) struct TapWeights<E: Copy> {
 
 impl<E: Float> TapWeights<E> {
     fn new(g: &ConvGeom, classes: &[TapClass], weight: &[E]) -> Self {
-        let mut used: Vec<usize> = classes.iter().flat_map(|c| c.taps.clone()).collect();
-        used.sort_unstable();
-        used.dedup();
+        let used = used_taps(classes);
         let (c, taps, nt) = (g.c, g.kh * g.kw, used.len());
         // Per output channel, one strided pass over its row of `weight`
         // (in L1 after the first tap) per used tap, each writing a
@@ -318,10 +346,8 @@ impl<E: Float> TapWeights<E> {
     /// (the same taps and sizes; the values are the caller's to vouch
     /// for).
     fn fits(&self, g: &ConvGeom, classes: &[TapClass]) -> bool {
-        let mut used: Vec<usize> = classes.iter().flat_map(|c| c.taps.clone()).collect();
-        used.sort_unstable();
-        used.dedup();
-        self.c == g.c && self.taps == used && self.data.len() == g.o * used.len() * g.c
+        let used = used_taps(classes);
+        self.c == g.c && self.data.len() == g.o * used.len() * g.c && self.taps == used
     }
 
     /// Tap `t`'s weight `[o, c]` (`weight[oc, ci, t]`), a row-major view.
@@ -357,12 +383,7 @@ impl<'a, E: Float> TapsPrepared<'a, E> {
         weight: &'a [E],
         budget: usize,
     ) -> Self {
-        // The widest product: a class's chunk of images times its positions.
-        let n_max = classes
-            .iter()
-            .map(|cls| g.class_chunk(cls, budget) * cls.pos.len())
-            .max()
-            .unwrap_or(0);
+        let n_max = widest(g, classes, budget);
         let prep = copied
             .taps
             .iter()
@@ -379,25 +400,11 @@ impl<'a, E: Float> TapsPrepared<'a, E> {
     /// the copy; the tests compare the two bit for bit).
     #[cfg(test)]
     fn in_place(g: &ConvGeom, classes: &[TapClass], weight: &'a [E], budget: usize) -> Self {
-        let n_max = classes
-            .iter()
-            .map(|cls| g.class_chunk(cls, budget) * cls.pos.len())
-            .max()
-            .unwrap_or(0);
-        let mut taps: Vec<usize> = classes.iter().flat_map(|c| c.taps.clone()).collect();
-        taps.sort_unstable();
-        taps.dedup();
-        let kk = g.kh * g.kw;
+        let n_max = widest(g, classes, budget);
+        let taps = used_taps(classes);
         let prep = taps
             .iter()
-            .map(|&t| {
-                let m = Mat {
-                    data: &weight[t..],
-                    rs: g.c * kk,
-                    cs: kk,
-                };
-                PreparedA::new(g.o, g.c, m, n_max)
-            })
+            .map(|&t| PreparedA::new(g.o, g.c, tap_in_place(g, weight, t), n_max))
             .collect();
         TapsPrepared { taps, prep, weight }
     }
@@ -414,13 +421,7 @@ impl<'a, E: Float> TapsPrepared<'a, E> {
     /// row block touched eight lines far apart for a few floats of each).
     fn gemm(&self, g: &ConvGeom, t: usize, n: usize, b: Mat<'_, E>, beta: E, c: &mut [E]) {
         if n == 1 || g.o == 1 {
-            let kk = g.kh * g.kw;
-            let a = Mat {
-                data: &self.weight[t..],
-                rs: g.c * kk,
-                cs: kk,
-            };
-            return gemm(g.o, g.c, n, a, b, beta, c);
+            return gemm(g.o, g.c, n, tap_in_place(g, self.weight, t), b, beta, c);
         }
         let slot = self.taps.binary_search(&t).expect("tap used by the plan");
         self.prep[slot].gemm(n, b, beta, c);
@@ -612,8 +613,13 @@ fn class_input_cols<E: Float>(
 /// in increasing order).
 ///
 /// `kept`: the used taps' weights a recording forward copied out of this
-/// same `weight` ([`forward_classes_keeping`]), used when they fit `g` and
-/// `classes`; otherwise they are copied here.
+/// same `weight` ([`forward_classes_keeping`]); without them they are
+/// copied here.
+///
+/// # Panics
+/// When `kept` holds other taps or sizes than `classes` over `g` use (the
+/// plan depends on the shape only, so a forward of the same geometry
+/// made them for the same classes).
 pub(super) fn backward_input_classes<E: Float>(
     g: &ConvGeom,
     classes: &[TapClass],
@@ -626,8 +632,14 @@ pub(super) fn backward_input_classes<E: Float>(
     let (c, plane) = (g.c, g.h * g.w);
     let copied;
     let weight = match kept {
-        Some(k) if k.fits(g, classes) => k,
-        _ => {
+        Some(k) => {
+            assert!(
+                k.fits(g, classes),
+                "backward_input_classes: kept taps of another plan"
+            );
+            k
+        }
+        None => {
             copied = TapWeights::new(g, classes, weight);
             &copied
         }
