@@ -106,9 +106,10 @@ pub(in crate::cpu::conv) fn plan(g: &ConvGeom, as_is_ok: bool) -> Plan {
             .flat_map(|b| (0..l).map(move |pos| (b, pos)))
             .collect()]
     };
-    // Each tile's positions and taps `(ky, kx)`; whether its positions
-    // share one tap class.
-    let mut parts: Vec<(&[(usize, usize)], Vec<(usize, usize)>)> = Vec::new();
+    // Each tile's positions `(b, pos)` and taps `(ky, kx)`; whether every
+    // tile's positions share one tap class.
+    type Part<'a> = (&'a [(usize, usize)], Vec<(usize, usize)>);
+    let mut parts: Vec<Part> = Vec::new();
     let mut one_class = true;
     for seg in &segments {
         let nt = seg.len().div_ceil(MAX_NP);
@@ -200,7 +201,10 @@ const KEPT_PLANS: usize = 32;
 
 /// The plans made last (with the `as_is_ok` they were made with), newest
 /// at the end.
-static PLANS: Mutex<Vec<((ConvGeom, bool), Arc<Plan>)>> = Mutex::new(Vec::new());
+static PLANS: Mutex<Vec<(PlanKey, Arc<Plan>)>> = Mutex::new(Vec::new());
+
+/// What a kept plan was made for: the geometry and `as_is_ok`.
+type PlanKey = (ConvGeom, bool);
 
 /// [`plan`] of `g` (and `as_is_ok`), kept for the next call with the same
 /// arguments (a network's inference asks for the same few plans on every
@@ -209,7 +213,7 @@ static PLANS: Mutex<Vec<((ConvGeom, bool), Arc<Plan>)>> = Mutex::new(Vec::new())
 /// At most [`KEPT_PLANS`] are kept, the oldest dropped first.
 pub(in crate::cpu::conv) fn plan_cached(g: &ConvGeom, as_is_ok: bool) -> Arc<Plan> {
     let key = (*g, as_is_ok);
-    let kept = |plans: &Vec<((ConvGeom, bool), Arc<Plan>)>| {
+    let kept = |plans: &Vec<(PlanKey, Arc<Plan>)>| {
         plans
             .iter()
             .find(|(k, _)| *k == key)
