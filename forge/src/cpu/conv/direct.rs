@@ -11,8 +11,15 @@
 //! only their weights, in long streams (tap-minor, the 1x1 plane of
 //! ResNet-18's last stage read every line of all nine taps: 17 GFLOP/s
 //! against 64 with this layout, batch 1, load 12). The input is copied once into a zero-padded buffer
-//! `[n, c, h + 2 p0, w + 2 p1]` (skipped without padding), so every tap of
-//! every output position is one load at a fixed offset.
+//! `[n, c, h + 2 p0, w + 2 p1]`, so every tap of every output position is
+//! one load at a fixed offset; the copy is skipped without padding, and
+//! where every tile's positions are of one tap class (see **Tiles**: the
+//! classes grouped over the batch, e.g. every ResNet-18 layer at batch
+//! 32), since then a tile reads only taps inside the image and the input
+//! is read as it is, at offsets shifted back by the padding (the same
+//! values, so the same sums). At batch 32 the copies (a `memset` and a
+//! `memcpy` per row of 1-8 values over 2048-16384 planes per layer) were
+//! 18% of ResNet-18's one-thread inference.
 //!
 //! **Tiles.** Output positions `(image, oy, ox)` go in tiles of at most
 //! [`MAX_NP`]: a tile's 32 x `np` sums live in registers (AVX-512: 2 x 12
@@ -55,7 +62,7 @@
 //!
 //! | layer (c -> o, plane) | batch 1 | batch 32 |
 //! |---|---|---|
-//! | stem 7x7 s2 (3 -> 64, 32x32) | 0.93 | (8192 positions: im2col) |
+//! | stem 7x7 s2 (3 -> 64, 32x32) | 0.93 | 0.87-0.91 (8192 positions, see [`preferred_f32`]) |
 //! | 3x3 (64 -> 64, 8x8) | 0.84 | 0.92 |
 //! | 3x3 s2 (64 -> 128, 8x8) | 0.47 | 0.75 |
 //! | 3x3 (128 -> 128, 4x4) | 0.50 | 0.75 |
@@ -68,7 +75,9 @@
 //! Hence at most 4096 output positions over the batch, 256 for a 1x1
 //! kernel (a tile's 12 positions meet each input line once, so its
 //! broadcasts miss L1 once the tiles span images; with 3x3 windows the
-//! lines are reused across taps and neighbours).
+//! lines are reused across taps and neighbours); in `f32`, up to 16384
+//! for windows of at least 64 values ([`preferred_f32`], measured after
+//! the tile's register spills were removed and the padded copy skipped).
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -296,15 +305,46 @@ pub(crate) fn preferred(g: &ConvGeom) -> bool {
 /// [`GEMM_MIN_CHANNELS_WIDE`] input channels, or at least
 /// [`GEMM_MIN_PLANE`] positions, [`GEMM_MIN_CHANNELS`] channels and more
 /// than one image. ResNet-18 on 32x32 (64 channels at 8x8, more only on
-/// smaller planes) keeps the direct kernel everywhere. The bf16 kernel's
-/// choice is [`preferred`]'s alone (not measured against the bf16 gemm).
+/// smaller planes) keeps the direct kernel everywhere.
+///
+/// Beyond [`preferred`]'s 4096 positions, `f32` takes the direct kernel up
+/// to [`MAX_POSITIONS_F32`] positions for a kernel larger than 1x1 whose
+/// window holds at least [`MIN_WINDOW_F32`] values (`c kh kw`: a tile's
+/// fixed cost, storing and writing out its 32 x 12 sums, is then small
+/// against its multiply-adds). Measured after the tile's spills were
+/// removed and the padded copy skipped (`examples/conv_paths.rs`, one
+/// thread, 2026-12-06 19:10 UTC under load 6, so ratios only), direct /
+/// im2col time:
+///
+/// | batch, c -> o, plane, kernel | direct / im2col |
+/// |---|---|
+/// | 32 / 64, 3 -> 64, 32x32, 7x7 s2 (ResNet stem) | 0.87-0.91 / 0.89 |
+/// | 64 / 128, 64 -> 64, 8x8 | 0.70 / 0.90 |
+/// | 128, 128 -> 128, 4x4 | 0.61 |
+/// | 16, 16 -> 16, 32x32 | 0.79 |
+/// | 64, 16 -> 32, 16x16 | 0.64 |
+/// | 16, 8 -> 16, 32x32 (window 72) | 0.99 |
+/// | 16, 3 -> 64, 32x32 (window 27: kept im2col) | 3.13 |
+///
+/// The bf16 kernel's choice is [`preferred`]'s alone (not measured
+/// against the bf16 gemm).
 pub(crate) fn preferred_f32(g: &ConvGeom) -> bool {
     let (per_image, kernel) = (g.l(), g.kh * g.kw);
     let gemm_faster = kernel > 1
         && ((per_image >= GEMM_MIN_PLANE_WIDE && g.c >= GEMM_MIN_CHANNELS_WIDE)
             || (per_image >= GEMM_MIN_PLANE && g.c >= GEMM_MIN_CHANNELS && g.n > 1));
-    preferred(g) && !gemm_faster
+    let wide = applies(g)
+        && kernel > 1
+        && g.c * kernel >= MIN_WINDOW_F32
+        && g.n * per_image <= MAX_POSITIONS_F32;
+    (preferred(g) || wide) && !gemm_faster
 }
+
+/// The most output positions (over the batch) [`preferred_f32`] takes for
+/// a window of at least [`MIN_WINDOW_F32`] values.
+const MAX_POSITIONS_F32: usize = 1 << 14;
+/// The fewest values per window (`c kh kw`) for [`MAX_POSITIONS_F32`].
+const MIN_WINDOW_F32: usize = 64;
 
 /// Output positions per image from which [`preferred_f32`] takes im2col
 /// with [`GEMM_MIN_CHANNELS_WIDE`] input channels (16x16).
@@ -508,17 +548,32 @@ pub(super) fn forward_by(
     residual: Option<&[f32]>,
     relu: bool,
 ) -> Storage<f32> {
+    forward_planned(k, g, x, p, &plan_cached(g, true), bias, residual, relu)
+}
+
+/// [`forward_by`] over the plan `pl` (of `g`): the input copied with its
+/// padding when the plan reads that copy, read as it is otherwise.
+#[allow(clippy::too_many_arguments)]
+fn forward_planned(
+    k: Kernel,
+    g: &ConvGeom,
+    x: &[f32],
+    p: &PackedConv,
+    pl: &plan::Plan,
+    bias: Option<&[f32]>,
+    residual: Option<&[f32]>,
+    relu: bool,
+) -> Storage<f32> {
     assert!(applies(g) && p.fits(g), "direct conv: weight shape");
     assert_eq!(x.len(), g.n * g.c * g.h * g.w, "direct conv: input");
-    let xp_store = padded(g, x);
+    let xp_store = if pl.padded { padded(g, x) } else { None };
     let xp: &[f32] = xp_store.as_deref().unwrap_or(x);
-    let pl = plan_cached(g);
     let taps = g.kh * g.kw;
     // weights of block `ob`: `taps * c * OB`, channel `ci` of tap `t` at
     // `(t * c + ci) * OB` (the tap's offset comes with the plan)
     forward_tiles(
         g,
-        &pl,
+        pl,
         bias,
         residual,
         relu,
@@ -659,16 +714,12 @@ fn run_tile(
     wstride: usize,
     acc: &mut Acc,
 ) {
-    let np = tile.np;
     // Every read is inside the buffers: the farthest input is the last
     // channel's farthest tap at the farthest position, the farthest weight
     // the last channel's last tap.
-    let far_x = tile.offs[..np].iter().max().copied().unwrap_or(0)
-        + (c - 1) * plane
-        + tile.taps.iter().map(|t| t.1).max().unwrap_or(0);
     let far_w = (c - 1) * wstride + tile.taps.iter().map(|t| t.0).max().unwrap_or(0) + OB;
     assert!(
-        far_x < xp.len() && far_w <= w.len(),
+        tile_reads_inside(tile, c, plane, xp.len()) && far_w <= w.len(),
         "direct conv: tile bounds"
     );
     match k {
@@ -681,6 +732,17 @@ fn run_tile(
         // SAFETY: the CPU has AVX2 and FMA; reads in bounds (asserted).
         Kernel::Avx2 => unsafe { avx2::tile(xp, c, plane, tile, w, wstride, acc) },
     }
+}
+
+/// Whether every input a tile reads is inside an input of `len` values
+/// of `c` channels of `plane`: the farthest read of channel 0
+/// ([`Tile::far`], which a read before the input, a wrapped sum, would
+/// exceed) plus the last channel's start is below `len`.
+fn tile_reads_inside(tile: &Tile, c: usize, plane: usize, len: usize) -> bool {
+    (c - 1)
+        .checked_mul(plane)
+        .and_then(|last| last.checked_add(tile.far))
+        .is_some_and(|far| far < len)
 }
 
 /// The tile's sums in plain loops: the order every kernel follows.
@@ -702,7 +764,7 @@ fn portable(
         for &(wo, to) in &tile.taps {
             let wv = &wc[wo..wo + OB];
             for (a, &off) in acc[..np].iter_mut().zip(&tile.offs[..np]) {
-                let xv = xc[to + off];
+                let xv = xc[to.wrapping_add(off)];
                 for (av, &wq) in a.iter_mut().zip(wv) {
                     *av = wq.mul_add(xv, *av);
                 }

@@ -73,15 +73,19 @@ unsafe fn block<const NP: usize>(
         let (xc, wc) = unsafe { (x.add(ci * plane), wp.add(ci * wstride + q0)) };
         for &(wo, to) in &tile.taps {
             // SAFETY: weights `q0 + wo..q0 + wo + 16` and inputs
-            // `to + offs[j]` of channel `ci` are in bounds (contract).
+            // `to.wrapping_add(offs[j])` of channel `ci` are in bounds
+            // (contract; the pointer to the tap wraps, the one read is in
+            // bounds).
             unsafe {
                 let w0: __m256 = _mm256_loadu_ps(wc.add(wo));
                 let w1: __m256 = _mm256_loadu_ps(wc.add(wo + 8));
-                let xt = xc.add(to);
+                let xt = xc.wrapping_add(to);
                 for j in 0..NP {
-                    let xv = _mm256_set1_ps(*xt.add(offs[j]));
+                    let xv = _mm256_set1_ps(*xt.wrapping_add(offs[j]));
                     a0[j] = _mm256_fmadd_ps(w0, xv, a0[j]);
                     a1[j] = _mm256_fmadd_ps(w1, xv, a1[j]);
+                    // the next position's broadcast after these FMAs
+                    super::avx512::load_barrier();
                 }
             }
         }

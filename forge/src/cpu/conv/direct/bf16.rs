@@ -220,7 +220,7 @@ pub(in crate::cpu::conv) fn forward_bf16_by(
     assert_eq!(x.len(), g.n * g.c * g.h * g.w, "direct conv (bf16): input");
     let xp = pairs_padded(g, x);
     let gp = pair_geom(g);
-    let pl = plan_cached(&gp);
+    let pl = plan_cached(&gp, false);
     let cp = gp.c;
     let taps = g.kh * g.kw;
     forward_tiles(

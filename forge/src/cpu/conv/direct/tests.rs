@@ -5,7 +5,8 @@ use crate::tensor::Rng;
 
 /// Geometries on both sides of the plan's choices: 3x3 and 1x1, strides
 /// 1 and 2, a 7x7 stem, dilation, planes from 1x1 to 9x9, channel counts
-/// that leave a partial block, batches whose tap classes group or not.
+/// that leave a partial block, batches whose tap classes group or not (and
+/// so plans that read a padded copy of the input or the input as it is).
 pub(super) fn geoms() -> Vec<ConvGeom> {
     let g = |x: [usize; 4], w: [usize; 4], s: usize, p: usize, d: usize| {
         ConvGeom::new(x, w, [s, s], [p, p], [d, d], 1).unwrap()
@@ -22,6 +23,8 @@ pub(super) fn geoms() -> Vec<ConvGeom> {
         g([1, 12, 5, 5], [64, 12, 1, 1], 1, 0, 1),
         g([1, 3, 16, 16], [64, 3, 7, 7], 2, 3, 1),
         g([2, 5, 9, 9], [7, 5, 3, 3], 1, 2, 2),
+        g([12, 4, 5, 5], [16, 4, 3, 3], 2, 1, 1),
+        g([32, 3, 6, 6], [8, 3, 3, 3], 1, 1, 1),
     ]
 }
 
@@ -129,9 +132,11 @@ fn same_bits_for_one_and_two_threads() {
 }
 
 /// The output pass: `relu(acc + bias + residual)`, in that order, for
-/// every combination of the three (each a separately compiled pass), on
-/// a plane of one position per image (outputs a channel apart) and one of
-/// 16 (40 channels: a full block and a part block).
+/// every combination of the three (each a separately compiled pass) and
+/// every kernel, on a plane
+/// of one position per image (outputs a channel apart) and one of 16 (40
+/// channels: a full block and a part block), with a sum of exactly zero
+/// and a NaN residual.
 #[test]
 fn bias_residual_relu_in_the_output_pass() {
     let mut rng = Rng::new(13);
@@ -143,11 +148,16 @@ fn bias_residual_relu_in_the_output_pass() {
         let mut r = rand(g.n * g.o * g.l(), &mut rng);
         let p = PackedConv::new(g.o, g.c, 3, 3, &w);
         let plain = forward(&g, &x, &p, None, None, false);
-        // an output whose sum is exactly zero (ReLU's boundary)
+        // an output whose sum is exactly zero (ReLU's boundary), a NaN
         r[0] = -plain[0];
-        for mask in 0..8 {
+        r[1] = f32::NAN;
+        for (k, mask) in Kernel::available()
+            .into_iter()
+            .flat_map(|k| (0..8).map(move |m| (k, m)))
+        {
             let (bias, res, relu) = (mask & 1 != 0, mask & 2 != 0, mask & 4 != 0);
-            let fused = forward(
+            let fused = forward_by(
+                k,
                 &g,
                 &x,
                 &p,
@@ -166,7 +176,11 @@ fn bias_residual_relu_in_the_output_pass() {
                 }
                 let off = s.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater);
                 let want = if relu && off { 0.0 } else { s };
-                assert_eq!(f.to_bits(), want.to_bits(), "{hw}x{hw} {mask:03b} [{i}]");
+                assert_eq!(
+                    f.to_bits(),
+                    want.to_bits(),
+                    "{hw}x{hw} {k:?} {mask:03b} [{i}]"
+                );
                 zeros += usize::from(f == 0.0);
             }
             assert!(!relu || (zeros > 0 && zeros < fused.len()), "{mask:03b}");
@@ -232,9 +246,14 @@ fn weight_streams_split_over_threads() {
 fn kept_plans_are_the_geometrys_plans() {
     let same = |a: &plan::Plan, b: &plan::Plan| {
         a.plane == b.plane
+            && a.padded == b.padded
             && a.tiles.len() == b.tiles.len()
             && a.tiles.iter().zip(&b.tiles).all(|(s, t)| {
-                s.np == t.np && s.offs == t.offs && s.outs == t.outs && s.taps == t.taps
+                s.np == t.np
+                    && s.offs == t.offs
+                    && s.outs == t.outs
+                    && s.taps == t.taps
+                    && s.far == t.far
             })
     };
     let gs: Vec<ConvGeom> = (1..40)
@@ -243,7 +262,10 @@ fn kept_plans_are_the_geometrys_plans() {
         .collect();
     for _ in 0..2 {
         for g in &gs {
-            assert!(same(&plan::plan_cached(g), &plan(g)), "{g:?}");
+            for as_is_ok in [false, true] {
+                let (kept, made) = (plan::plan_cached(g, as_is_ok), plan(g, as_is_ok));
+                assert!(same(&kept, &made), "{g:?} {as_is_ok}");
+            }
         }
     }
 }
@@ -256,19 +278,19 @@ fn tiles_skip_padding_taps() {
     let g = |n: usize, hw: usize| {
         ConvGeom::new([n, 8, hw, hw], [8, 8, 3, 3], [1, 1], [1, 1], [1, 1], 1).unwrap()
     };
-    let p = plan(&g(1, 1));
+    let p = plan(&g(1, 1), false);
     assert_eq!(p.tiles.len(), 1);
     // the centre tap: row 1, column 1 of the padded 3x3 plane
     assert_eq!(p.tiles[0].taps, vec![(4 * 8 * OB, 3 + 1)]);
-    let p = plan(&g(32, 2));
+    let p = plan(&g(32, 2), false);
     assert!(
         p.tiles.iter().all(|t| t.taps.len() == 4),
         "grouped by class"
     );
     assert_eq!(p.tiles.iter().map(|t| t.np).sum::<usize>(), 32 * 4);
-    let p = plan(&g(1, 2));
+    let p = plan(&g(1, 2), false);
     assert!(p.tiles.len() == 1 && p.tiles[0].taps.len() == 9, "one tile");
-    let p = plan(&g(16, 8));
+    let p = plan(&g(16, 8), false);
     assert!(p.tiles.iter().any(|t| t.taps.len() == 9));
     assert!(p.tiles.iter().any(|t| t.taps.len() == 4), "corner class");
     assert_eq!(p.tiles.iter().map(|t| t.np).sum::<usize>(), 16 * 64);
@@ -331,19 +353,20 @@ fn fp8_packing_is_the_decoded_weights_packing() {
     }
 }
 
-/// [`preferred_f32`] leaves the direct kernel where it was measured
-/// faster (ResNet-18 on 32x32 at batches 1 and 32: the 7x7 stem, 64
+/// [`preferred_f32`] takes the direct kernel where it was measured
+/// faster (ResNet-18 on 32x32 at batches 1, 32 and 64: the 7x7 stem, 64
 /// channels on 8x8, more channels only on 4x4 planes and smaller; few
-/// channels on 16x16) and takes im2col + gemm for VGG-style layers (many
-/// channels on 8x8 and larger planes), where [`preferred`] alone took the
-/// direct kernel.
+/// channels on 16x16; beyond 4096 positions only windows of 64 values
+/// and more, up to 16384 positions) and takes im2col + gemm for VGG-style
+/// layers (many channels on 8x8 and larger planes), where [`preferred`]
+/// alone took the direct kernel.
 #[test]
 fn f32_choice_by_plane_and_channels() {
     let g = |x: [usize; 4], o: usize, k: usize, s: usize| {
         let p = k / 2;
         ConvGeom::new(x, [o, x[1], k, k], [s, s], [p, p], [1, 1], 1).unwrap()
     };
-    for n in [1, 32] {
+    for n in [1, 32, 64] {
         for geom in [
             g([n, 3, 32, 32], 64, 7, 2),
             g([n, 64, 8, 8], 64, 3, 1),
@@ -352,8 +375,18 @@ fn f32_choice_by_plane_and_channels() {
             g([n, 256, 2, 2], 256, 3, 1),
             g([n, 512, 1, 1], 512, 3, 1),
         ] {
-            assert_eq!(preferred_f32(&geom), preferred(&geom), "{geom:?}");
+            assert!(preferred_f32(&geom), "{geom:?}");
         }
+    }
+    // beyond 4096 positions, f32 only: the stem at batch 32 and 64
+    let stem = g([32, 3, 32, 32], 64, 7, 2);
+    assert!(!preferred(&stem) && preferred_f32(&stem));
+    for gemm in [
+        g([128, 3, 32, 32], 64, 7, 2),
+        g([16, 3, 32, 32], 64, 3, 1),
+        g([64, 64, 8, 8], 128, 1, 2),
+    ] {
+        assert!(!preferred_f32(&gemm), "{gemm:?}");
     }
     for keep in [
         g([16, 16, 16, 16], 16, 3, 1),
@@ -371,5 +404,89 @@ fn f32_choice_by_plane_and_channels() {
     ] {
         assert!(preferred(&gemm), "{gemm:?}: the direct kernel before");
         assert!(!preferred_f32(&gemm), "{gemm:?}");
+    }
+}
+
+/// Where every tile's positions are of one tap class (the classes grouped
+/// over the batch), the plan reads the input as it is (no padded copy),
+/// and the outputs are those of the plan over the padded copy, bit for
+/// bit, by every kernel: strides 1 and 2, a 7x7 stem, dilation, unequal
+/// padding, 1x1 planes. Where a tile mixes classes (one image of 8x8), the
+/// plan reads the padded copy.
+#[test]
+fn unpadded_reads_give_the_padded_copys_bits() {
+    let g = |x: [usize; 4], w: [usize; 4], s: usize, p: [usize; 2], d: usize| {
+        ConvGeom::new(x, w, [s, s], p, [d, d], 1).unwrap()
+    };
+    let mixed = g([1, 4, 8, 8], [8, 4, 3, 3], 1, [1, 1], 1);
+    assert!(plan(&mixed, true).padded, "one image of 8x8 mixes classes");
+    let mut rng = Rng::new(16);
+    for geom in [
+        g([32, 5, 8, 8], [40, 5, 3, 3], 1, [1, 1], 1),
+        g([32, 3, 8, 8], [16, 3, 3, 3], 2, [1, 1], 1),
+        g([16, 4, 1, 1], [8, 4, 3, 3], 1, [1, 1], 1),
+        g([32, 4, 2, 2], [33, 4, 3, 3], 1, [1, 1], 1),
+        g([12, 3, 11, 11], [16, 3, 7, 7], 2, [3, 3], 1),
+        g([24, 2, 9, 7], [8, 2, 3, 3], 1, [2, 0], 2),
+        g([13, 3, 6, 5], [8, 3, 3, 2], 1, [1, 0], 1),
+    ] {
+        let (as_is, copy) = (plan(&geom, true), plan(&geom, false));
+        assert!(!as_is.padded && copy.padded, "{geom:?}: layouts");
+        let x = rand(geom.n * geom.c * geom.h * geom.w, &mut rng);
+        let w = rand(geom.o * geom.c * geom.kh * geom.kw, &mut rng);
+        let b = rand(geom.o, &mut rng);
+        let r = rand(geom.n * geom.o * geom.l(), &mut rng);
+        let p = PackedConv::new(geom.o, geom.c, geom.kh, geom.kw, &w);
+        let (want, _) = reference(&geom, &x, &w, Some(&b));
+        for k in Kernel::available() {
+            let run = |pl: &plan::Plan| {
+                forward_planned(k, &geom, &x, &p, pl, Some(&b), Some(&r), true)
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect::<Vec<u32>>()
+            };
+            let got = run(&as_is);
+            assert!(got == run(&copy), "{geom:?} {k:?}: bits differ");
+            // and it is the convolution (not two equal wrong answers)
+            for (i, (&v, &r0)) in got.iter().zip(&want).enumerate() {
+                let want_v = (r0 + f64::from(r[i])).max(0.0);
+                let v = f64::from(f32::from_bits(v));
+                assert!(
+                    (v - want_v).abs() <= 1e-3 * (1.0 + want_v.abs()),
+                    "{geom:?} {k:?} [{i}]"
+                );
+            }
+        }
+    }
+}
+
+/// A tile's bound is its farthest read, which a read before the input (a
+/// wrapped offset) exceeds; every plan's tiles read inside their input
+/// (padded or as it is), and the check
+/// refuses an input one value shorter than the farthest read needs.
+#[test]
+fn tile_bounds_are_the_farthest_read() {
+    assert_eq!(plan::farthest(&[10, 2], &[(0, 1), (0, 4)]), 14);
+    assert_eq!(
+        plan::farthest(&[5usize.wrapping_neg()], &[(0, 3)]),
+        usize::MAX - 1
+    );
+    assert_eq!(plan::farthest(&[], &[(0, 3)]), 0);
+    for g in geoms() {
+        for as_is_ok in [false, true] {
+            let pl = plan(&g, as_is_ok);
+            let len = if pl.padded {
+                g.n * g.c * pl.plane
+            } else {
+                g.n * g.c * g.h * g.w
+            };
+            let far = pl.tiles.iter().map(|t| t.far).max().unwrap();
+            assert!(far + (g.c - 1) * pl.plane < len, "{g:?} {as_is_ok}");
+            for t in &pl.tiles {
+                assert!(tile_reads_inside(t, g.c, pl.plane, len), "{g:?}");
+                let need = t.far + (g.c - 1) * pl.plane + 1;
+                assert!(!tile_reads_inside(t, g.c, pl.plane, need - 1), "{g:?}");
+            }
+        }
     }
 }
