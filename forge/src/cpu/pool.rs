@@ -4,7 +4,8 @@
 //! positions (already clipped to the input, so padding never appears in a
 //! window). Max pooling ([`max_forward`]) returns, per output, the window's
 //! maximum and its position inside the plane, in one pass vectorised over
-//! output rows (`max_rows`); gradients then move with [`scatter_add`],
+//! output rows (`max_rows`; 2x2 windows at stride 2 in `f32` with
+//! AVX-512F, 16 outputs a register, `max_2x2`); gradients then move with [`scatter_add`],
 //! whose adjoint is [`gather`]. Average pooling sums a window and divides by
 //! a per-output divisor ([`avg_forward`], adjoint [`avg_backward`]).
 //! Planes are processed in parallel in fixed chunks; each output is computed

@@ -22,7 +22,10 @@
 //! (`Kernel::best`): `f32` runs the same lane operations with AVX-512F
 //! intrinsics (`avx512.rs`, one register per block) or, without AVX-512,
 //! AVX2 + FMA intrinsics (`avx2.rs`, two 8-lane halves per block, output
-//! channels in passes that fit the 16 registers); other element types, and
+//! channels in passes that fit the 16 registers); with AVX-512F, blocks of
+//! 6 or 8 channels run two taps per pass in the weight gradient and two
+//! output blocks per pass in the forward (`wgrad_pair`, `forward_pair`:
+//! each input loaded or weight broadcast once for both); other element types, and
 //! `f32` on x86-64 CPUs with FMA but neither, run the portable loops
 //! compiled with FMA, so `mul_add` is never a libm call where the CPU has
 //! the instruction. Used for stride 1, undilated, ungrouped convolutions

@@ -260,17 +260,17 @@ pub(crate) fn channel_sums<E: Float>(g: &[E], n: usize, c: usize, l: usize) -> S
                     let mut acc = [E::zero(); RUNS];
                     let runs: [&[E]; RUNS] = std::array::from_fn(|k| run(b + k));
                     for i in 0..l {
-                        for k in 0..RUNS {
-                            acc[k] = acc[k] + runs[k][i];
+                        for (a, r) in acc.iter_mut().zip(&runs) {
+                            *a += r[i];
                         }
                     }
                     for a in acc {
-                        s = s + a;
+                        s += a;
                     }
                     b += RUNS;
                 }
                 for b in b..n {
-                    s = s + run(b).iter().fold(E::zero(), |a, &v| a + v);
+                    s += run(b).iter().fold(E::zero(), |a, &v| a + v);
                 }
                 slot.write(s);
             }

@@ -128,9 +128,10 @@ pub(super) unsafe fn wgrad_pair<const NQ: usize>(
     let mut a = [_mm512_setzero_ps(); NQ];
     let mut b = [_mm512_setzero_ps(); NQ];
     for q in 0..NQ {
-        // SAFETY: (both) the caller checked the CPU's features; `load`
+        // SAFETY: the caller checked the CPU's features; `load`
         // slices, panicking when short.
         a[q] = unsafe { load(acc_a, q * LANES) };
+        // SAFETY: as above.
         b[q] = unsafe { load(acc_b, q * LANES) };
     }
     for t0 in (0..full).step_by(LANES) {
