@@ -306,12 +306,20 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     #[track_caller]
     pub fn relu(&self) -> Self {
-        self.unary(
-            "relu",
-            |x| if x > E::zero() { x } else { E::zero() },
-            |t| t.relu(),
-            |g, x, _| g.mul(&x.map(|v| if v > E::zero() { E::one() } else { E::zero() })),
-        )
+        let y = self.map(|x| if x > E::zero() { x } else { E::zero() });
+        y.record("relu", vec![self.clone()], |ctx: &BackwardCtx<'_, E, D>| {
+            let x = &ctx.inputs[0];
+            if ctx.create_graph {
+                return vec![Some(ctx.grad.mul(&relu_mask(x)))];
+            }
+            // `grad * mask` in one pass, the mask computed per element
+            // (the composed rule above builds the mask, then multiplies):
+            // the same product, so the same bits.
+            let data = elementwise::zip(ctx.grad.as_slice(), x.as_slice(), |g, v| {
+                g * if v > E::zero() { E::one() } else { E::zero() }
+            });
+            vec![Some(Tensor::from_parts(data, x.shape.clone(), None))]
+        })
     }
 
     /// `x` for `x > 0`, `slope * x` otherwise.
@@ -572,5 +580,54 @@ impl<E: Float, D: Device> Tensor<E, D> {
             let m = ctx.inputs[0].map(|v| if inside(v) { E::one() } else { E::zero() });
             vec![Some(ctx.grad.mul(&m))]
         })
+    }
+}
+
+/// ReLU's derivative as a tensor: 1 where `x > 0`, else 0 (a NaN gets 0).
+fn relu_mask<E: Float, D: Device>(x: &Tensor<E, D>) -> Tensor<E, D> {
+    x.map(|v| if v > E::zero() { E::one() } else { E::zero() })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Tensor;
+
+    /// ReLU's one-pass backward gives the bits of the composed rule
+    /// (`grad * mask`, which `create_graph` still runs) and of the
+    /// definition, with negative gradients over zeros of either sign and
+    /// NaNs (`-g * 0` is `-0.0`), long enough to run in parallel chunks.
+    #[test]
+    fn relu_backward_has_the_bits_of_grad_times_mask() {
+        let n = 70_001;
+        let specials = [
+            0.0f32,
+            -0.0,
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            1e-40,
+        ];
+        let x: Vec<f32> = (0..n)
+            .map(|i| match i % 11 {
+                0..=5 => specials[i % 11],
+                _ => ((i * 7919) % 201) as f32 / 10.0 - 10.0,
+            })
+            .collect();
+        let g: Vec<f32> = (0..n)
+            .map(|i| ((i * 104_729) % 97) as f32 / 8.0 - 6.0)
+            .collect();
+        let xt = Tensor::<f32>::from_vec(x.clone(), &[n]).requires_grad();
+        let gt = Tensor::<f32>::from_vec(g.clone(), &[n]);
+        let fused = xt.relu().backward_with(&gt, false);
+        let composed = xt.relu().backward_with(&gt, true);
+        let (a, b) = (
+            fused.get(&xt).unwrap().to_vec(),
+            composed.get(&xt).unwrap().to_vec(),
+        );
+        for i in 0..n {
+            let want = g[i] * if x[i] > 0.0 { 1.0 } else { 0.0 };
+            assert_eq!(a[i].to_bits(), want.to_bits(), "one pass, at {i}");
+            assert_eq!(b[i].to_bits(), want.to_bits(), "composed, at {i}");
+        }
     }
 }

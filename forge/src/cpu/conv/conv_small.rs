@@ -22,7 +22,10 @@
 //! (`Kernel::best`): `f32` runs the same lane operations with AVX-512F
 //! intrinsics (`avx512.rs`, one register per block) or, without AVX-512,
 //! AVX2 + FMA intrinsics (`avx2.rs`, two 8-lane halves per block, output
-//! channels in passes that fit the 16 registers); other element types, and
+//! channels in passes that fit the 16 registers); with AVX-512F, blocks of
+//! 6 or 8 channels run two taps per pass in the weight gradient and two
+//! output blocks per pass in the forward (`wgrad_pair`, `forward_pair`:
+//! each input loaded or weight broadcast once for both); other element types, and
 //! `f32` on x86-64 CPUs with FMA but neither, run the portable loops
 //! compiled with FMA, so `mul_add` is never a libm call where the CPU has
 //! the instruction. Used for stride 1, undilated, ungrouped convolutions
@@ -224,6 +227,47 @@ fn forward_block<E: Float>(
     }
 }
 
+/// [`forward_block`] for the two blocks at `t0` and `t0 + 16` (into
+/// `acc[0]` and `acc[1]`) in one pass over the taps, where kernel `k` has
+/// such a loop (`f32` with AVX-512F, 6 or 8 channels in the block);
+/// `false`, with nothing done, elsewhere. The same sums in the same order
+/// as two calls of [`forward_block`].
+#[allow(clippy::too_many_arguments)]
+fn forward_pair<E: Float>(
+    k: Kernel,
+    s: &[E],
+    starts: &[usize],
+    wp: &[E],
+    op: usize,
+    t0: usize,
+    nq: usize,
+    acc: &mut [[[E; LANES]; OB]; 2],
+) -> bool {
+    debug_assert!(k.available());
+    #[cfg(target_arch = "x86_64")]
+    if k == Kernel::Avx512 && (nq == 6 || nq == OB) {
+        let [acc_a, acc_b] = acc;
+        if let (Some(s), Some(w), Some(a), Some(b)) = (
+            f32s(s),
+            f32s(wp),
+            f32s_mut(acc_a.as_flattened_mut()),
+            f32s_mut(acc_b.as_flattened_mut()),
+        ) {
+            // SAFETY: the CPU has AVX-512F and FMA (`k` is available).
+            unsafe {
+                if nq == 6 {
+                    avx512::forward_pair::<6>(s, starts, w, op, t0, a, b);
+                } else {
+                    avx512::forward_pair::<OB>(s, starts, w, op, t0, a, b);
+                }
+            }
+            return true;
+        }
+    }
+    let _ = (k, s, starts, wp, op, t0, nq, acc);
+    false
+}
+
 /// [`forward_block`] in plain loops (any element type and CPU), inlined
 /// into its callers so that it takes their target features.
 #[inline(always)]
@@ -260,18 +304,32 @@ fn forward_image<E: Float>(
     let (l, _, taps) = sizes(g);
     let op = g.o.div_ceil(OB) * OB;
     let starts: Vec<usize> = (0..taps).map(|t| tap_at(g, t)).collect();
+    let mut acc;
     for ob in 0..g.o.div_ceil(OB) {
-        for t0 in (0..l).step_by(LANES) {
-            let mut acc = [[E::zero(); LANES]; OB];
-            let nq = OB.min(g.o - ob * OB);
-            forward_block(k, s, &starts, &wp[ob * OB..], op, t0, nq, &mut acc);
-            let n = LANES.min(l - t0);
-            for (q, a) in acc.iter().enumerate().take(nq) {
-                let oc = ob * OB + q;
-                let b = bias.map_or(E::zero(), |b| b[oc]);
-                for (d, &v) in y[oc * l + t0..][..n].iter_mut().zip(a) {
-                    d.write(v + b);
+        let nq = OB.min(g.o - ob * OB);
+        let mut t0 = 0;
+        while t0 < l {
+            // The sums start from zero (the kernels add onto `acc`).
+            acc = [[[E::zero(); LANES]; OB]; 2];
+            // Two blocks in one pass where the kernel has it, else one.
+            let blocks = if t0 + LANES < l
+                && forward_pair(k, s, &starts, &wp[ob * OB..], op, t0, nq, &mut acc)
+            {
+                2
+            } else {
+                forward_block(k, s, &starts, &wp[ob * OB..], op, t0, nq, &mut acc[0]);
+                1
+            };
+            for a in &acc[..blocks] {
+                let n = LANES.min(l - t0);
+                for (q, a) in a.iter().enumerate().take(nq) {
+                    let oc = ob * OB + q;
+                    let b = bias.map_or(E::zero(), |b| b[oc]);
+                    for (d, &v) in y[oc * l + t0..][..n].iter_mut().zip(a) {
+                        d.write(v + b);
+                    }
                 }
+                t0 += LANES;
             }
         }
     }
@@ -366,6 +424,49 @@ fn wgrad_tap<E: Float>(
     }
 }
 
+/// [`wgrad_tap`] for two taps (`src`: their streams; `acc`, `tail`: their
+/// sums) in one pass over `gy`, where kernel `k` has such a loop (`f32`
+/// with AVX-512F, 6 or 8 channels in the block); `false`, with nothing
+/// done, elsewhere. The same sums in the same order as two calls of
+/// [`wgrad_tap`].
+fn wgrad_pair<E: Float>(
+    k: Kernel,
+    l: usize,
+    src: [&[E]; 2],
+    gy: &[&[E]; OB],
+    nq: usize,
+    acc: &mut [[[E; LANES]; OB]],
+    tail: &mut [[E; OB]],
+) -> bool {
+    debug_assert!(k.available());
+    #[cfg(target_arch = "x86_64")]
+    if k == Kernel::Avx512 && (nq == 6 || nq == OB) {
+        let (acc_a, acc_b) = acc.split_at_mut(1);
+        let (tail_a, tail_b) = tail.split_at_mut(1);
+        if let (Some(sa), Some(sb), Some(aa), Some(ab), Some(ta), Some(tb)) = (
+            f32s(src[0]),
+            f32s(src[1]),
+            f32s_mut(acc_a[0].as_flattened_mut()),
+            f32s_mut(acc_b[0].as_flattened_mut()),
+            f32s_mut(&mut tail_a[0][..]),
+            f32s_mut(&mut tail_b[0][..]),
+        ) {
+            let gy = gy.map(|r| f32s(r).expect("E is f32"));
+            // SAFETY: the CPU has AVX-512F and FMA (`k` is available).
+            unsafe {
+                if nq == 6 {
+                    avx512::wgrad_pair::<6>(l, [sa, sb], gy, aa, ab, ta, tb);
+                } else {
+                    avx512::wgrad_pair::<OB>(l, [sa, sb], gy, aa, ab, ta, tb);
+                }
+            }
+            return true;
+        }
+    }
+    let _ = (k, l, src, gy, nq, acc, tail);
+    false
+}
+
 /// [`wgrad_tap`] in plain loops (any element type and CPU), inlined into
 /// its callers so that it takes their target features.
 #[inline(always)]
@@ -439,10 +540,20 @@ fn backward_weight_by<E: Float>(kernel: Kernel, g: &ConvGeom, x: &[E], gy: &[E])
                         &zeros[..]
                     }
                 });
-                for tap in 0..taps {
+                let mut tap = 0;
+                while tap < taps {
                     let i = ob * taps + tap;
                     let src = &s[tap_at(g, tap)..];
+                    if tap + 1 < taps {
+                        let (acc, tail) = (&mut acc[i..i + 2], &mut tail[i..i + 2]);
+                        let src_b = &s[tap_at(g, tap + 1)..];
+                        if wgrad_pair(kernel, l, [src, src_b], &rows, nq, acc, tail) {
+                            tap += 2;
+                            continue;
+                        }
+                    }
                     wgrad_tap(kernel, l, src, &rows, nq, &mut acc[i], &mut tail[i]);
+                    tap += 1;
                 }
             }
         }

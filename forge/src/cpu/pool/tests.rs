@@ -235,3 +235,59 @@ fn runs_cover_the_unclipped_columns() {
         }
     );
 }
+
+/// The 2x2 stride-2 kernel (`max_2x2`, AVX-512F) against the definition,
+/// in every CPU class (the narrower ones run `max_rows`' loops), over
+/// planes whose output rows end inside and at the edges of its 16-output
+/// blocks and of their 8-position halves, odd input sizes (a last row or
+/// column no window reads), and values with ties, signed zeros,
+/// infinities and NaNs.
+#[test]
+fn two_by_two_kernel_equals_the_definition_in_every_class() {
+    use crate::cpu::class::{pin_thread, Class};
+    let _threads = crate::cpu::threads::lock_thread_count();
+    set_num_threads(1);
+    let mut g = Gen(0x2222);
+    let mut ran_2x2 = false;
+    for (case, (h, w)) in [
+        (2, 2),
+        (3, 3),
+        (28, 28),
+        (10, 10),
+        (5, 17),
+        (4, 31),
+        (6, 32),
+        (3, 33),
+        (2, 34),
+        (7, 63),
+        (4, 66),
+        (2, 97),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let win = PoolWindows::sliding([h, w], [2, 2], [2, 2], [0, 0]).unwrap();
+        let planes = 1 + case % 3;
+        let x: Vec<f64> = g
+            .values(planes * h * w, case % 2 == 0)
+            .into_iter()
+            .map(|v| if v == 0.0 && g.below(2) == 0 { -0.0 } else { v })
+            .collect();
+        let (ve, ie) = naive(&x, [h, w], [2, 2], [2, 2], [0, 0], [1, 1], [h / 2, w / 2]);
+        let ve: Vec<f32> = ve.iter().map(|&v| v as f32).collect();
+        let x32: Vec<f32> = x.iter().map(|&v| v as f32).collect();
+        for class in [Class::Portable, Class::Avx2, Class::Avx512] {
+            let old = pin_thread(Some(class));
+            ran_2x2 |= max_2x2::applies::<f32>(&win);
+            let (v, i) = max_forward(&win, &x32);
+            let m = max_values(&win, &x32);
+            pin_thread(old);
+            let what = format!("{h}x{w} x {planes} in {class:?}");
+            assert_eq!(&i[..], &ie[..], "{what}: positions");
+            assert!(same_bits(&v, &ve), "{what}: values");
+            assert!(same_bits(&m, &ve), "{what}: values only");
+        }
+    }
+    // On a CPU without AVX-512F the narrower loops ran in every class.
+    let _ = ran_2x2;
+}

@@ -96,3 +96,110 @@ pub(super) unsafe fn wgrad_tap(
         }
     }
 }
+
+/// [`wgrad_tap`] for two taps at once over the same `gy` rows: `acc_a` and
+/// `tail_a` take tap `a`'s stream `src_a`, `acc_b` and `tail_b` tap `b`'s,
+/// for the first `NQ` output channels (the others are left as they are).
+/// Each row of `gy` is loaded once for both taps (the single-tap loop
+/// loads it per tap, and 8 channels whatever `nq`); every sum is the one
+/// [`wgrad_tap`] computes, in the same order, so the same bits.
+///
+/// # Safety
+/// The CPU has AVX-512F and FMA.
+///
+/// # Panics
+/// When a stream or row is shorter than `l_len`, or `NQ > OB`.
+#[target_feature(enable = "avx512f,fma")]
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn wgrad_pair<const NQ: usize>(
+    l_len: usize,
+    src: [&[f32]; 2],
+    gy: [&[f32]; OB],
+    acc_a: &mut [f32],
+    acc_b: &mut [f32],
+    tail_a: &mut [f32],
+    tail_b: &mut [f32],
+) {
+    assert!(NQ <= OB, "wgrad_pair: channels");
+    let full = l_len / LANES * LANES;
+    let gy: [&[f32]; NQ] = std::array::from_fn(|q| &gy[q][..l_len]);
+    let (sa, sb) = (&src[0][..l_len], &src[1][..l_len]);
+    let (acc_a, acc_b) = (&mut acc_a[..NQ * LANES], &mut acc_b[..NQ * LANES]);
+    let mut a = [_mm512_setzero_ps(); NQ];
+    let mut b = [_mm512_setzero_ps(); NQ];
+    for q in 0..NQ {
+        // SAFETY: the caller checked the CPU's features; `load`
+        // slices, panicking when short.
+        a[q] = unsafe { load(acc_a, q * LANES) };
+        // SAFETY: as above.
+        b[q] = unsafe { load(acc_b, q * LANES) };
+    }
+    for t0 in (0..full).step_by(LANES) {
+        // SAFETY: as above.
+        let (va, vb) = unsafe { (load(sa, t0), load(sb, t0)) };
+        for q in 0..NQ {
+            // SAFETY: as above.
+            let gv = unsafe { load(gy[q], t0) };
+            a[q] = _mm512_fmadd_ps(gv, va, a[q]);
+            b[q] = _mm512_fmadd_ps(gv, vb, b[q]);
+        }
+    }
+    for q in 0..NQ {
+        // SAFETY: both accumulators hold `NQ * 16` `f32` (sliced above).
+        unsafe {
+            _mm512_storeu_ps(acc_a.as_mut_ptr().add(q * LANES), a[q]);
+            _mm512_storeu_ps(acc_b.as_mut_ptr().add(q * LANES), b[q]);
+        }
+    }
+    for (q, g) in gy.iter().enumerate() {
+        for t in full..l_len {
+            tail_a[q] = g[t].mul_add(sa[t], tail_a[q]);
+            tail_b[q] = g[t].mul_add(sb[t], tail_b[q]);
+        }
+    }
+}
+
+/// [`forward_block`] for two blocks at once, outputs `t0..t0 + 16` into
+/// `out_a` and `t0 + 16..t0 + 32` into `out_b`, for the first `NQ` output
+/// channels (the others are left as they are): each tap's weights are
+/// broadcast once for both blocks. Every sum is the one [`forward_block`]
+/// computes, in the same order, so the same bits.
+///
+/// # Safety
+/// The CPU has AVX-512F and FMA.
+///
+/// # Panics
+/// When a stream or an output is too short, or `NQ > OB`.
+#[target_feature(enable = "avx512f,fma")]
+pub(super) unsafe fn forward_pair<const NQ: usize>(
+    s: &[f32],
+    starts: &[usize],
+    w: &[f32],
+    op: usize,
+    t0: usize,
+    out_a: &mut [f32],
+    out_b: &mut [f32],
+) {
+    assert!(NQ <= OB, "forward_pair: channels");
+    let mut a = [_mm512_setzero_ps(); NQ];
+    let mut b = [_mm512_setzero_ps(); NQ];
+    for (tap, &at) in starts.iter().enumerate() {
+        // SAFETY: the caller checked the CPU's features; `load` slices,
+        // panicking when short.
+        let (va, vb) = unsafe { (load(s, at + t0), load(s, at + t0 + LANES)) };
+        let wq = &w[tap * op..tap * op + NQ];
+        for q in 0..NQ {
+            let wv = _mm512_set1_ps(wq[q]);
+            a[q] = _mm512_fmadd_ps(wv, va, a[q]);
+            b[q] = _mm512_fmadd_ps(wv, vb, b[q]);
+        }
+    }
+    let (out_a, out_b) = (&mut out_a[..NQ * LANES], &mut out_b[..NQ * LANES]);
+    for q in 0..NQ {
+        // SAFETY: both outputs hold `NQ * 16` `f32` (sliced above).
+        unsafe {
+            _mm512_storeu_ps(out_a.as_mut_ptr().add(q * LANES), a[q]);
+            _mm512_storeu_ps(out_b.as_mut_ptr().add(q * LANES), b[q]);
+        }
+    }
+}

@@ -245,6 +245,43 @@ fn intrinsic_loops_give_the_portable_bits() {
             assert_eq!(tail[..nq], want_tail[..nq], "{k:?} nq {nq}");
         }
     }
+    // Two taps in one pass: each tap's sums as alone (tap b's stream
+    // starts 37 values on, so the two differ everywhere).
+    let (mut want_b, mut want_tail_b) = ([[0.75f32; LANES]; OB], [-0.5f32; OB]);
+    wgrad_tap_portable(101, &s[37..], &gy, &mut want_b, &mut want_tail_b);
+    let mut paired = 0;
+    for k in kernels() {
+        for nq in 1..=OB {
+            let mut acc = [[[0.25f32; LANES]; OB], [[0.75f32; LANES]; OB]];
+            let mut tail = [[0.5f32; OB], [-0.5f32; OB]];
+            if !wgrad_pair(k, 101, [&s[..], &s[37..]], &gy, nq, &mut acc, &mut tail) {
+                continue;
+            }
+            paired += 1;
+            assert_eq!(acc[0][..nq], want_acc[..nq], "{k:?} nq {nq}: tap a");
+            assert_eq!(tail[0][..nq], want_tail[..nq], "{k:?} nq {nq}: tap a");
+            assert_eq!(acc[1][..nq], want_b[..nq], "{k:?} nq {nq}: tap b");
+            assert_eq!(tail[1][..nq], want_tail_b[..nq], "{k:?} nq {nq}: tap b");
+        }
+    }
+    // Two forward blocks in one pass: each as alone.
+    let mut want_next = [[0.0f32; LANES]; OB];
+    forward_block_portable(&s, &starts, &wp, OB, 48 + LANES, &mut want_next);
+    for k in kernels() {
+        for nq in 1..=OB {
+            let mut got = [[[0.0f32; LANES]; OB]; 2];
+            if !forward_pair(k, &s, &starts, &wp, OB, 48, nq, &mut got) {
+                continue;
+            }
+            paired += 1;
+            assert_eq!(got[0][..nq], want[..nq], "{k:?} nq {nq}: first block");
+            assert_eq!(got[1][..nq], want_next[..nq], "{k:?} nq {nq}: second block");
+        }
+    }
+    // With AVX-512F the pair loops ran for 6 and 8 channels.
+    if kernels().contains(&Kernel::Avx512) {
+        assert_eq!(paired, 4);
+    }
 }
 
 /// Shapes for the kernels' bit identity: output channel counts 1 to 16
