@@ -476,6 +476,44 @@ impl Int8Weight {
         acc: &mut [i32],
         y: &mut [f32],
     ) {
+        let terms = self.epilogue_terms(scale, zero_point);
+        self.product_with(m, a, &terms, bias, act, acc, y);
+    }
+
+    /// The per-column terms of [`product_into`](Self::product_into)'s
+    /// epilogue for activations quantized with `scale` and `zero_point`:
+    /// `scale * w_scale` and `zero_point * rowsum` for each output, the same
+    /// for any rows of those activations (so a caller that splits the rows
+    /// computes them once).
+    pub(crate) fn epilogue_terms(&self, scale: f32, zero_point: i32) -> EpilogueTerms {
+        let n = self.out_features();
+        EpilogueTerms {
+            per_row: (0..n).map(|j| scale * self.scale_of(j)).collect(),
+            offsets: self
+                .packed
+                .row_sums()
+                .iter()
+                .map(|&s| zero_point.wrapping_mul(s))
+                .collect(),
+        }
+    }
+
+    /// [`product_into`](Self::product_into) with its epilogue's terms made
+    /// beforehand ([`epilogue_terms`](Self::epilogue_terms)).
+    ///
+    /// # Panics
+    /// As [`product_into`](Self::product_into).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn product_with(
+        &self,
+        m: usize,
+        a: &[u8],
+        terms: &EpilogueTerms,
+        bias: Option<&[f32]>,
+        act: Option<fn(&mut [f32])>,
+        acc: &mut [i32],
+        y: &mut [f32],
+    ) {
         let n = self.out_features();
         if let Some(b) = bias {
             assert_eq!(
@@ -493,12 +531,9 @@ impl Int8Weight {
         if n == 0 {
             return;
         }
-        let sums = self.packed.row_sums();
-        let per_row: Storage<f32> = (0..n).map(|j| scale * self.scale_of(j)).collect();
-        let offsets: Storage<i32> = sums.iter().map(|&s| zero_point.wrapping_mul(s)).collect();
         // The epilogue runs on each block of sums as soon as the product has
         // made it (in registers' reach, on the thread that made it).
-        let kernel = crate::cpu::qgemm::Dequantize::new(&offsets, &per_row, bias);
+        let kernel = crate::cpu::qgemm::Dequantize::new(&terms.offsets, &terms.per_row, bias);
         let dequantize = |j0: usize, acc: &[i32], y: &mut [f32]| {
             kernel.run(j0, acc, y);
             if let Some(act) = act {
@@ -508,6 +543,15 @@ impl Int8Weight {
         self.packed
             .gemm_then(m, a, acc, &mut y[..m * n], Some(&dequantize));
     }
+}
+
+/// The per-output terms of an int8 product's epilogue
+/// ([`Int8Weight::epilogue_terms`]).
+pub(crate) struct EpilogueTerms {
+    /// `scale * w_scale[j]`.
+    per_row: Storage<f32>,
+    /// `zero_point * rowsum[j]` (wrapping).
+    offsets: Storage<i32>,
 }
 
 /// Quantizes the rows of `x` (each `k` values) with one scale and zero

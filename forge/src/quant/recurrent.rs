@@ -278,13 +278,16 @@ fn int8_steps(
             })
             .collect();
         let a = &a[..];
+        // the epilogue's per-column terms depend on the step's scale, not
+        // on the rows: made once for every block
+        let terms = cell.hh.epilogue_terms(scale, zp);
         parallel_for_cost(blocks.len(), n * gh * STEP_NS_PER_GATE, |i| {
             let mut guard = blocks[i].lock().unwrap_or_else(|e| e.into_inner());
             let blk = &mut *guard;
             let rows = blk.h.len() / h_size;
             let a = &a[blk.r0 * kp..(blk.r0 + rows) * kp];
             cell.hh
-                .product_into(rows, a, scale, zp, b_hh, None, blk.acc, blk.hp);
+                .product_with(rows, a, &terms, b_hh, None, blk.acc, blk.hp);
             let mut tmp = Storage::<f32>::stale(h_size);
             for b in 0..rows {
                 let r = blk.r0 + b;
