@@ -107,7 +107,9 @@ def fmt_ms(v):
     if v is None:
         return "-"
     if v < 0.01:
-        return f"{v:.4f}"
+        # three significant figures: forge's microsecond rows are timed to
+        # the nanosecond (PyTorch's script rounds to 0.1 us)
+        return f"{v:#.3g}"
     return f"{v:.3f}" if v < 1 else (f"{v:.2f}" if v < 100 else f"{v:.1f}")
 
 

@@ -668,9 +668,12 @@ fn run(model: &str, mode: &str, batch: usize, o: &JsonOpts, warmup: usize, block
         }
     }
     for (ti, &t) in threads.iter().enumerate() {
+        // to the nanosecond: the script rounds to 0.1 us, a tenth of
+        // forge's one-microsecond steps (the tiny and batch-1 rows), which
+        // made equal steps read 0.9 and 1.0 us
         let ms: Vec<String> = times[ti]
             .iter()
-            .map(|v| py_float((v * 1e4).round() / 1e4))
+            .map(|v| py_float((v * 1e6).round() / 1e6))
             .collect();
         let n = times[ti].len().max(1);
         println!(
