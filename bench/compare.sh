@@ -27,7 +27,8 @@
 #
 # Builds forge's bench (release), then runs PyTorch's script
 # (bench/torch_bench.py, or $TORCH_BENCH) and `bench --json` alternately,
-# twice each, and prints a markdown table of medians and ratios
+# twice each (--repeat N rounds; in the plan one model at a time, the two
+# sides back to back, their order swapped every round), and prints a markdown table of medians and ratios
 # (forge / PyTorch) per (model, mode, batch, threads). Before the models,
 # the same for sgemm (bench/gemm_torch.py and `bench --json --models gemm`):
 # GFLOP/s at the shapes of the gemm table, beside the FMA peak measured in
@@ -218,9 +219,28 @@ for round in $(seq 0 $((repeat - 1))); do
         run "ort round $round" ort.jsonl python3 "$ort_bench" --rounds 1
         run "torch gpt round $round" torch.jsonl \
             python3 "$torch_bench" --models gpt --threads "$threads" --round "$round"
-    else
+    elif [ "$hub" = 1 ]; then
     run "torch round $round" torch.jsonl \
         python3 "$torch_bench" --models "$models" --threads "$threads" --round "$round" "${extra[@]}"
+    else
+        # The plan: one model at a time, PyTorch's block and forge's back to
+        # back (PyTorch first in even rounds, forge first in odd ones), so
+        # the two sides of a row run within a minute of each other. This
+        # host runs whole minutes in a phase about 2x slower for either
+        # side; with every model of one side in a block of its own (4-5
+        # minutes a round), a row's ratio depended on which side that phase
+        # fell on.
+        for m in ${models//,/ }; do
+            torch_block=(run "torch $m round $round" torch.jsonl \
+                python3 "$torch_bench" --models "$m" --threads "$threads" --round "$round" "${extra[@]}")
+            forge_block=(run "forge $m round $round" forge.jsonl \
+                "$bench_bin" --json --models "$m" --threads "$threads" --round "$round" "${extra[@]}")
+            if [ $((round % 2)) = 0 ]; then
+                "${torch_block[@]}"; "${forge_block[@]}"
+            else
+                "${forge_block[@]}"; "${torch_block[@]}"
+            fi
+        done
     fi
     case "$phases,$models," in
         1,*resnet18,*) run "torch phases round $round" torch.jsonl \
@@ -229,7 +249,7 @@ for round in $(seq 0 $((repeat - 1))); do
     if [ "$hub" = 1 ]; then
         run "forge round $round" forge.jsonl \
             "$bench_bin" --json --models "$models" --threads "$threads" --round "$round" "${forge_modes[@]}"
-    else
+    elif [ "$ort" = 1 ]; then
         run "forge round $round" forge.jsonl \
             "$bench_bin" --json --models "$models" --threads "$threads" --round "$round" "${extra[@]}"
     fi
