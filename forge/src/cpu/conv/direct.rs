@@ -426,23 +426,27 @@ pub(crate) fn packed_plain_bf16<'a>(
     p.fits(g).then_some(p)
 }
 
-/// The folded weights for `key` (the bits of everything the fold reads
-/// besides `w`), built by `fold` (returning the fused weight and bias)
-/// when the kept ones were folded from other values.
+/// The folded weights for the values `matches` accepts (a kept fold's
+/// key: the bits of everything the fold reads besides `w`), built by
+/// `fold` (returning the fused weight and bias) when the kept ones were
+/// folded from other values, and kept with the key `key` makes.
 pub(crate) fn packed_folded(
     g: &ConvGeom,
     w: &Storage<f32>,
-    key: Vec<u64>,
+    (matches, key): (impl Fn(&[u64]) -> bool, impl FnOnce() -> Vec<u64>),
     fold: impl FnOnce() -> (Vec<f32>, Vec<f32>),
 ) -> Option<Arc<Folded>> {
     let entry = cache(w)?;
     let mut slot = entry.folded.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(f) = slot.as_ref().filter(|f| f.key == key && f.packed.fits(g)) {
+    if let Some(f) = slot
+        .as_ref()
+        .filter(|f| f.packed.fits(g) && matches(&f.key))
+    {
         return Some(f.clone());
     }
     let (fw, fb) = fold();
     let f = Arc::new(Folded {
-        key,
+        key: key(),
         packed: PackedConv::new(g.o, g.c, g.kh, g.kw, &fw),
         bias: fb,
         bf16: OnceLock::new(),
