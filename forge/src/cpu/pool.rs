@@ -25,6 +25,18 @@ mod tests;
 /// least one): fixed, so the chunks depend on the shape only.
 const MAX_CHUNK_ELEMS: usize = 1 << 14;
 
+/// Input elements per parallel chunk of [`max_values`] where it runs the
+/// position-tracking kernel (whole planes, at least one; fixed, so the
+/// chunks depend on the shape only): about 2 ns per input element for a
+/// 3x3 window, so a chunk of this size is about [`PARALLEL_MIN_NS`] of
+/// work. ResNet-18's pooling after the stem at batch 1 (`[1, 64, 16, 16]`,
+/// 3x3 stride 2: 33 µs on one thread, 3.5% of the forward) was one chunk
+/// of [`MAX_CHUNK_ELEMS`], so the second thread waited through it; it is
+/// two chunks of 32 planes with this size.
+///
+/// [`PARALLEL_MIN_NS`]: crate::cpu::threads::PARALLEL_MIN_NS
+const RUNS_CHUNK_ELEMS: usize = 1 << 13;
+
 /// The windows of a pooling over `h x w` planes producing `oh x ow` planes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PoolWindows {
@@ -304,6 +316,8 @@ pub fn max_values<E: Float>(win: &PoolWindows, x: &[E]) -> Storage<E> {
         // The position-tracking kernel, positions into a scratch buffer
         // and dropped: with its AVX2 intrinsics it is about twice as fast
         // as the separable kernel here, and its values are the same bits.
+        // Chunks of half the usual size (see `RUNS_CHUNK_ELEMS`).
+        let per = (RUNS_CHUNK_ELEMS / ip.max(1)).max(1);
         return build_chunks(planes * op, per * op, |ch, out| {
             let mut sc = max_rows::Scratch::new(win, &run);
             // The positions in a pooled buffer (a `vec!` of this size is a

@@ -91,7 +91,8 @@ pub(crate) fn conv2d_direct<E: Float, D: Device>(
 
 /// `relu?(conv(x, w') + b' + residual?)` with the weight `w` folded into
 /// `w'` and `b'` by `fold` (called when the weight was last folded from
-/// other values than those `key` holds), by the direct kernel (in bf16
+/// other values: when `key.0` does not match the kept key; `key.1` makes
+/// the key to keep with a new fold), by the direct kernel (in bf16
 /// under autocast: `w'` rounded after the fold, `b'`, the residual and the
 /// ReLU in f32): `None` where it does not apply (the caller runs the
 /// layers).
@@ -99,7 +100,7 @@ pub(crate) fn conv2d_folded<E: Float>(
     x: &Tensor<E>,
     w: &Tensor<E>,
     geom: &ConvGeom,
-    key: Vec<u64>,
+    key: (impl Fn(&[u64]) -> bool, impl FnOnce() -> Vec<u64>),
     fold: impl FnOnce() -> (Vec<E>, Vec<E>),
     residual: Option<&Tensor<E>>,
     relu: bool,

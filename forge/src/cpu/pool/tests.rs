@@ -189,6 +189,10 @@ fn vectorised_max_is_the_same_for_any_thread_count() {
         (40, [28, 28], 2, 2, 0),
         (70, [10, 10], 2, 2, 0),
         (12, [56, 56], 3, 2, 1),
+        // ResNet-18's stem pooling at batch 1 (two chunks of 32 planes in
+        // `max_values`), and a plane count that leaves a partial chunk.
+        (64, [16, 16], 3, 2, 1),
+        (45, [16, 16], 3, 2, 1),
         // Stride 1 (windows 1 apart), rows of 37: four 8-output blocks
         // and a tail.
         (5, [9, 39], 3, 1, 0),
@@ -217,6 +221,26 @@ fn vectorised_max_is_the_same_for_any_thread_count() {
             "{hw:?} k {k}: values only"
         );
     }
+}
+
+/// ResNet-18's pooling after the stem at batch 1 (`[1, 64, 16, 16]`, 3x3
+/// stride 2, padding 1: about 33 µs on one thread) is shared with the
+/// second thread; a pooling of a few planes is not.
+#[test]
+fn stem_pooling_at_batch_one_splits_over_threads() {
+    let _threads = crate::cpu::threads::lock_thread_count();
+    let win = PoolWindows::sliding([16, 16], [3, 3], [2, 2], [1, 1]).unwrap();
+    let dispatches = |planes: usize| {
+        let x = vec![0.5f32; planes * 256];
+        set_num_threads(2);
+        let before = crate::cpu::threads::pool_dispatches();
+        let _ = max_values(&win, &x);
+        let after = crate::cpu::threads::pool_dispatches();
+        set_num_threads(0);
+        after - before
+    };
+    assert_eq!(dispatches(64), 1);
+    assert_eq!(dispatches(8), 0);
 }
 
 #[test]

@@ -191,11 +191,26 @@ fn bias_residual_relu_in_the_output_pass() {
 /// The padded input is the input with zeros around each plane, whatever
 /// the pooled buffer it is written into held before (NaN here), on a
 /// batch small enough to run on the calling thread and on one large
-/// enough to split.
+/// enough to split; narrow planes (zeroed in groups of planes, rows
+/// copied at a compile-time width: 1, 2, 4, 8, 16, or another width) and
+/// wide ones (border and rows written apart), group sizes from 1 to 64
+/// planes (`gcd(planes, 64)`), padding on one axis only.
 #[test]
 fn padded_planes_are_zero_bordered_copies() {
     let mut rng = Rng::new(14);
-    for (n, c, h, w, p0, p1) in [(1, 3, 5, 4, 1, 2), (6, 64, 8, 8, 1, 1), (2, 5, 3, 7, 3, 0)] {
+    for (n, c, h, w, p0, p1) in [
+        (1, 3, 5, 4, 1, 2),
+        (6, 64, 8, 8, 1, 1),
+        (2, 5, 3, 7, 3, 0),
+        (1, 256, 2, 2, 1, 1),
+        (1, 512, 1, 1, 1, 1),
+        (1, 128, 4, 4, 1, 1),
+        (3, 7, 16, 16, 1, 1),
+        (5, 3, 3, 2, 0, 2),
+        (1, 96, 2, 1, 2, 1),
+        (1, 2, 30, 30, 1, 1),
+        (1, 3, 32, 32, 3, 3),
+    ] {
         let g = ConvGeom::new([n, c, h, w], [4, c, 3, 3], [1, 1], [p0, p1], [1, 1], 1).unwrap();
         let x = rand(n * c * h * w, &mut rng);
         let (hp, wp) = (h + 2 * p0, w + 2 * p1);
