@@ -366,7 +366,14 @@ pub fn zip_assign<A: Copy + Send + Sync, B: Copy + Sync>(
     });
 }
 
-/// Runs `f(offset, chunks)` over the same fixed chunks of [`CHUNK`]
+/// Elements per chunk of [`update_chunks`]: a quarter of [`CHUNK`], so
+/// that the benchmark GPT's `16384`-element projection weights split over
+/// two threads (as one chunk each they ran on the caller alone) and a
+/// `49152`-element one splits 6 / 6 rather than 2 / 1. An optimizer's
+/// update is a few ns an element, so a chunk is still about 10 us of work.
+pub const UPDATE_CHUNK: usize = CHUNK / 4;
+
+/// Runs `f(offset, chunks)` over the same fixed chunks of [`UPDATE_CHUNK`]
 /// elements of several equally long mutable slices (an optimizer's
 /// parameter and its state buffers), in parallel when the whole loop, at
 /// `ns_per_element`, costs at least
@@ -396,7 +403,7 @@ pub fn update_chunks<E: Send, const K: usize>(
                 // alone (one call per chunk index), lies inside the slice
                 // (which spans `n` elements and stays mutably borrowed for
                 // the whole loop), and holds initialised `E`s.
-                let c = unsafe { p.chunk(i, n) };
+                let c = unsafe { p.chunk_of(i, n, UPDATE_CHUNK) };
                 // SAFETY: that chunk (`c.len()` elements, in bounds), its
                 // elements initialised, so viewable as `E`.
                 unsafe { std::slice::from_raw_parts_mut(c.as_mut_ptr().cast::<E>(), c.len()) }
@@ -404,9 +411,13 @@ pub fn update_chunks<E: Send, const K: usize>(
                 &mut []
             }
         });
-        f(i * CHUNK, parts)
+        f(i * UPDATE_CHUNK, parts)
     };
-    super::threads::parallel_for_cost(n.div_ceil(CHUNK), n.saturating_mul(ns_per_element), run);
+    super::threads::parallel_for_cost(
+        n.div_ceil(UPDATE_CHUNK),
+        n.saturating_mul(ns_per_element),
+        run,
+    );
 }
 
 #[cfg(test)]
@@ -490,8 +501,8 @@ mod tests {
         let mut unused: Vec<f32> = Vec::new();
         let before = crate::cpu::threads::pool_dispatches();
         update_chunks([&mut p, &mut m, &mut unused], 1, |off, [p, m, u]| {
-            assert!(u.is_empty() && p.len() == m.len() && p.len() <= CHUNK);
-            assert_eq!(off % CHUNK, 0);
+            assert!(u.is_empty() && p.len() == m.len() && p.len() <= UPDATE_CHUNK);
+            assert_eq!(off % UPDATE_CHUNK, 0);
             for (j, (p, m)) in p.iter_mut().zip(m.iter_mut()).enumerate() {
                 assert_eq!(*p, (off + j) as f32);
                 *p += 1.0;
@@ -507,6 +518,17 @@ mod tests {
         });
         assert!(small.iter().all(|&x| x == 2.0));
         assert_eq!(crate::cpu::threads::pool_dispatches(), before + 1);
+        // one `CHUNK` at 2 ns an element (the benchmark GPT's projection
+        // weights under AdamW, 33 us): split too, in several chunks
+        let mut w = vec![0.0f32; CHUNK];
+        let chunks = std::sync::atomic::AtomicUsize::new(0);
+        update_chunks([&mut w], 2, |_, [w]| {
+            chunks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            w.iter_mut().for_each(|x| *x += 1.0)
+        });
+        assert!(w.iter().all(|&x| x == 1.0));
+        assert_eq!(chunks.into_inner(), 4);
+        assert_eq!(crate::cpu::threads::pool_dispatches(), before + 2);
     }
 
     /// Runs `f` with the calling thread pinned to each CPU class this

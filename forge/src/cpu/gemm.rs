@@ -475,6 +475,8 @@ pub(crate) use fp8_panels::{gemm_fp8_t, Fp8Bits, Fp8Panels, Fp8Raw};
 mod packed_f32;
 mod prepacked;
 pub(crate) use prepacked::PackedRhs;
+mod serial_into;
+pub(crate) use serial_into::{gemm_serial_into, serial_scratch};
 pub(crate) mod prepared;
 mod weight_cache;
 pub(crate) use weight_cache::gemm_weight_t;

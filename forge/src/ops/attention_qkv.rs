@@ -21,9 +21,9 @@ use super::softmax::lane_dot;
 use super::softmax_masked::{softmax_row_in_place, ScoreMask};
 use crate::autograd::is_grad_enabled;
 use crate::cpu::elementwise::widest;
-use crate::cpu::gemm::{gemm_batched, Mat};
+use crate::cpu::gemm::{gemm_batched, gemm_serial_into, serial_scratch, Mat};
 use crate::cpu::memory::Storage;
-use crate::cpu::threads::parallel_for_cost;
+use crate::cpu::threads::{num_threads, parallel_for_cost};
 use crate::tensor::{Device, Float, Tensor};
 
 /// A raw pointer shared by the per-head chunks of one call.
@@ -86,6 +86,44 @@ impl Dims {
 /// kernel and bits as the composed ops' batched products).
 fn product<E: Float>(m: usize, k: usize, n: usize, a: Mat<E>, b: Mat<E>, out: &mut [E]) {
     gemm_batched(1, m, k, n, |_| a, |_| b, E::zero(), out);
+}
+
+/// `out = a b` (`m x n`, rows `ld` apart from `dst`) for one head: written
+/// by the kernel itself, its packing in `pack`, where `direct` and
+/// [`gemm_serial_into`] applies (an f32 product on the packed kernel);
+/// else [`product`] into `tmp` (`m x n`) and a copy. The same bits either
+/// way.
+///
+/// # Safety
+/// The `m x n` elements at `dst` (rows `ld >= n` apart) are writable and
+/// written by no one else during the call.
+#[allow(clippy::too_many_arguments)]
+unsafe fn product_to<E: Float>(
+    (m, k, n): (usize, usize, usize),
+    a: Mat<E>,
+    b: Mat<E>,
+    dst: *mut E,
+    ld: usize,
+    pack: &mut [E],
+    tmp: &mut [E],
+    direct: bool,
+) {
+    // SAFETY: the caller's contract.
+    if direct && unsafe { gemm_serial_into(m, k, n, a, b, dst, ld, pack) } {
+        return;
+    }
+    let tmp = &mut tmp[..m * n];
+    product(m, k, n, a, b, tmp);
+    // SAFETY: the caller's contract.
+    unsafe { scatter_rows(tmp, n, dst, ld, 0) };
+}
+
+/// Whether a call's heads multiply on their own threads with their
+/// packing in the chunk's scratch ([`gemm_serial_into`]): when there are
+/// at least as many heads as threads. With fewer (one long sequence, one
+/// head), each product may be split across the threads, as before.
+fn heads_direct(pairs: usize) -> bool {
+    pairs >= num_threads()
 }
 
 /// `rows x d` (rows `d` apart) into columns `col..col + d` of rows `ld`
@@ -160,10 +198,18 @@ pub fn qkv_attention<E: Float, D: Device>(
         let scale = E::from_f64(1.0 / (d as f64).sqrt());
         // about 4 t^2 d multiply-adds per head at ~30 per ns, plus the softmax
         let cost = b * n_head * (4 * t * t * d / 30 + 2 * t * t);
+        let direct = heads_direct(b * n_head);
+        // the products' packing, in each chunk's scratch
+        let pack_len = if direct {
+            serial_scratch::<E>(t, d, t).max(serial_scratch::<E>(t, t, d))
+        } else {
+            0
+        };
         parallel_for_cost(b * n_head, cost, |pair| {
             let (bi, h) = (pair / n_head, pair % n_head);
-            let mut scratch = Storage::<E>::stale(if keep { 0 } else { t * t } + t * d);
-            let (p_own, o) = scratch.split_at_mut(if keep { 0 } else { t * t });
+            let mut scratch = Storage::<E>::stale(if keep { 0 } else { t * t } + t * d + pack_len);
+            let (p_own, rest) = scratch.split_at_mut(if keep { 0 } else { t * t });
+            let (o, pack) = rest.split_at_mut(t * d);
             let p: &mut [E] = if keep {
                 // SAFETY: head `pair`'s `t x t` probabilities, inside the
                 // buffer and written by this chunk only.
@@ -177,7 +223,11 @@ pub fn qkv_attention<E: Float, D: Device>(
                 dims.part(x, bi, 2, h),
             );
             let ld = 3 * c;
-            product(t, d, t, Dims::mat(q, ld, false), Dims::mat(k, ld, true), p);
+            let (qm, km) = (Dims::mat(q, ld, false), Dims::mat(k, ld, true));
+            // SAFETY: `p` is this chunk's `t x t`, rows `t` apart.
+            if !(direct && unsafe { gemm_serial_into(t, d, t, qm, km, p.as_mut_ptr(), t, pack) }) {
+                product(t, d, t, qm, km, p);
+            }
             // the row passes at the widest vector width (the same bits:
             // see `widest`)
             widest(
@@ -195,10 +245,20 @@ pub fn qkv_attention<E: Float, D: Device>(
                     }
                 },
             );
-            product(t, t, d, Mat::row_major(p, t), Dims::mat(v, ld, false), o);
             // SAFETY: columns `h d..(h + 1) d` of batch entry `bi`'s rows
             // of the output belong to this chunk alone.
-            unsafe { scatter_rows(o, d, po.at(bi * t * c), c, h * d) };
+            unsafe {
+                product_to(
+                    (t, t, d),
+                    Mat::row_major(p, t),
+                    Dims::mat(v, ld, false),
+                    po.at(bi * t * c + h * d),
+                    c,
+                    pack,
+                    o,
+                    direct,
+                )
+            };
         });
     }
     let y = Tensor::from_parts(out, vec![b, t, c].into(), None);
@@ -228,6 +288,12 @@ fn qkv_backward<E: Float>(x: &[E], p: &[E], g: &[E], dims: Dims) -> Storage<E> {
     let pg = Shared(gx.as_mut_ptr());
     let scale = E::from_f64(1.0 / (d as f64).sqrt());
     let cost = b * heads * (8 * t * t * d / 30 + 3 * t * t);
+    let direct = heads_direct(b * heads);
+    let pack_len = if direct {
+        serial_scratch::<E>(t, d, t).max(serial_scratch::<E>(t, t, d))
+    } else {
+        0
+    };
     parallel_for_cost(b * heads, cost, |pair| {
         let (bi, h) = (pair / heads, pair % heads);
         let pr = &p[pair * t * t..(pair + 1) * t * t];
@@ -238,17 +304,32 @@ fn qkv_backward<E: Float>(x: &[E], p: &[E], g: &[E], dims: Dims) -> Storage<E> {
             dims.part(x, bi, 2, h),
         );
         let ld = 3 * c;
-        let mut scratch = Storage::<E>::stale(t * t + t * d);
-        let (ds, o) = scratch.split_at_mut(t * t);
+        let mut scratch = Storage::<E>::stale(t * t + t * d + pack_len);
+        let (ds, rest) = scratch.split_at_mut(t * t);
+        let (o, pack) = rest.split_at_mut(t * d);
         let dst = pg.at(bi * t * ld);
         // dV = P^T G
-        product(t, t, d, Mat::transposed(pr, t), Dims::mat(go, c, false), o);
         // SAFETY: head `h`'s value columns of batch entry `bi`'s rows of
         // the gradient belong to this chunk alone (so do the query and key
         // columns below).
-        unsafe { scatter_rows(o, d, dst, ld, 2 * c + h * d) };
+        unsafe {
+            product_to(
+                (t, t, d),
+                Mat::transposed(pr, t),
+                Dims::mat(go, c, false),
+                dst.wrapping_add(2 * c + h * d),
+                ld,
+                pack,
+                o,
+                direct,
+            )
+        };
         // dP = G V^T, then dS = P (dP - rowsum(dP P)) s in place
-        product(t, d, t, Dims::mat(go, c, false), Dims::mat(v, ld, true), ds);
+        let (gm, vm) = (Dims::mat(go, c, false), Dims::mat(v, ld, true));
+        // SAFETY: `ds` is this chunk's `t x t`, rows `t` apart.
+        if !(direct && unsafe { gemm_serial_into(t, d, t, gm, vm, ds.as_mut_ptr(), t, pack) }) {
+            product(t, d, t, gm, vm, ds);
+        }
         widest(
             #[inline(always)]
             || {
@@ -261,13 +342,33 @@ fn qkv_backward<E: Float>(x: &[E], p: &[E], g: &[E], dims: Dims) -> Storage<E> {
             },
         );
         // dQ = dS K
-        product(t, t, d, Mat::row_major(ds, t), Dims::mat(k, ld, false), o);
         // SAFETY: as above.
-        unsafe { scatter_rows(o, d, dst, ld, h * d) };
+        unsafe {
+            product_to(
+                (t, t, d),
+                Mat::row_major(ds, t),
+                Dims::mat(k, ld, false),
+                dst.wrapping_add(h * d),
+                ld,
+                pack,
+                o,
+                direct,
+            )
+        };
         // dK = dS^T Q
-        product(t, t, d, Mat::transposed(ds, t), Dims::mat(q, ld, false), o);
         // SAFETY: as above.
-        unsafe { scatter_rows(o, d, dst, ld, c + h * d) };
+        unsafe {
+            product_to(
+                (t, t, d),
+                Mat::transposed(ds, t),
+                Dims::mat(q, ld, false),
+                dst.wrapping_add(c + h * d),
+                ld,
+                pack,
+                o,
+                direct,
+            )
+        };
     });
     gx
 }

@@ -38,7 +38,9 @@ mod avx512;
 mod direct;
 #[cfg(test)]
 use direct::gemm_core_isa;
-pub(crate) use direct::{gemm_core, gemm_core_packed_b, ASrc, Out, PackedA};
+pub(crate) use direct::{
+    gemm_core, gemm_core_packed_b, gemm_core_serial_in, serial_scratch_len, ASrc, Out, PackedA,
+};
 
 /// Rows of a register tile.
 const MR: usize = 12;

@@ -622,3 +622,110 @@ fn gemm_bias_equals_gemm_over_a_prefilled_output() {
         &mut c
     ));
 }
+
+/// `gemm_serial_into` (packing into the caller's scratch, writing rows
+/// `ldc` apart) has the bits of `gemm` with `beta = 0` into a row-major
+/// buffer, in each CPU class with the packed kernel and against `gemm` at
+/// 1 and 2 threads: every layout of both operands, edge tiles in both
+/// directions, two `k` blocks, more row tiles than one chunk holds, the
+/// attention heads' shapes; signed zeros, infinities, NaN and subnormals
+/// among the inputs; NaN garbage in the scratch; the elements between the
+/// output's rows untouched. It declines the shapes and types the packed
+/// kernel does not take (`serial_scratch` 0).
+#[test]
+fn serial_into_equals_gemm_into_a_strided_output() {
+    use crate::cpu::class::{pin_thread, Class};
+    let _threads = crate::cpu::threads::lock_thread_count();
+    let mut rng = Rng::new(11);
+    let edge = [
+        0.0f32,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        1e-40,
+        -3e-39,
+    ];
+    let mut f32s = |len: usize| -> Vec<f32> {
+        let mut v: Vec<f32> = random(len, &mut rng)
+            .into_iter()
+            .map(|x| x as f32)
+            .collect();
+        for (i, e) in edge.iter().enumerate() {
+            let at = (i * 7919) % len;
+            v[at] = *e;
+        }
+        v
+    };
+    for (m, k, n) in [
+        (64, 32, 64),
+        (64, 64, 32),
+        (13, 300, 33),
+        (200, 40, 70),
+        (2, 1, 17),
+        (37, 257, 95),
+    ] {
+        let a_buf = f32s(m * k);
+        let b_buf = f32s(k * n);
+        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+            let a = if ta {
+                Mat::transposed(&a_buf, m)
+            } else {
+                Mat::row_major(&a_buf, k)
+            };
+            let b = if tb {
+                Mat::transposed(&b_buf, k)
+            } else {
+                Mat::row_major(&b_buf, n)
+            };
+            let mut wants = Vec::new();
+            for threads in [1, 2] {
+                crate::cpu::set_num_threads(threads);
+                let mut want = vec![f32::NAN; m * n];
+                gemm(m, k, n, a, b, 0.0, &mut want);
+                wants.push(want);
+            }
+            crate::cpu::set_num_threads(1);
+            for class in [Class::Avx2, Class::Avx512] {
+                if class > crate::cpu::class::detected() {
+                    continue;
+                }
+                let prev = pin_thread(Some(class));
+                let len = serial_scratch::<f32>(m, k, n);
+                assert!(len > 0 && packed_f32::available());
+                let mut scratch = vec![f32::NAN; len];
+                let ldc = n + 7;
+                let mut got = vec![-7.5f32; m * ldc];
+                // SAFETY: `got` holds `m` rows of `ldc >= n`, all ours.
+                let ran =
+                    unsafe { gemm_serial_into(m, k, n, a, b, got.as_mut_ptr(), ldc, &mut scratch) };
+                pin_thread(prev);
+                assert!(ran);
+                for (i, row) in got.chunks_exact(ldc).enumerate() {
+                    assert!(
+                        row[n..].iter().all(|&x| x == -7.5),
+                        "{m}x{k}x{n}: gap written"
+                    );
+                    for want in &wants {
+                        let bad = row[..n]
+                            .iter()
+                            .zip(&want[i * n..(i + 1) * n])
+                            .position(|(x, y)| x.to_bits() != y.to_bits());
+                        assert_eq!(bad, None, "{m}x{k}x{n} ta={ta} tb={tb} {class:?} row {i}");
+                    }
+                }
+            }
+        }
+    }
+    // one row, 16 columns, no `k`, f64: not the packed kernel
+    let (a, b) = (vec![1.0f32; 64], vec![1.0f32; 64 * 32]);
+    let mut c = vec![0.0f32; 64 * 32];
+    let mut s = vec![0.0f32; 1 << 16];
+    for (m, k, n) in [(1, 64, 32), (4, 16, 16), (4, 0, 32)] {
+        assert_eq!(serial_scratch::<f32>(m, k, n), 0);
+        let (am, bm) = (Mat::row_major(&a, k), Mat::row_major(&b, n));
+        // SAFETY: `c` holds `m x n`.
+        assert!(!unsafe { gemm_serial_into(m, k, n, am, bm, c.as_mut_ptr(), n, &mut s) });
+    }
+    assert_eq!(serial_scratch::<f64>(64, 32, 64), 0);
+}

@@ -283,7 +283,20 @@ pub(crate) unsafe fn gemm_core_packed_b(
         "packed_f32: packed rhs too small"
     );
     // SAFETY: the caller's contract.
-    unsafe { gemm_core_src(isa(), m, k, n, a, BSrc::Packed(panels), beta, out, threads) }
+    unsafe {
+        gemm_core_src(
+            isa(),
+            m,
+            k,
+            n,
+            a,
+            BSrc::Packed(panels),
+            beta,
+            out,
+            threads,
+            None,
+        )
+    }
 }
 
 /// Where [`gemm_core_src`] takes `b`'s panels from.
@@ -312,13 +325,86 @@ pub(super) unsafe fn gemm_core_isa(
     threads: usize,
 ) {
     // SAFETY: the caller's contract.
-    unsafe { gemm_core_src(isa, m, k, n, a, BSrc::Pack(pack_b), beta, out, threads) }
+    unsafe {
+        gemm_core_src(
+            isa,
+            m,
+            k,
+            n,
+            a,
+            BSrc::Pack(pack_b),
+            beta,
+            out,
+            threads,
+            None,
+        )
+    }
 }
 
-/// [`gemm_core_isa`] with `b` packed in the call or beforehand.
+/// Floats of scratch [`gemm_core_serial_in`] packs an `m x k` by `k x n`
+/// product into: one `k` block of `b`'s panels and one row chunk of `a`'s
+/// tiles, as the serial path takes them from the pool.
+pub(crate) fn serial_scratch_len(m: usize, k: usize, n: usize) -> usize {
+    let kc = KC.min(k);
+    n.div_ceil(NR) * NR * kc + m.div_ceil(MR).min(MAX_CHUNK_TILES) * MR * kc
+}
+
+/// [`gemm_core`] on the calling thread alone with `b` packed by `pack_b`
+/// and `a` a plain matrix, both packed into `scratch` (at least
+/// [`serial_scratch_len`] floats) instead of buffers from the pool: the
+/// same panels, tiles, kernel calls and order as the serial path, so the
+/// same bits. For many small products inside one parallel loop (attention
+/// heads), whose pool traffic (two buffers a product) made the two
+/// threads queue on the pool's lock.
 ///
 /// # Safety
 /// As [`gemm_core`].
+///
+/// # Panics
+/// When `scratch` is too short, or the CPU lacks both AVX-512F and AVX2 +
+/// FMA.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn gemm_core_serial_in(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: Mat<f32>,
+    pack_b: PackB<'_>,
+    beta: f32,
+    out: Out,
+    scratch: &mut [f32],
+) {
+    assert!(
+        scratch.len() >= serial_scratch_len(m, k, n),
+        "packed_f32: scratch too short"
+    );
+    let scratch = Shared(scratch.as_mut_ptr());
+    // SAFETY: the caller's contract; `scratch` holds what the serial path
+    // packs (asserted), borrowed mutably for the whole call.
+    unsafe {
+        gemm_core_src(
+            isa(),
+            m,
+            k,
+            n,
+            ASrc::Mat(a),
+            BSrc::Pack(pack_b),
+            beta,
+            out,
+            1,
+            Some(scratch),
+        )
+    }
+}
+
+/// [`gemm_core_isa`] with `b` packed in the call or beforehand; with
+/// `scratch` (serial calls only: `threads == 1`, `b` packed in the call),
+/// `b`'s block at its start and `a`'s chunk after it (see
+/// [`gemm_core_serial_in`]) instead of buffers from the pool.
+///
+/// # Safety
+/// As [`gemm_core`]; `scratch` points to [`serial_scratch_len`] writable
+/// floats that nothing else accesses during the call.
 #[allow(clippy::too_many_arguments)]
 unsafe fn gemm_core_src(
     isa: Isa,
@@ -330,7 +416,12 @@ unsafe fn gemm_core_src(
     beta: f32,
     out: Out,
     threads: usize,
+    scratch: Option<Shared>,
 ) {
+    assert!(
+        scratch.is_none() || (threads == 1 && matches!(b, BSrc::Pack(_))),
+        "packed_f32: scratch is for serial calls packing b"
+    );
     if let ASrc::Packed(p) = a {
         assert!(p.m == m && p.k == k, "packed_f32: packed operand shape");
     }
@@ -472,9 +563,21 @@ unsafe fn gemm_core_src(
                 }
             }
         };
-        match a {
-            ASrc::Packed(p) => multiply(p.tiles(k0, kc, t0, t1)),
-            ASrc::Mat(a) => {
+        match (a, scratch) {
+            (ASrc::Packed(p), _) => multiply(p.tiles(k0, kc, t0, t1)),
+            (ASrc::Mat(a), Some(s)) => {
+                let len = (t1 - t0) * MR * kc;
+                // SAFETY: the chunk's tiles go after `b`'s block in the
+                // caller's scratch (`serial_scratch_len`: a block of `b`
+                // and a chunk of at most `MAX_CHUNK_TILES` tiles of `kc <=
+                // KC`); serial, so one chunk at a time uses it.
+                let pa = unsafe {
+                    std::slice::from_raw_parts_mut(s.0.add(panels * NR * KC.min(k)), len)
+                };
+                pack_a::<MR>(isa, a, t0 * MR, ((t1 * MR).min(m)) - t0 * MR, k0, kc, pa);
+                multiply(pa);
+            }
+            (ASrc::Mat(a), None) => {
                 let len = (t1 - t0) * MR * kc;
                 let mut buf = packed_a_buffer(len);
                 let pa = &mut buf[..len];
@@ -525,15 +628,22 @@ unsafe fn gemm_core_src(
         // cache while every chunk multiplies it), in a buffer from the pool
         // sized for a whole block whatever `k`, so that products of one
         // width reuse one size class.
-        let mut packed_b = Storage::<f32>::with_capacity(panels * NR * KC);
-        let pb = Shared(packed_b.spare_capacity_mut().as_mut_ptr().cast());
+        let mut packed_b = Storage::<f32>::with_capacity(if scratch.is_some() {
+            0
+        } else {
+            panels * NR * KC
+        });
+        // (the caller's scratch, when given, holds a block at its start)
+        let pb = scratch.unwrap_or(Shared(packed_b.spare_capacity_mut().as_mut_ptr().cast()));
         for kb in 0..blocks {
             let (k0, kc) = (kb * KC, KC.min(k - kb * KC));
             for j in 0..panels {
                 // SAFETY: panel `j` owns `kc * NR` elements at
                 // `j * kc * NR` from `pb`, inside the capacity of
                 // `panels * NR * KC` (pooled, so on a cache line: every
-                // 64-byte load of a panel row is one line).
+                // 64-byte load of a panel row is one line), or inside the
+                // caller's scratch, whose first `panels * NR * min(k, KC)`
+                // floats are for `b` (`serial_scratch_len`).
                 let dst = unsafe { std::slice::from_raw_parts_mut(pb.0.add(j * kc * NR), kc * NR) };
                 pack_b(k0, kc, j * NR, dst);
             }
