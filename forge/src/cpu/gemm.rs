@@ -59,6 +59,19 @@ fn macs_per_ns<E: Float>() -> usize {
 }
 /// The widest `n` the narrow path takes; also its panel width (lanes).
 const LANES: usize = 16;
+
+/// Whether [`gemm`] multiplies an `m x k` by `k x n` product of `E` with
+/// the packed f32 kernel: `E` is `f32` on a CPU with AVX-512F or AVX2 +
+/// FMA, `m >= 2`, `n > 16`, `k >= 1` (the other shapes take the thin and
+/// narrow kernels). The weight cache and the serial strided product take
+/// their paths on the same condition.
+fn packed_f32_applies<E: Float>(m: usize, k: usize, n: usize) -> bool {
+    std::any::TypeId::of::<E>() == std::any::TypeId::of::<f32>()
+        && m >= 2
+        && n > LANES
+        && k >= 1
+        && packed_f32::available()
+}
 /// Rows per part of the thin paths when they run in parallel.
 const THIN_ROWS_PER_PART: usize = 64;
 /// Multiply-adds per nanosecond one thread sustains in a matrix-vector

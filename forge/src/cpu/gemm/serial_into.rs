@@ -12,27 +12,15 @@
 
 use super::packed_f32::{self, gemm_core_serial_in, pack_b_panel, Out};
 use super::prepacked::as_f32;
-use super::{extent, Mat, LANES};
+use super::{extent, packed_f32_applies, Mat};
 use crate::base::Float;
-
-/// Whether [`gemm`](super::gemm) multiplies an `m x k` by `k x n` product
-/// of `E` with the packed f32 kernel: `E` is `f32` on a CPU with AVX-512F
-/// or AVX2 + FMA, `m >= 2`, `n > 16`, `k >= 1` (the other shapes take the
-/// thin and narrow kernels).
-fn applies<E: Float>(m: usize, k: usize, n: usize) -> bool {
-    std::any::TypeId::of::<E>() == std::any::TypeId::of::<f32>()
-        && m >= 2
-        && n > LANES
-        && k >= 1
-        && packed_f32::available()
-}
 
 /// Elements of scratch [`gemm_serial_into`] packs an `m x k` by `k x n`
 /// product of `E` into, or 0 where it does not apply (then multiply with
 /// [`gemm`](super::gemm)): for `64 x 32` by `32 x 64`, two `32 x 32`
 /// panels of `b` and six `12 x 32` row tiles of `a`.
 pub(crate) fn serial_scratch<E: Float>(m: usize, k: usize, n: usize) -> usize {
-    if applies::<E>(m, k, n) {
+    if packed_f32_applies::<E>(m, k, n) {
         packed_f32::serial_scratch_len(m, k, n)
     } else {
         0
@@ -65,7 +53,7 @@ pub(crate) unsafe fn gemm_serial_into<E: Float>(
     ldc: usize,
     scratch: &mut [E],
 ) -> bool {
-    if !applies::<E>(m, k, n) {
+    if !packed_f32_applies::<E>(m, k, n) {
         return false;
     }
     assert!(
@@ -80,7 +68,7 @@ pub(crate) unsafe fn gemm_serial_into<E: Float>(
     let (Some(af), Some(bf)) = (as_f32(a.data), as_f32(b.data)) else {
         return false;
     };
-    // SAFETY: `E` is `f32` (`applies`), so this is the same slice under
+    // SAFETY: `E` is `f32` (`packed_f32_applies`), so this is the same slice under
     // its own type.
     let sf = unsafe {
         std::slice::from_raw_parts_mut(scratch.as_mut_ptr().cast::<f32>(), scratch.len())

@@ -18,7 +18,7 @@
 
 use super::packed_f32::{self, ASrc, Out, PackedB};
 use super::prepacked::as_f32;
-use super::{macs_per_ns, num_threads, Mat, LANES, PARALLEL_MIN_NS};
+use super::{macs_per_ns, num_threads, packed_f32_applies, Mat, PARALLEL_MIN_NS};
 use crate::base::Float;
 use crate::cpu::memory::Storage;
 
@@ -27,18 +27,6 @@ struct PackedWeightT {
     k: usize,
     n: usize,
     b: PackedB,
-}
-
-/// Whether [`gemm_weight_t`] would take the cached path for these sizes
-/// (where [`gemm`](super::gemm) runs the packed f32 kernel: `E` is `f32`
-/// on a CPU with AVX-512F or AVX2 + FMA, at least two rows, more than 16
-/// columns, `k >= 1`).
-fn applies<E: Float>(m: usize, k: usize, n: usize) -> bool {
-    std::any::TypeId::of::<E>() == std::any::TypeId::of::<f32>()
-        && m >= 2
-        && n > LANES
-        && k >= 1
-        && packed_f32::available()
 }
 
 /// `c = x W^T + beta c` (`x` row-major `m x k`, `w` the storage of a
@@ -68,7 +56,7 @@ pub(crate) fn gemm_weight_t<E: Float>(
     act: Option<fn(&mut [f32])>,
     c: &mut [E],
 ) -> bool {
-    if !applies::<E>(m, k, n) {
+    if !packed_f32_applies::<E>(m, k, n) {
         return false;
     }
     assert!(x.len() >= m * k, "gemm: lhs buffer too small");
