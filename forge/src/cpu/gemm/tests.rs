@@ -10,6 +10,27 @@ impl Rng {
     }
 }
 
+/// The operands of an `m x k` by `k x n` product over `a` and `b`, each
+/// row-major or (`ta`, `tb`) transposed.
+fn operands<'a, E>(
+    a: &'a [E],
+    b: &'a [E],
+    (m, k, n): (usize, usize, usize),
+    (ta, tb): (bool, bool),
+) -> (Mat<'a, E>, Mat<'a, E>) {
+    let a = if ta {
+        Mat::transposed(a, m)
+    } else {
+        Mat::row_major(a, k)
+    };
+    let b = if tb {
+        Mat::transposed(b, k)
+    } else {
+        Mat::row_major(b, n)
+    };
+    (a, b)
+}
+
 /// Uniform values in [-1, 1).
 fn random(len: usize, rng: &mut Rng) -> Vec<f64> {
     (0..len)
@@ -59,16 +80,7 @@ fn every_path_matches_the_naive_product() {
         let b_buf = random(k * n, &mut rng);
         let c0 = random(m * n, &mut rng);
         for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
-            let a = if ta {
-                Mat::transposed(&a_buf, m)
-            } else {
-                Mat::row_major(&a_buf, k)
-            };
-            let b = if tb {
-                Mat::transposed(&b_buf, k)
-            } else {
-                Mat::row_major(&b_buf, n)
-            };
+            let (a, b) = operands(&a_buf, &b_buf, (m, k, n), (ta, tb));
             let want = naive(m, k, n, a, b);
             for beta in [0.0, 1.0] {
                 let mut c = c0.clone();
@@ -127,16 +139,7 @@ fn partition_does_not_change_bits() {
             .map(|v| v as f32)
             .collect();
         for (ta, tb) in [(false, false), (true, true), (false, true)] {
-            let a = if ta {
-                Mat::transposed(&a_buf, m)
-            } else {
-                Mat::row_major(&a_buf, k)
-            };
-            let b = if tb {
-                Mat::transposed(&b_buf, k)
-            } else {
-                Mat::row_major(&b_buf, n)
-            };
+            let (a, b) = operands(&a_buf, &b_buf, (m, k, n), (ta, tb));
             let mut one = vec![0.0f32; m * n];
             gemm_threads(m, k, n, a, b, 0.0, &mut one, 1);
             for parts in [2, 3, 5] {
@@ -505,27 +508,9 @@ fn general_f32_path_matches_the_naive_product() {
         let a32: Vec<f32> = a64.iter().map(|&v| v as f32).collect();
         let b32: Vec<f32> = b64.iter().map(|&v| v as f32).collect();
         for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
-            let a = if ta {
-                Mat::transposed(&a64, m)
-            } else {
-                Mat::row_major(&a64, k)
-            };
-            let b = if tb {
-                Mat::transposed(&b64, k)
-            } else {
-                Mat::row_major(&b64, n)
-            };
+            let (a, b) = operands(&a64, &b64, (m, k, n), (ta, tb));
             let want = naive(m, k, n, a, b);
-            let a = if ta {
-                Mat::transposed(&a32, m)
-            } else {
-                Mat::row_major(&a32, k)
-            };
-            let b = if tb {
-                Mat::transposed(&b32, k)
-            } else {
-                Mat::row_major(&b32, n)
-            };
+            let (a, b) = operands(&a32, &b32, (m, k, n), (ta, tb));
             for beta in [0.0f32, 0.5] {
                 let mut c: Vec<f32> = if beta == 0.0 {
                     vec![f32::NAN; m * n]
@@ -564,16 +549,7 @@ fn gemm_bias_equals_gemm_over_a_prefilled_output() {
         let b_buf = f32s(random(k * n, &mut rng));
         let bias = f32s(random(n, &mut rng));
         for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
-            let a = if ta {
-                Mat::transposed(&a_buf, m)
-            } else {
-                Mat::row_major(&a_buf, k)
-            };
-            let b = if tb {
-                Mat::transposed(&b_buf, k)
-            } else {
-                Mat::row_major(&b_buf, n)
-            };
+            let (a, b) = operands(&a_buf, &b_buf, (m, k, n), (ta, tb));
             for threads in [1, 2] {
                 crate::cpu::set_num_threads(threads);
                 let mut want: Vec<f32> = (0..m).flat_map(|_| bias.iter().copied()).collect();
@@ -668,16 +644,7 @@ fn serial_into_equals_gemm_into_a_strided_output() {
         let a_buf = f32s(m * k);
         let b_buf = f32s(k * n);
         for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
-            let a = if ta {
-                Mat::transposed(&a_buf, m)
-            } else {
-                Mat::row_major(&a_buf, k)
-            };
-            let b = if tb {
-                Mat::transposed(&b_buf, k)
-            } else {
-                Mat::row_major(&b_buf, n)
-            };
+            let (a, b) = operands(&a_buf, &b_buf, (m, k, n), (ta, tb));
             let mut wants = Vec::new();
             for threads in [1, 2] {
                 crate::cpu::set_num_threads(threads);
