@@ -143,9 +143,9 @@ pub fn gemm<E: Float>(m: usize, k: usize, n: usize, a: Mat<E>, b: Mat<E>, beta: 
 
 /// `c = a b + bias` (`bias` one value per column, `c` row-major `m x n`)
 /// where [`gemm`] runs the packed f32 kernel (`E` is `f32` on a CPU with
-/// AVX-512F or AVX2 + FMA, `m >= 2`, `n > 16`, `k >= 1`), the bias written
-/// into each tile of `c` just before the kernel adds its first block of
-/// products to it: exactly the bits of [`gemm`] with `beta = 1` over `c`
+/// AVX-512F or AVX2 + FMA, `m >= 2`, `n > 16`, `k >= 1`), the kernel
+/// adding the bias (held in registers) to each tile's first block of
+/// products as it stores them: exactly the bits of [`gemm`] with `beta = 1` over `c`
 /// holding `bias` in every row, without that pass over `c`. `false`, with
 /// nothing written, elsewhere (then fill `c` and call [`gemm`]).
 ///

@@ -3,9 +3,10 @@
 //! (`beta = 1`), instead of a zeroed product followed by a broadcast add,
 //! which wrote and read the whole output once more (the add was 3% of a GPT
 //! training step, the zeroing 3%). Where the packed f32 kernel runs, the
-//! kernel itself writes the bias into each tile just before adding the
-//! tile's first block of products to it (`cpu::gemm::gemm_bias`, the same
-//! bits), so the output is not filled in a pass of its own either.
+//! kernel itself adds the bias, held in registers, to each tile's first
+//! block of products as it stores them (`cpu::gemm::gemm_bias`, the same
+//! bits), so the output is neither filled in a pass of its own nor written
+//! twice.
 
 use super::softmax::{row_blocks_mut, ROW_BLOCK_ELEMS};
 use crate::cpu::gemm::{gemm_batched, gemm_bias, gemm_weight_t, Mat};
@@ -60,14 +61,14 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let (x, w) = (self.as_slice(), weight.as_slice());
         // Outside autograd a plain weight is packed once and kept on its
         // storage until it is next written (`cpu::gemm::gemm_weight_t`),
-        // and the bias is written into each tile of the output by the
-        // product itself: the same bits as packing it here over an output
-        // prefilled with the bias, without that pass over the output.
+        // and the bias is added to each tile of the output by the product
+        // itself as it stores it: the same bits as packing it here over an
+        // output prefilled with the bias, without that pass over the output.
         let cached = self.linear_cached(weight, bias, None);
         let out = cached.unwrap_or_else(|| {
             if let Some(b) = bias {
-                // the bias written into each tile by the packed kernel,
-                // where it runs: the bits of the prefilled output below
+                // the bias added to each tile by the packed kernel, where
+                // it runs: the bits of the prefilled output below
                 let mut out = Storage::<E>::stale(rows * out_f);
                 let (a, wt) = (Mat::row_major(x, in_f), Mat::transposed(w, in_f));
                 if gemm_bias(rows, in_f, out_f, a, wt, b.as_slice(), &mut out) {

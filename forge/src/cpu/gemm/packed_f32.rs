@@ -401,6 +401,7 @@ fn run_rows<const R: usize>(
                             cols,
                             first,
                             beta,
+                            None,
                             std::ptr::null(),
                         )
                     };
@@ -651,7 +652,11 @@ unsafe fn transpose16(isa: Isa, src: &[&[f32]; 16], dst: *mut f32, ld: usize, ma
 /// packed tile of `a` (`R` is `MR`, or [`SHORT`] for [`gemm_prepacked`]'s
 /// short tiles) and a `kc x NR` packed panel of `b`, with `isa`'s
 /// micro-kernel: on the first `k` block `c = acc + beta c` (without
-/// reading `c` when beta is 0), afterwards `c = c + acc`, where each
+/// reading `c` when beta is 0), or `c = bias + acc` when a `bias` is given
+/// (the tile's `NR` columns, zero past `cols`; `beta` is then not used and
+/// `c` not read: the bits of `beta = 1` over a tile prefilled with the
+/// bias, `fma(1, bias, acc)` being one rounding of `bias + acc`),
+/// afterwards `c = c + acc`, where each
 /// element's `acc` is its `kc` products accumulated from zero in
 /// increasing `k` with fused multiply-adds. Every kernel computes exactly
 /// that per element, so the bits do not depend on `isa` (nor on `R`).
@@ -695,6 +700,7 @@ unsafe fn tile<const R: usize>(
     cols: usize,
     first: bool,
     beta: f32,
+    bias: Option<&[f32; NR]>,
     next: *const f32,
 ) {
     match isa.0 {
@@ -702,12 +708,12 @@ unsafe fn tile<const R: usize>(
         // only where it does); the rest is the caller's contract.
         #[cfg(target_arch = "x86_64")]
         Kind::Avx512 => unsafe {
-            avx512::tile::<R>(kc, ap, bp, c, ldc, rows, cols, first, beta, next)
+            avx512::tile::<R>(kc, ap, bp, c, ldc, rows, cols, first, beta, bias, next)
         },
         // SAFETY: as above.
         #[cfg(target_arch = "x86_64")]
         Kind::Avx2 => unsafe {
-            avx2::half_tile::<R>(part, kc, ap, bp, c, ldc, rows, cols, first, beta)
+            avx2::half_tile::<R>(part, kc, ap, bp, c, ldc, rows, cols, first, beta, bias)
         },
         #[cfg(not(target_arch = "x86_64"))]
         _ => unreachable!("packed_f32 needs x86-64"),

@@ -531,7 +531,7 @@ fn general_f32_path_matches_the_naive_product() {
     }
 }
 
-/// `gemm_bias` (the bias written into each tile by the packed kernel) has
+/// `gemm_bias` (the bias added to each tile by the packed kernel) has
 /// the bits of `gemm` with `beta = 1` over an output prefilled with the
 /// bias: every layout of both operands, edge tiles in both directions,
 /// several `k` blocks, 1 and 2 threads; and it declines the shapes and

@@ -347,9 +347,12 @@ pub(super) unsafe fn half_tile<const R: usize>(
     cols: usize,
     first: bool,
     beta: f32,
+    bias: Option<&[f32; NR]>,
 ) {
     assert!(ap.len() >= R * kc && bp.len() >= NR * kc);
     assert!(rows <= R && cols <= NR && h < 2);
+    let bias: Option<&[f32; 16]> =
+        bias.map(|b| <&[f32; 16]>::try_from(&b[16 * h..16 * h + 16]).expect("16 floats"));
     let hcols = cols.saturating_sub(16 * h).min(16);
     if hcols == 0 {
         return;
@@ -360,9 +363,9 @@ pub(super) unsafe fn half_tile<const R: usize>(
     // half tile the caller gave.
     match R {
         // SAFETY: the CPU has AVX2 and FMA (our contract); bounds as above.
-        12 => unsafe { passes::<R, 6>(kc, a, b, ch, ldc, rows, hcols, first, beta) },
+        12 => unsafe { passes::<R, 6>(kc, a, b, ch, ldc, rows, hcols, first, beta, bias) },
         // SAFETY: as for 12 rows.
-        8 => unsafe { passes::<R, 4>(kc, a, b, ch, ldc, rows, hcols, first, beta) },
+        8 => unsafe { passes::<R, 4>(kc, a, b, ch, ldc, rows, hcols, first, beta, bias) },
         _ => unreachable!("packed tiles have 12 or 8 rows"),
     }
 }
@@ -388,6 +391,7 @@ unsafe fn passes<const R: usize, const S: usize>(
     cols: usize,
     first: bool,
     beta: f32,
+    bias: Option<&[f32; 16]>,
 ) {
     let mut r0 = 0;
     while r0 < rows {
@@ -404,6 +408,7 @@ unsafe fn passes<const R: usize, const S: usize>(
                 cols,
                 first,
                 beta,
+                bias,
             )
         };
         r0 += S;
@@ -412,9 +417,10 @@ unsafe fn passes<const R: usize, const S: usize>(
 
 /// `S x 16` accumulators over `kc` steps of `k`, then stored into the
 /// `rows x cols` corner of `c` (`rows <= S`, `cols <= 16`): on the first
-/// `k` block `c = acc + beta c` (`c` not read when beta is 0), afterwards
-/// `c = c + acc`, with the AVX-512 kernel's operations (a fused `beta c +
-/// acc`, an add).
+/// `k` block `c = acc + beta c` (`c` not read when beta is 0), or `c =
+/// bias + acc` with a `bias` (the half's 16 columns; `c` not read),
+/// afterwards `c = c + acc`, with the AVX-512 kernel's operations (a fused
+/// `beta c + acc`, an add).
 ///
 /// # Safety
 /// The CPU has AVX2 and FMA; `a + p * R + i` for `p < kc`, `i < S` and
@@ -433,6 +439,7 @@ unsafe fn pass<const R: usize, const S: usize>(
     cols: usize,
     first: bool,
     beta: f32,
+    bias: Option<&[f32; 16]>,
 ) {
     // The rows of `c` this pass stores are touched only at its end; ask
     // for them now, so that their cache misses overlap the `kc` steps
@@ -458,6 +465,13 @@ unsafe fn pass<const R: usize, const S: usize>(
         }
     }
     let vbeta = _mm256_set1_ps(beta);
+    // SAFETY: 16 floats: two vectors.
+    let vbias = bias.map(|b| unsafe {
+        [
+            _mm256_loadu_ps(b.as_ptr()),
+            _mm256_loadu_ps(b.as_ptr().add(8)),
+        ]
+    });
     if rows == S && cols == 16 {
         for (i, row) in acc.iter().enumerate() {
             for (q, &v) in row.iter().enumerate() {
@@ -466,6 +480,8 @@ unsafe fn pass<const R: usize, const S: usize>(
                     let at = c.add(i * ldc + 8 * q);
                     let out = if !first {
                         _mm256_add_ps(_mm256_loadu_ps(at), v)
+                    } else if let Some(vb) = vbias {
+                        _mm256_add_ps(vb[q], v)
                     } else if beta == 0.0 {
                         v
                     } else {
@@ -492,6 +508,8 @@ unsafe fn pass<const R: usize, const S: usize>(
             let at = unsafe { &mut *c.add(i * ldc + j) };
             *at = if !first {
                 *at + v
+            } else if let Some(b) = bias {
+                b[j] + v
             } else if beta == 0.0 {
                 v
             } else {

@@ -129,8 +129,9 @@ pub(super) unsafe fn transpose16(src: &[&[f32]; 16], dst: *mut f32, ld: usize, m
 /// One `rows x cols` tile of `c` (row stride `ldc`) from an `R x kc`
 /// packed tile of `a` (`R` is `MR`, or 8 for [`gemm_prepacked`]'s short
 /// tiles: each element is the same sum either way) and a `kc x NR` packed panel of `b`: on the first
-/// `k` block `c = acc + beta c` (without reading `c` when beta is 0),
-/// afterwards `c = c + acc`.
+/// `k` block `c = acc + beta c` (without reading `c` when beta is 0), or
+/// `c = bias + acc` with a `bias` (the tile's 32 columns, held in two
+/// registers; `c` not read), afterwards `c = c + acc`.
 ///
 /// Columns `16 h..16 h + 16` of the tile start at `c[h]` (one pointer per
 /// half, which need not be adjacent). `next`, when not null, is the panel
@@ -153,6 +154,7 @@ pub(super) unsafe fn tile<const R: usize>(
     cols: usize,
     first: bool,
     beta: f32,
+    bias: Option<&[f32; NR]>,
     next: *const f32,
 ) {
     assert!(ap.len() >= R * kc && bp.len() >= NR * kc);
@@ -207,6 +209,13 @@ pub(super) unsafe fn tile<const R: usize>(
         }
     }
     let vbeta = _mm512_set1_ps(beta);
+    // SAFETY: `NR` = 32 floats: two vectors.
+    let vbias = bias.map(|b| unsafe {
+        [
+            _mm512_loadu_ps(b.as_ptr()),
+            _mm512_loadu_ps(b.as_ptr().add(16)),
+        ]
+    });
     if rows == R && cols == NR {
         for (i, row) in acc.iter().enumerate() {
             for (h, &v) in row.iter().enumerate() {
@@ -215,6 +224,10 @@ pub(super) unsafe fn tile<const R: usize>(
                     let at = c[h].add(i * ldc);
                     let out = if !first {
                         _mm512_add_ps(_mm512_loadu_ps(at), v)
+                    } else if let Some(vb) = vbias {
+                        // `fma(1, bias, acc)` of the output prefilled with
+                        // the bias: one rounding of the same sum
+                        _mm512_add_ps(vb[h], v)
                     } else if beta == 0.0 {
                         v
                     } else {
@@ -242,6 +255,8 @@ pub(super) unsafe fn tile<const R: usize>(
             let at = unsafe { &mut *c[j / 16].add(i * ldc + j % 16) };
             *at = if !first {
                 *at + v
+            } else if let Some(b) = bias {
+                b[j] + v
             } else if beta == 0.0 {
                 v
             } else {

@@ -200,8 +200,9 @@ impl Out {
     /// The same output with an epilogue: element `(i, j)` becomes
     /// `act(bias[j] + a b)`, with exactly the bits of the product with
     /// `beta = 1` over an output holding `bias` in every row, followed by
-    /// `act` over the whole output (the bias is written into each tile just
-    /// before its first `k` block, as that output would hold it; `act` runs
+    /// `act` over the whole output (the kernel adds the bias, held in
+    /// registers, to each tile's first `k` block of products as it stores
+    /// them, one rounding as with that output; `act` runs
     /// on each tile's rows after its last block, and must compute each
     /// element on its own, whatever the slice it is given). The product
     /// must then be called with `beta = 0` (the bias replaces the old
@@ -430,9 +431,9 @@ unsafe fn gemm_core_src(
         !has_bias || (out.bias_len >= n && beta == 0.0),
         "packed_f32: a bias epilogue needs n values and beta = 0"
     );
-    // With a bias, each tile's first block adds its products to the bias
-    // written into it (`beta = 1`), as over an output prefilled with it.
-    let beta = if has_bias { 1.0 } else { beta };
+    // With a bias, the kernel stores each tile's first block of products
+    // added to the bias, held in registers (the bits of `beta = 1` over an
+    // output prefilled with it; see `tile`).
     let panels = n.div_ceil(NR);
     let cost = m * n * k / macs_per_ns();
     // Two hand-offs when parallel and `b` is packed in the call (the
@@ -510,17 +511,22 @@ unsafe fn gemm_core_src(
                 // packing, which returned before any multiplying started.
                 let bp = unsafe { std::slice::from_raw_parts(p.0.add(j * kc * NR), kc * NR) };
                 let cols = NR.min(n - j * NR);
+                // the panel's columns of the bias, zero past `n`, for the
+                // tiles' first block
+                let bias = (has_bias && first).then(|| {
+                    // SAFETY: the bias holds at least `n` floats (asserted
+                    // above), read only and alive for the call (the
+                    // caller's contract).
+                    let all = unsafe { std::slice::from_raw_parts(out.bias.0.cast_const(), n) };
+                    let mut tile_bias = [0f32; NR];
+                    tile_bias[..cols].copy_from_slice(&all[j * NR..j * NR + cols]);
+                    tile_bias
+                });
                 for part in 0..isa.parts() {
                     for t in t0..t1 {
                         let rows = MR.min(m - t * MR);
                         let ap = &pa[(t - t0) * MR * kc..(t - t0 + 1) * MR * kc];
                         let halves = [out.at(t * MR, j * NR), out.at(t * MR, j * NR + 16)];
-                        if has_bias && first && part == 0 {
-                            // SAFETY: the tile's rows and columns are this
-                            // chunk's (as for the kernel below), and the
-                            // bias holds `n` floats (asserted).
-                            unsafe { fill_bias(out, halves, rows, cols, j * NR) };
-                        }
                         // SAFETY: the tile `rows x cols` at (t * MR,
                         // j * NR) lies inside the output (the caller's
                         // contract), each half's columns contiguous
@@ -539,6 +545,7 @@ unsafe fn gemm_core_src(
                                 cols,
                                 first,
                                 beta,
+                                bias.as_ref(),
                                 // the chunk's next panel, fetched
                                 // while its first tile runs
                                 if t == t0 && j + 1 < j1 {
@@ -731,61 +738,4 @@ unsafe fn for_each_span(out: Out, r0: usize, r1: usize, c0: usize, c1: usize, f:
             c = end;
         }
     }
-}
-
-/// Calls `f(row, first_column)` on the contiguous pieces of a `rows x
-/// cols` tile whose two 16-column halves start at `halves` (row stride
-/// `out.ldc`): each row's half `h` is `min(16, cols - 16 h)` floats from
-/// column `16 h` of the tile.
-///
-/// # Safety
-/// The tile lies inside `out`'s buffer and nothing else accesses it during
-/// the call; `1 <= cols <= NR`.
-unsafe fn for_each_row(
-    out: Out,
-    halves: [*mut f32; 2],
-    rows: usize,
-    cols: usize,
-    mut f: impl FnMut(&mut [f32], usize),
-) {
-    for i in 0..rows {
-        for (h, &start) in halves.iter().enumerate() {
-            let w = cols.saturating_sub(16 * h).min(16);
-            if w > 0 {
-                // SAFETY: `w` floats of row `i` of half `h`, inside the
-                // tile (the caller's contract; a half's columns are
-                // contiguous: segments of whole vectors).
-                f(
-                    unsafe { std::slice::from_raw_parts_mut(start.add(i * out.ldc), w) },
-                    16 * h,
-                );
-            }
-        }
-    }
-}
-
-/// Writes `out`'s bias (columns `j0..j0 + cols`) into every row of the tile
-/// at `halves`, where the product with `beta = 1` then adds to it.
-///
-/// # Safety
-/// As [`for_each_row`]; `out` has a bias of at least `j0 + cols` floats.
-unsafe fn fill_bias(out: Out, halves: [*mut f32; 2], rows: usize, cols: usize, j0: usize) {
-    assert!(j0 + cols <= out.bias_len, "packed_f32: bias too short");
-    // SAFETY: `j0 + cols` floats at `out.bias` (asserted), read only.
-    let bias = unsafe { std::slice::from_raw_parts(out.bias.0.cast_const().add(j0), cols) };
-    // SAFETY: the caller's contract.
-    unsafe {
-        for_each_row(out, halves, rows, cols, |row, c0| {
-            // A whole half as a fixed-size copy (two or one vector moves,
-            // inline): `copy_from_slice` of a length known only at run
-            // time was a libc `memmove` call per 64 bytes, 2% of BERT-base's
-            // f32 forward on a Zen 4 core.
-            match (<&mut [f32; 16]>::try_from(&mut *row), bias.get(c0..c0 + 16)) {
-                (Ok(dst), Some(src)) => {
-                    *dst = <[f32; 16]>::try_from(src).expect("16 floats");
-                }
-                _ => row.copy_from_slice(&bias[c0..c0 + row.len()]),
-            }
-        })
-    };
 }

@@ -362,6 +362,136 @@ fn prepacked_kernels_equal_the_scalar_order() {
     }
 }
 
+/// The activation the epilogue tests run: `max(x, 0)` element by element,
+/// a NaN kept (so that an output never written shows).
+fn relu(xs: &mut [f32]) {
+    for x in xs {
+        if *x < 0.0 {
+            *x = 0.0;
+        }
+    }
+}
+
+/// The bias epilogue (the kernels add the tile's bias, held in registers,
+/// to the first `k` block of products as they store them: `c` never read)
+/// equals [`scalar_order`] with `beta = 1` over an output prefilled with
+/// the bias, bit for bit, with every instruction set: edge tiles in `m`
+/// and `n` (every lane count of a last panel's vectors, and both AVX2
+/// halves), `k` within one block, of exactly one and over two, `a` in
+/// every layout, packed in the call and beforehand, `b` packed in the
+/// call and (for the CPU's own set) beforehand as a cached weight is,
+/// with and without an activation, 1 and 2 threads, segmented outputs.
+/// The output starts as NaN, so a bias or product left out shows.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn bias_epilogue_equals_the_scalar_order() {
+    let _threads = crate::cpu::threads::lock_thread_count();
+    let shapes = [
+        (1, 1, 1),
+        (5, 7, 3),
+        (12, 16, 32),
+        (13, 17, 33),
+        (7, KC, 47),
+        (25, KC + 19, 70),
+        (37, 40, 100),
+        (130, 100, 130),
+        (64, 2 * KC + 5, 40),
+        (200, 784 - 2 * KC, 10),
+    ];
+    for isa in isas() {
+        for (s, &(m, k, n)) in shapes.iter().enumerate() {
+            let abuf = values((2 * k + 3) * 2 * m.max(k), 110 + s as u64);
+            let bbuf = values(k * n, 120 + s as u64);
+            let bias = values(n, 130 + s as u64);
+            // `x W^T`, the weight's columns contiguous
+            let b = Mat::transposed(&bbuf, k);
+            let pack = |k0: usize, kc: usize, j0: usize, dst: &mut [f32]| {
+                pack_b_with(isa, b, k0, kc, j0, n, dst)
+            };
+            let packed_b = PackedB::new(k, n, b);
+            for (an, a) in layouts(&abuf, m, k) {
+                let packed_a = PackedA::new(m, k, a);
+                let mut plain: Vec<f32> = (0..m).flat_map(|_| bias.iter().copied()).collect();
+                // SAFETY: the CPU has FMA (every `Isa` implies it).
+                unsafe { scalar_order(m, k, n, a, b, 1.0, &mut plain, n) };
+                for act in [None, Some(relu as fn(&mut [f32]))] {
+                    let mut want = plain.clone();
+                    if let Some(f) = act {
+                        f(&mut want);
+                    }
+                    for threads in [1, 2] {
+                        crate::cpu::set_num_threads(threads);
+                        for src in [ASrc::Mat(a), ASrc::Packed(&packed_a)] {
+                            let packed = matches!(src, ASrc::Packed(_));
+                            let what = format!(
+                                "{isa:?} {m}x{k}x{n} a {an} packed a {packed} \
+                                 act {} {threads} threads",
+                                act.is_some()
+                            );
+                            let mut c = vec![f32::NAN; m * n];
+                            let out =
+                                Out::row_major(c.as_mut_ptr(), n).with_epilogue(Some(&bias), act);
+                            // SAFETY: `c` holds `m x n` and is borrowed for
+                            // the call, as is the bias.
+                            unsafe { gemm_core_isa(isa, m, k, n, src, &pack, 0.0, out, threads) };
+                            if let Err(e) = same_bits(&c, &want) {
+                                panic!("{what}: {e}");
+                            }
+                            if Some(isa) == Isa::detect() {
+                                let mut c = vec![f32::NAN; m * n];
+                                let out = Out::row_major(c.as_mut_ptr(), n)
+                                    .with_epilogue(Some(&bias), act);
+                                // SAFETY: as above.
+                                unsafe {
+                                    gemm_core_packed_b(
+                                        m,
+                                        k,
+                                        n,
+                                        src,
+                                        packed_b.panels(),
+                                        0.0,
+                                        out,
+                                        threads,
+                                    )
+                                };
+                                if let Err(e) = same_bits(&c, &want) {
+                                    panic!("{what} b packed beforehand: {e}");
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            // Segments of 16 columns, 16 + 5 floats apart: each tile's
+            // halves in different places.
+            if m > 1 {
+                let seg_n = n.div_ceil(16) * 16;
+                let a = Mat::row_major(&abuf, k);
+                let mut plain: Vec<f32> = (0..m).flat_map(|_| bias.iter().copied()).collect();
+                // SAFETY: the CPU has FMA.
+                unsafe { scalar_order(m, k, n, a, b, 1.0, &mut plain, n) };
+                let (seg, stride) = (16, 16 * m + 5);
+                let mut c = vec![f32::NAN; seg_n / seg * stride];
+                let out = Out::segmented(c.as_mut_ptr(), 16, seg, stride)
+                    .with_epilogue(Some(&bias), None);
+                // SAFETY: the segments hold `m` rows of 16 each, inside `c`.
+                unsafe { gemm_core_isa(isa, m, k, n, ASrc::Mat(a), &pack, 0.0, out, 2) };
+                for i in 0..m {
+                    for j in 0..n {
+                        let got = c[j / seg * stride + j % seg + i * 16];
+                        assert_eq!(
+                            got.to_bits(),
+                            plain[i * n + j].to_bits(),
+                            "{isa:?} {m}x{k}x{n} segmented ({i}, {j})"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    crate::cpu::set_num_threads(1);
+}
+
 /// `PackedA::new` takes its buffer from the pool unzeroed
 /// (`Storage::stale`), so packing must write every slot, the zero padding
 /// of a last partial tile included: with the pool seeded with NaN-filled
