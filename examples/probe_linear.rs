@@ -2,7 +2,7 @@
 //! cached on its storage, the bias added by the product) at the shapes of
 //! the inference rows of `bench` and `sweep`: the MLP at batch 128, the
 //! LSTM at batch 64, GPT's layers at d = 128, 192, 256 (`M = B * T`
-//! rows), BERT-base at 8 x 128. `scripts/probe_linear.py` times
+//! rows), BERT-base at 8 x 128. `bench/probe_linear.py` times
 //! `torch.nn.functional.linear` at the same shapes, for a side-by-side
 //! reading (alternate the two: the host is shared).
 //!

@@ -2,8 +2,8 @@
 shapes of examples/probe_linear.rs (the same table, the same rounds: the
 median of 7 rounds of about 30 ms each).
 
-    python3 scripts/probe_linear.py            # 1 and 2 threads
-    python3 scripts/probe_linear.py 1 gpt128   # 1 thread, names containing "gpt128"
+    python3 bench/probe_linear.py            # 1 and 2 threads
+    python3 bench/probe_linear.py 1 gpt128   # 1 thread, names containing "gpt128"
 """
 import sys
 import time
