@@ -131,26 +131,24 @@ fn chunk_product<E: Float>(
 ) {
     let (l, o) = (g.l(), g.o);
     let ld = nb * l;
-    if direct {
-        if let (Some(pa), Some(cf)) = (w.packed(ld), as_f32(cols)) {
-            let out = GemmOut::segmented(y.as_mut_ptr().cast::<f32>(), l, l, o * l);
-            // SAFETY: the output addresses this chunk's `nb` images of `y`
-            // (`nb o l` elements): element `(oc, bi l + p)` at
-            // `bi o l + oc l + p`, distinct for distinct `(oc, bi, p)`; `y`
-            // is not otherwise accessed until the product returns, which
-            // writes every element (beta 0).
-            unsafe { gemm_into(pa, ld, Mat::row_major(cf, ld), out) };
-            // SAFETY: written whole just above.
-            let y = unsafe { &mut *(std::ptr::from_mut(y) as *mut [E]) };
-            if let Some(bias) = bias {
-                for y_img in y.chunks_mut(o * l) {
-                    for (row, &b) in y_img.chunks_mut(l).zip(bias) {
-                        row.iter_mut().for_each(|v| *v += b);
-                    }
+    if direct && let (Some(pa), Some(cf)) = (w.packed(ld), as_f32(cols)) {
+        let out = GemmOut::segmented(y.as_mut_ptr().cast::<f32>(), l, l, o * l);
+        // SAFETY: the output addresses this chunk's `nb` images of `y`
+        // (`nb o l` elements): element `(oc, bi l + p)` at
+        // `bi o l + oc l + p`, distinct for distinct `(oc, bi, p)`; `y`
+        // is not otherwise accessed until the product returns, which
+        // writes every element (beta 0).
+        unsafe { gemm_into(pa, ld, Mat::row_major(cf, ld), out) };
+        // SAFETY: written whole just above.
+        let y = unsafe { &mut *(std::ptr::from_mut(y) as *mut [E]) };
+        if let Some(bias) = bias {
+            for y_img in y.chunks_mut(o * l) {
+                for (row, &b) in y_img.chunks_mut(l).zip(bias) {
+                    row.iter_mut().for_each(|v| *v += b);
                 }
             }
-            return;
         }
+        return;
     }
     if per == 1 {
         let y = fill_init(y, E::zero());
