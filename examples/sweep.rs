@@ -79,7 +79,7 @@ struct Opts {
     #[arg(long, default_value_t = 0)]
     round: usize,
     /// After the timing, run each step once more under forge's profiler
-    /// (one thread) and print its per-op table on stderr
+    /// (at each of `--threads`) and print its per-op table on stderr
     #[arg(long)]
     profile: bool,
 }
@@ -357,9 +357,12 @@ fn main() {
                 );
             }
             if o.profile {
-                set_num_threads(1);
-                let ((), prof) = forge::tools::profile(&mut step);
-                eprintln!("{} {mode} B={b}\n{}", spec.name, prof.table());
+                for &t in &o.threads {
+                    set_num_threads(t);
+                    step(); // one untimed step after switching
+                    let ((), prof) = forge::tools::profile(&mut step);
+                    eprintln!("{} {mode} B={b} threads={t}\n{}", spec.name, prof.table());
+                }
             }
         }
     }

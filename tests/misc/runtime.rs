@@ -495,6 +495,53 @@ fn a_lenet_training_step_has_the_same_bits_in_every_class_and_thread_count() {
     assert!(run() == want, "the process's own class differs");
 }
 
+/// A small conv net's training step (the sweep's `cnn:ch=10-M-20-M-40-M`,
+/// 3x3 padding 1, bias, ReLU, 2x2 max pooling, at batch 72), two SGD
+/// steps with momentum, gives the same loss and parameter bits in every
+/// CPU class at 1 and 2 threads: its second and third convolutions run
+/// seven and four column chunks (the last shorter), in parallel on 2
+/// threads (`cpu/conv/im2col/chunked.rs`), and its first the small-channel
+/// kernels.
+#[test]
+fn a_small_conv_net_training_step_has_the_same_bits_in_every_class_and_thread_count() {
+    let mut rng = Rng::new(43);
+    let model = sequential![
+        Conv2d::new(3, 10, 3, &mut rng).padding(1),
+        Relu,
+        MaxPool2d::new(2),
+        Conv2d::new(10, 20, 3, &mut rng).padding(1),
+        Relu,
+        MaxPool2d::new(2),
+        Conv2d::new(20, 40, 3, &mut rng).padding(1),
+        Relu,
+        MaxPool2d::new(2),
+        Flatten,
+        Linear::new(40 * 4 * 4, 10, &mut rng)
+    ];
+    let x = Tensor::<f32>::normal(&[72, 3, 32, 32], 0.0, 1.0, &mut rng);
+    let y = Tensor::<i64>::from_fn(&[72], |_| rng.below(10) as i64);
+    let run = || {
+        let mut m = model.clone();
+        let mut opt = Sgd::<f32>::new(0.01).momentum(0.9);
+        let mut out = Vec::new();
+        for _ in 0..2 {
+            let loss = cross_entropy(&m.forward(x.clone()), &y);
+            out.extend(bits(&loss));
+            let grads = loss.backward();
+            for (_, p) in m.named_parameters() {
+                out.extend(bits(grads.get(&p).expect("every parameter has a gradient")));
+            }
+            opt.step(&mut m, &grads).unwrap();
+        }
+        for (_, p) in m.named_parameters() {
+            out.extend(bits(&p));
+        }
+        out
+    };
+    let want = same_bits_in_every_class(&run);
+    assert!(run() == want, "the process's own class differs");
+}
+
 /// A GPT training step (layer norms, packed-qkv attention, GELU, residual
 /// adds, bias gradients, cross-entropy, AdamW), two steps, gives the same
 /// loss and parameter bits in every CPU class at 1 and 2 threads: the

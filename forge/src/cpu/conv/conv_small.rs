@@ -23,8 +23,9 @@
 //! intrinsics (`avx512.rs`, one register per block) or, without AVX-512,
 //! AVX2 + FMA intrinsics (`avx2.rs`, two 8-lane halves per block, output
 //! channels in passes that fit the 16 registers); with AVX-512F, blocks of
-//! 6 or 8 channels run two taps per pass in the weight gradient and two
-//! output blocks per pass in the forward (`wgrad_pair`, `forward_pair`:
+//! any width (1 to 8 channels, each width its own loop) run two taps per
+//! pass in the weight gradient and two output blocks per pass in the
+//! forward (`wgrad_pair`, `forward_pair`:
 //! each input loaded or weight broadcast once for both); other element types, and
 //! `f32` on x86-64 CPUs with FMA but neither, run the portable loops
 //! compiled with FMA, so `mul_add` is never a libm call where the CPU has
@@ -227,11 +228,31 @@ fn forward_block<E: Float>(
     }
 }
 
+/// `f::<NQ>(args)` for the block's channel count `nq` (1..=8) as a
+/// constant, so that a block of fewer than 8 channels (the last block of
+/// 10 or 13) runs only its own accumulators: with the 8-wide loop, 10
+/// channels cost as much as 16.
+#[cfg(target_arch = "x86_64")]
+macro_rules! by_channels {
+    ($nq:expr, $($f:ident)::+ ($($a:expr),* $(,)?)) => {
+        match $nq {
+            1 => $($f)::+::<1>($($a),*),
+            2 => $($f)::+::<2>($($a),*),
+            3 => $($f)::+::<3>($($a),*),
+            4 => $($f)::+::<4>($($a),*),
+            5 => $($f)::+::<5>($($a),*),
+            6 => $($f)::+::<6>($($a),*),
+            7 => $($f)::+::<7>($($a),*),
+            _ => $($f)::+::<OB>($($a),*),
+        }
+    };
+}
+
 /// [`forward_block`] for the two blocks at `t0` and `t0 + 16` (into
 /// `acc[0]` and `acc[1]`) in one pass over the taps, where kernel `k` has
-/// such a loop (`f32` with AVX-512F, 6 or 8 channels in the block);
-/// `false`, with nothing done, elsewhere. The same sums in the same order
-/// as two calls of [`forward_block`].
+/// such a loop (`f32` with AVX-512F, instantiated for each block width
+/// 1..=8 channels); `false`, with nothing done, elsewhere. The same sums
+/// in the same order as two calls of [`forward_block`].
 #[allow(clippy::too_many_arguments)]
 fn forward_pair<E: Float>(
     k: Kernel,
@@ -245,7 +266,7 @@ fn forward_pair<E: Float>(
 ) -> bool {
     debug_assert!(k.available());
     #[cfg(target_arch = "x86_64")]
-    if k == Kernel::Avx512 && (nq == 6 || nq == OB) {
+    if k == Kernel::Avx512 && (1..=OB).contains(&nq) {
         let [acc_a, acc_b] = acc;
         if let (Some(s), Some(w), Some(a), Some(b)) = (
             f32s(s),
@@ -254,13 +275,7 @@ fn forward_pair<E: Float>(
             f32s_mut(acc_b.as_flattened_mut()),
         ) {
             // SAFETY: the CPU has AVX-512F and FMA (`k` is available).
-            unsafe {
-                if nq == 6 {
-                    avx512::forward_pair::<6>(s, starts, w, op, t0, a, b);
-                } else {
-                    avx512::forward_pair::<OB>(s, starts, w, op, t0, a, b);
-                }
-            }
+            unsafe { by_channels!(nq, avx512::forward_pair(s, starts, w, op, t0, a, b)) };
             return true;
         }
     }
@@ -426,9 +441,9 @@ fn wgrad_tap<E: Float>(
 
 /// [`wgrad_tap`] for two taps (`src`: their streams; `acc`, `tail`: their
 /// sums) in one pass over `gy`, where kernel `k` has such a loop (`f32`
-/// with AVX-512F, 6 or 8 channels in the block); `false`, with nothing
-/// done, elsewhere. The same sums in the same order as two calls of
-/// [`wgrad_tap`].
+/// with AVX-512F, instantiated for each block width 1..=8 channels);
+/// `false`, with nothing done, elsewhere. The same sums in the same order
+/// as two calls of [`wgrad_tap`].
 fn wgrad_pair<E: Float>(
     k: Kernel,
     l: usize,
@@ -440,7 +455,7 @@ fn wgrad_pair<E: Float>(
 ) -> bool {
     debug_assert!(k.available());
     #[cfg(target_arch = "x86_64")]
-    if k == Kernel::Avx512 && (nq == 6 || nq == OB) {
+    if k == Kernel::Avx512 && (1..=OB).contains(&nq) {
         let (acc_a, acc_b) = acc.split_at_mut(1);
         let (tail_a, tail_b) = tail.split_at_mut(1);
         if let (Some(sa), Some(sb), Some(aa), Some(ab), Some(ta), Some(tb)) = (
@@ -453,13 +468,7 @@ fn wgrad_pair<E: Float>(
         ) {
             let gy = gy.map(|r| f32s(r).expect("E is f32"));
             // SAFETY: the CPU has AVX-512F and FMA (`k` is available).
-            unsafe {
-                if nq == 6 {
-                    avx512::wgrad_pair::<6>(l, [sa, sb], gy, aa, ab, ta, tb);
-                } else {
-                    avx512::wgrad_pair::<OB>(l, [sa, sb], gy, aa, ab, ta, tb);
-                }
-            }
+            unsafe { by_channels!(nq, avx512::wgrad_pair(l, [sa, sb], gy, aa, ab, ta, tb)) };
             return true;
         }
     }

@@ -270,6 +270,13 @@ fn forward_prepared<E: Float>(
     cols: &mut Columns<E>,
 ) -> Storage<E> {
     let (l, o) = (g.l(), g.o);
+    let kept = match cols {
+        Columns::Kept(c) => Some(c),
+        Columns::Reused(_) => None,
+    };
+    if let Some(y) = chunked::forward(g, x, w, bias, per, kept) {
+        return y;
+    }
     if let Some(y) = forward_direct(g, x, w, bias, per, cols) {
         return y;
     }
@@ -370,6 +377,9 @@ fn backward_input_batched<E: Float>(
     let (k, l, o) = (g.k_len(), g.l(), g.o);
     let (plane, taps) = (g.h * g.w, g.kh * g.kw);
     let per = g.batch_chunk(budget);
+    if let Some(gx) = chunked::backward_input(g, y_grad, weight, bias, per) {
+        return gx;
+    }
     // Unzeroed: each chunk's product (beta 0, which never reads its
     // output) writes the columns its col2im then reads.
     let mut cols = Storage::stale(k * per * l);
@@ -603,6 +613,7 @@ pub(super) fn fold<E: Float>(g: &ConvGeom, cols: &[E]) -> Storage<E> {
     out
 }
 
+mod chunked;
 mod columns;
 mod kernels;
 mod taps;

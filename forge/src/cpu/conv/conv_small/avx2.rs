@@ -19,13 +19,15 @@ use std::arch::x86_64::{
 /// Lanes per register.
 const HALF: usize = LANES / 2;
 
-/// 8 `f32` from `s[at..at + 8]`.
+/// 8 `f32` from `s[at..at + 8]`; `#[inline]` into the `avx2,fma` loops
+/// (see the AVX-512 `load`: an out-of-line call per load otherwise).
 ///
 /// # Safety
 /// The CPU has AVX.
 ///
 /// # Panics
 /// When `s` is shorter than `at + 8`.
+#[inline]
 #[target_feature(enable = "avx")]
 unsafe fn load(s: &[f32], at: usize) -> __m256 {
     let s = &s[at..at + HALF];
@@ -41,6 +43,7 @@ unsafe fn load(s: &[f32], at: usize) -> __m256 {
 ///
 /// # Panics
 /// When `s` is shorter than `at + 8`.
+#[inline]
 #[target_feature(enable = "avx")]
 unsafe fn store(s: &mut [f32], at: usize, v: __m256) {
     let s = &mut s[at..at + HALF];

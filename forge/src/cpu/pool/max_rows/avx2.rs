@@ -28,6 +28,7 @@ const L: usize = 8;
 ///
 /// # Panics
 /// When `s` is shorter than `at + 8`.
+#[inline]
 #[target_feature(enable = "avx")]
 unsafe fn load(s: &[f32], at: usize) -> __m256 {
     let s = &s[at..at + L];
@@ -44,6 +45,7 @@ unsafe fn load(s: &[f32], at: usize) -> __m256 {
 ///
 /// # Panics
 /// When `s` is shorter than `at + 15`.
+#[inline]
 #[target_feature(enable = "avx2")]
 unsafe fn load_even(s: &[f32], at: usize) -> __m256 {
     // SAFETY: (both loads) the caller checked the CPU's features; `load`
@@ -151,6 +153,7 @@ pub(super) unsafe fn run_row(
 ///
 /// # Safety
 /// The CPU has AVX.
+#[inline]
 #[target_feature(enable = "avx")]
 unsafe fn blend_i32(a: __m256i, b: __m256i, t: __m256) -> __m256i {
     _mm256_castps_si256(_mm256_blendv_ps(
