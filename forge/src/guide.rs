@@ -76,6 +76,22 @@ pub struct Reliability;
 #[doc = include_str!("../../docs/src/performance.md")]
 pub struct Performance;
 
+/// `docs/src/performance-conv.md`.
+#[doc = include_str!("../../docs/src/performance-conv.md")]
+pub struct PerformanceConv;
+
+/// `docs/src/performance-rnn.md`.
+#[doc = include_str!("../../docs/src/performance-rnn.md")]
+pub struct PerformanceRnn;
+
+/// `docs/src/performance-products.md`.
+#[doc = include_str!("../../docs/src/performance-products.md")]
+pub struct PerformanceProducts;
+
+/// `docs/src/performance-machines.md`.
+#[doc = include_str!("../../docs/src/performance-machines.md")]
+pub struct PerformanceMachines;
+
 /// `docs/src/architecture.md`.
 #[doc = include_str!("../../docs/src/architecture.md")]
 pub struct Architecture;
