@@ -43,6 +43,36 @@ fn bits(t: &Tensor) -> Vec<u32> {
     t.to_vec().iter().map(|v| v.to_bits()).collect()
 }
 
+/// Two training steps of a copy of `model` on `(x, y)` (cross-entropy,
+/// then `opt`), as bits: each step's loss and every parameter's gradient,
+/// then the parameters after both steps.
+fn two_training_steps<L, R>(
+    model: &L,
+    x: &Tensor,
+    y: &Tensor<i64>,
+    mut opt: forge::optim::Optimizer<R, f32>,
+) -> Vec<u32>
+where
+    L: Layer<f32> + Forward<Tensor, Output = Tensor> + Clone,
+    R: forge::optim::UpdateRule,
+{
+    let mut m = model.clone();
+    let mut out = Vec::new();
+    for _ in 0..2 {
+        let loss = cross_entropy(&m.forward(x.clone()), y);
+        out.extend(bits(&loss));
+        let grads = loss.backward();
+        for (_, p) in m.named_parameters() {
+            out.extend(bits(grads.get(&p).expect("every parameter has a gradient")));
+        }
+        opt.step(&mut m, &grads).unwrap();
+    }
+    for (_, p) in m.named_parameters() {
+        out.extend(bits(&p));
+    }
+    out
+}
+
 /// `run`'s result (bits) on one portable thread, after asserting that every
 /// CPU class this machine has (portable, AVX2 + FMA, AVX-512) gives the
 /// same at 1 and at 2 threads.
@@ -473,24 +503,7 @@ fn a_lenet_training_step_has_the_same_bits_in_every_class_and_thread_count() {
     let model = LeNet5::new(&mut rng);
     let x = Tensor::<f32>::normal(&[40, 1, 28, 28], 0.0, 1.0, &mut rng);
     let y = Tensor::<i64>::from_fn(&[40], |_| rng.below(10) as i64);
-    let run = || {
-        let mut m = model.clone();
-        let mut opt = Adam::<f32>::new(1e-3);
-        let mut out = Vec::new();
-        for _ in 0..2 {
-            let loss = cross_entropy(&m.forward(x.clone()), &y);
-            out.extend(bits(&loss));
-            let grads = loss.backward();
-            for (_, p) in m.named_parameters() {
-                out.extend(bits(grads.get(&p).expect("every parameter has a gradient")));
-            }
-            opt.step(&mut m, &grads).unwrap();
-        }
-        for (_, p) in m.named_parameters() {
-            out.extend(bits(&p));
-        }
-        out
-    };
+    let run = || two_training_steps(&model, &x, &y, Adam::<f32>::new(1e-3));
     let want = same_bits_in_every_class(&run);
     assert!(run() == want, "the process's own class differs");
 }
@@ -520,24 +533,7 @@ fn a_small_conv_net_training_step_has_the_same_bits_in_every_class_and_thread_co
     ];
     let x = Tensor::<f32>::normal(&[72, 3, 32, 32], 0.0, 1.0, &mut rng);
     let y = Tensor::<i64>::from_fn(&[72], |_| rng.below(10) as i64);
-    let run = || {
-        let mut m = model.clone();
-        let mut opt = Sgd::<f32>::new(0.01).momentum(0.9);
-        let mut out = Vec::new();
-        for _ in 0..2 {
-            let loss = cross_entropy(&m.forward(x.clone()), &y);
-            out.extend(bits(&loss));
-            let grads = loss.backward();
-            for (_, p) in m.named_parameters() {
-                out.extend(bits(grads.get(&p).expect("every parameter has a gradient")));
-            }
-            opt.step(&mut m, &grads).unwrap();
-        }
-        for (_, p) in m.named_parameters() {
-            out.extend(bits(&p));
-        }
-        out
-    };
+    let run = || two_training_steps(&model, &x, &y, Sgd::<f32>::new(0.01).momentum(0.9));
     let want = same_bits_in_every_class(&run);
     assert!(run() == want, "the process's own class differs");
 }
