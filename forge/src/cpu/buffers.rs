@@ -99,8 +99,11 @@ pub(crate) fn build_planes<E: Copy + Send>(
 }
 
 /// A raw pointer to one output buffer, shared by the chunks of a parallel
-/// loop that each write a disjoint range of it.
-struct SharedOut<E>(*mut E);
+/// loop that each write a disjoint range of it (here, in `cpu::qgemm` and
+/// in `cpu::conv::im2col::chunked`). Closures take the pointer through
+/// [`get`](Self::get), so that they capture the whole `Send + Sync`
+/// wrapper, not its raw field.
+pub(crate) struct SharedOut<E>(pub(crate) *mut E);
 impl<E> Clone for SharedOut<E> {
     fn clone(&self) -> Self {
         *self
@@ -112,6 +115,13 @@ impl<E> Copy for SharedOut<E> {}
 unsafe impl<E: Send> Send for SharedOut<E> {}
 // SAFETY: as above; the pointer itself is only copied.
 unsafe impl<E: Send> Sync for SharedOut<E> {}
+
+impl<E> SharedOut<E> {
+    /// The pointer.
+    pub(crate) fn get(self) -> *mut E {
+        self.0
+    }
+}
 
 /// Runs `f(chunk_index, chunk)` over consecutive chunks of `chunk_len`
 /// elements of `out` (the last may be shorter), in parallel over fixed chunks.
@@ -132,7 +142,7 @@ pub(crate) fn for_each_chunk_mut<E: Send>(
         // n`), disjoint from every other chunk, and visited exactly once;
         // `out` stays borrowed until `parallel_for` returns.
         let chunk =
-            unsafe { std::slice::from_raw_parts_mut(p.0.add(start), chunk_len.min(n - start)) };
+            unsafe { std::slice::from_raw_parts_mut(p.get().add(start), chunk_len.min(n - start)) };
         f(i, chunk);
     });
 }

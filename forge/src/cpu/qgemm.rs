@@ -42,6 +42,7 @@ mod tests;
 pub(crate) use fp8_gemv::gemv_fp8;
 pub(crate) use quantize::{quantize_rows, range, Dequantize};
 
+use super::buffers::SharedOut;
 use super::memory::Storage;
 use super::threads::parallel_for_cost;
 use parallel_for_cost as threads_cost;
@@ -467,27 +468,6 @@ impl PackedI8 {
 /// depend on it.
 fn chunk_at(chunk: usize, blocks: usize) -> (usize, usize) {
     (chunk % blocks, chunk / blocks)
-}
-
-/// An output's pointer shared by the chunks of one parallel loop (the
-/// sums `c`, an epilogue's outputs, quantized rows).
-struct SharedOut<T>(*mut T);
-impl<T> Clone for SharedOut<T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T> Copy for SharedOut<T> {}
-// SAFETY: the chunks write disjoint blocks of the output, which outlives
-// the loop, and `T: Send` values may be written from any thread.
-unsafe impl<T: Send> Send for SharedOut<T> {}
-// SAFETY: as above: no two chunks touch the same element.
-unsafe impl<T: Send> Sync for SharedOut<T> {}
-
-impl<T> SharedOut<T> {
-    fn get(self) -> *mut T {
-        self.0
-    }
 }
 
 /// Asks the CPU to bring the `len` elements at `p` into its L1 cache (a

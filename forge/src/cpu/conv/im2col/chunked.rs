@@ -25,7 +25,7 @@
 
 use super::{chunks, kernels};
 use crate::base::Float;
-use crate::cpu::buffers::{build, build_chunks, fill_init};
+use crate::cpu::buffers::{build, build_chunks, fill_init, SharedOut};
 use crate::cpu::conv::geom::ConvGeom;
 use crate::cpu::gemm::prepared::{as_f32, gemm_into, GemmOut, PreparedA};
 use crate::cpu::gemm::{gemm, Mat};
@@ -41,21 +41,6 @@ pub(super) fn in_parallel(n_chunks: usize) -> bool {
     let threads = num_threads();
     threads > 1 && n_chunks >= 2 * threads
 }
-
-/// The start of a buffer whose disjoint ranges the chunks of one parallel
-/// loop write.
-struct Shared<E>(*mut E);
-impl<E> Clone for Shared<E> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<E> Copy for Shared<E> {}
-// SAFETY: each chunk writes only its own range (see the users), and the
-// buffer outlives the loop.
-unsafe impl<E: Send> Send for Shared<E> {}
-// SAFETY: as above; the pointer itself is only copied.
-unsafe impl<E: Send> Sync for Shared<E> {}
 
 /// The forward of [`forward_prepared`](super::forward_prepared) over
 /// chunks of `per` images in parallel (where [`in_parallel`] holds; `None`
@@ -84,7 +69,7 @@ pub(super) fn forward<E: Float>(
     let mut kept = kept;
     let kept_at = kept.as_deref_mut().map(|c| {
         assert!(c.is_empty() && c.capacity() >= k * g.n * l, "kept columns");
-        Shared(c.spare_capacity_mut().as_mut_ptr().cast::<E>())
+        SharedOut(c.spare_capacity_mut().as_mut_ptr().cast::<E>())
     });
     let y = build_chunks(g.n * o * l, per * o * l, |ch, y| {
         let (b0, nb) = (ch * per, y.len() / (o * l));
@@ -98,7 +83,7 @@ pub(super) fn forward<E: Float>(
                 // returns but by this chunk, after `im2col_batch` wrote
                 // every element of the range (its contract).
                 unsafe {
-                    let p = at.0.add(k * l * b0);
+                    let p = at.get().add(k * l * b0);
                     g.im2col_batch(x, b0, nb, std::slice::from_raw_parts_mut(p.cast(), k * ld));
                     std::slice::from_raw_parts(p, k * ld)
                 }
