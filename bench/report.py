@@ -242,8 +242,14 @@ def run_section(run, rel, title=""):
                 "| forge rounds | forge faults/step |")
         rule = "|---|---|---|---|---|---|---|---|---|---|"
         if peak_cols:
-            head += " forge GFLOP/s | forge % of peak |"
-            rule += "---|---|"
+            # The floor: forge's FLOPs of the step at the run's measured
+            # peak, divided by PyTorch's time: the ratio a step doing those
+            # FLOPs would read if every one ran at the peak and nothing
+            # else took time. A target below it cannot be met on this
+            # machine by computing the same products faster, only by
+            # computing fewer.
+            head += " forge GFLOP/s | forge % of peak | floor / PyTorch |"
+            rule += "---|---|---|"
         out += [head, rule]
         for k in sorted(steps, key=step_key):
             t_med, t_runs, _ = medians(steps[k].get("torch", []))
@@ -256,6 +262,8 @@ def run_section(run, rel, title=""):
                 g, p = gflop.get(k), run.peak(k[3], k[1])
                 rate = g / f_med * 1e3 if g and f_med else None
                 row += (f" {rate:.1f} |" if rate else " - |") + (f" {100 * rate / p:.0f}% |" if rate and p else " - |")
+                floor = g / p * 1e3 / t_med if g and p and t_med else None
+                row += f" {floor:.2f} |" if floor else " - |"
                 over_peak = over_peak or bool(rate and p and rate > p)
             out.append(row)
         out.append("")
