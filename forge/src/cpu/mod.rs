@@ -27,6 +27,7 @@ pub(crate) mod qgemm;
 pub(crate) mod reduce;
 pub(crate) mod resample;
 pub(crate) mod scan;
+pub(crate) mod softmax_rows;
 pub(crate) mod strided;
 pub(crate) mod sync;
 pub(crate) mod threads;

@@ -42,8 +42,9 @@ mod slices;
 
 pub(crate) use gelu_bf16::GeluBf16;
 
+pub(crate) use f32_kernels::exp_f32;
 #[cfg(test)]
-use f32_kernels::{erf_f32, exp_f32, gelu_f32, gelu_tanh_f32, ln_f32, silu_f32, softplus_f32};
+use f32_kernels::{erf_f32, gelu_f32, gelu_tanh_f32, ln_f32, silu_f32, softplus_f32};
 pub use f32_kernels::{sigmoid_f32, tanh_f32};
 #[cfg(test)]
 use slices::{each, each2, each2_base, each_base};

@@ -23,6 +23,7 @@ use crate::autograd::is_grad_enabled;
 use crate::cpu::elementwise::widest;
 use crate::cpu::gemm::{gemm_batched, gemm_serial_into, serial_scratch, Mat};
 use crate::cpu::memory::Storage;
+use crate::cpu::softmax_rows::scaled_softmax_rows;
 use crate::cpu::threads::{num_threads, parallel_for_cost};
 use crate::tensor::{Device, Float, Tensor};
 
@@ -228,23 +229,27 @@ pub fn qkv_attention<E: Float, D: Device>(
             if !(direct && unsafe { gemm_serial_into(t, d, t, qm, km, p.as_mut_ptr(), t, pack) }) {
                 product(t, d, t, qm, km, p);
             }
-            // the row passes at the widest vector width (the same bits:
-            // see `widest`)
-            widest(
-                #[inline(always)]
-                || {
-                    for (i, row) in p.chunks_exact_mut(t).enumerate() {
-                        let n = if is_causal { i + 1 } else { t };
-                        for s in row[..n].iter_mut() {
-                            *s *= scale;
+            // f32 on AVX-512: every row pass in whole vectors, the tail
+            // masked (`cpu::softmax_rows`: the same bits); otherwise the
+            // row passes at the widest vector width (the same bits: see
+            // `widest`)
+            if !scaled_softmax_rows(p, t, scale, is_causal) {
+                widest(
+                    #[inline(always)]
+                    || {
+                        for (i, row) in p.chunks_exact_mut(t).enumerate() {
+                            let n = if is_causal { i + 1 } else { t };
+                            for s in row[..n].iter_mut() {
+                                *s *= scale;
+                            }
+                            row[n..].fill(E::zero());
+                            if !softmax_row_in_place(&mut row[..n]) {
+                                row.fill(E::nan());
+                            }
                         }
-                        row[n..].fill(E::zero());
-                        if !softmax_row_in_place(&mut row[..n]) {
-                            row.fill(E::nan());
-                        }
-                    }
-                },
-            );
+                    },
+                );
+            }
             // SAFETY: columns `h d..(h + 1) d` of batch entry `bi`'s rows
             // of the output belong to this chunk alone.
             unsafe {
