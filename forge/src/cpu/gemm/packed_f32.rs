@@ -82,7 +82,7 @@ pub(super) fn macs_per_ns() -> usize {
 /// An instruction set the micro-kernel and the packing have versions for,
 /// that this CPU has: the field is private, so a value is made only by
 /// [`Isa::detect`] or [`Isa::all`], which check the CPU; that is what makes
-/// the dispatching functions ([`tile`], [`transpose16`],
+/// the dispatching functions ([`tile`], [`pack_a_rows`],
 /// [`copy_rows_padded`]) sound to call with any value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Isa(Kind);
@@ -487,9 +487,8 @@ fn copy_rows_padded(
 }
 
 /// [`pack_b_panel`] for `b` with contiguous columns (`b.rs == 1`): a
-/// transpose, with AVX2 in 8 x 8 blocks straight from `b`'s columns, with
-/// AVX-512 the 16 x 16 blocks of whole column groups through
-/// [`transpose16`]; the rest element by element.
+/// transpose of `cols` columns of `b` as the rows of [`pack_a_rows`]'s
+/// kernels (8 x 8 blocks with AVX2, 16 x 16 with AVX-512).
 fn pack_b_columns(
     isa: Isa,
     b: Mat<f32>,
@@ -499,42 +498,19 @@ fn pack_b_columns(
     cols: usize,
     dst: &mut [f32],
 ) {
-    assert!(dst.len() >= kc * NR);
-    #[cfg(target_arch = "x86_64")]
-    if isa.0 == Kind::Avx2 {
-        // column `j0 + jj` of `b` as row `jj` of a transpose
-        // SAFETY: an `Isa` of kind AVX2 exists only for a CPU that has it;
-        // the function checks the extents itself.
-        unsafe { avx2::pack_a_rows::<NR>(b.data, k0 + j0 * b.cs, b.cs, cols, kc, dst) };
-        return;
-    }
-    let whole = kc - kc % 16;
-    for g in (0..NR).step_by(16) {
-        let group = cols.saturating_sub(g).min(16);
-        let mut p_done = 0;
-        if group == 16 {
-            for p0 in (0..whole).step_by(16) {
-                let src: [&[f32]; 16] = std::array::from_fn(|r| {
-                    let at = k0 + p0 + (j0 + g + r) * b.cs;
-                    &b.data[at..at + 16]
-                });
-                // SAFETY: every source row holds 16 floats, and rows
-                // `p0..p0 + 16` of the destination (row stride `NR`) hold
-                // columns `g..g + 16` inside `dst` (asserted above).
-                unsafe { transpose16(isa, &src, dst.as_mut_ptr().add(p0 * NR + g), NR, 0xffff) };
-            }
-            p_done = whole;
-        }
-        for p in p_done..kc {
-            let row = &mut dst[p * NR + g..p * NR + g + 16];
-            for (jj, v) in row.iter_mut().enumerate() {
-                *v = if jj < group {
-                    b.data[k0 + p + (j0 + g + jj) * b.cs]
-                } else {
-                    0.0
-                };
-            }
-        }
+    // column `j0 + jj` of `b` as row `jj` of a transpose
+    let base = k0 + j0 * b.cs;
+    match isa.0 {
+        // SAFETY: an `Isa` value exists only for a CPU that has its
+        // features ([`Isa::detect`], [`Isa::all`]); the functions check the
+        // extents themselves.
+        #[cfg(target_arch = "x86_64")]
+        Kind::Avx512 => unsafe { avx512::pack_a_rows::<NR>(b.data, base, b.cs, cols, kc, dst) },
+        // SAFETY: as above.
+        #[cfg(target_arch = "x86_64")]
+        Kind::Avx2 => unsafe { avx2::pack_a_rows::<NR>(b.data, base, b.cs, cols, kc, dst) },
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => unreachable!("packed_f32 needs x86-64 ({base}, {cols})"),
     }
 }
 
@@ -575,9 +551,8 @@ fn pack_a<const R: usize>(
 /// Tile rows `i0..i0 + r` of `a` with contiguous rows (`a.cs == 1`),
 /// columns `k0..k0 + kc`, packed as `kc` columns of `R` (zero past `r`):
 /// a transpose, with AVX2 in 8 x 8 blocks straight from `a`'s rows, with
-/// AVX-512 16 columns of `k` at a time through [`transpose16`]; the rest
-/// element by element.
-#[allow(clippy::too_many_arguments)]
+/// AVX-512 in 16 x 16 blocks, the whole loop in one call
+/// (`avx512::pack_a_rows`).
 fn pack_a_rows<const R: usize>(
     isa: Isa,
     a: Mat<f32>,
@@ -587,64 +562,18 @@ fn pack_a_rows<const R: usize>(
     kc: usize,
     tile: &mut [f32],
 ) {
-    #[cfg(target_arch = "x86_64")]
-    if isa.0 == Kind::Avx2 {
-        // SAFETY: an `Isa` of kind AVX2 exists only for a CPU that has it;
-        // the function checks the extents itself.
-        unsafe { avx2::pack_a_rows::<R>(a.data, i0 * a.rs + k0, a.rs, r, kc, tile) };
-        return;
-    }
-    let whole = kc - kc % 16;
-    let zero = [0f32; 16];
-    for p0 in (0..whole).step_by(16) {
-        let src: [&[f32]; 16] = std::array::from_fn(|i| {
-            let at = (i0 + i) * a.rs + k0 + p0;
-            if i < r {
-                &a.data[at..at + 16]
-            } else {
-                &zero[..]
-            }
-        });
-        // SAFETY: every source row holds 16 floats; the masked stores
-        // write `R` floats at rows `p0..p0 + 16` (row stride `R`) of the
-        // `R * kc` tile.
-        unsafe {
-            transpose16(
-                isa,
-                &src,
-                tile.as_mut_ptr().add(p0 * R),
-                R,
-                ((1u32 << R) - 1) as u16,
-            )
-        };
-    }
-    for p in whole..kc {
-        for i in 0..R {
-            tile[p * R + i] = if i < r {
-                a.data[(i0 + i) * a.rs + k0 + p]
-            } else {
-                0.0
-            };
-        }
-    }
-}
-
-/// Writes the transpose of the 16 x 16 block whose row `r` is `src[r]`:
-/// row `q` of the output (`src[0][q], ..., src[15][q]`, the lanes chosen by
-/// `mask`) at `dst + q * ld`, with AVX-512 (the AVX2 packing transposes
-/// 8 x 8 blocks in `avx2::pack_a_rows`). Pure data movement.
-///
-/// # Safety
-/// Every `src[r]` holds 16 floats; for `q < 16`, the masked lanes of
-/// `dst + q * ld .. + 16` are writable.
-unsafe fn transpose16(isa: Isa, src: &[&[f32]; 16], dst: *mut f32, ld: usize, mask: u16) {
+    let base = i0 * a.rs + k0;
     match isa.0 {
-        // SAFETY: the CPU has the features of `isa` (an `Isa` value exists
-        // only where it does); the rest is the caller's contract.
+        // SAFETY: an `Isa` value exists only for a CPU that has its
+        // features ([`Isa::detect`], [`Isa::all`]); the functions check the
+        // extents themselves.
         #[cfg(target_arch = "x86_64")]
-        Kind::Avx512 => unsafe { avx512::transpose16(src, dst, ld, mask) },
-        // AVX2 packs through `avx2::pack_a_rows` instead (8 x 8 blocks)
-        _ => unreachable!("transpose16: AVX-512 only"),
+        Kind::Avx512 => unsafe { avx512::pack_a_rows::<R>(a.data, base, a.rs, r, kc, tile) },
+        // SAFETY: as above.
+        #[cfg(target_arch = "x86_64")]
+        Kind::Avx2 => unsafe { avx2::pack_a_rows::<R>(a.data, base, a.rs, r, kc, tile) },
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => unreachable!("packed_f32 needs x86-64 ({base}, {r})"),
     }
 }
 

@@ -1,13 +1,24 @@
 //! The AVX-512F versions of the packed kernel's intrinsics: the 12 x 32
-//! tile in 24 accumulators (two 16-lane vectors per row), masked row
-//! copies and a 16 x 16 register transpose for the packing.
+//! tile in 24 accumulators (two 16-lane vectors per row), and the
+//! packing's masked row copies and 16 x 16 register transposes.
 
 use super::NR;
 use std::arch::x86_64::*;
 
+/// The lanes below `n` (at most 16) as a load or store mask.
+#[inline]
+fn lanes(n: usize) -> __mmask16 {
+    if n >= 16 {
+        0xffff
+    } else {
+        (1u16 << n) - 1
+    }
+}
+
 /// Row `p < rows` of `dst` (`width <= 32` floats at `p * width`) = the
 /// `len <= width` floats at `src[base + p * stride..]`, then zeros: one or
-/// two masked 16-lane loads and stores per row.
+/// two masked 16-lane loads and stores per row, the masks computed once
+/// per call (they used to be recomputed per row and half).
 ///
 /// # Safety
 /// The CPU has AVX-512F.
@@ -26,43 +37,35 @@ pub(super) unsafe fn copy_rows_padded(
 ) {
     assert!(len <= width && width <= 32 && dst.len() >= rows * width);
     assert!(rows == 0 || len == 0 || base + (rows - 1) * stride + len <= src.len());
-    let mask = |n: usize| if n >= 16 { 0xffff } else { (1u16 << n) - 1 };
+    let (in0, in1) = (lanes(len), lanes(len.saturating_sub(16)));
+    let (out0, out1) = (lanes(width), lanes(width.saturating_sub(16)));
+    let s = src.as_ptr().wrapping_add(base);
+    let d = dst.as_mut_ptr();
     for p in 0..rows {
-        for h in (0..width).step_by(16) {
-            let n_in = len.saturating_sub(h).min(16);
-            let v = if n_in == 0 {
-                _mm512_setzero_ps()
-            } else {
-                // SAFETY: the first `n_in` floats from `base + p * stride
-                // + h` are inside `src` (asserted); the other lanes are
-                // masked off and not read.
-                unsafe {
-                    _mm512_maskz_loadu_ps(mask(n_in), src.as_ptr().add(base + p * stride + h))
-                }
-            };
-            // SAFETY: `min(16, width - h)` floats at `p * width + h` are
-            // inside row `p` of `dst` (asserted).
-            unsafe {
-                _mm512_mask_storeu_ps(dst.as_mut_ptr().add(p * width + h), mask(width - h), v)
-            };
+        let from = s.wrapping_add(p * stride);
+        // SAFETY: the first `len` floats of row `p` are inside `src`
+        // (asserted; a masked-off lane is not read, so `in1 = 0` reads
+        // nothing past `from + 16`), and the `width` floats at
+        // `p * width` inside `dst` (asserted).
+        unsafe {
+            let to = d.add(p * width);
+            _mm512_mask_storeu_ps(to, out0, _mm512_maskz_loadu_ps(in0, from));
+            if width > 16 {
+                let v = _mm512_maskz_loadu_ps(in1, from.wrapping_add(16));
+                _mm512_mask_storeu_ps(to.add(16), out1, v);
+            }
         }
     }
 }
 
-/// Writes the transpose of the 16 x 16 block whose row `r` is `src[r]`:
-/// row `q` of the output (`src[0][q], ..., src[15][q]`, the lanes chosen by
-/// `mask`) at `dst + q * ld`. Pure data movement.
+/// The transpose of the 16 x 16 block whose row `i` is `r[i]`: lane `i`
+/// of output `q` is lane `q` of `r[i]`. Pure data movement.
 ///
 /// # Safety
-/// The CPU has AVX-512F; every `src[r]` holds 16 floats; for `q < 16`,
-/// the masked lanes of `dst + q * ld .. + 16` are writable.
+/// The CPU has AVX-512F.
+#[inline]
 #[target_feature(enable = "avx512f")]
-pub(super) unsafe fn transpose16(src: &[&[f32]; 16], dst: *mut f32, ld: usize, mask: u16) {
-    let r: [__m512; 16] = std::array::from_fn(|i| {
-        assert!(src[i].len() >= 16);
-        // SAFETY: 16 floats (asserted).
-        unsafe { _mm512_loadu_ps(src[i].as_ptr()) }
-    });
+unsafe fn transpose16(r: &[__m512; 16]) -> [__m512; 16] {
     // pairs of rows interleaved within each 128-bit lane
     let mut t = [_mm512_setzero_ps(); 16];
     for i in 0..8 {
@@ -96,33 +99,104 @@ pub(super) unsafe fn transpose16(src: &[&[f32]; 16], dst: *mut f32, ld: usize, m
         out[c + 4] = _mm512_shuffle_f32x4::<0x88>(v_hi, w_hi);
         out[c + 12] = _mm512_shuffle_f32x4::<0xdd>(v_hi, w_hi);
     }
-    if ld == 12 && mask == 0x0fff {
-        // The 16 rows of 12 are one contiguous run of 192 floats: packed
-        // into 12 whole vectors by two-source permutes (three vectors per
-        // four rows), then 12 plain stores instead of 16 masked ones.
-        // lanes `s..12` of the first source, then the second's from 0
-        let i0 = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 16, 17, 18, 19);
-        let i4 = _mm512_setr_epi32(4, 5, 6, 7, 8, 9, 10, 11, 16, 17, 18, 19, 20, 21, 22, 23);
-        let i8 = _mm512_setr_epi32(8, 9, 10, 11, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27);
-        for g in 0..4 {
-            let o = &out[4 * g..4 * g + 4];
-            let v = [
-                _mm512_permutex2var_ps(o[0], i0, o[1]),
-                _mm512_permutex2var_ps(o[1], i4, o[2]),
-                _mm512_permutex2var_ps(o[2], i8, o[3]),
-            ];
-            for (j, &v) in v.iter().enumerate() {
-                // SAFETY: rows `4 g .. 4 g + 4` of 12 floats (row stride
-                // 12) are floats `48 g .. 48 g + 48` from `dst`, writable
-                // (the caller's contract with `ld = 12`, all 12 lanes).
-                unsafe { _mm512_storeu_ps(dst.add(48 * g + 16 * j), v) };
-            }
+    out
+}
+
+/// Writes the low 12 lanes of the 16 vectors `out` as 16 rows of 12
+/// contiguous floats (192 floats at `dst`): packed into 12 whole vectors
+/// by two-source permutes (three vectors per four rows), then 12 plain
+/// stores instead of 16 masked ones.
+///
+/// # Safety
+/// The CPU has AVX-512F; 192 floats at `dst` are writable.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn store_rows_of_12(out: &[__m512; 16], dst: *mut f32) {
+    // lanes `s..12` of the first source, then the second's from 0
+    let i0 = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 16, 17, 18, 19);
+    let i4 = _mm512_setr_epi32(4, 5, 6, 7, 8, 9, 10, 11, 16, 17, 18, 19, 20, 21, 22, 23);
+    let i8 = _mm512_setr_epi32(8, 9, 10, 11, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27);
+    for g in 0..4 {
+        let o = &out[4 * g..4 * g + 4];
+        let v = [
+            _mm512_permutex2var_ps(o[0], i0, o[1]),
+            _mm512_permutex2var_ps(o[1], i4, o[2]),
+            _mm512_permutex2var_ps(o[2], i8, o[3]),
+        ];
+        for (j, &v) in v.iter().enumerate() {
+            // SAFETY: rows `4 g .. 4 g + 4` of 12 floats are floats
+            // `48 g .. 48 g + 48` from `dst` (the caller's contract).
+            unsafe { _mm512_storeu_ps(dst.add(48 * g + 16 * j), v) };
         }
-        return;
     }
-    for (q, &v) in out.iter().enumerate() {
-        // SAFETY: the caller guarantees the masked lanes are writable.
-        unsafe { _mm512_mask_storeu_ps(dst.add(q * ld), mask, v) };
+}
+
+/// Packs rows `0..rows` of the row-major block at `src[base..]` (rows `rs`
+/// apart, `kc` floats each) as `kc` columns of `R` (`dst[p R + i]` = row
+/// `i`, float `p`; zero for `i >= rows`): the left operand's tile for `a`
+/// with contiguous rows, and the right operand's panel for `b` with
+/// contiguous columns (`R = NR`, a column of `b` as a "row"). The whole
+/// loop in one function: 16 x 16 register transposes of 16 rows (zero
+/// past `rows`) loaded straight from the source, the last `kc % 16`
+/// columns by masked loads. It used to be an out-of-line call per 16
+/// columns taking 16 bounds-checked slices. Pure data movement.
+///
+/// # Safety
+/// The CPU has AVX-512F.
+///
+/// # Panics
+/// When `R` is not a multiple of 4 in `4..=32`, `rows > R`, `dst` holds
+/// fewer than `R * kc` floats, or `src` fewer than `base + (rows - 1) * rs
+/// + kc`.
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn pack_a_rows<const R: usize>(
+    src: &[f32],
+    base: usize,
+    rs: usize,
+    rows: usize,
+    kc: usize,
+    dst: &mut [f32],
+) {
+    assert!(R.is_multiple_of(4) && (4..=32).contains(&R) && rows <= R && dst.len() >= R * kc);
+    assert!(rows == 0 || kc == 0 || base + (rows - 1) * rs + kc <= src.len());
+    let (s, d) = (src.as_ptr().wrapping_add(base), dst.as_mut_ptr());
+    let row = |i: usize, p0: usize| s.wrapping_add(i * rs + p0);
+    for g in (0..R).step_by(16) {
+        let live = rows.saturating_sub(g).min(16);
+        let width = (R - g).min(16);
+        let mask = lanes(width);
+        let mut p0 = 0;
+        while p0 < kc {
+            let n = (kc - p0).min(16);
+            let mut r = [_mm512_setzero_ps(); 16];
+            for (i, v) in r.iter_mut().enumerate().take(live) {
+                // SAFETY: row `g + i < rows`, floats `p0..p0 + n <= kc`
+                // of it: inside `src` (asserted above); the lanes past `n`
+                // are masked off and not read.
+                *v = unsafe {
+                    if n == 16 {
+                        _mm512_loadu_ps(row(g + i, p0))
+                    } else {
+                        _mm512_maskz_loadu_ps(lanes(n), row(g + i, p0))
+                    }
+                };
+            }
+            // SAFETY: the CPU has AVX-512F.
+            let out = unsafe { transpose16(&r) };
+            let at = d.wrapping_add(p0 * R + g);
+            if R == 12 && n == 16 {
+                // SAFETY: columns `p0..p0 + 16 <= kc` of 12 floats are 192
+                // contiguous floats at `p0 * 12` of the `R * kc` tile.
+                unsafe { store_rows_of_12(&out, at) };
+            } else {
+                for (q, &v) in out.iter().enumerate().take(n) {
+                    // SAFETY: lanes `g..g + width <= R` of column `p0 + q
+                    // < kc`: below `R * kc <= dst.len()` (asserted).
+                    unsafe { _mm512_mask_storeu_ps(at.add(q * R), mask, v) };
+                }
+            }
+            p0 += 16;
+        }
     }
 }
 

@@ -75,6 +75,97 @@ fn packs_equal_the_element_reading() {
     }
 }
 
+/// The packing's row kernels on their own, at every small size: the
+/// transposes ([`pack_a_rows`], for `a`'s tiles of 12 and 8 rows and
+/// `b`'s panels of 32 columns) and the masked row copies
+/// ([`copy_rows_padded`], every `len <= width` of the packing's widths)
+/// equal an element-by-element reading for every `kc` (or row count) up to
+/// 40 (whole 16 x 16 blocks, a masked last block, both), every number of
+/// live rows, into a NaN-filled destination (every slot written), reading a source that ends
+/// exactly at the last float read.
+#[test]
+fn row_kernels_equal_the_element_reading() {
+    for isa in isas() {
+        check_rows::<MR>(isa);
+        check_rows::<SHORT>(isa);
+        check_rows::<NR>(isa);
+        for width in [8, 12, 16, 20, 32] {
+            for len in 0..=width {
+                for rows in [0, 1, 5, 16, 17, 40] {
+                    let stride = len + 7;
+                    let base = 3;
+                    let need = if rows == 0 {
+                        0
+                    } else {
+                        base + (rows - 1) * stride + len
+                    };
+                    let src: Vec<f32> = (0..need).map(|v| v as f32 + 0.25).collect();
+                    let mut dst = vec![f32::NAN; rows * width + 5];
+                    copy_rows_padded(isa, &src, base, stride, len, &mut dst, width, rows);
+                    for p in 0..rows {
+                        for q in 0..width {
+                            let want = if q < len {
+                                src[base + p * stride + q]
+                            } else {
+                                0.0
+                            };
+                            assert_eq!(
+                                dst[p * width + q].to_bits(),
+                                want.to_bits(),
+                                "{isa:?} copy width {width} len {len} rows {rows}: ({p}, {q})"
+                            );
+                        }
+                    }
+                    assert!(
+                        dst[rows * width..].iter().all(|v| v.is_nan()),
+                        "{isa:?} copy width {width} len {len} rows {rows}: wrote past the rows"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// [`row_kernels_equal_the_element_reading`] for the transposes to `R`.
+fn check_rows<const R: usize>(isa: Isa) {
+    for kc in 1..=40 {
+        for rows in 0..=R {
+            {
+                let rs = kc + 5;
+                let i0 = 2;
+                // the source ends at the last float the tile reads
+                let len = if rows == 0 {
+                    0
+                } else {
+                    (i0 + rows - 1) * rs + kc
+                };
+                let src: Vec<f32> = (0..len).map(|v| v as f32 - 0.75).collect();
+                let a = Mat::row_major(&src, rs);
+                let mut dst = vec![f32::NAN; R * kc + 3];
+                pack_a_rows::<R>(isa, a, i0, rows, 0, kc, &mut dst);
+                for p in 0..kc {
+                    for i in 0..R {
+                        let want = if i < rows {
+                            src[(i0 + i) * rs + p]
+                        } else {
+                            0.0
+                        };
+                        assert_eq!(
+                            dst[p * R + i].to_bits(),
+                            want.to_bits(),
+                            "{isa:?} R {R} kc {kc} rows {rows}: ({i}, {p})"
+                        );
+                    }
+                }
+                assert!(
+                    dst[R * kc..].iter().all(|v| v.is_nan()),
+                    "{isa:?} R {R} kc {kc} rows {rows}: wrote past the tile"
+                );
+            }
+        }
+    }
+}
+
 /// [`packs_equal_the_element_reading`] for `a` in tiles of `R` rows.
 fn check_a<const R: usize>(isa: Isa, buf: &[f32], m: usize, k: usize, blocks: [(usize, usize); 3]) {
     for a in [
