@@ -5,8 +5,10 @@
 //! mask)) V`, heads side by side in `[B, T, C]`. Checks:
 //! - the same values and `qkv` gradients, exactly (`==` per element), as
 //!   the composed form (split, permute to heads, `scaled_dot_product_attention`,
-//!   permute back), in f64 and f32, causal or not, for small shapes and the
-//!   GPT bench's (`[16, 64, 384]`, 4 heads: the packed gemm path); the fused
+//!   permute back), in f64 and f32, causal or not, for small shapes, the
+//!   GPT bench's (`[16, 64, 384]`, 4 heads: the packed gemm path) and
+//!   causal heads long enough to be multiplied in row blocks (64, 97, 100
+//!   and 128 tokens: ragged and joined last blocks); the fused
 //!   op runs each product and elementwise step in the composed ops' order;
 //! - an f64 gradcheck (eps 1e-6, atol = rtol = 1e-6, the project's standard);
 //! - Hessian-vector products through `backward_with_graph` (the tensor-op
@@ -78,6 +80,12 @@ fn fused_equals_composed_f64_and_f32() {
     fused_equals_composed::<f32>(1, 1, 4, 4, 7);
     // the GPT bench's shape: 64-token sequences, 4 heads of 32
     fused_equals_composed::<f32>(16, 64, 128, 4, 9);
+    // causal heads multiplied in row blocks of 32 queries: a ragged last
+    // block (100 = 3 x 32 + 4), a last block of one row joined to the one
+    // before (97), and 128 tokens in four blocks
+    fused_equals_composed::<f32>(2, 100, 48, 2, 11);
+    fused_equals_composed::<f32>(2, 97, 48, 2, 13);
+    fused_equals_composed::<f32>(1, 128, 128, 2, 15);
 }
 
 #[test]

@@ -489,7 +489,7 @@ mod packed_f32;
 mod prepacked;
 pub(crate) use prepacked::PackedRhs;
 mod serial_into;
-pub(crate) use serial_into::{gemm_serial_into, serial_scratch};
+pub(crate) use serial_into::{gemm_serial_into, serial_into_applies, serial_scratch, K_BLOCK};
 pub(crate) mod prepared;
 mod weight_cache;
 pub(crate) use weight_cache::gemm_weight_t;

@@ -15,13 +15,26 @@
 //! elementwise step the same arithmetic in the same order, as the composed
 //! ops (`matmul_t`, `mul_scalar`, `softmax_masked`, `matmul`), so values and
 //! gradients equal the composed form's exactly (tests/ops/ops_attention_qkv.rs).
+//!
+//! A causal head whose products run on the packed kernel in one block of
+//! `k` ([`causal_blocks`]) multiplies in row blocks of [`CAUSAL_ROWS`]
+//! queries, each against only the keys up to its last query: the terms it
+//! leaves out are products with a probability (or a `dS` entry) that is
+//! exactly zero, which a chain of fused multiply-adds from `+0` passes
+//! through unchanged for finite operands. So the values and gradients
+//! are still the composed form's, bit for bit, for finite inputs; a
+//! non-finite key, value or query after a query's position no longer
+//! reaches that query's outputs through `0 * inf` (as in PyTorch's fused
+//! causal kernels, unlike its composed form).
 
 use super::attention::attention_probs;
 use super::softmax::lane_dot;
 use super::softmax_masked::{softmax_row_in_place, ScoreMask};
 use crate::autograd::is_grad_enabled;
 use crate::cpu::elementwise::widest;
-use crate::cpu::gemm::{gemm_batched, gemm_serial_into, serial_scratch, Mat};
+use crate::cpu::gemm::{
+    gemm_batched, gemm_serial_into, serial_into_applies, serial_scratch, Mat, K_BLOCK,
+};
 use crate::cpu::memory::Storage;
 use crate::cpu::softmax_rows::scaled_softmax_rows;
 use crate::cpu::threads::{num_threads, parallel_for_cost};
@@ -127,6 +140,48 @@ fn heads_direct(pairs: usize) -> bool {
     pairs >= num_threads()
 }
 
+/// Queries per row block of a causal head's products: one column panel of
+/// the packed kernel, so that a block's scores cover whole panels.
+const CAUSAL_ROWS: usize = 32;
+
+/// The row blocks `[r0, r1)` of a causal head of `t` queries and width
+/// `d`, or `None` where blocking would change a bit or gain nothing: not
+/// causal, not `direct`, fewer than two blocks, more than one block of `k`
+/// (a product starting at key `r0` would then sum in other blocks), or a
+/// whole product or a block's product outside the packed kernel (whose
+/// chain per output from `+0`, in `k` order, is what makes the left-out
+/// zero terms invisible). A last block of one row joins the one before.
+fn causal_blocks<E: Float>(
+    t: usize,
+    d: usize,
+    is_causal: bool,
+    direct: bool,
+) -> Option<Vec<(usize, usize)>> {
+    if !is_causal || !direct || t > K_BLOCK || t < 2 * CAUSAL_ROWS {
+        return None;
+    }
+    let mut blocks: Vec<(usize, usize)> = (0..t)
+        .step_by(CAUSAL_ROWS)
+        .map(|r0| (r0, (r0 + CAUSAL_ROWS).min(t)))
+        .collect();
+    if let Some(&(r0, r1)) = blocks.last()
+        && r1 - r0 < 2
+    {
+        blocks.pop();
+        if let Some(prev) = blocks.last_mut() {
+            prev.1 = r1;
+        }
+    }
+    let whole = serial_into_applies::<E>(t, d, t) && serial_into_applies::<E>(t, t, d);
+    let parts = blocks.iter().all(|&(r0, r1)| {
+        let m = r1 - r0;
+        serial_into_applies::<E>(m, d, r1)
+            && serial_into_applies::<E>(m, r1, d)
+            && serial_into_applies::<E>(m, t - r0, d)
+    });
+    (whole && parts).then_some(blocks)
+}
+
 /// `rows x d` (rows `d` apart) into columns `col..col + d` of rows `ld`
 /// apart at `dst`.
 ///
@@ -200,6 +255,7 @@ pub fn qkv_attention<E: Float, D: Device>(
         // about 4 t^2 d multiply-adds per head at ~30 per ns, plus the softmax
         let cost = b * n_head * (4 * t * t * d / 30 + 2 * t * t);
         let direct = heads_direct(b * n_head);
+        let blocks = causal_blocks::<E>(t, d, is_causal, direct);
         // the products' packing, in each chunk's scratch
         let pack_len = if direct {
             serial_scratch::<E>(t, d, t).max(serial_scratch::<E>(t, t, d))
@@ -225,8 +281,31 @@ pub fn qkv_attention<E: Float, D: Device>(
             );
             let ld = 3 * c;
             let (qm, km) = (Dims::mat(q, ld, false), Dims::mat(k, ld, true));
-            // SAFETY: `p` is this chunk's `t x t`, rows `t` apart.
-            if !(direct && unsafe { gemm_serial_into(t, d, t, qm, km, p.as_mut_ptr(), t, pack) }) {
+            if let Some(blocks) = &blocks {
+                // the scores of each block's queries against the keys up to
+                // its last query (the rest is zeroed by the softmax below)
+                for &(r0, r1) in blocks {
+                    let qb = Dims::mat(&q[r0 * ld..], ld, false);
+                    // SAFETY: rows `r0..r1` of this chunk's `t x t`, rows
+                    // `t` apart, `r1 <= t` columns each.
+                    let ran = unsafe {
+                        gemm_serial_into(
+                            r1 - r0,
+                            d,
+                            r1,
+                            qb,
+                            km,
+                            p.as_mut_ptr().add(r0 * t),
+                            t,
+                            pack,
+                        )
+                    };
+                    assert!(ran, "qkv_attention: a causal block left the packed kernel");
+                }
+            } else if !(direct
+                && unsafe { gemm_serial_into(t, d, t, qm, km, p.as_mut_ptr(), t, pack) })
+            {
+                // SAFETY (above): `p` is this chunk's `t x t`, rows `t` apart.
                 product(t, d, t, qm, km, p);
             }
             // f32 on AVX-512: every row pass in whole vectors, the tail
@@ -250,6 +329,28 @@ pub fn qkv_attention<E: Float, D: Device>(
                     },
                 );
             }
+            let out_at = bi * t * c + h * d;
+            if let Some(blocks) = &blocks {
+                // each block's outputs from the values up to its last query
+                for &(r0, r1) in blocks {
+                    // SAFETY: rows `r0..r1`, columns `h d..(h + 1) d` of
+                    // batch entry `bi`'s output belong to this chunk alone.
+                    let ran = unsafe {
+                        gemm_serial_into(
+                            r1 - r0,
+                            r1,
+                            d,
+                            Mat::row_major(&p[r0 * t..], t),
+                            Dims::mat(v, ld, false),
+                            po.at(out_at + r0 * c),
+                            c,
+                            pack,
+                        )
+                    };
+                    assert!(ran, "qkv_attention: a causal block left the packed kernel");
+                }
+                return;
+            }
             // SAFETY: columns `h d..(h + 1) d` of batch entry `bi`'s rows
             // of the output belong to this chunk alone.
             unsafe {
@@ -257,7 +358,7 @@ pub fn qkv_attention<E: Float, D: Device>(
                     (t, t, d),
                     Mat::row_major(p, t),
                     Dims::mat(v, ld, false),
-                    po.at(bi * t * c + h * d),
+                    po.at(out_at),
                     c,
                     pack,
                     o,
@@ -276,14 +377,20 @@ pub fn qkv_attention<E: Float, D: Device>(
         if ctx.create_graph {
             return vec![Some(composed_backward(qkv, ctx.grad, dims, is_causal))];
         }
-        let gq = qkv_backward(qkv.as_slice(), saved.as_slice(), ctx.grad.as_slice(), dims);
+        let gq = qkv_backward(
+            qkv.as_slice(),
+            saved.as_slice(),
+            ctx.grad.as_slice(),
+            dims,
+            is_causal,
+        );
         vec![Some(Tensor::from_parts(gq, qkv.shape.clone(), None))]
     })
 }
 
 /// The `qkv` gradient in one pass per head from the saved probabilities
 /// `p` (`[B, heads, T, T]`) and the output gradient `g` (`[B, T, C]`).
-fn qkv_backward<E: Float>(x: &[E], p: &[E], g: &[E], dims: Dims) -> Storage<E> {
+fn qkv_backward<E: Float>(x: &[E], p: &[E], g: &[E], dims: Dims, is_causal: bool) -> Storage<E> {
     let Dims { b, t, c, heads, d } = dims;
     // written whole: every head's q, k and v columns (unzeroed, as above)
     let mut gx = Storage::<E>::stale(b * t * 3 * c);
@@ -294,6 +401,7 @@ fn qkv_backward<E: Float>(x: &[E], p: &[E], g: &[E], dims: Dims) -> Storage<E> {
     let scale = E::from_f64(1.0 / (d as f64).sqrt());
     let cost = b * heads * (8 * t * t * d / 30 + 3 * t * t);
     let direct = heads_direct(b * heads);
+    let blocks = causal_blocks::<E>(t, d, is_causal, direct);
     let pack_len = if direct {
         serial_scratch::<E>(t, d, t).max(serial_scratch::<E>(t, t, d))
     } else {
@@ -313,6 +421,12 @@ fn qkv_backward<E: Float>(x: &[E], p: &[E], g: &[E], dims: Dims) -> Storage<E> {
         let (ds, rest) = scratch.split_at_mut(t * t);
         let (o, pack) = rest.split_at_mut(t * d);
         let dst = pg.at(bi * t * ld);
+        if let Some(blocks) = &blocks {
+            // SAFETY: head `h`'s query, key and value columns of batch
+            // entry `bi`'s rows of the gradient belong to this chunk alone.
+            unsafe { causal_head_backward((q, k, v), pr, go, ds, dst, dims, h, blocks, pack) };
+            return;
+        }
         // dV = P^T G
         // SAFETY: head `h`'s value columns of batch entry `bi`'s rows of
         // the gradient belong to this chunk alone (so do the query and key
@@ -376,6 +490,114 @@ fn qkv_backward<E: Float>(x: &[E], p: &[E], g: &[E], dims: Dims) -> Storage<E> {
         };
     });
     gx
+}
+
+/// One causal head's `qkv` gradient in row blocks ([`causal_blocks`]):
+/// `dV` and `dK` for a block's keys from the queries at or after its first
+/// key, `dP` and `dQ` for a block's queries against the keys up to its
+/// last query, each with the packed kernel; the terms left out are
+/// exactly-zero probabilities or `dS` entries (see the module docs).
+///
+/// # Safety
+/// Head `h`'s query, key and value columns of the `t` rows (`3 C` apart)
+/// at `dst` are writable and written by no one else during the call.
+#[allow(clippy::too_many_arguments)]
+unsafe fn causal_head_backward<E: Float>(
+    (q, k, v): (&[E], &[E], &[E]),
+    pr: &[E],
+    go: &[E],
+    ds: &mut [E],
+    dst: *mut E,
+    dims: Dims,
+    h: usize,
+    blocks: &[(usize, usize)],
+    pack: &mut [E],
+) {
+    let Dims { t, c, d, .. } = dims;
+    let ld = 3 * c;
+    let scale = E::from_f64(1.0 / (d as f64).sqrt());
+    let ran = |ok: bool| assert!(ok, "qkv_attention: a causal block left the packed kernel");
+    for &(r0, r1) in blocks {
+        let m = r1 - r0;
+        // dV[r0..r1] = P[r0.., r0..r1]^T G[r0..]
+        // SAFETY: rows `r0..r1` of head `h`'s value columns (the caller's
+        // contract).
+        ran(unsafe {
+            gemm_serial_into(
+                m,
+                t - r0,
+                d,
+                Mat::transposed(&pr[r0 * t + r0..], t),
+                Dims::mat(&go[r0 * c..], c, false),
+                dst.wrapping_add(r0 * ld + 2 * c + h * d),
+                ld,
+                pack,
+            )
+        });
+        // dP[r0..r1, ..r1] = G[r0..r1] V[..r1]^T
+        // SAFETY: rows `r0..r1` of this head's `t x t` scratch, `r1`
+        // columns each.
+        ran(unsafe {
+            gemm_serial_into(
+                m,
+                d,
+                r1,
+                Dims::mat(&go[r0 * c..], c, false),
+                Dims::mat(v, ld, true),
+                ds.as_mut_ptr().add(r0 * t),
+                t,
+                pack,
+            )
+        });
+    }
+    // dS = P (dP - rowsum(dP P)) s on each row's first `r1` entries (its
+    // block's keys; the probabilities after are zero, and no product below
+    // reads those entries)
+    widest(
+        #[inline(always)]
+        || {
+            for &(r0, r1) in blocks {
+                for i in r0..r1 {
+                    let (dr, yr) = (&mut ds[i * t..i * t + r1], &pr[i * t..i * t + r1]);
+                    let s = lane_dot(dr, yr);
+                    for (o, &y) in dr.iter_mut().zip(yr) {
+                        *o = y * (*o - s) * scale;
+                    }
+                }
+            }
+        },
+    );
+    for &(r0, r1) in blocks {
+        let m = r1 - r0;
+        // dQ[r0..r1] = dS[r0..r1, ..r1] K[..r1]
+        // SAFETY: rows `r0..r1` of head `h`'s query columns.
+        ran(unsafe {
+            gemm_serial_into(
+                m,
+                r1,
+                d,
+                Mat::row_major(&ds[r0 * t..], t),
+                Dims::mat(k, ld, false),
+                dst.wrapping_add(r0 * ld + h * d),
+                ld,
+                pack,
+            )
+        });
+        // dK[r0..r1] = dS[r0.., r0..r1]^T Q[r0..]
+        // SAFETY: rows `r0..r1` of head `h`'s key columns.
+        ran(unsafe {
+            gemm_serial_into(
+                m,
+                t - r0,
+                d,
+                Mat::transposed(&ds[r0 * t + r0..], t),
+                Dims::mat(&q[r0 * ld..], ld, false),
+                dst.wrapping_add(r0 * ld + c + h * d),
+                ld,
+                pack,
+            )
+        });
+    }
 }
 
 /// The `qkv` gradient written in tensor ops (recorded under

@@ -48,7 +48,7 @@ const MR: usize = 12;
 pub(super) const NR: usize = 32;
 /// The `k` block: a packed `KC x NR` panel of `b` (32 KiB) stays in L1
 /// while it is multiplied by every row tile of a chunk.
-pub(super) const KC: usize = 256;
+pub(crate) const KC: usize = 256;
 /// The most row tiles in one chunk (a packed `a` block of at most
 /// 16 x 12 x 256 floats, 192 KiB, stays in L2 while every panel of `b`
 /// passes).

@@ -42,6 +42,20 @@ pub(crate) fn serial_scratch<E: Float>(m: usize, k: usize, n: usize) -> usize {
 /// # Panics
 /// When `a` or `b` is too small for its sizes and strides, `ldc < n`, or
 /// `scratch` is shorter than [`serial_scratch`].
+/// Whether [`gemm_serial_into`] takes an `m x k` by `k x n` product (and
+/// so runs it on the packed kernel, each output the sum over `k` in order,
+/// one block of [`K_BLOCK`] after another): for a caller that splits a
+/// product into parts and must know that every part runs the kernel the
+/// whole would.
+pub(crate) fn serial_into_applies<E: Float>(m: usize, k: usize, n: usize) -> bool {
+    packed_f32_applies::<E>(m, k, n)
+}
+
+/// The packed kernel's block of `k`: each output is `beta c + (sum over
+/// block 0) + (sum over block 1) + ...`, so a product whose `k` fits in one
+/// block sums its terms in one chain from zero.
+pub(crate) const K_BLOCK: usize = super::packed_f32::KC;
+
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn gemm_serial_into<E: Float>(
     m: usize,
