@@ -157,7 +157,7 @@ fn causal_blocks<E: Float>(
     is_causal: bool,
     direct: bool,
 ) -> Option<Vec<(usize, usize)>> {
-    if !is_causal || !direct || t > K_BLOCK || t < 2 * CAUSAL_ROWS {
+    if !is_causal || !direct || !(2 * CAUSAL_ROWS..=K_BLOCK).contains(&t) {
         return None;
     }
     let mut blocks: Vec<(usize, usize)> = (0..t)
@@ -302,11 +302,13 @@ pub fn qkv_attention<E: Float, D: Device>(
                     };
                     assert!(ran, "qkv_attention: a causal block left the packed kernel");
                 }
-            } else if !(direct
-                && unsafe { gemm_serial_into(t, d, t, qm, km, p.as_mut_ptr(), t, pack) })
-            {
-                // SAFETY (above): `p` is this chunk's `t x t`, rows `t` apart.
-                product(t, d, t, qm, km, p);
+            } else {
+                // SAFETY: `p` is this chunk's `t x t`, rows `t` apart.
+                let ran =
+                    direct && unsafe { gemm_serial_into(t, d, t, qm, km, p.as_mut_ptr(), t, pack) };
+                if !ran {
+                    product(t, d, t, qm, km, p);
+                }
             }
             // f32 on AVX-512: every row pass in whole vectors, the tail
             // masked (`cpu::softmax_rows`: the same bits); otherwise the
