@@ -245,6 +245,21 @@ pub fn gelu_tanh_grad<E: Float>(x: &[E], g: &mut [E]) {
     }
 }
 
+/// `x = e^(x - m)` in place: the subtraction and [`exp`] in one pass, the
+/// same bits as the two (the difference is rounded to `E` either way).
+pub fn exp_sub<E: Float>(x: &mut [E], m: E) {
+    if let Some(v) = cast_mut::<E, f32>(x) {
+        slices::exp_sub_f32(v, m.to_f64() as f32)
+    } else if let Some(v) = cast_mut::<E, f64>(x) {
+        let m = m.to_f64();
+        for e in v.iter_mut() {
+            *e = (*e - m).exp();
+        }
+    } else {
+        other_float()
+    }
+}
+
 /// `out = gelu_tanh(x)` ([`VecMath::v_gelu_tanh_into`]): the values of
 /// [`gelu_tanh`] written into another slice, so that an op's result needs
 /// no copy of its input first. Writes every element of `out`.

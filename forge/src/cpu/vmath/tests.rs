@@ -673,3 +673,65 @@ fn out_of_place_gelu_tanh_equals_in_place_in_every_class() {
         "f64 gelu_tanh_grad_into differs"
     );
 }
+
+/// `exp_sub(x, m)` (the softmax rows' `e^(x - m)` in one pass) gives the
+/// bits of subtracting and then `exp`, in every CPU class, for slices of
+/// every length around the lane widths, over inputs of every sign and
+/// binade and shifts including zeros, infinities and NaN.
+#[test]
+fn exp_sub_equals_subtract_then_exp_in_every_class() {
+    use crate::cpu::class::{detected, pin_thread, Class};
+    let bits = |v: &[f32]| {
+        v.iter()
+            .map(|f| if f.is_nan() { u32::MAX } else { f.to_bits() })
+            .collect::<Vec<u32>>()
+    };
+    let x = lane_inputs();
+    let shifts = [
+        0.0f32,
+        -0.0,
+        1.5,
+        -87.3,
+        3e38,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+    ];
+    for class in [Class::Portable, Class::Avx2, Class::Avx512] {
+        if class > detected() {
+            continue;
+        }
+        let prev = pin_thread(Some(class));
+        for &m in &shifts {
+            for (lo, n) in [
+                (0, x.len()),
+                (3, 0),
+                (5, 1),
+                (7, 15),
+                (9, 17),
+                (11, 33),
+                (13, 64),
+            ] {
+                let mut want: Vec<f32> = x[lo..lo + n].iter().map(|&v| v - m).collect();
+                crate::cpu::vmath::exp(&mut want);
+                let mut got = x[lo..lo + n].to_vec();
+                crate::cpu::vmath::exp_sub(&mut got, m);
+                assert!(
+                    bits(&got) == bits(&want),
+                    "{class:?}: exp_sub(m = {m}) [{lo}, +{n}) differs"
+                );
+            }
+        }
+        pin_thread(prev);
+    }
+    let x64: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+    let mut want: Vec<f64> = x64.iter().map(|&v| v - 1.25).collect();
+    crate::cpu::vmath::exp(&mut want);
+    let mut got = x64.clone();
+    crate::cpu::vmath::exp_sub(&mut got, 1.25);
+    let same = got
+        .iter()
+        .zip(&want)
+        .all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
+    assert!(same, "f64 exp_sub differs");
+}
