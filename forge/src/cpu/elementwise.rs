@@ -308,6 +308,48 @@ pub fn zip_slices<T: Copy + Send + Sync, U: Sync>(
     )
 }
 
+/// `f(a, out)` for an out-of-place slice kernel `f` (a vector-math
+/// `_into` function such as `gelu_tanh_into`), which writes `out` from the
+/// elements of `a` at the same indices: [`map_slices`] without its copy of
+/// `a` (one pass over memory instead of two), at the same fixed chunks.
+/// `f` must write every element of its `out` (the result is read as
+/// initialised) and compute each from the element at the same index only.
+#[inline]
+pub(crate) fn map_slices_into<T: Copy + Send + Sync>(
+    a: &[T],
+    f: impl Fn(&[T], &mut [MaybeUninit<T>]) + Sync,
+) -> Storage<T> {
+    build(
+        a.len(),
+        #[inline(always)]
+        |off, out| f(&a[off..off + out.len()], out),
+    )
+}
+
+/// `f(z, a, out)` for an out-of-place two-slice kernel (a vector-math
+/// gradient such as `gelu_tanh_grad_into(x, g, out)`): [`zip_slices`]
+/// without its copy of `a`, at the same fixed chunks. `f` must write every
+/// element of its `out` and pair elements by index only.
+///
+/// # Panics
+/// When the lengths differ.
+#[inline]
+pub(crate) fn zip_slices_into<T: Copy + Send + Sync, U: Sync>(
+    z: &[U],
+    a: &[T],
+    f: impl Fn(&[U], &[T], &mut [MaybeUninit<T>]) + Sync,
+) -> Storage<T> {
+    assert_eq!(z.len(), a.len(), "zip_slices_into: length mismatch");
+    build(
+        a.len(),
+        #[inline(always)]
+        |off, out| {
+            let end = off + out.len();
+            f(&z[off..end], &a[off..end], out)
+        },
+    )
+}
+
 /// Writes `src` into `out` (of the same length) and returns it as
 /// initialised.
 #[inline(always)]
@@ -488,6 +530,17 @@ mod tests {
             );
             let split = crate::cpu::threads::pool_dispatches() - before;
             assert_eq!(split, if threads > 1 { 2 } else { 0 }, "{threads} threads");
+            // the out-of-place kernels (no copy first) at the same split
+            let y = map_slices_into(&x, crate::cpu::vmath::gelu_tanh_into);
+            let gx = zip_slices_into(&x, &g, crate::cpu::vmath::gelu_tanh_grad_into);
+            assert!(
+                y[..] == want_y[..],
+                "{threads} threads: out-of-place forward bits differ"
+            );
+            assert!(
+                gx[..] == want_g[..],
+                "{threads} threads: out-of-place gradient bits differ"
+            );
         }
     }
 
@@ -644,10 +697,14 @@ mod tests {
                         .map(|x| if x.is_nan() { u32::MAX } else { x.to_bits() })
                         .collect::<Vec<_>>()
                 };
-                got.push((
-                    canon(&map_slices(&a, crate::cpu::vmath::gelu_tanh)),
-                    canon(&zip_slices(&a, &b, crate::cpu::vmath::gelu_tanh_grad)),
-                ));
+                let y = map_slices(&a, crate::cpu::vmath::gelu_tanh);
+                let gx = zip_slices(&a, &b, crate::cpu::vmath::gelu_tanh_grad);
+                // their out-of-place forms: the same values as in place
+                let y_into = map_slices_into(&a, crate::cpu::vmath::gelu_tanh_into);
+                let gx_into = zip_slices_into(&a, &b, crate::cpu::vmath::gelu_tanh_grad_into);
+                assert_eq!(canon(&y_into), canon(&y), "gelu_tanh_into, n {n}");
+                assert_eq!(canon(&gx_into), canon(&gx), "gelu_tanh_grad_into, n {n}");
+                got.push((canon(&y), canon(&gx)));
             }
             got
         });

@@ -34,6 +34,7 @@
 
 use crate::base::Float;
 use std::any::TypeId;
+use std::mem::MaybeUninit;
 
 mod f32_kernels;
 mod f64_ref;
@@ -63,7 +64,8 @@ const F32_MAX_ULP: &[(&str, f64)] = &[
 
 /// Slice-wide transcendental functions and activation derivatives for one
 /// float type. Implemented for `f32` (vectorised kernels) and `f64`
-/// (`std`/`libm` per element). Every function works in place.
+/// (`std`/`libm` per element). Every function works in place but the
+/// `_into` ones, which read one slice and write another.
 pub trait VecMath: Copy + Sized {
     /// `x = e^x`.
     fn v_exp(x: &mut [Self]);
@@ -87,7 +89,10 @@ pub trait VecMath: Copy + Sized {
     fn v_mish(x: &mut [Self]);
     /// `g = g * gelu'(x)` (exact form).
     fn v_gelu_grad(x: &[Self], g: &mut [Self]);
-    /// `g = g * gelu_tanh'(x)`.
+    /// `g = g * gelu_tanh'(x)` (the op runs
+    /// [`v_gelu_tanh_grad_into`](VecMath::v_gelu_tanh_grad_into); this
+    /// in-place form is the tests' reference for it).
+    #[cfg(test)]
     fn v_gelu_tanh_grad(x: &[Self], g: &mut [Self]);
     /// `g = g * silu'(x)`.
     fn v_silu_grad(x: &[Self], g: &mut [Self]);
@@ -97,6 +102,19 @@ pub trait VecMath: Copy + Sized {
     fn v_mish_grad(x: &[Self], g: &mut [Self]);
     /// `g = g * erf'(x) = g * 2/sqrt(pi) e^(-x^2)`.
     fn v_erf_grad(x: &[Self], g: &mut [Self]);
+    /// `out = gelu_tanh(x)`: [`v_gelu_tanh`](VecMath::v_gelu_tanh) from one
+    /// slice into another (an output not yet written), the same bits.
+    ///
+    /// # Panics
+    /// When the lengths differ.
+    fn v_gelu_tanh_into(x: &[Self], out: &mut [MaybeUninit<Self>]);
+    /// `out = g * gelu_tanh'(x)`:
+    /// [`v_gelu_tanh_grad`](VecMath::v_gelu_tanh_grad) into another slice,
+    /// the same bits.
+    ///
+    /// # Panics
+    /// When the lengths differ.
+    fn v_gelu_tanh_grad_into(x: &[Self], g: &[Self], out: &mut [MaybeUninit<Self>]);
     /// `g = g * (1 - y^2)` (tanh's derivative from its output).
     fn v_tanh_grad(y: &[Self], g: &mut [Self]);
     /// `g = g * y (1 - y)` (sigmoid's derivative from its output).
@@ -120,6 +138,15 @@ fn cast<E: 'static, T: 'static>(x: &[E]) -> Option<&[T]> {
     (TypeId::of::<E>() == TypeId::of::<T>()).then(|| {
         // SAFETY: as in `cast_mut`: `E` is `T`.
         unsafe { &*(x as *const [E] as *const [T]) }
+    })
+}
+
+/// Views `x` as `&mut [MaybeUninit<T>]` when `E` is `T`.
+fn cast_uninit<E: 'static, T: 'static>(x: &mut [MaybeUninit<E>]) -> Option<&mut [MaybeUninit<T>]> {
+    (TypeId::of::<E>() == TypeId::of::<T>()).then(|| {
+        // SAFETY: as in `cast_mut`: `E` is `T`, so `MaybeUninit<E>` is
+        // `MaybeUninit<T>`.
+        unsafe { &mut *(x as *mut [MaybeUninit<E>] as *mut [MaybeUninit<T>]) }
     })
 }
 
@@ -189,8 +216,6 @@ generic_in_place! {
 generic_grad! {
     /// `g *= gelu'(x)`.
     gelu_grad => v_gelu_grad;
-    /// `g *= gelu_tanh'(x)`.
-    gelu_tanh_grad => v_gelu_tanh_grad;
     /// `g *= silu'(x)`.
     silu_grad => v_silu_grad;
     /// `g *= mish'(x)`.
@@ -203,6 +228,77 @@ generic_grad! {
     sigmoid_grad => v_sigmoid_grad;
     /// `g *= softplus'(x)`.
     softplus_grad => v_softplus_grad(beta, threshold);
+}
+
+/// `g *= gelu_tanh'(x)` in place (the tests' reference for
+/// [`gelu_tanh_grad_into`]).
+///
+/// # Panics
+/// When the slices' lengths differ.
+#[cfg(test)]
+pub fn gelu_tanh_grad<E: Float>(x: &[E], g: &mut [E]) {
+    if let (Some(x), Some(g)) = (cast::<E, f32>(x), cast_mut::<E, f32>(g)) {
+        f32::v_gelu_tanh_grad(x, g)
+    } else if let (Some(x), Some(g)) = (cast::<E, f64>(x), cast_mut::<E, f64>(g)) {
+        f64::v_gelu_tanh_grad(x, g)
+    } else {
+        other_float()
+    }
+}
+
+/// `x = e^(x - m)` in place: the subtraction and [`exp`] in one pass, the
+/// same bits as the two (the difference is rounded to `E` either way).
+pub fn exp_sub<E: Float>(x: &mut [E], m: E) {
+    if let Some(v) = cast_mut::<E, f32>(x) {
+        slices::exp_sub_f32(v, m.to_f64() as f32)
+    } else if let Some(v) = cast_mut::<E, f64>(x) {
+        let m = m.to_f64();
+        for e in v.iter_mut() {
+            *e = (*e - m).exp();
+        }
+    } else {
+        other_float()
+    }
+}
+
+/// `out = gelu_tanh(x)` ([`VecMath::v_gelu_tanh_into`]): the values of
+/// [`gelu_tanh`] written into another slice, so that an op's result needs
+/// no copy of its input first. Writes every element of `out`.
+///
+/// # Panics
+/// When the slices' lengths differ.
+pub fn gelu_tanh_into<E: Float>(x: &[E], out: &mut [MaybeUninit<E>]) {
+    if let (Some(x), Some(o)) = (cast::<E, f32>(x), cast_uninit::<E, f32>(out)) {
+        f32::v_gelu_tanh_into(x, o)
+    } else if let (Some(x), Some(o)) = (cast::<E, f64>(x), cast_uninit::<E, f64>(out)) {
+        f64::v_gelu_tanh_into(x, o)
+    } else {
+        other_float()
+    }
+}
+
+/// `out = g * gelu_tanh'(x)` ([`VecMath::v_gelu_tanh_grad_into`]): the
+/// values of [`gelu_tanh_grad`] written into another slice. Writes every
+/// element of `out`.
+///
+/// # Panics
+/// When the slices' lengths differ.
+pub fn gelu_tanh_grad_into<E: Float>(x: &[E], g: &[E], out: &mut [MaybeUninit<E>]) {
+    if let (Some(x), Some(g), Some(o)) = (
+        cast::<E, f32>(x),
+        cast::<E, f32>(g),
+        cast_uninit::<E, f32>(out),
+    ) {
+        f32::v_gelu_tanh_grad_into(x, g, o)
+    } else if let (Some(x), Some(g), Some(o)) = (
+        cast::<E, f64>(x),
+        cast::<E, f64>(g),
+        cast_uninit::<E, f64>(out),
+    ) {
+        f64::v_gelu_tanh_grad_into(x, g, o)
+    } else {
+        other_float()
+    }
 }
 
 /// The examples that documented these kernels while they were public.

@@ -28,8 +28,8 @@
 //! causal kernels, unlike its composed form).
 
 use super::attention::attention_probs;
-use super::softmax::lane_dot;
-use super::softmax_masked::{softmax_row_in_place, ScoreMask};
+use super::softmax::{lane_dot, scale_line_max_raw};
+use super::softmax_masked::{softmax_row_from_max, ScoreMask};
 use crate::autograd::is_grad_enabled;
 use crate::cpu::elementwise::widest;
 use crate::cpu::gemm::{
@@ -320,11 +320,10 @@ pub fn qkv_attention<E: Float, D: Device>(
                     || {
                         for (i, row) in p.chunks_exact_mut(t).enumerate() {
                             let n = if is_causal { i + 1 } else { t };
-                            for s in row[..n].iter_mut() {
-                                *s *= scale;
-                            }
+                            // the scaling and the maximum in one pass
+                            let m = scale_line_max_raw(&mut row[..n], scale);
                             row[n..].fill(E::zero());
-                            if !softmax_row_in_place(&mut row[..n]) {
+                            if !softmax_row_from_max(&mut row[..n], m) {
                                 row.fill(E::nan());
                             }
                         }

@@ -105,6 +105,29 @@ pub(crate) fn line_max_raw<E: Float>(line: &[E]) -> E {
     acc.iter().fold(tail, |a, &b| a.max(b))
 }
 
+/// `line *= scale`, and the [`line_max_raw`] of the scaled line, in one
+/// pass: the same products and the same 16 chains of maxima, so the same
+/// values as the two passes.
+#[inline(always)]
+pub(crate) fn scale_line_max_raw<E: Float>(line: &mut [E], scale: E) -> E {
+    let mut acc = [E::neg_infinity(); 16];
+    let mut chunks = line.chunks_exact_mut(16);
+    for c in &mut chunks {
+        for (a, x) in acc.iter_mut().zip(c.iter_mut()) {
+            *x *= scale;
+            *a = a.max(*x);
+        }
+    }
+    let tail = chunks
+        .into_remainder()
+        .iter_mut()
+        .fold(E::neg_infinity(), |a, x| {
+            *x *= scale;
+            a.max(*x)
+        });
+    acc.iter().fold(tail, |a, &b| a.max(b))
+}
+
 /// Elements per block of rows handed to one parallel task.
 pub(crate) const ROW_BLOCK_ELEMS: usize = 1 << 14;
 
@@ -443,8 +466,52 @@ impl<E: Float, D: Device> Tensor<E, D> {
 
 #[cfg(test)]
 mod line_max_tests {
-    use super::line_max_raw;
+    use super::{line_max_raw, scale_line_max_raw};
     use crate::tensor::Rng;
+
+    /// The attention's fused pass gives the bits of scaling the line and
+    /// then taking `line_max_raw`: the scaled values and the maximum, at
+    /// every length around the 16 chains, with infinities, NaN, signed
+    /// zeros, subnormals and scales that overflow or round to zero.
+    #[test]
+    fn scale_line_max_raw_equals_the_two_passes() {
+        let mut rng = Rng::new(5);
+        let specials = [
+            f32::NEG_INFINITY,
+            f32::INFINITY,
+            f32::NAN,
+            0.0,
+            -0.0,
+            1e-40,
+            -3e38,
+        ];
+        for len in 0..70 {
+            for trial in 0..12 {
+                let line: Vec<f32> = (0..len)
+                    .map(|i| {
+                        if (i + trial) % 5 == 0 {
+                            specials[(i * 3 + trial) % specials.len()]
+                        } else {
+                            (rng.normal() * 10.0) as f32
+                        }
+                    })
+                    .collect();
+                for scale in [0.176_776_7f32, 1.0, -2.5, 1e30, 1e-30] {
+                    let mut want = line.clone();
+                    want.iter_mut().for_each(|v| *v *= scale);
+                    let want_m = line_max_raw(&want);
+                    let mut got = line.clone();
+                    let got_m = scale_line_max_raw(&mut got, scale);
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&got), bits(&want), "len {len}, scale {scale}");
+                    assert!(
+                        got_m.to_bits() == want_m.to_bits() || (got_m.is_nan() && want_m.is_nan()),
+                        "len {len}, scale {scale}: {got_m} vs {want_m}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn line_max_raw_is_the_maximum_of_one_fold() {

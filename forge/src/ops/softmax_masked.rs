@@ -106,14 +106,19 @@ pub(crate) struct ScoreMask<D: Device> {
 /// row with no finite score (all `-inf`) becomes NaN, as `0 / 0` does.
 #[inline(always)]
 pub(crate) fn softmax_row_in_place<E: Float>(row: &mut [E]) -> bool {
-    let m = line_max_raw(row);
+    softmax_row_from_max(row, line_max_raw(row))
+}
+
+/// [`softmax_row_in_place`] given the row's maximum `m` (its
+/// `line_max_raw`, computed by the caller in a pass of its own, such as
+/// the attention's scaling): `e^(x - m)` in one pass, the sum, the
+/// division.
+#[inline(always)]
+pub(crate) fn softmax_row_from_max<E: Float>(row: &mut [E], m: E) -> bool {
     if m == E::neg_infinity() {
         return false;
     }
-    for v in row.iter_mut() {
-        *v -= m;
-    }
-    vmath::exp(row);
+    vmath::exp_sub(row, m);
     let s = lane_sum(row);
     for v in row.iter_mut() {
         *v /= s;

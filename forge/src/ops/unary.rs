@@ -38,6 +38,33 @@ impl<E: Float, D: Device> Tensor<E, D> {
         Tensor::from_parts(data, self.shape.clone(), None)
     }
 
+    /// Applies an out-of-place slice kernel `f(x, out)` (a `crate::cpu::vmath`
+    /// `_into` function, which writes every element of `out`) with no
+    /// recording: [`map_slice`](Self::map_slice) in one pass, without the
+    /// copy of the data ([`elementwise::map_slices_into`]).
+    #[track_caller]
+    pub(crate) fn map_slice_into(
+        &self,
+        f: impl Fn(&[E], &mut [std::mem::MaybeUninit<E>]) + Sync,
+    ) -> Self {
+        let data = elementwise::map_slices_into(self.as_slice(), f);
+        Tensor::from_parts(data, self.shape.clone(), None)
+    }
+
+    /// Applies an out-of-place two-slice kernel `f(z, self, out)` (a
+    /// vector-math `_into` gradient) with no recording:
+    /// [`zip_slice`](Self::zip_slice) in one pass, without the copy of the
+    /// data ([`elementwise::zip_slices_into`]).
+    #[track_caller]
+    pub(crate) fn zip_slice_into(
+        &self,
+        z: &Self,
+        f: impl Fn(&[E], &[E], &mut [std::mem::MaybeUninit<E>]) + Sync,
+    ) -> Self {
+        let data = elementwise::zip_slices_into(z.as_slice(), self.as_slice(), f);
+        Tensor::from_parts(data, self.shape.clone(), None)
+    }
+
     /// `y = f(x)` by a slice kernel; the backward pass is `grad * f'` in one
     /// fused pass `raw(z, grad)`, where `z` is the input or (when
     /// `on_output`) the saved output. Under `create_graph` it falls back to
@@ -417,11 +444,13 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let half = E::from_f64(0.5);
         let c = E::from_f64((2.0 / std::f64::consts::PI).sqrt());
         let k = E::from_f64(0.044715);
-        self.map_slice(vmath::gelu_tanh)
-            .record("gelu_tanh", vec![self.clone()], move |ctx| {
+        self.map_slice_into(vmath::gelu_tanh_into).record(
+            "gelu_tanh",
+            vec![self.clone()],
+            move |ctx| {
                 let x = &ctx.inputs[0];
                 if !ctx.create_graph {
-                    return vec![Some(ctx.grad.zip_slice(x, vmath::gelu_tanh_grad))];
+                    return vec![Some(ctx.grad.zip_slice_into(x, vmath::gelu_tanh_grad_into))];
                 }
                 let x2 = x.square();
                 let t = x.add(&x2.mul(x).mul_scalar(k)).mul_scalar(c).tanh();
@@ -436,7 +465,8 @@ impl<E: Float, D: Device> Tensor<E, D> {
                     .mul_scalar(half)
                     .add(&x.mul(&dt).mul(&du).mul_scalar(half));
                 vec![Some(ctx.grad.mul(&d))]
-            })
+            },
+        )
     }
 
     /// SiLU (swish with beta 1): `x sigmoid(x)`.

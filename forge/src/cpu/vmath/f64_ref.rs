@@ -4,6 +4,7 @@
 
 use super::slices::each2_base;
 use super::VecMath;
+use std::mem::MaybeUninit;
 
 pub(super) fn sigmoid(x: f64) -> f64 {
     if x >= 0.0 {
@@ -28,6 +29,14 @@ pub(super) const C: f64 = 0.797_884_560_802_865_4; // sqrt(2/pi)
 pub(super) const K: f64 = 0.044715;
 pub(super) fn gelu_tanh(x: f64) -> f64 {
     0.5 * x * (1.0 + (C * (x + K * x * x * x)).tanh())
+}
+
+/// `g * gelu_tanh'(x)`.
+fn gelu_tanh_grad(x: f64, g: f64) -> f64 {
+    let x2 = x * x;
+    let t = (C * (x + K * x2 * x)).tanh();
+    let du = C * (1.0 + 3.0 * K * x2);
+    g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du)
 }
 
 fn each64(x: &mut [f64], f: impl Fn(f64) -> f64) {
@@ -74,13 +83,24 @@ impl VecMath for f64 {
             g * (cdf + x * ((-0.5 * x * x).exp() * inv_sqrt_2pi))
         })
     }
+    #[cfg(test)]
     fn v_gelu_tanh_grad(x: &[f64], g: &mut [f64]) {
-        each2_base(x, g, |x, g| {
-            let x2 = x * x;
-            let t = (C * (x + K * x2 * x)).tanh();
-            let du = C * (1.0 + 3.0 * K * x2);
-            g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du)
-        })
+        each2_base(x, g, gelu_tanh_grad)
+    }
+    fn v_gelu_tanh_into(x: &[f64], out: &mut [MaybeUninit<f64>]) {
+        assert_eq!(x.len(), out.len(), "vmath: length mismatch");
+        for (o, &v) in out.iter_mut().zip(x) {
+            o.write(gelu_tanh(v));
+        }
+    }
+    fn v_gelu_tanh_grad_into(x: &[f64], g: &[f64], out: &mut [MaybeUninit<f64>]) {
+        assert!(
+            x.len() == g.len() && g.len() == out.len(),
+            "vmath: length mismatch"
+        );
+        for ((o, &xv), &gv) in out.iter_mut().zip(x).zip(g) {
+            o.write(gelu_tanh_grad(xv, gv));
+        }
     }
     fn v_silu_grad(x: &[f64], g: &mut [f64]) {
         each2_base(x, g, |x, g| {

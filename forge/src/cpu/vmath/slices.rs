@@ -4,6 +4,7 @@
 
 use super::f32_kernels::*;
 use super::VecMath;
+use std::mem::MaybeUninit;
 
 #[inline(always)]
 pub(super) fn each(x: &mut [f32], f: impl Fn(f32) -> f32) {
@@ -128,6 +129,103 @@ macro_rules! each_direct {
     }};
 }
 
+/// `out[i] = kernel(x[i])`: [`each_direct!`] reading one slice and writing
+/// another (an output buffer not yet written), so that the op's result
+/// needs no copy of its input first. The same loops per class, so the same
+/// bits as the in-place kernel.
+///
+/// Panics when the lengths differ.
+macro_rules! each_into {
+    ($x:expr, $out:expr, $kernel:path) => {{
+        let x: &[f32] = $x;
+        let out: &mut [MaybeUninit<f32>] = $out;
+        assert_eq!(x.len(), out.len(), "vmath: length mismatch");
+        #[inline(always)]
+        fn run(x: &[f32], out: &mut [MaybeUninit<f32>]) {
+            for (o, &v) in out.iter_mut().zip(x) {
+                o.write($kernel(v));
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            #[target_feature(enable = "avx512f")]
+            fn avx512(x: &[f32], out: &mut [MaybeUninit<f32>]) {
+                run(x, out)
+            }
+            #[target_feature(enable = "avx2")]
+            fn avx2(x: &[f32], out: &mut [MaybeUninit<f32>]) {
+                run(x, out)
+            }
+            if crate::cpu::class::cpu_has!("avx512f") {
+                // SAFETY: the CPU has AVX-512F (checked just above).
+                unsafe { avx512(x, out) };
+                return;
+            }
+            if crate::cpu::class::cpu_has!("avx2") {
+                // SAFETY: the CPU has AVX2 (checked just above).
+                unsafe { avx2(x, out) };
+                return;
+            }
+        }
+        run(x, out)
+    }};
+}
+
+/// `out[i] = kernel(x[i], g[i])` (a derivative times the incoming
+/// gradient), the out-of-place form of [`each2`] with the kernel called
+/// directly, as [`each_into!`] is of [`each_direct!`].
+///
+/// Panics when the lengths differ.
+macro_rules! each2_into {
+    ($x:expr, $g:expr, $out:expr, $kernel:path) => {{
+        let (x, g): (&[f32], &[f32]) = ($x, $g);
+        let out: &mut [MaybeUninit<f32>] = $out;
+        assert!(
+            x.len() == g.len() && g.len() == out.len(),
+            "vmath: length mismatch"
+        );
+        #[inline(always)]
+        fn run(x: &[f32], g: &[f32], out: &mut [MaybeUninit<f32>]) {
+            for ((o, &xv), &gv) in out.iter_mut().zip(x).zip(g) {
+                o.write($kernel(xv, gv));
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            #[target_feature(enable = "avx512f")]
+            fn avx512(x: &[f32], g: &[f32], out: &mut [MaybeUninit<f32>]) {
+                run(x, g, out)
+            }
+            #[target_feature(enable = "avx2")]
+            fn avx2(x: &[f32], g: &[f32], out: &mut [MaybeUninit<f32>]) {
+                run(x, g, out)
+            }
+            if crate::cpu::class::cpu_has!("avx512f") {
+                // SAFETY: the CPU has AVX-512F (checked just above).
+                unsafe { avx512(x, g, out) };
+                return;
+            }
+            if crate::cpu::class::cpu_has!("avx2") {
+                // SAFETY: the CPU has AVX2 (checked just above).
+                unsafe { avx2(x, g, out) };
+                return;
+            }
+        }
+        run(x, g, out)
+    }};
+}
+
+/// `g * gelu_tanh'(x)`: gelu_tanh = x s, s = sigmoid(2u), u = c (x + k
+/// x^3), so d = s + x s (1 - s) 2c (1 + 3k x^2). The one formula of the
+/// in-place and the out-of-place gradient loops.
+#[inline(always)]
+fn gelu_tanh_grad_f32(x: f32, g: f32) -> f32 {
+    let x2 = x * x;
+    let s = sigmoid_f32(2.0 * GELU_C * (x + GELU_K * x2 * x));
+    let du = 2.0 * GELU_C * (1.0 + 3.0 * GELU_K * x2);
+    g * (s + x * s * (1.0 - s) * du)
+}
+
 /// As [`each_direct!`] for a kernel over pieces of 16 values (one AVX-512
 /// vector; a fixed size, so that the kernel compiles to whole vectors)
 /// instead of single values: `$piece(&mut [f32; 16])` on each whole piece
@@ -170,6 +268,39 @@ macro_rules! each_piece {
     }};
 }
 
+/// `x = exp_f32(x - m)`: `v_exp` after the subtraction, in the same pass
+/// (the loops of [`each_direct!`] with the subtraction inside).
+pub(super) fn exp_sub_f32(x: &mut [f32], m: f32) {
+    #[inline(always)]
+    fn run(x: &mut [f32], m: f32) {
+        for v in x.iter_mut() {
+            *v = exp_f32(*v - m);
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f")]
+        fn avx512(x: &mut [f32], m: f32) {
+            run(x, m)
+        }
+        #[target_feature(enable = "avx2")]
+        fn avx2(x: &mut [f32], m: f32) {
+            run(x, m)
+        }
+        if crate::cpu::class::cpu_has!("avx512f") {
+            // SAFETY: the CPU has AVX-512F (checked just above).
+            unsafe { avx512(x, m) };
+            return;
+        }
+        if crate::cpu::class::cpu_has!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above).
+            unsafe { avx2(x, m) };
+            return;
+        }
+    }
+    run(x, m)
+}
+
 impl VecMath for f32 {
     fn v_exp(x: &mut [f32]) {
         each_direct!(x, exp_f32)
@@ -209,15 +340,15 @@ impl VecMath for f32 {
             g * (0.5 * two_phi(x) + x * pdf)
         })
     }
+    #[cfg(test)]
     fn v_gelu_tanh_grad(x: &[f32], g: &mut [f32]) {
-        // gelu_tanh = x s, s = sigmoid(2u), u = c (x + k x^3):
-        // d = s + x s (1 - s) 2c (1 + 3k x^2)
-        each2(x, g, |x, g| {
-            let x2 = x * x;
-            let s = sigmoid_f32(2.0 * GELU_C * (x + GELU_K * x2 * x));
-            let du = 2.0 * GELU_C * (1.0 + 3.0 * GELU_K * x2);
-            g * (s + x * s * (1.0 - s) * du)
-        })
+        each2(x, g, gelu_tanh_grad_f32)
+    }
+    fn v_gelu_tanh_into(x: &[f32], out: &mut [MaybeUninit<f32>]) {
+        each_into!(x, out, gelu_tanh_f32)
+    }
+    fn v_gelu_tanh_grad_into(x: &[f32], g: &[f32], out: &mut [MaybeUninit<f32>]) {
+        each2_into!(x, g, out, gelu_tanh_grad_f32)
     }
     fn v_silu_grad(x: &[f32], g: &mut [f32]) {
         each2(x, g, |x, g| {

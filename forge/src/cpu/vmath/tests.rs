@@ -569,3 +569,169 @@ fn gelu_pieces_match_scalar() {
         }
     }
 }
+
+/// `out` of the out-of-place kernel `f(out)` run over a buffer first
+/// filled with the bits `fill` (two fills tell an element the kernel
+/// skipped).
+fn written(n: usize, fill: u32, f: impl FnOnce(&mut [std::mem::MaybeUninit<f32>])) -> Vec<f32> {
+    let mut v: Vec<f32> = Vec::with_capacity(n);
+    let out = &mut v.spare_capacity_mut()[..n];
+    for o in out.iter_mut() {
+        o.write(f32::from_bits(fill));
+    }
+    f(out);
+    // SAFETY: every element was written by the fill just above.
+    unsafe { v.set_len(n) };
+    v
+}
+
+/// The out-of-place GELU-tanh kernels (`v_gelu_tanh_into`,
+/// `v_gelu_tanh_grad_into`, the op's forward and backward) give the bits
+/// of the in-place ones on every element, in every CPU class, for slices
+/// of every length around the 4-, 8- and 16-lane widths at every start
+/// (tails, unaligned bodies), over inputs of every sign and binade with
+/// NaN, infinities, signed zeros and subnormals; NaN results compare as
+/// NaN (see `wide_paths_equal_the_baseline`). And every element written:
+/// two runs over buffers first filled with different bits agree.
+#[test]
+fn out_of_place_gelu_tanh_equals_in_place_in_every_class() {
+    use crate::cpu::class::{detected, pin_thread, Class};
+    let bits = |v: &[f32]| {
+        v.iter()
+            .map(|f| if f.is_nan() { u32::MAX } else { f.to_bits() })
+            .collect::<Vec<u32>>()
+    };
+    let mut x = lane_inputs();
+    x.extend([
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        1e-40,
+        -1e-40,
+        9.0,
+        -9.0,
+    ]);
+    let g: Vec<f32> = x.iter().rev().copied().collect();
+    for class in [Class::Portable, Class::Avx2, Class::Avx512] {
+        if class > detected() {
+            continue;
+        }
+        let prev = pin_thread(Some(class));
+        let mut spans: Vec<(usize, usize)> = vec![(0, x.len())];
+        for start in 0..17 {
+            for len in [0usize, 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 64, 100] {
+                spans.push((start * 3 + 1, len));
+            }
+        }
+        for (lo, n) in spans {
+            let (xs, gs) = (&x[lo..lo + n], &g[lo..lo + n]);
+            let mut want_y = xs.to_vec();
+            f32::v_gelu_tanh(&mut want_y);
+            let mut want_g = gs.to_vec();
+            f32::v_gelu_tanh_grad(xs, &mut want_g);
+            for fill in [0u32, u32::MAX] {
+                let y = written(n, fill, |o| f32::v_gelu_tanh_into(xs, o));
+                let gx = written(n, fill, |o| f32::v_gelu_tanh_grad_into(xs, gs, o));
+                assert!(
+                    bits(&y) == bits(&want_y),
+                    "{class:?}: gelu_tanh_into [{lo}, +{n}) differs"
+                );
+                assert!(
+                    bits(&gx) == bits(&want_g),
+                    "{class:?}: gelu_tanh_grad_into [{lo}, +{n}) differs"
+                );
+            }
+        }
+        pin_thread(prev);
+    }
+    // f64: the reference formulas, element by element
+    let x64: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+    let g64: Vec<f64> = g.iter().map(|&v| v as f64).collect();
+    let mut want_y = x64.clone();
+    f64::v_gelu_tanh(&mut want_y);
+    let mut want_g = g64.clone();
+    f64::v_gelu_tanh_grad(&x64, &mut want_g);
+    let n = x64.len();
+    let mut y: Vec<f64> = Vec::with_capacity(n);
+    f64::v_gelu_tanh_into(&x64, &mut y.spare_capacity_mut()[..n]);
+    // SAFETY: `v_gelu_tanh_into` writes every element of its output.
+    unsafe { y.set_len(n) };
+    let mut gx: Vec<f64> = Vec::with_capacity(n);
+    f64::v_gelu_tanh_grad_into(&x64, &g64, &mut gx.spare_capacity_mut()[..n]);
+    // SAFETY: as above.
+    unsafe { gx.set_len(n) };
+    let bits64 = |v: &[f64]| {
+        v.iter()
+            .map(|f| if f.is_nan() { u64::MAX } else { f.to_bits() })
+            .collect::<Vec<u64>>()
+    };
+    assert!(bits64(&y) == bits64(&want_y), "f64 gelu_tanh_into differs");
+    assert!(
+        bits64(&gx) == bits64(&want_g),
+        "f64 gelu_tanh_grad_into differs"
+    );
+}
+
+/// `exp_sub(x, m)` (the softmax rows' `e^(x - m)` in one pass) gives the
+/// bits of subtracting and then `exp`, in every CPU class, for slices of
+/// every length around the lane widths, over inputs of every sign and
+/// binade and shifts including zeros, infinities and NaN.
+#[test]
+fn exp_sub_equals_subtract_then_exp_in_every_class() {
+    use crate::cpu::class::{detected, pin_thread, Class};
+    let bits = |v: &[f32]| {
+        v.iter()
+            .map(|f| if f.is_nan() { u32::MAX } else { f.to_bits() })
+            .collect::<Vec<u32>>()
+    };
+    let x = lane_inputs();
+    let shifts = [
+        0.0f32,
+        -0.0,
+        1.5,
+        -87.3,
+        3e38,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+    ];
+    for class in [Class::Portable, Class::Avx2, Class::Avx512] {
+        if class > detected() {
+            continue;
+        }
+        let prev = pin_thread(Some(class));
+        for &m in &shifts {
+            for (lo, n) in [
+                (0, x.len()),
+                (3, 0),
+                (5, 1),
+                (7, 15),
+                (9, 17),
+                (11, 33),
+                (13, 64),
+            ] {
+                let mut want: Vec<f32> = x[lo..lo + n].iter().map(|&v| v - m).collect();
+                crate::cpu::vmath::exp(&mut want);
+                let mut got = x[lo..lo + n].to_vec();
+                crate::cpu::vmath::exp_sub(&mut got, m);
+                assert!(
+                    bits(&got) == bits(&want),
+                    "{class:?}: exp_sub(m = {m}) [{lo}, +{n}) differs"
+                );
+            }
+        }
+        pin_thread(prev);
+    }
+    let x64: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+    let mut want: Vec<f64> = x64.iter().map(|&v| v - 1.25).collect();
+    crate::cpu::vmath::exp(&mut want);
+    let mut got = x64.clone();
+    crate::cpu::vmath::exp_sub(&mut got, 1.25);
+    let same = got
+        .iter()
+        .zip(&want)
+        .all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
+    assert!(same, "f64 exp_sub differs");
+}

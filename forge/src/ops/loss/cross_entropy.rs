@@ -55,7 +55,9 @@ pub(super) fn backward<E: Float>(
             false => (sc * s.keep * s.wc(t as usize), sc * s.smooth),
         })
         .collect();
-    let mut gx = Storage::filled(x.len(), E::zero());
+    // every element is written below, ignored positions' as 0 (stale: no
+    // zeroing pass first)
+    let mut gx = Storage::stale(x.len());
     if s.inner == 1 {
         backward_rows(s, x, tv, lse, &coef, &mut gx);
     } else {
@@ -246,6 +248,7 @@ fn backward_rows<E: Float>(
             for (r, g) in chunk.chunks_mut(c).enumerate() {
                 let i = b * rows + r;
                 if tv[i] == s.ignore {
+                    g.fill(E::zero());
                     continue;
                 }
                 let row = &x[i * c..(i + 1) * c];
@@ -306,4 +309,60 @@ fn backward_tiles<E: Float>(
             }
         },
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::spec::Kind;
+    use super::*;
+
+    /// The logits' gradient is written whole over a pooled buffer that
+    /// held other values (`Storage::stale`): ignored rows and positions
+    /// come out exactly `+0`, the others finite, for `(N, C)` rows and K-d
+    /// positions.
+    #[test]
+    fn ignored_positions_get_zero_gradients_over_a_dirty_buffer() {
+        for (n, c, inner) in [(7usize, 300usize, 1usize), (3, 5, 40)] {
+            let len = n * c * inner;
+            let s = Spec::<f32> {
+                kind: Kind::CrossEntropy,
+                n,
+                c,
+                inner,
+                ignore: -100,
+                w: None,
+                w_sum: c as f32,
+                keep: 1.0,
+                smooth: 0.0,
+                smoothing: false,
+            };
+            let x: Vec<f32> = (0..len)
+                .map(|i| ((i * 37 % 101) as f32 - 50.0) / 10.0)
+                .collect();
+            let positions = n * inner;
+            let tv: Vec<i64> = (0..positions)
+                .map(|p| if p % 3 == 1 { -100 } else { (p % c) as i64 })
+                .collect();
+            let (lse, _) = forward(&s, &x, &tv);
+            let scale: Vec<f32> = tv
+                .iter()
+                .map(|&t| if t == -100 { 0.0 } else { 0.25 })
+                .collect();
+            // leave a buffer of the gradient's size full of NaN in the pool
+            let mut dirty = Storage::<f32>::stale(len);
+            dirty.fill(f32::NAN);
+            drop(dirty);
+            let gx = backward(&s, &x, &tv, &lse, &scale);
+            for p in 0..positions {
+                for k in 0..c {
+                    let v = gx[s.at(p, k)];
+                    if tv[p] == -100 {
+                        assert_eq!(v.to_bits(), 0, "inner {inner}: ignored {p}, class {k}: {v}");
+                    } else {
+                        assert!(v.is_finite(), "inner {inner}: position {p}, class {k}: {v}");
+                    }
+                }
+            }
+        }
+    }
 }
