@@ -6,7 +6,13 @@ Reads every file named on the command line (the output of
 one JSON object per line; other lines are ignored) and prints, per
 (model, mode, batch, threads), the median over all timed steps of all
 runs of each framework, each run's own median, and the ratio
-forge / PyTorch (below 1: forge is faster). Standard library only.
+forge / PyTorch (below 1: forge is faster). Where forge's rows carry
+`gflop` (the FLOPs of one step: `bench --json` and the sweep print it) and
+the files hold the run's FMA peak lines (`bench --json --models gemm`), two
+more columns: forge's share of that peak, and `floor / PyTorch`, the time
+those FLOPs take at the peak divided by PyTorch's time (no implementation
+of the same products reads below it on that machine). Standard library
+only.
 """
 import json
 import statistics
@@ -35,44 +41,77 @@ def load(paths):
     return rows
 
 
-def gemm_table(paths):
-    """sgemm GFLOP/s per (shape, threads): forge and torch medians, % of the
-    FMA peak measured in the same run (the `peak` lines among `paths`)."""
-    runs = defaultdict(list)
-    peaks = []
+def json_lines(paths):
+    """Every JSON object on its own line of the files (other lines skipped)."""
     for path in paths:
         with open(path) as f:
             for line in f:
+                line = line.strip()
                 if not line.startswith("{"):
                     continue
                 try:
-                    r = json.loads(line)
+                    yield json.loads(line)
                 except json.JSONDecodeError:
                     continue
-                if r.get("bench") == "peak":
-                    peaks.append(r)
-                elif r.get("bench") == "gemm" and r.get("ms"):
-                    key = (r["m"], r["k"], r["n"], r["b_transposed"], r["threads"])
-                    runs[(r["framework"],) + key].extend(r["ms"])
-    if not runs:
-        return
-    # Measured peaks per thread count (all threads running at once); a
-    # thread count without its own row (older JSON) counts as that many
-    # times the one-thread figure.
+
+
+def step_gflop(paths):
+    """(model, mode, batch, threads) -> GFLOP of one of forge's steps, where
+    its rows say (f32 rows only: an int8 or bf16 row runs against another
+    peak)."""
+    return {(r["model"], r["mode"], r["batch"], r["threads"]): r["gflop"]
+            for r in json_lines(paths)
+            if r.get("bench") in ("train", "infer") and r.get("framework") == "forge"
+            and r.get("gflop") and not r["mode"].endswith(("_int8", "_bf16"))}
+
+
+def f32_peak(paths):
+    """The measured f32 FMA peak at a thread count, GFLOP/s: the best of the
+    `peak` lines among `paths` for the widest vectors this CPU ran (512-bit
+    where AVX-512 exists, else 256-bit); a thread count without its own line
+    counts as that many times the one-thread figure. None: no peak lines."""
+    peaks = [r for r in json_lines(paths) if r.get("bench") == "peak"]
+
     def best(width, t):
         return max((p[f"gflops_{width}"] for p in peaks
                     if p.get(f"gflops_{width}") and p.get("threads", 1) == t), default=None)
 
     p512 = {t: best(512, t) for t in (1, 2)}
     p256 = {t: best(256, t) for t in (1, 2)}
-    # The widest vectors this CPU runs set its peak: 512-bit where AVX-512
-    # exists, else 256-bit (AVX2 + FMA).
-    measured, width = (p512, 512) if p512[1] else (p256, 256)
+    measured = p512 if p512[1] else p256
 
     def peak(t):
         if measured.get(t):
             return measured[t]
         return measured[1] * t if measured[1] else None
+    return peak
+
+
+def gemm_table(paths):
+    """sgemm GFLOP/s per (shape, threads): forge and torch medians, % of the
+    FMA peak measured in the same run (the `peak` lines among `paths`)."""
+    runs = defaultdict(list)
+    peaks = []
+    for r in json_lines(paths):
+        if r.get("bench") == "peak":
+            peaks.append(r)
+        elif r.get("bench") == "gemm" and r.get("ms"):
+            key = (r["m"], r["k"], r["n"], r["b_transposed"], r["threads"])
+            runs[(r["framework"],) + key].extend(r["ms"])
+    if not runs:
+        return
+    # Measured peaks per thread count (all threads running at once); the
+    # widest vectors this CPU runs set its peak: 512-bit where AVX-512
+    # exists, else 256-bit (AVX2 + FMA).
+    peak = f32_peak(paths)
+    width = 512 if any(p.get("gflops_512") for p in peaks) else 256
+
+    def best(width, t):
+        return max((p[f"gflops_{width}"] for p in peaks
+                    if p.get(f"gflops_{width}") and p.get("threads", 1) == t), default=None)
+
+    p512 = {t: best(512, t) for t in (1, 2)}
+    p256 = {t: best(256, t) for t in (1, 2)}
     print("| M x K x N | threads | PyTorch GFLOP/s | forge GFLOP/s | forge / PyTorch (time) "
           f"| forge % of measured {width}-bit peak |")
     print("|---|---|---|---|---|---|")
@@ -136,19 +175,33 @@ def main():
         faults = [f for _, _, f in runs if f is not None]
         return statistics.median(pooled), per_run, (max(faults) if faults else None)
 
+    gflop, peak = step_gflop(sys.argv[1:]), f32_peak(sys.argv[1:])
+    floors = bool(gflop) and peak(1) is not None
     print("| model | mode | batch | threads | PyTorch ms | forge ms | forge / PyTorch "
-          "| PyTorch runs | forge runs | forge faults/step |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| PyTorch runs | forge runs | forge faults/step |"
+          + (" forge % of peak | floor / PyTorch |" if floors else ""))
+    print("|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if floors else ""))
     for k in keys:
         t_med, t_runs, _ = stats("torch", k)
         f_med, f_runs, faults = stats("forge", k)
         ratio = f"**{f_med / t_med:.2f}**" if t_med and f_med else "-"
         fl = "-" if faults is None else f"{faults:.1f}"
-        print(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {fmt_ms(t_med)} | {fmt_ms(f_med)} | {ratio} "
-              f"| {t_runs} | {f_runs} | {fl} |")
+        line = (f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {fmt_ms(t_med)} | {fmt_ms(f_med)} | {ratio} "
+                f"| {t_runs} | {f_runs} | {fl} |")
+        if floors:
+            g, p = gflop.get(k), peak(k[3])
+            # GFLOP / (GFLOP/s) in ms
+            at_peak = 1e3 * g / p if g and p else None
+            share = f"{100 * at_peak / f_med:.0f}%" if at_peak and f_med else "-"
+            floor = f"{at_peak / t_med:.2f}" if at_peak and t_med else "-"
+            line += f" {share} | {floor} |"
+        print(line)
     print()
     print("Medians over every timed step of every run (each run's own median in the runs columns); "
-          "faults/step: the larger of the runs' minor page faults per timed step.")
+          "faults/step: the larger of the runs' minor page faults per timed step."
+          + (" % of peak and floor: the row's FLOPs (forge's `gflop`) at the FMA peak measured in "
+             "the same run for the row's thread count, as a share of forge's time and divided by "
+             "PyTorch's." if floors else ""))
     ort_keys = [k for k in keys if ("ort",) + k in rows]
     if ort_keys:
         # compare.sh --ort: ort_bench.py's lines (ONNX Runtime and PyTorch)

@@ -30,6 +30,13 @@
 //! - `resnet18`: the bench's ResNet-18 on `S`x`S` (32) images; SGD(0.01, 0.9).
 //! - `lenet`: the bench's LeNet-5; Adam(1e-3).
 //!
+//! Each row also carries `gflop`, the FLOPs of one step's matrix products
+//! and convolutions (`bench_sections/sweep_flops.rs`: the least any
+//! implementation must do), from which `bench/compare_table.py` prints the
+//! share of the measured FMA peak and the `floor / PyTorch` ratio when the
+//! run's peak lines (`bench --json --models gemm --rounds 0`) are among its
+//! inputs, as `run.sh` in each sweep folder does.
+//!
 //! Each spec is built afresh (seed 0) for each mode, warmed up at every
 //! thread count, then timed in interleaved blocks as `bench --json`: for
 //! `rounds`, at each thread count one untimed step and `block` timed ones.
@@ -52,6 +59,8 @@ use std::time::Instant;
 
 #[path = "bench_sections/steps.rs"]
 mod steps;
+#[path = "bench_sections/sweep_flops.rs"]
+mod sweep_flops;
 use steps::{classes, classifier_step, LstmHead, Step};
 
 #[derive(Parser, Debug)]
@@ -342,6 +351,8 @@ fn main() {
                     }
                 }
             }
+            let gflop = sweep_flops::step_gflop(&spec.kind, &spec.keys, b, mode)
+                .map_or("null".to_string(), py_float);
             for (ti, &t) in o.threads.iter().enumerate() {
                 let ms: Vec<String> = times[ti]
                     .iter()
@@ -350,7 +361,7 @@ fn main() {
                 println!(
                     "{{\"bench\": \"train\", \"framework\": \"forge\", \"model\": \"{}\", \
                      \"mode\": \"{mode}\", \"batch\": {b}, \"threads\": {t}, \"items\": {b}, \
-                     \"unit\": \"step\", \"round\": {}, \"ms\": [{}]}}",
+                     \"unit\": \"step\", \"round\": {}, \"ms\": [{}], \"gflop\": {gflop}}}",
                     spec.name,
                     o.round,
                     ms.join(", ")
