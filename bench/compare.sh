@@ -45,7 +45,8 @@
 #   torch.jsonl        PyTorch's (torch_bench.py), both rounds
 #   gemm_forge.jsonl   forge's sgemm and peak lines
 #   gemm_torch.jsonl   PyTorch's sgemm lines
-#   peak.jsonl         the FMA peak measured before and after the run
+#   peak.jsonl         the FMA peak measured before the run, after each model
+#                      of the plan, and after the run
 #   load.jsonl         load average and thread placement before and after
 #                      every block
 #   table.md           the printed tables (bench/compare_table.py)
@@ -240,6 +241,12 @@ for round in $(seq 0 $((repeat - 1))); do
             else
                 "${forge_block[@]}"; "${torch_block[@]}"
             fi
+            # The peak again after each model (about a second): this host's
+            # vCPUs run in faster and slower phases (one thread read 175
+            # GFLOP/s in the run of 2026-12-07 05:54 and 195-246 in six
+            # readings on a machine of the same kind two hours later), and
+            # the floors divide by the best reading.
+            peak "$round" "after $m round $round"
         done
     fi
     case "$phases,$models," in
@@ -261,7 +268,7 @@ peak 1 after
     cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -1)
     echo "forge vs PyTorch, $started, ${cpu_model:-unknown CPU}, $(nproc) hardware threads, $(python3 -c 'import torch; print("torch", torch.__version__)'), PyTorch run with $omp_note"
     echo
-    tables=("$out"/torch.jsonl "$out"/forge.jsonl)
+    tables=("$out"/torch.jsonl "$out"/forge.jsonl "$out"/peak.jsonl)
     [ "$ort" = 1 ] && tables+=("$out"/ort.jsonl)
     if [ "$gemm" = 1 ]; then
         python3 bench/compare_table.py "$out"/gemm_*.jsonl "$out"/peak.jsonl

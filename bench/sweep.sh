@@ -3,7 +3,8 @@
 # file, forge's `examples/sweep.rs` and PyTorch's `bench/sweep_torch.py`
 # back to back (their order swapped from one spec to the next and from one
 # pass to the next), at 1 and 2 threads, train and infer; the machine's FMA
-# peak measured before and after (`bench --json --models gemm --rounds 0`),
+# peak measured before the first spec and after each (`bench --json --models
+# gemm --rounds 0`; the table divides by the best reading),
 # so that `compare_table.py` adds each row's share of the peak and its
 # `floor / PyTorch` (`examples/bench_sections/sweep_flops.rs`).
 #
@@ -61,9 +62,11 @@ for ((p = 0; p < passes; p++)); do
             target/release/examples/sweep "${args[@]}" >> "$out/forge.jsonl" 2>/dev/null
         fi
         echo "pass $p $s $(date -u +%FT%TZ) $(cat /proc/loadavg)" >> "$out/load.txt"
+        # the peak again after every spec: this host's vCPUs run in faster
+        # and slower phases, and the table divides by the best reading
+        peak "$p" "after $s"
         i=$((i + 1))
     done
 done
-peak 1 after
 python3 bench/compare_table.py "$out/torch.jsonl" "$out/forge.jsonl" "$out/peak.jsonl" > "$out/table.md"
 echo "sweep.sh: wrote $out/table.md"
