@@ -127,6 +127,13 @@ impl Isa {
 }
 
 impl Isa {
+    /// Whether the kernel reads whole tiles of a matrix with contiguous
+    /// rows in place ([`ATile::Rows`]) instead of packing them: AVX-512
+    /// only (`avx512::tile_rows`; the AVX2 passes read packed tiles).
+    pub(super) fn reads_rows_in_place(self) -> bool {
+        matches!(self.0, Kind::Avx512)
+    }
+
     /// How many calls of [`tile`] make a whole tile: one with AVX-512, one
     /// per 16-column half with AVX2.
     fn parts(self) -> usize {
@@ -393,7 +400,7 @@ fn run_rows<const R: usize>(
                             isa,
                             part,
                             kc,
-                            ap,
+                            ATile::Packed(ap),
                             bp,
                             halves,
                             n,
@@ -577,6 +584,19 @@ fn pack_a_rows<const R: usize>(
     }
 }
 
+/// A tile of the left operand as the kernel reads it.
+#[derive(Clone, Copy)]
+pub(super) enum ATile<'a> {
+    /// Packed by [`pack_a`]: element `(i, p)` of an `R`-row tile at
+    /// `p * R + i`.
+    Packed(&'a [f32]),
+    /// Read in place from a matrix with contiguous rows: element `(i, p)`
+    /// at `ptr + i * lda + p`; whole tiles only, and only where
+    /// [`Isa::reads_rows_in_place`]. The same floats in the same order as
+    /// packed, so the same bits.
+    Rows(*const f32, usize),
+}
+
 /// One `rows x cols` tile of `c` (row stride `ldc`) from an `R x kc`
 /// packed tile of `a` (`R` is `MR`, or [`SHORT`] for [`gemm_prepacked`]'s
 /// short tiles) and a `kc x NR` packed panel of `b`, with `isa`'s
@@ -621,7 +641,7 @@ unsafe fn tile<const R: usize>(
     isa: Isa,
     part: usize,
     kc: usize,
-    ap: &[f32],
+    a: ATile<'_>,
     bp: &[f32],
     c: [*mut f32; 2],
     ldc: usize,
@@ -637,11 +657,31 @@ unsafe fn tile<const R: usize>(
         // only where it does); the rest is the caller's contract.
         #[cfg(target_arch = "x86_64")]
         Kind::Avx512 => unsafe {
-            avx512::tile::<R>(kc, ap, bp, c, ldc, rows, cols, first, beta, bias, next)
+            match a {
+                ATile::Packed(ap) => {
+                    avx512::tile::<R>(kc, ap, bp, c, ldc, rows, cols, first, beta, bias, next)
+                }
+                ATile::Rows(at, lda) => avx512::tile_rows::<R>(
+                    kc,
+                    (at, lda),
+                    bp,
+                    c,
+                    ldc,
+                    rows,
+                    cols,
+                    first,
+                    beta,
+                    bias,
+                    next,
+                ),
+            }
         },
         // SAFETY: as above.
         #[cfg(target_arch = "x86_64")]
         Kind::Avx2 => unsafe {
+            let ATile::Packed(ap) = a else {
+                unreachable!("packed_f32: the AVX2 kernel reads packed tiles only")
+            };
             avx2::half_tile::<R>(part, kc, ap, bp, c, ldc, rows, cols, first, beta, bias)
         },
         #[cfg(not(target_arch = "x86_64"))]

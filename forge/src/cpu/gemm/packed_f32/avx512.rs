@@ -200,142 +200,186 @@ pub(super) unsafe fn pack_a_rows<const R: usize>(
     }
 }
 
-/// One `rows x cols` tile of `c` (row stride `ldc`) from an `R x kc`
-/// packed tile of `a` (`R` is `MR`, or 8 for [`gemm_prepacked`]'s short
-/// tiles: each element is the same sum either way) and a `kc x NR` packed panel of `b`: on the first
-/// `k` block `c = acc + beta c` (without reading `c` when beta is 0), or
-/// `c = bias + acc` with a `bias` (the tile's 32 columns, held in two
-/// registers; `c` not read), afterwards `c = c + acc`.
-///
-/// Columns `16 h..16 h + 16` of the tile start at `c[h]` (one pointer per
-/// half, which need not be adjacent). `next`, when not null, is the panel
-/// multiplied after this one, fetched into L2 a row (two lines) a step (a hint:
-/// never read, so any address will do).
-///
-/// # Safety
-/// The CPU has AVX-512F; each `c[h]` points to the `rows x` (its share of
-/// `cols`) half tile with row stride `ldc` that nothing else accesses (`c[1]`
-/// is not used when `cols <= 16`); `ap` holds `R * kc`, `bp` `kc * NR`.
-#[allow(clippy::too_many_arguments)]
-#[target_feature(enable = "avx512f")]
-pub(super) unsafe fn tile<const R: usize>(
-    kc: usize,
-    ap: &[f32],
-    bp: &[f32],
-    c: [*mut f32; 2],
-    ldc: usize,
-    rows: usize,
-    cols: usize,
-    first: bool,
-    beta: f32,
-    bias: Option<&[f32; NR]>,
-    next: *const f32,
-) {
-    assert!(ap.len() >= R * kc && bp.len() >= NR * kc);
-    let mut acc = [[_mm512_setzero_ps(); 2]; R];
-    let (a, b) = (ap.as_ptr(), bp.as_ptr());
-    // One step of `k`: row `p` of the panel times column `p` of the tile.
-    let step = |acc: &mut [[__m512; 2]; R], p: usize| {
-        // SAFETY: `p < kc`: row `p` of the panel and column `p` of the
-        // tile are inside the asserted lengths.
-        unsafe {
-            let b0 = _mm512_loadu_ps(b.add(p * NR));
-            let b1 = _mm512_loadu_ps(b.add(p * NR + 16));
-            for (i, row) in acc.iter_mut().enumerate() {
-                let av = _mm512_set1_ps(*a.add(p * R + i));
-                row[0] = _mm512_fmadd_ps(av, b0, row[0]);
-                row[1] = _mm512_fmadd_ps(av, b1, row[1]);
-            }
-        }
-    };
-    // The tile's rows of `c` are fetched while the first steps run, one
-    // row a step (both ends of each half: a row of `c` need not start on a
-    // cache line): `c`'s rows are far apart (a row stride of 4 KiB at
-    // n = 1024), so they miss every cache, and the loads and stores at the
-    // end used to stall (18% of a 1024^3 product's samples in the stores,
-    // 7% after; Sapphire Rapids, commit de3846d).
-    let ahead = rows.min(kc);
-    for p in 0..ahead {
-        let at = c[0].wrapping_add(p * ldc);
-        _mm_prefetch::<_MM_HINT_T0>(at.cast());
-        _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(15).cast());
-        if cols > 16 {
-            let at = c[1].wrapping_add(p * ldc);
-            _mm_prefetch::<_MM_HINT_T0>(at.cast());
-            _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(15).cast());
-        }
-        if !next.is_null() {
-            _mm_prefetch::<_MM_HINT_T1>(next.wrapping_add(p * NR).cast());
-            _mm_prefetch::<_MM_HINT_T1>(next.wrapping_add(p * NR + 16).cast());
-        }
-        step(&mut acc, p);
-    }
-    if next.is_null() {
-        for p in ahead..kc {
-            step(&mut acc, p);
-        }
-    } else {
-        // The next panel, a row (two lines) a step, into L2.
-        for p in ahead..kc {
-            _mm_prefetch::<_MM_HINT_T1>(next.wrapping_add(p * NR).cast());
-            _mm_prefetch::<_MM_HINT_T1>(next.wrapping_add(p * NR + 16).cast());
-            step(&mut acc, p);
-        }
-    }
-    let vbeta = _mm512_set1_ps(beta);
-    // SAFETY: `NR` = 32 floats: two vectors.
-    let vbias = bias.map(|b| unsafe {
-        [
-            _mm512_loadu_ps(b.as_ptr()),
-            _mm512_loadu_ps(b.as_ptr().add(16)),
-        ]
-    });
-    if rows == R && cols == NR {
-        for (i, row) in acc.iter().enumerate() {
-            for (h, &v) in row.iter().enumerate() {
-                // SAFETY: element (i, 16 h .. 16 h + 16) of the full tile.
+/// Defines a tile kernel (see [`tile`]) whose left operand is the
+/// parameter `$a`, with `$setup` run first and `$addr` the address of
+/// element `(i, p)` of the tile (`$i`, `$p` naming the row and the step of
+/// `k`); the parameters `$kc` and `$rows` are named by the caller so that
+/// `$setup` and `$addr` can read them. One body for both kernels, each
+/// compiled on its own (two `k` loops in one function cost the packed
+/// loop's registers: bench/EXPERIMENTS.md, 2026-12-07 07:40).
+macro_rules! tile_kernel {
+    (
+        $(#[$attr:meta])*
+        fn $name:ident($kc:ident, $rows:ident, $a:ident: $aty:ty)
+        { $($setup:tt)* }
+        |$p:ident, $i:ident| $addr:expr
+    ) => {
+        $(#[$attr])*
+        #[allow(clippy::too_many_arguments)]
+        #[target_feature(enable = "avx512f")]
+        pub(super) unsafe fn $name<const R: usize>(
+            $kc: usize,
+            $a: $aty,
+            bp: &[f32],
+            c: [*mut f32; 2],
+            ldc: usize,
+            $rows: usize,
+            cols: usize,
+            first: bool,
+            beta: f32,
+            bias: Option<&[f32; NR]>,
+            next: *const f32,
+        ) {
+            assert!(bp.len() >= NR * $kc);
+            $($setup)*
+            let mut acc = [[_mm512_setzero_ps(); 2]; R];
+            let b = bp.as_ptr();
+            // One step of `k`: row `p` of the panel times column `p` of the tile.
+            let step = |acc: &mut [[__m512; 2]; R], $p: usize| {
+                // SAFETY: `p < kc`: row `p` of the panel and column `p` of the
+                // tile are inside the asserted lengths (or the caller's contract).
                 unsafe {
-                    let at = c[h].add(i * ldc);
-                    let out = if !first {
-                        _mm512_add_ps(_mm512_loadu_ps(at), v)
-                    } else if let Some(vb) = vbias {
-                        // `fma(1, bias, acc)` of the output prefilled with
-                        // the bias: one rounding of the same sum
-                        _mm512_add_ps(vb[h], v)
+                    let b0 = _mm512_loadu_ps(b.add($p * NR));
+                    let b1 = _mm512_loadu_ps(b.add($p * NR + 16));
+                    for ($i, row) in acc.iter_mut().enumerate() {
+                        let av = _mm512_set1_ps(*$addr);
+                        row[0] = _mm512_fmadd_ps(av, b0, row[0]);
+                        row[1] = _mm512_fmadd_ps(av, b1, row[1]);
+                    }
+                }
+            };
+            // The tile's rows of `c` are fetched while the first steps run, one
+            // row a step (both ends of each half: a row of `c` need not start on a
+            // cache line): `c`'s rows are far apart (a row stride of 4 KiB at
+            // n = 1024), so they miss every cache, and the loads and stores at the
+            // end used to stall (18% of a 1024^3 product's samples in the stores,
+            // 7% after; Sapphire Rapids, commit de3846d).
+            let ahead = $rows.min($kc);
+            for p in 0..ahead {
+                let at = c[0].wrapping_add(p * ldc);
+                _mm_prefetch::<_MM_HINT_T0>(at.cast());
+                _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(15).cast());
+                if cols > 16 {
+                    let at = c[1].wrapping_add(p * ldc);
+                    _mm_prefetch::<_MM_HINT_T0>(at.cast());
+                    _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(15).cast());
+                }
+                if !next.is_null() {
+                    _mm_prefetch::<_MM_HINT_T1>(next.wrapping_add(p * NR).cast());
+                    _mm_prefetch::<_MM_HINT_T1>(next.wrapping_add(p * NR + 16).cast());
+                }
+                step(&mut acc, p);
+            }
+            if next.is_null() {
+                for p in ahead..$kc {
+                    step(&mut acc, p);
+                }
+            } else {
+                // The next panel, a row (two lines) a step, into L2.
+                for p in ahead..$kc {
+                    _mm_prefetch::<_MM_HINT_T1>(next.wrapping_add(p * NR).cast());
+                    _mm_prefetch::<_MM_HINT_T1>(next.wrapping_add(p * NR + 16).cast());
+                    step(&mut acc, p);
+                }
+            }
+            let vbeta = _mm512_set1_ps(beta);
+            // SAFETY: `NR` = 32 floats: two vectors.
+            let vbias = bias.map(|b| unsafe {
+                [
+                    _mm512_loadu_ps(b.as_ptr()),
+                    _mm512_loadu_ps(b.as_ptr().add(16)),
+                ]
+            });
+            if $rows == R && cols == NR {
+                for (i, row) in acc.iter().enumerate() {
+                    for (h, &v) in row.iter().enumerate() {
+                        // SAFETY: element (i, 16 h .. 16 h + 16) of the full tile.
+                        unsafe {
+                            let at = c[h].add(i * ldc);
+                            let out = if !first {
+                                _mm512_add_ps(_mm512_loadu_ps(at), v)
+                            } else if let Some(vb) = vbias {
+                                // `fma(1, bias, acc)` of the output prefilled with
+                                // the bias: one rounding of the same sum
+                                _mm512_add_ps(vb[h], v)
+                            } else if beta == 0.0 {
+                                v
+                            } else {
+                                _mm512_fmadd_ps(vbeta, _mm512_loadu_ps(at), v)
+                            };
+                            _mm512_storeu_ps(at, out);
+                        }
+                    }
+                }
+                return;
+            }
+            // An edge tile: the same sums, stored element by element with the same
+            // (fused) arithmetic.
+            let mut vals = [[0f32; NR]; R];
+            for (i, row) in acc.iter().enumerate() {
+                for (h, &v) in row.iter().enumerate() {
+                    // SAFETY: 16 floats at (i, 16 h) of the R x NR array.
+                    unsafe { _mm512_storeu_ps(vals[i].as_mut_ptr().add(16 * h), v) };
+                }
+            }
+            for (i, vrow) in vals.iter().enumerate().take($rows) {
+                for (j, &v) in vrow.iter().enumerate().take(cols) {
+                    // SAFETY: (i, j) is inside the `rows x cols` tile, in half
+                    // `j / 16`.
+                    let at = unsafe { &mut *c[j / 16].add(i * ldc + j % 16) };
+                    *at = if !first {
+                        *at + v
+                    } else if let Some(b) = bias {
+                        b[j] + v
                     } else if beta == 0.0 {
                         v
                     } else {
-                        _mm512_fmadd_ps(vbeta, _mm512_loadu_ps(at), v)
+                        beta.mul_add(*at, v)
                     };
-                    _mm512_storeu_ps(at, out);
                 }
             }
         }
-        return;
+    };
+}
+
+tile_kernel! {
+    /// One `rows x cols` tile of `c` (row stride `ldc`) from an `R x kc`
+    /// packed tile of `a` (`R` is `MR`, or 8 for [`gemm_prepacked`]'s
+    /// short tiles: each element is the same sum either way) and a `kc x
+    /// NR` packed panel of `b`: on the first `k` block `c = acc + beta c`
+    /// (without reading `c` when beta is 0), or `c = bias + acc` with a
+    /// `bias` (the tile's 32 columns, held in two registers; `c` not read),
+    /// afterwards `c = c + acc`.
+    ///
+    /// Columns `16 h..16 h + 16` of the tile start at `c[h]` (one pointer
+    /// per half, which need not be adjacent). `next`, when not null, is the
+    /// panel multiplied after this one, fetched into L2 a row (two lines) a
+    /// step (a hint: never read, so any address will do).
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F; each `c[h]` points to the `rows x` (its share
+    /// of `cols`) half tile with row stride `ldc` that nothing else accesses
+    /// (`c[1]` is not used when `cols <= 16`); `ap` holds `R * kc`, `bp`
+    /// `kc * NR`.
+    fn tile(kc, rows, ap: &[f32]) {
+        assert!(ap.len() >= R * kc);
+        let a = ap.as_ptr();
     }
-    // An edge tile: the same sums, stored element by element with the same
-    // (fused) arithmetic.
-    let mut vals = [[0f32; NR]; R];
-    for (i, row) in acc.iter().enumerate() {
-        for (h, &v) in row.iter().enumerate() {
-            // SAFETY: 16 floats at (i, 16 h) of the R x NR array.
-            unsafe { _mm512_storeu_ps(vals[i].as_mut_ptr().add(16 * h), v) };
-        }
+    |p, i| a.add(p * R + i)
+}
+
+tile_kernel! {
+    /// [`tile`] with the tile of `a` read in place from a matrix with
+    /// contiguous rows: element `(i, p)` at `a.0 + i * a.1 + p`. The same
+    /// floats multiplied in the same order as from the packed tile, so the
+    /// same bits, without the packing's pass over `a`.
+    ///
+    /// # Safety
+    /// As [`tile`], and `rows == R`, and for every `i < R` the `kc` floats
+    /// from `a.0 + i * a.1` are readable.
+    fn tile_rows(kc, rows, a: (*const f32, usize)) {
+        assert_eq!(rows, R, "packed_f32: tiles read in place are whole");
+        let row: [*const f32; R] = std::array::from_fn(|i| a.0.wrapping_add(i * a.1));
     }
-    for (i, vrow) in vals.iter().enumerate().take(rows) {
-        for (j, &v) in vrow.iter().enumerate().take(cols) {
-            // SAFETY: (i, j) is inside the `rows x cols` tile, in half
-            // `j / 16`.
-            let at = unsafe { &mut *c[j / 16].add(i * ldc + j % 16) };
-            *at = if !first {
-                *at + v
-            } else if let Some(b) = bias {
-                b[j] + v
-            } else if beta == 0.0 {
-                v
-            } else {
-                beta.mul_add(*at, v)
-            };
-        }
-    }
+    |p, i| row[i].add(p)
 }

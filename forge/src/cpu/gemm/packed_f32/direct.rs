@@ -12,7 +12,8 @@ use super::super::super::threads::{
 };
 use super::super::Mat;
 use super::{
-    isa, macs_per_ns, pack_a, packed_a_buffer, tile, Isa, Shared, KC, MAX_CHUNK_TILES, MR, NR,
+    isa, macs_per_ns, pack_a, packed_a_buffer, tile, ATile, Isa, Shared, KC, MAX_CHUNK_TILES, MR,
+    NR,
 };
 
 /// Packs the `kc x NR` panel of a right operand at rows `k0..k0 + kc`,
@@ -27,6 +28,18 @@ pub(crate) enum ASrc<'a> {
     Mat(Mat<'a, f32>),
     /// Already packed.
     Packed(&'a PackedA),
+}
+
+/// A chunk's tiles of the left operand for one `k` block, as the
+/// multiplying reads them.
+#[derive(Clone, Copy)]
+enum ChunkA<'a> {
+    /// Packed, tile after tile.
+    Packed(&'a [f32]),
+    /// Whole tiles read in place from the matrix (its rows contiguous);
+    /// the second field is the last tile packed, read when that tile is
+    /// partial.
+    InPlace(Mat<'a, f32>, &'a [f32]),
 }
 
 /// An `m x k` left operand packed once, for several products with it (a
@@ -502,7 +515,7 @@ unsafe fn gemm_core_src(
         let t1 = (t0 + chunk_tiles).min(row_tiles);
         let j0 = cc * chunk_panels;
         let j1 = (j0 + chunk_panels).min(panels);
-        let multiply = |pa: &[f32]| {
+        let multiply = |src: ChunkA<'_>| {
             let p = pb;
             // the first panel whose outputs `act` has not yet run on
             let act_from = std::cell::Cell::new(j0);
@@ -525,13 +538,27 @@ unsafe fn gemm_core_src(
                 for part in 0..isa.parts() {
                     for t in t0..t1 {
                         let rows = MR.min(m - t * MR);
-                        let ap = &pa[(t - t0) * MR * kc..(t - t0 + 1) * MR * kc];
+                        let ap = match src {
+                            ChunkA::Packed(pa) => {
+                                ATile::Packed(&pa[(t - t0) * MR * kc..(t - t0 + 1) * MR * kc])
+                            }
+                            // a whole tile's rows read where they are:
+                            // row `t MR + i` from column `k0` on
+                            ChunkA::InPlace(a, _) if rows == MR => {
+                                ATile::Rows(a.data.as_ptr().wrapping_add(t * MR * a.rs + k0), a.rs)
+                            }
+                            ChunkA::InPlace(_, last) => ATile::Packed(last),
+                        };
                         let halves = [out.at(t * MR, j * NR), out.at(t * MR, j * NR + 16)];
                         // SAFETY: the tile `rows x cols` at (t * MR,
                         // j * NR) lies inside the output (the caller's
                         // contract), each half's columns contiguous
                         // (segments of whole vectors), and belongs to
-                        // this chunk alone.
+                        // this chunk alone. A tile read in place is
+                        // whole (`rows == MR`), and its rows `t MR + i`,
+                        // columns `k0..k0 + kc` lie inside `a`'s buffer
+                        // (asserted for all `m x k` where the chunk
+                        // chose to read in place; `cs == 1`).
                         unsafe {
                             tile::<MR>(
                                 isa,
@@ -571,7 +598,27 @@ unsafe fn gemm_core_src(
             }
         };
         match (a, scratch) {
-            (ASrc::Packed(p), _) => multiply(p.tiles(k0, kc, t0, t1)),
+            (ASrc::Packed(p), _) => multiply(ChunkA::Packed(p.tiles(k0, kc, t0, t1))),
+            (ASrc::Mat(a), _) if a.cs == 1 && isa.reads_rows_in_place() => {
+                // Rows contiguous: the kernel reads whole tiles in place
+                // and only a last partial tile is packed (zero-padded to
+                // `MR` rows, as the chunk's packing would pack it).
+                // the reads below are raw: every row's `k` floats must
+                // be inside the buffer (the packing's reads are checked)
+                assert!(
+                    (m - 1) * a.rs + k <= a.data.len(),
+                    "packed_f32: the left operand's buffer is too short"
+                );
+                let tail = m - (t1 - 1) * MR;
+                let mut last = (tail < MR).then(|| packed_a_buffer(MR * kc));
+                if let Some(buf) = last.as_mut() {
+                    pack_a::<MR>(isa, a, (t1 - 1) * MR, tail, k0, kc, &mut buf[..MR * kc]);
+                }
+                multiply(ChunkA::InPlace(
+                    a,
+                    last.as_ref().map_or(&[][..], |buf| &buf[..MR * kc]),
+                ));
+            }
             (ASrc::Mat(a), Some(s)) => {
                 let len = (t1 - t0) * MR * kc;
                 // SAFETY: the chunk's tiles go after `b`'s block in the
@@ -582,14 +629,14 @@ unsafe fn gemm_core_src(
                     std::slice::from_raw_parts_mut(s.0.add(panels * NR * KC.min(k)), len)
                 };
                 pack_a::<MR>(isa, a, t0 * MR, ((t1 * MR).min(m)) - t0 * MR, k0, kc, pa);
-                multiply(pa);
+                multiply(ChunkA::Packed(pa));
             }
             (ASrc::Mat(a), None) => {
                 let len = (t1 - t0) * MR * kc;
                 let mut buf = packed_a_buffer(len);
                 let pa = &mut buf[..len];
                 pack_a::<MR>(isa, a, t0 * MR, ((t1 * MR).min(m)) - t0 * MR, k0, kc, pa);
-                multiply(pa);
+                multiply(ChunkA::Packed(pa));
             }
         }
     };

@@ -259,11 +259,21 @@ fn values(len: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-/// `r x c` views of `buf` in three layouts: row-major, transposed
-/// storage (columns contiguous), and strided (neither).
-fn layouts(buf: &[f32], r: usize, c: usize) -> [(&'static str, Mat<'_, f32>); 3] {
+/// `r x c` views of `buf` in four layouts: row-major, row-major with
+/// rows 3 floats longer than `c` (a left operand's whole tiles are then
+/// read in place at a row stride other than `k`), transposed storage
+/// (columns contiguous), and strided (neither).
+fn layouts(buf: &[f32], r: usize, c: usize) -> [(&'static str, Mat<'_, f32>); 4] {
     [
         ("rows", Mat::row_major(buf, c)),
+        (
+            "padded rows",
+            Mat {
+                data: buf,
+                rs: c + 3,
+                cs: 1,
+            },
+        ),
         ("cols", Mat::transposed(buf, r)),
         ("strided", strided(buf, c)),
     ]
@@ -286,8 +296,10 @@ fn same_bits(got: &[f32], want: &[f32]) -> Result<(), String> {
 /// other too) equals [`scalar_order`] bit for bit: edge tiles in `m` (12
 /// and 6 row passes) and `n` (32, 16 and 8 lanes; every width of a last
 /// panel in [`every_panel_width_equals_the_scalar_order`]), `k` of one
-/// step, under and over a `KC` block and with remainders, `a` and `b` in every layout,
-/// a left operand packed beforehand, an output with a row stride wider
+/// step, under and over a `KC` block and with remainders, `a` and `b` in every layout
+/// (a left operand with contiguous rows read in place by the AVX-512 kernel, whole
+/// tiles at its row stride from the block's first column, against the same operand
+/// packed beforehand), a left operand packed beforehand, an output with a row stride wider
 /// than `n`, beta 0 (a NaN in `c` overwritten), 1 and -0.75, 1 and 2
 /// threads (the 200-row product is large enough to be split by rows, the
 /// 40x300x700 one, wider than tall, by columns over two `KC` blocks, the
