@@ -505,3 +505,72 @@ fn tile_bounds_are_the_farthest_read() {
         }
     }
 }
+
+/// ResNet-18's eleven convolution geometries on 3x32x32 images, at batch
+/// 1 (a padded copy, tiles over all positions; the deep layers split over
+/// 8-16 channel blocks on two threads, each thread streaming its own
+/// blocks of the weight) and at batch 12 (tiles grouped by tap class over
+/// the batch, the input read as it is), through the fused output pass
+/// (bias, residual, ReLU): two threads give the bits of one, the best
+/// kernel the portable loops' bits, and the result is the convolution
+/// within the rounding bound of `kernels_agree_and_match_the_f64_convolution`.
+#[test]
+fn resnet18_layers_same_bits_for_one_and_two_threads() {
+    let mut rng = Rng::new(17);
+    // (c, o, k, stride, padding, input side)
+    let layers = [
+        (3, 64, 7, 2, 3, 32),
+        (64, 64, 3, 1, 1, 8),
+        (64, 128, 3, 2, 1, 8),
+        (128, 128, 3, 1, 1, 4),
+        (64, 128, 1, 2, 0, 8),
+        (128, 256, 3, 2, 1, 4),
+        (256, 256, 3, 1, 1, 2),
+        (128, 256, 1, 2, 0, 4),
+        (256, 512, 3, 2, 1, 2),
+        (512, 512, 3, 1, 1, 1),
+        (256, 512, 1, 2, 0, 2),
+    ];
+    for n in [1, 12] {
+        for (c, o, k, s, p, side) in layers {
+            let g =
+                ConvGeom::new([n, c, side, side], [o, c, k, k], [s, s], [p, p], [1, 1], 1).unwrap();
+            let x = rand(g.n * g.c * g.h * g.w, &mut rng);
+            let w: Vec<f32> = rand(g.o * g.c * k * k, &mut rng)
+                .into_iter()
+                .map(|v| v * 0.05)
+                .collect();
+            let b = rand(g.o, &mut rng);
+            let r = rand(g.n * g.o * g.l(), &mut rng);
+            let pk = PackedConv::new(g.o, g.c, k, k, &w);
+            let run = |kernel: Kernel, threads: usize| {
+                let _t = crate::cpu::threads::lock_thread_count();
+                crate::cpu::set_num_threads(threads);
+                let y = forward_by(kernel, &g, &x, &pk, Some(&b), Some(&r), true).to_vec();
+                crate::cpu::set_num_threads(0);
+                y
+            };
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            let one = run(Kernel::best(), 1);
+            assert!(
+                bits(&run(Kernel::best(), 2)) == bits(&one),
+                "{g:?}: 2 threads"
+            );
+            assert!(
+                bits(&run(Kernel::Portable, 1)) == bits(&one),
+                "{g:?}: portable loops"
+            );
+            let (want, mag) = reference(&g, &x, &w, Some(&b));
+            let terms = (g.c * k * k + 2) as f64;
+            for (i, &v) in one.iter().enumerate() {
+                let sum = want[i] + f64::from(r[i]);
+                let bound =
+                    2.0 * terms * f64::from(f32::EPSILON) * (mag[i] + sum.abs() + 1.0) + 1e-30;
+                assert!(
+                    (f64::from(v) - sum.max(0.0)).abs() <= bound,
+                    "{g:?} [{i}]: {v} vs {sum}"
+                );
+            }
+        }
+    }
+}
