@@ -3,7 +3,7 @@
 //! `[N, 10]`.
 
 use crate::nn::record_output;
-use crate::nn::{Conv2d, Flatten, Forward, Layer, Linear, MaxPool2d};
+use crate::nn::{Activation, Conv2d, Flatten, Forward, Layer, Linear, MaxPool2d};
 use crate::{Float, Rng, Tensor};
 
 /// LeNet-5 as in PyTorch's tutorials: conv 1→6 (5x5, padding 2), ReLU,
@@ -59,8 +59,11 @@ impl Forward<Tensor> for LeNet5 {
         let x = pool.forward(self.conv1.forward(x).relu());
         let x = pool.forward(self.conv2.forward(x).relu());
         let x = Flatten.forward(x);
-        let x = self.fc1.forward(x).relu();
-        let x = self.fc2.forward(x).relu();
+        // the ReLUs in the products' epilogues where the layers allow it
+        // (an int8 weight, or inference in f32), the same bits as
+        // `forward(x).relu()`
+        let x = self.fc1.forward_activated(x, Activation::Relu);
+        let x = self.fc2.forward_activated(x, Activation::Relu);
         record_output(self, self.fc3.forward(x))
     }
 }
@@ -106,8 +109,11 @@ impl Forward<Tensor> for MnistMlp {
 
     fn forward(&self, x: Tensor) -> Tensor {
         let x = Flatten.forward(x);
-        let x = self.fc1.forward(x).relu();
-        let x = self.fc2.forward(x).relu();
+        // the ReLUs in the products' epilogues where the layers allow it
+        // (an int8 weight, or inference in f32), the same bits as
+        // `forward(x).relu()`
+        let x = self.fc1.forward_activated(x, Activation::Relu);
+        let x = self.fc2.forward_activated(x, Activation::Relu);
         record_output(self, self.fc3.forward(x))
     }
 }
