@@ -15,9 +15,9 @@
 //! epilogue element-wise in the same order), so the bits do not depend on
 //! the split or the thread count (`tests`).
 
-use super::int8::{range_params, Int8Weight};
+use super::int8::{activation_params, Int8Weight};
 use crate::cpu::memory::Storage;
-use crate::cpu::qgemm::{padded_k, quantize_rows};
+use crate::cpu::qgemm::{padded_k, quantize_rows, range};
 use crate::cpu::threads::{num_threads, parallel_for, worth_splitting};
 use std::sync::Mutex;
 
@@ -84,7 +84,8 @@ impl Int8Weight {
             "Int8Weight: {m} rows in {parts} blocks"
         );
         let kp = padded_k(k);
-        let (scale, zero_point) = range_params(x);
+        let bounds: Vec<usize> = (0..=parts).map(|i| row_bound(i, parts, m)).collect();
+        let (scale, zero_point) = block_range_params(x, k, &bounds);
         let terms = self.epilogue_terms(scale, zero_point);
         let mut a = Storage::<u8>::stale(m * kp);
         let mut acc = Storage::<i32>::stale(m * n);
@@ -94,8 +95,8 @@ impl Int8Weight {
         let mut blocks = Vec::with_capacity(parts);
         let (mut a_rest, mut acc_rest, mut y_rest) = (&mut a[..], &mut acc[..], &mut y[..]);
         for i in 0..parts {
-            let r0 = row_bound(i, parts, m);
-            let rows = row_bound(i + 1, parts, m) - r0;
+            let r0 = bounds[i];
+            let rows = bounds[i + 1] - r0;
             let (a_i, a_r) = std::mem::take(&mut a_rest).split_at_mut(rows * kp);
             let (acc_i, acc_r) = std::mem::take(&mut acc_rest).split_at_mut(rows * n);
             let (y_i, y_r) = std::mem::take(&mut y_rest).split_at_mut(rows * n);
@@ -125,6 +126,27 @@ impl Int8Weight {
         drop(blocks);
         y
     }
+}
+
+/// [`range_params`](super::int8::range_params)`(x)` (`x` rows of `k`, nonempty), each block of rows
+/// `bounds[i]..bounds[i + 1]` scanned by the chunk of a parallel loop that
+/// the product's loop gives the same thread, so that a block's rows are
+/// read where its previous layer wrote them, not pulled to the calling
+/// thread. The same result: the blocks' minima and maxima (NaNs skipped,
+/// zeros as `+0`) combine exactly.
+fn block_range_params(x: &[f32], k: usize, bounds: &[usize]) -> (f32, i32) {
+    let parts = bounds.len() - 1;
+    let empty = (f32::INFINITY, f32::NEG_INFINITY);
+    let ranges: Vec<Mutex<(f32, f32)>> = (0..parts).map(|_| Mutex::new(empty)).collect();
+    parallel_for(parts, |i| {
+        let r = range(&x[bounds[i] * k..bounds[i + 1] * k]);
+        *ranges[i].lock().unwrap_or_else(|e| e.into_inner()) = r;
+    });
+    let (lo, hi) = ranges.iter().fold(empty, |(lo, hi), r| {
+        let (l, h) = *r.lock().unwrap_or_else(|e| e.into_inner());
+        (lo.min(l), hi.max(h))
+    });
+    activation_params(lo + 0.0, hi + 0.0)
 }
 
 /// The first row of block `i` of `parts` over `m` rows (`m` for `i ==
