@@ -1,16 +1,19 @@
 //! The dynamic int8 product with its rows split over the threads: each
 //! thread quantizes its own block of rows, multiplies it and runs the
-//! epilogue on it, end to end, in one hand-off to the pool.
+//! epilogue on it, end to end.
 //!
-//! [`Int8Weight::linear_whole`] hands the pool its quantization pass and
-//! its product separately (two hand-offs a layer), and the product splits
+//! [`Int8Weight::linear_whole`] takes the range on the calling thread, then
+//! hands the pool its quantization pass and its product separately, and
+//! the product splits
 //! the weight's columns, so each thread reads every quantized row. Split by
 //! rows, a thread's bytes and outputs stay in its own cache, and the next
 //! layer's same split finds its rows there.
 //!
-//! The scale and the zero point come from the range of all the rows, taken
-//! first on the calling thread; the epilogue's per-column terms are made
-//! once. Every element is then computed as in one product over all the
+//! The scale and the zero point come from the range of all the rows: each
+//! block's minimum and maximum are taken by a first parallel loop on the
+//! thread the second one (quantization, product, epilogue) gives the block,
+//! so that the rows are read where the previous layer wrote them (two
+//! hand-offs a layer); the epilogue's per-column terms are made once. Every element is then computed as in one product over all the
 //! rows (the quantization is element-wise, the `i32` sums exact, the
 //! epilogue element-wise in the same order), so the bits do not depend on
 //! the split or the thread count (`tests`).
@@ -40,7 +43,7 @@ impl Int8Weight {
     /// [`linear_pooled`](Self::linear_pooled) with the rows split into one
     /// block per thread, when there are at least two threads, at least
     /// [`PART_ROWS`] rows per block and the whole op (quantization,
-    /// product, epilogue) is worth one hand-off
+    /// product, epilogue) is worth its two hand-offs
     /// ([`worth_splitting`]); `None` otherwise.
     ///
     /// `x` must be whole rows of `in_features` (checked by the caller).
@@ -58,7 +61,7 @@ impl Int8Weight {
         }
         // quantization (as `quantize_rows` estimates it), product, epilogue
         let cost = m * k / 4 + self.product_cost_ns(m) + m * n / 8;
-        if !worth_splitting(cost, 1) {
+        if !worth_splitting(cost, 2) {
             return None;
         }
         Some(self.linear_in_parts(x, bias, act, parts))
