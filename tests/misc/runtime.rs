@@ -578,3 +578,31 @@ fn a_gpt_training_step_has_the_same_bits_in_every_class_and_thread_count() {
     };
     same_bits_in_every_class(&run);
 }
+
+/// The bench's int8 MLP (784 -> 512 -> 256 -> 10 after `quantize_dynamic`)
+/// at batch 128 and 100: at 2 threads each int8 layer splits its rows in
+/// two blocks (64 + 64, 64 + 36), each thread quantizing, multiplying and
+/// finishing its own with the ReLU in the epilogue (issue 41). The bits are
+/// those of every CPU class at 1 and 2 threads, and those of the layers run
+/// one op at a time (`forward`, then `relu`) on one thread.
+#[test]
+fn an_int8_mlp_inference_has_the_same_bits_in_every_class_and_thread_count() {
+    use forge::models::mnist::MnistMlp;
+    use forge::quant::{quantize_dynamic, Granularity};
+    let mut rng = Rng::new(41);
+    let mut model = MnistMlp::new(&mut rng);
+    quantize_dynamic(&mut model, Granularity::PerTensor);
+    for batch in [128, 100] {
+        let x = Tensor::<f32>::normal(&[batch, 784], 0.0, 1.0, &mut rng);
+        let run = || no_grad(|| bits(&model.forward(x.clone())));
+        let want = same_bits_in_every_class(&run);
+        let one_op_at_a_time = Executor::new(1).run(|| {
+            no_grad(|| {
+                let h = model.fc1.forward(x.clone()).relu();
+                let h = model.fc2.forward(h).relu();
+                bits(&model.fc3.forward(h))
+            })
+        });
+        assert!(want == one_op_at_a_time, "batch {batch}: fused differs");
+    }
+}

@@ -279,11 +279,15 @@ impl PackedI8 {
         out: &mut [T],
         then: Option<&F>,
     ) {
-        let isa = match Isa::detect() {
-            Isa::Amx if m < AMX_MIN_ROWS => Isa::detect_vector(),
-            isa => isa,
-        };
-        self.run(isa, m, a, c, out, then)
+        self.run(path_for(m), m, a, c, out, then)
+    }
+
+    /// The estimated single-thread time, in nanoseconds, of
+    /// [`gemm_then`](Self::gemm_then) with `m` rows on the path it takes:
+    /// what it weighs against [`PARALLEL_MIN_NS`](super::threads::PARALLEL_MIN_NS)
+    /// before splitting.
+    pub(crate) fn cost_ns(&self, m: usize) -> usize {
+        cost_on(path_for(m), m, self.n, padded_k(self.k))
     }
 
     /// [`gemm`](Self::gemm) on a given path (which the CPU must have).
@@ -361,8 +365,7 @@ impl PackedI8 {
         let blocks = m.div_ceil(ROWS);
         let groups = blocks.div_ceil(BLOCKS_PER_CHUNK);
         let tiles = self.n.div_ceil(PANEL * PANELS);
-        // about 64 multiply-adds per nanosecond on the vector paths
-        let cost = m * self.n * kp / 64;
+        let cost = cost_on(isa, m, self.n, kp);
         parallel_for_cost(groups * tiles, cost, |chunk| {
             let (group, tile) = chunk_at(chunk, groups);
             let p0 = tile * PANELS;
@@ -427,8 +430,7 @@ impl PackedI8 {
         let panels = self.n.div_ceil(PANEL);
         let blocks = m.div_ceil(amx::BLOCK_ROWS);
         let groups = panels.div_ceil(amx::GROUP_PANELS);
-        // about 512 multiply-adds per nanosecond on the tiles
-        let cost = m * self.n * 4 * quads / 512;
+        let cost = cost_on(Isa::Amx, m, self.n, 4 * quads);
         parallel_for_cost(blocks * groups, cost, |chunk| {
             let (block, group) = chunk_at(chunk, blocks);
             let r0 = block * amx::BLOCK_ROWS;
@@ -455,6 +457,25 @@ impl PackedI8 {
             let j0 = p0 * PANEL;
             finish(r0, rows, j0, (group_panels * PANEL).min(self.n - j0));
         });
+    }
+}
+
+/// The path [`PackedI8::gemm_then`] takes for `m` rows: the widest, but
+/// not AMX below [`AMX_MIN_ROWS`].
+fn path_for(m: usize) -> Isa {
+    match Isa::detect() {
+        Isa::Amx if m < AMX_MIN_ROWS => Isa::detect_vector(),
+        isa => isa,
+    }
+}
+
+/// The estimated single-thread time, in nanoseconds, of an `m x n` product
+/// over `kp` (padded) bytes on `isa`: about 512 multiply-adds per
+/// nanosecond on the tiles, 64 on the vector paths.
+fn cost_on(isa: Isa, m: usize, n: usize, kp: usize) -> usize {
+    match isa {
+        Isa::Amx => m * n * kp / 512,
+        _ => m * n * kp / 64,
     }
 }
 

@@ -3,7 +3,7 @@
 //! `[N, 10]`.
 
 use crate::nn::record_output;
-use crate::nn::{Conv2d, Flatten, Forward, Layer, Linear, MaxPool2d};
+use crate::nn::{Activation, Conv2d, Flatten, Forward, Layer, Linear, MaxPool2d};
 use crate::{Float, Rng, Tensor};
 
 /// LeNet-5 as in PyTorch's tutorials: conv 1→6 (5x5, padding 2), ReLU,
@@ -59,8 +59,8 @@ impl Forward<Tensor> for LeNet5 {
         let x = pool.forward(self.conv1.forward(x).relu());
         let x = pool.forward(self.conv2.forward(x).relu());
         let x = Flatten.forward(x);
-        let x = self.fc1.forward(x).relu();
-        let x = self.fc2.forward(x).relu();
+        let x = relu_after(&self.fc1, x);
+        let x = relu_after(&self.fc2, x);
         record_output(self, self.fc3.forward(x))
     }
 }
@@ -106,9 +106,22 @@ impl Forward<Tensor> for MnistMlp {
 
     fn forward(&self, x: Tensor) -> Tensor {
         let x = Flatten.forward(x);
-        let x = self.fc1.forward(x).relu();
-        let x = self.fc2.forward(x).relu();
+        let x = relu_after(&self.fc1, x);
+        let x = relu_after(&self.fc2, x);
         record_output(self, self.fc3.forward(x))
+    }
+}
+
+/// `fc.forward(x).relu()`, the ReLU in the product's epilogue when `fc`
+/// holds an int8 weight (the same bits, one pass and one op fewer). An f32
+/// layer keeps the two ops: its fused form (`Tensor::linear_then`) has not
+/// been timed on this model (a first reading of `bench --modes infer` at
+/// batch 128, load 4, moved by less than its noise of about 5%).
+fn relu_after(fc: &Linear, x: Tensor) -> Tensor {
+    if fc.int8().is_some() {
+        fc.forward_activated(x, Activation::Relu)
+    } else {
+        fc.forward(x).relu()
     }
 }
 

@@ -228,15 +228,17 @@ impl<E: Float> Linear<E> {
     /// quantize_dynamic(&mut fc, Granularity::PerChannel);
     /// let x = forge::Tensor::<f32>::normal(&[3, 8], 0.0, 1.0, &mut rng);
     /// let fused = fc.forward_activated(x.clone(), Activation::Gelu);
-    /// assert_eq!(fused.to_vec(), fc.forward(x).gelu().to_vec());
+    /// assert_eq!(fused.to_vec(), fc.forward(x.clone()).gelu().to_vec());
+    /// let fused = fc.forward_activated(x.clone(), Activation::Relu);
+    /// assert_eq!(fused.to_vec(), fc.forward(x).relu().to_vec());
     /// ```
     ///
     /// # Panics
     /// As [`forward`](Forward::forward).
     #[track_caller]
     pub fn forward_activated(&self, x: Tensor<E>, act: Activation) -> Tensor<E> {
-        let fused = match (&self.int8, act) {
-            (Some(q), Activation::Gelu)
+        let fused = match &self.int8 {
+            Some(q)
                 if std::any::TypeId::of::<E>() == std::any::TypeId::of::<f32>()
                     && !summary_running() =>
             {
@@ -247,7 +249,11 @@ impl<E: Float> Linear<E> {
         match fused {
             Some(q) => {
                 self.check_input(&x);
-                self.forward_int8(q, &x, Some(crate::cpu::vmath::gelu::<f32>))
+                let f: fn(&mut [f32]) = match act {
+                    Activation::Gelu => crate::cpu::vmath::gelu::<f32>,
+                    Activation::Relu => relu_f32,
+                };
+                self.forward_int8(q, &x, Some(f))
             }
             None => match self.forward_f32_then(&x, act) {
                 Some(y) => y,

@@ -381,6 +381,13 @@ impl Int8Weight {
         self.packed.row_with(row, |p, v| out[p] = f32::from(v) * s);
     }
 
+    /// The estimated single-thread time, in nanoseconds, of the int8
+    /// product of `m` rows with this weight (not its quantization or
+    /// epilogue).
+    pub(crate) fn product_cost_ns(&self, m: usize) -> usize {
+        self.packed.cost_ns(m)
+    }
+
     fn scale_of(&self, row: usize) -> f32 {
         self.scales[if self.scales.len() == 1 { 0 } else { row }]
     }
@@ -407,7 +414,28 @@ impl Int8Weight {
     /// buffer (the quantized rows, the `i32` sums) pooled too, and `act`
     /// (an element-wise slice function) applied to the outputs in the
     /// product's epilogue.
+    ///
+    /// With two threads or more and rows and work enough, each thread
+    /// quantizes, multiplies and finishes its own block of rows
+    /// ([`linear_by_rows`](Self::linear_by_rows)); else
+    /// [`linear_whole`](Self::linear_whole). The same bits either way.
     pub(crate) fn linear_pooled(
+        &self,
+        x: &[f32],
+        bias: Option<&[f32]>,
+        act: Option<fn(&mut [f32])>,
+    ) -> Storage<f32> {
+        check_input(x, self.in_features());
+        match self.linear_by_rows(x, bias, act) {
+            Some(y) => y,
+            None => self.linear_whole(x, bias, act),
+        }
+    }
+
+    /// [`linear_pooled`](Self::linear_pooled) as one quantization pass and
+    /// one product over all the rows, each split over the threads by its
+    /// own cost estimate.
+    pub(crate) fn linear_whole(
         &self,
         x: &[f32],
         bias: Option<&[f32]>,
@@ -605,6 +633,15 @@ pub(crate) fn quantize_activations(x: &[f32], scale: f32, zero_point: i32, out: 
     }
 }
 
+/// Panics unless `x` is whole rows of `k > 0` inputs.
+fn check_input(x: &[f32], k: usize) {
+    assert!(
+        k > 0 && x.len().is_multiple_of(k),
+        "Int8Weight::linear: {} inputs are not rows of {k}",
+        x.len()
+    );
+}
+
 /// `x` as rows of `k` inputs quantized for the int8 product: the row
 /// count, the bytes (rows of [`padded_k`]`(k)` in a pooled buffer), the
 /// scale and the zero point, one pass shared by every product on `x`.
@@ -612,11 +649,7 @@ pub(crate) fn quantize_activations(x: &[f32], scale: f32, zero_point: i32, out: 
 /// # Panics
 /// When `k` is 0 or `x` is not whole rows of `k`.
 fn quantize_input(x: &[f32], k: usize) -> (usize, Storage<u8>, f32, i32) {
-    assert!(
-        k > 0 && x.len().is_multiple_of(k),
-        "Int8Weight::linear: {} inputs are not rows of {k}",
-        x.len()
-    );
+    check_input(x, k);
     let m = x.len() / k;
     let mut a = Storage::<u8>::stale(m * padded_k(k));
     let (scale, zero_point) = quantize_rows(x, k, &mut a);

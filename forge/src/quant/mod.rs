@@ -66,6 +66,7 @@ mod fp8_model;
 mod fp8_weight;
 mod inference;
 mod int8;
+mod int8_rows;
 mod recurrent;
 mod visit;
 
