@@ -4,19 +4,19 @@
 //!
 //! [`Int8Weight::linear_whole`] takes the range on the calling thread, then
 //! hands the pool its quantization pass and its product separately, and
-//! the product splits
-//! the weight's columns, so each thread reads every quantized row. Split by
-//! rows, a thread's bytes and outputs stay in its own cache, and the next
-//! layer's same split finds its rows there.
+//! the product splits the weight's columns, so each thread reads every
+//! quantized row. Split by rows, a thread's bytes and outputs stay in its
+//! own cache, and the next layer's same split finds its rows there.
 //!
 //! The scale and the zero point come from the range of all the rows: each
 //! block's minimum and maximum are taken by a first parallel loop on the
 //! thread the second one (quantization, product, epilogue) gives the block,
 //! so that the rows are read where the previous layer wrote them (two
-//! hand-offs a layer); the epilogue's per-column terms are made once. Every element is then computed as in one product over all the
-//! rows (the quantization is element-wise, the `i32` sums exact, the
-//! epilogue element-wise in the same order), so the bits do not depend on
-//! the split or the thread count (`tests`).
+//! hand-offs a layer); the epilogue's per-column terms are made once.
+//! Every element is then computed as in one product over all the rows (the
+//! quantization is element-wise, the `i32` sums exact, the epilogue
+//! element-wise in the same order), so the bits do not depend on the split
+//! or the thread count (`tests`).
 
 use super::int8::{activation_params, Int8Weight};
 use crate::cpu::memory::Storage;

@@ -268,37 +268,18 @@ macro_rules! each_piece {
     }};
 }
 
-/// `x = exp_f32(x - m)`: `v_exp` after the subtraction, in the same pass
-/// (the loops of [`each_direct!`] with the subtraction inside).
+/// `x = exp_f32(x - m)`: `v_exp` after the subtraction, in the same pass,
+/// compiled for the widest vectors the CPU class allows
+/// ([`widest`](crate::cpu::elementwise::widest)).
 pub(super) fn exp_sub_f32(x: &mut [f32], m: f32) {
-    #[inline(always)]
-    fn run(x: &mut [f32], m: f32) {
-        for v in x.iter_mut() {
-            *v = exp_f32(*v - m);
-        }
-    }
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f")]
-        fn avx512(x: &mut [f32], m: f32) {
-            run(x, m)
-        }
-        #[target_feature(enable = "avx2")]
-        fn avx2(x: &mut [f32], m: f32) {
-            run(x, m)
-        }
-        if crate::cpu::class::cpu_has!("avx512f") {
-            // SAFETY: the CPU has AVX-512F (checked just above).
-            unsafe { avx512(x, m) };
-            return;
-        }
-        if crate::cpu::class::cpu_has!("avx2") {
-            // SAFETY: the CPU has AVX2 (checked just above).
-            unsafe { avx2(x, m) };
-            return;
-        }
-    }
-    run(x, m)
+    crate::cpu::elementwise::widest(
+        #[inline(always)]
+        || {
+            for v in x.iter_mut() {
+                *v = exp_f32(*v - m);
+            }
+        },
+    )
 }
 
 impl VecMath for f32 {
