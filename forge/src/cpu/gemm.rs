@@ -65,13 +65,17 @@ const LANES: usize = 16;
 /// FMA, `m >= 2`, `n > 16`, `k >= 1` (the other shapes take the thin and
 /// narrow kernels). The weight cache and the serial strided product take
 /// their paths on the same condition.
-fn packed_f32_applies<E: Float>(m: usize, k: usize, n: usize) -> bool {
+pub(crate) fn packed_f32_applies<E: Float>(m: usize, k: usize, n: usize) -> bool {
     std::any::TypeId::of::<E>() == std::any::TypeId::of::<f32>()
         && m >= 2
         && n > LANES
         && k >= 1
         && packed_f32::available()
 }
+/// The packed f32 kernel's register tile, `(rows, columns)` (12 x 32): a
+/// product's rows are computed in whole tiles of 12 and its columns in
+/// whole panels of 32, the padding of a last partial one included.
+pub(crate) const PACKED_F32_TILE: (usize, usize) = (packed_f32::MR, packed_f32::NR);
 /// Rows per part of the thin paths when they run in parallel.
 const THIN_ROWS_PER_PART: usize = 64;
 /// Multiply-adds per nanosecond one thread sustains in a matrix-vector

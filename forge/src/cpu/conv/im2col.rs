@@ -11,7 +11,7 @@ use super::geom::ConvGeom;
 use crate::base::Float;
 use crate::cpu::buffers::{build, fill_init, for_each_chunk_mut, refill};
 use crate::cpu::gemm::prepared::{as_f32, gemm_into, GemmOut, PreparedA};
-use crate::cpu::gemm::{gemm, Fp8Panels, Mat};
+use crate::cpu::gemm::{gemm, packed_f32_applies, Fp8Panels, Mat, PACKED_F32_TILE};
 use crate::cpu::memory::Storage;
 pub(super) use taps::TapWeights;
 
@@ -425,11 +425,12 @@ fn backward_weight_batched<E: Float>(
     let mut gyc = Storage::with_capacity(if per > 1 { o * per * l } else { 0 });
     // Unzeroed: the first chunk's product (beta 0) writes all of it.
     let mut gw = Storage::stale(o * k);
+    let flip = weight_grad_flipped::<E>(g);
     for (b0, nb) in chunks(g.n, per) {
         let cols = cols.unfold(g, x, b0, nb);
-        weight_grad_chunk(g, y_grad, (b0, nb), cols, &mut gyc, &mut gw);
+        weight_grad_chunk(g, y_grad, (b0, nb), cols, &mut gyc, &mut gw, flip);
     }
-    gw
+    weight_grad_unflip(g, gw, flip)
 }
 
 /// [`backward_weight_batched`] over the columns the forward kept
@@ -442,17 +443,20 @@ pub(super) fn backward_weight_kept<E: Float>(g: &ConvGeom, kept: &[E], y_grad: &
     let mut gyc = Storage::with_capacity(if per > 1 { o * per * l } else { 0 });
     // Unzeroed: the first chunk's product (beta 0) writes all of it.
     let mut gw = Storage::stale(o * k);
+    let flip = weight_grad_flipped::<E>(g);
     for (b0, nb) in chunks(g.n, per) {
         let cols = &kept[k * l * b0..][..k * l * nb];
-        weight_grad_chunk(g, y_grad, (b0, nb), cols, &mut gyc, &mut gw);
+        weight_grad_chunk(g, y_grad, (b0, nb), cols, &mut gyc, &mut gw, flip);
     }
-    gw
+    weight_grad_unflip(g, gw, flip)
 }
 
 /// One chunk's term of the weight gradient, `gw [o, k] (+)= gy [o, nb l] x
 /// cols^T [nb l, k]` (`cols [k, nb l]` of images `b0..b0 + nb`; the first
 /// chunk, `b0 = 0`, writes over `gw`), with the output gradient gathered
-/// channel-major into `gyc` (or used in place for one image).
+/// channel-major into `gyc` (or used in place for one image). With `flip`
+/// ([`weight_grad_flipped`]) the product runs transposed, `gw^T [k, o]
+/// (+)= cols [k, nb l] x gy^T [nb l, o]`, into `gw` read as `[k, o]`.
 fn weight_grad_chunk<E: Float>(
     g: &ConvGeom,
     y_grad: &[E],
@@ -460,18 +464,103 @@ fn weight_grad_chunk<E: Float>(
     cols: &[E],
     gyc: &mut Storage<E>,
     gw: &mut [E],
+    flip: bool,
 ) {
     let (k, o, ld) = (g.k_len(), g.o, nb * g.l());
     let gy = g.channel_major(y_grad, b0, nb, gyc);
-    gemm(
-        o,
-        ld,
-        k,
-        Mat::row_major(&gy[..o * ld], ld),
-        Mat::transposed(&cols[..k * ld], ld),
-        if b0 == 0 { E::zero() } else { E::one() },
-        gw,
-    );
+    let beta = if b0 == 0 { E::zero() } else { E::one() };
+    let (gy, cols) = (&gy[..o * ld], &cols[..k * ld]);
+    if flip {
+        gemm(
+            k,
+            ld,
+            o,
+            Mat::row_major(cols, ld),
+            Mat::transposed(gy, ld),
+            beta,
+            gw,
+        );
+    } else {
+        gemm(
+            o,
+            ld,
+            k,
+            Mat::row_major(gy, ld),
+            Mat::transposed(cols, ld),
+            beta,
+            gw,
+        );
+    }
+}
+
+/// Whether the weight gradient of `g` runs as its transpose, `cols [k, nb
+/// l] x gy^T [nb l, o]` into `[k, o]`, rather than `gy [o, nb l] x cols^T`.
+/// The packed kernel reads its left operand's contiguous rows in place and
+/// transposes its right operand into panels, so transposed it reads the
+/// columns in place and transposes the output gradient (`o` rows) instead
+/// of the columns (`k = c kh kw` rows): a 3x3 layer of `c = o` channels
+/// transposes nine times less. Taken where both orientations run on the
+/// packed `f32` kernel, `k > o`, the transposed product pads no more (its
+/// `k` rows in tiles of 12 and `o` columns in panels of 32, against `o`
+/// rows and `k` columns) and the gradient has at most
+/// [`FLIP_MAX_ELEMS`] elements. Each element's sum is the same (`nb l`
+/// products in the same `KC` blocks in increasing order, each a fused
+/// multiply-add, and `a b = b a`), so the bits are those of the other
+/// orientation
+/// (`tests::flipped_weight_gradient_has_the_bits_of_the_plain_product`).
+///
+/// One thread, the weight gradient of 3x3 "same" layers alone (im2col and
+/// product; Intel Xeon of model 167, 2026-12-07, best of 5, load 2-3),
+/// plain -> transposed: 32 -> 32 channels at batch 16 on 32x32 planes
+/// 3.4 -> 2.4 ms, 64 -> 64 on 32x32 18-22 -> 14.7, 64 -> 64 on 8x8 0.80 ->
+/// 0.63-0.68, 128 -> 128 on 4x4 0.78-0.84 -> 0.75-0.80; but 256 -> 256 on
+/// 4x4 2.44-2.48 -> 2.52-2.57 and 512 -> 512 on 4x4 9.2-9.4 -> 11.0 (a
+/// gradient of 2.4 and 9.4 MB, read and written again by every chunk of
+/// images), and 20 -> 40 on 16x16 at batch 96 4.13-4.19 -> 4.24 (40
+/// columns padded to 64).
+fn weight_grad_flipped<E: Float>(g: &ConvGeom) -> bool {
+    let (k, o) = (g.k_len(), g.o);
+    let (mr, nr) = PACKED_F32_TILE;
+    let padded = |rows: usize, cols: usize| rows.div_ceil(mr) * mr * cols.div_ceil(nr) * nr;
+    // `ld` >= 1 plays no part in whether the packed kernel applies
+    k > o
+        && o * k <= FLIP_MAX_ELEMS
+        && padded(k, o) <= padded(o, k)
+        && packed_f32_applies::<E>(o, 1, k)
+        && packed_f32_applies::<E>(k, 1, o)
+}
+
+/// The largest weight gradient [`weight_grad_flipped`] runs transposed:
+/// 2^18 elements (1 MiB of `f32`, about half a core's L2).
+const FLIP_MAX_ELEMS: usize = 1 << 18;
+
+/// The `[o, k]` weight gradient from [`weight_grad_chunk`]'s sums: `gw`
+/// itself, or with `flip` its transpose (`gw` holds `[k, o]`).
+fn weight_grad_unflip<E: Float>(g: &ConvGeom, gw: Storage<E>, flip: bool) -> Storage<E> {
+    if !flip {
+        return gw;
+    }
+    let (k, o) = (g.k_len(), g.o);
+    // Unzeroed: the blocks below write every element. In 32 x 32 blocks,
+    // so that the reads down `gw`'s columns stay within a few pages (an
+    // element at a time, row after row of the output, the transpose of a
+    // 256-channel layer's 2304 x 256 sums took 2% of a VGG-style step).
+    const BLOCK: usize = 32;
+    let mut out = Storage::stale(o * k);
+    // (plain slices: `Storage`'s accessors check an arena's generation)
+    let (src, dst): (&[E], &mut [E]) = (&gw[..o * k], &mut out[..o * k]);
+    for t0 in (0..k).step_by(BLOCK) {
+        let t1 = (t0 + BLOCK).min(k);
+        for o0 in (0..o).step_by(BLOCK) {
+            for oc in o0..(o0 + BLOCK).min(o) {
+                let row = &mut dst[oc * k + t0..oc * k + t1];
+                for (v, t) in row.iter_mut().zip(t0..t1) {
+                    *v = src[t * o + oc];
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Most elements of the column matrix [`forward_keeping`] keeps for the

@@ -43,7 +43,7 @@ pub(crate) use direct::{
 };
 
 /// Rows of a register tile.
-const MR: usize = 12;
+pub(super) const MR: usize = 12;
 /// Columns of a register tile (two 16-lane vectors, or four of 8).
 pub(super) const NR: usize = 32;
 /// The `k` block: a packed `KC x NR` panel of `b` (32 KiB) stays in L1

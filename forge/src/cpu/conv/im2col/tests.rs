@@ -459,3 +459,83 @@ fn kept_columns_give_the_bits_of_unfolding_again() {
 fn bits_of(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
 }
+
+/// The weight gradient run as its transpose (`cols x gy^T` into `[k, o]`,
+/// where [`weight_grad_flipped`] holds) has the bits of the plain product
+/// `gy x cols^T` over the same chunks, on 1 and 2 threads, unfolding again
+/// and from kept columns: 3x3 "same" layers of 64 -> 64 channels on 8x8
+/// planes (chunks of 7, 7, 2) and 32 -> 64 on 24x24 (one image a chunk),
+/// a strided, padded, dilated one (`k` 60 > `o` 32); and those kept plain:
+/// a 1x1 layer widening 20 -> 40 channels (`k` 20 < `o`), a stem (`k` 27
+/// < `o` 32), 5 -> 24 channels (`k` 60, but 24 columns padded to 32 pad
+/// more than 24 rows to 24) and 256 -> 256 on 4x4 (a gradient of 590 K
+/// elements).
+#[test]
+fn flipped_weight_gradient_has_the_bits_of_the_plain_product() {
+    let _threads = crate::cpu::threads::lock_thread_count();
+    use crate::cpu::threads::{num_threads, set_num_threads};
+    let prev = num_threads();
+    let frac = |n: usize, a: usize| -> Vec<f32> {
+        (0..n).map(|i| ((i * a) % 29) as f32 * 0.11 - 1.5).collect()
+    };
+    let packed = crate::cpu::gemm::packed_f32_applies::<f32>(2, 1, 17);
+    let geoms = [
+        ([16, 64, 8, 8], [64, 64, 3, 3], [1, 1], [1, 1], [1, 1], true),
+        (
+            [3, 32, 24, 24],
+            [64, 32, 3, 3],
+            [1, 1],
+            [1, 1],
+            [1, 1],
+            true,
+        ),
+        ([9, 5, 11, 19], [32, 5, 3, 4], [2, 1], [1, 2], [1, 2], true),
+        ([5, 20, 9, 9], [40, 20, 1, 1], [1, 1], [0, 0], [1, 1], false),
+        ([6, 3, 16, 16], [32, 3, 3, 3], [1, 1], [1, 1], [1, 1], false),
+        ([9, 5, 11, 19], [24, 5, 3, 4], [2, 1], [1, 2], [1, 2], false),
+        (
+            [2, 256, 4, 4],
+            [256, 256, 3, 3],
+            [1, 1],
+            [1, 1],
+            [1, 1],
+            false,
+        ),
+    ];
+    for (x_shape, w_shape, stride, pad, dil, flips) in geoms {
+        let g = ConvGeom::new(x_shape, w_shape, stride, pad, dil, 1).unwrap();
+        assert_eq!(weight_grad_flipped::<f32>(&g), flips && packed, "{g:?}");
+        assert!(!weight_grad_flipped::<f64>(&g));
+        let (k, l, o) = (g.k_len(), g.l(), g.o);
+        let x = frac(g.n * g.c * g.h * g.w, 37);
+        let w = frac(o * k, 13);
+        let gy = frac(g.n * o * l, 11);
+        // the plain product, chunk by chunk
+        let per = g.batch_chunk(COLS_BUDGET);
+        let mut cols = Columns::reused(&g, per);
+        let mut gyc = Storage::with_capacity(o * per * l);
+        let mut want = vec![0f32; o * k];
+        for (b0, nb) in chunks(g.n, per) {
+            let ld = nb * l;
+            let c = cols.unfold(&g, &x, b0, nb);
+            let gyb = g.channel_major(&gy, b0, nb, &mut gyc);
+            let beta = if b0 == 0 { 0.0 } else { 1.0 };
+            let (a, b) = (
+                Mat::row_major(&gyb[..o * ld], ld),
+                Mat::transposed(&c[..k * ld], ld),
+            );
+            gemm(o, ld, k, a, b, beta, &mut want);
+        }
+        for threads in [1, 2] {
+            set_num_threads(threads);
+            let got = conv2d_backward_weight(&g, &x, &gy);
+            assert_eq!(bits_of(&got), bits_of(&want), "{g:?}, {threads} thread(s)");
+            if keeps_columns(&g) {
+                let (_, kept) = conv2d_forward_keeping(&g, &x, &w, None);
+                let gw = conv2d_backward_weight_kept(&g, &kept.expect("kept"), &gy);
+                assert_eq!(bits_of(&gw), bits_of(&want), "{g:?} kept, {threads}");
+            }
+        }
+    }
+    set_num_threads(prev);
+}
