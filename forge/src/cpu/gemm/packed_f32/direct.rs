@@ -13,7 +13,7 @@ use super::super::super::threads::{
 use super::super::Mat;
 use super::{
     isa, macs_per_ns, pack_a, packed_a_buffer, tile, ATile, Isa, Shared, KC, MAX_CHUNK_TILES, MR,
-    NR,
+    NR, SHORT,
 };
 
 /// Packs the `kc x NR` panel of a right operand at rows `k0..k0 + kc`,
@@ -38,8 +38,9 @@ enum ChunkA<'a> {
     Packed(&'a [f32]),
     /// Whole tiles read in place from the matrix (its rows contiguous);
     /// the second field is the last tile packed, read when that tile is
-    /// partial.
-    InPlace(Mat<'a, f32>, &'a [f32]),
+    /// partial, in tiles of [`SHORT`] rows when the third is true (a tail
+    /// of at most 8 rows) and of [`MR`] otherwise.
+    InPlace(Mat<'a, f32>, &'a [f32], bool),
 }
 
 /// An `m x k` left operand packed once, for several products with it (a
@@ -538,18 +539,28 @@ unsafe fn gemm_core_src(
                 for part in 0..isa.parts() {
                     for t in t0..t1 {
                         let rows = MR.min(m - t * MR);
-                        let ap = match src {
-                            ChunkA::Packed(pa) => {
-                                ATile::Packed(&pa[(t - t0) * MR * kc..(t - t0 + 1) * MR * kc])
-                            }
+                        let (ap, short) = match src {
+                            ChunkA::Packed(pa) => (
+                                ATile::Packed(&pa[(t - t0) * MR * kc..(t - t0 + 1) * MR * kc]),
+                                false,
+                            ),
                             // a whole tile's rows read where they are:
                             // row `t MR + i` from column `k0` on
-                            ChunkA::InPlace(a, _) if rows == MR => {
-                                ATile::Rows(a.data.as_ptr().wrapping_add(t * MR * a.rs + k0), a.rs)
-                            }
-                            ChunkA::InPlace(_, last) => ATile::Packed(last),
+                            ChunkA::InPlace(a, _, _) if rows == MR => (
+                                ATile::Rows(a.data.as_ptr().wrapping_add(t * MR * a.rs + k0), a.rs),
+                                false,
+                            ),
+                            ChunkA::InPlace(_, last, short) => (ATile::Packed(last), short),
                         };
                         let halves = [out.at(t * MR, j * NR), out.at(t * MR, j * NR + 16)];
+                        // the chunk's next panel, fetched while its first
+                        // tile runs
+                        let next = if t == t0 && j + 1 < j1 {
+                            p.0.wrapping_add((j + 1) * kc * NR)
+                        } else {
+                            std::ptr::null()
+                        };
+                        let b = bias.as_ref();
                         // SAFETY: the tile `rows x cols` at (t * MR,
                         // j * NR) lies inside the output (the caller's
                         // contract), each half's columns contiguous
@@ -558,29 +569,20 @@ unsafe fn gemm_core_src(
                         // whole (`rows == MR`), and its rows `t MR + i`,
                         // columns `k0..k0 + kc` lie inside `a`'s buffer
                         // (asserted for all `m x k` where the chunk
-                        // chose to read in place; `cs == 1`).
+                        // chose to read in place; `cs == 1`). A short
+                        // tile has at most `SHORT` rows, packed as such.
                         unsafe {
-                            tile::<MR>(
-                                isa,
-                                part,
-                                kc,
-                                ap,
-                                bp,
-                                halves,
-                                out.ldc,
-                                rows,
-                                cols,
-                                first,
-                                beta,
-                                bias.as_ref(),
-                                // the chunk's next panel, fetched
-                                // while its first tile runs
-                                if t == t0 && j + 1 < j1 {
-                                    p.0.wrapping_add((j + 1) * kc * NR)
-                                } else {
-                                    std::ptr::null()
-                                },
-                            )
+                            if short {
+                                tile::<SHORT>(
+                                    isa, part, kc, ap, bp, halves, out.ldc, rows, cols, first,
+                                    beta, b, next,
+                                )
+                            } else {
+                                tile::<MR>(
+                                    isa, part, kc, ap, bp, halves, out.ldc, rows, cols, first,
+                                    beta, b, next,
+                                )
+                            }
                         };
                     }
                 }
@@ -609,14 +611,26 @@ unsafe fn gemm_core_src(
                     (m - 1) * a.rs + k <= a.data.len(),
                     "packed_f32: the left operand's buffer is too short"
                 );
+                // A tail of at most `SHORT` rows runs the 8-row kernel
+                // (each element's sum is the same whatever the tile's
+                // rows): a batch of 128 rows multiplies 128 + 0 padded
+                // rows, not 132, and 64 rows 68, not 72.
                 let tail = m - (t1 - 1) * MR;
+                let short = tail <= SHORT;
+                let r = if short { SHORT } else { MR };
                 let mut last = (tail < MR).then(|| packed_a_buffer(MR * kc));
                 if let Some(buf) = last.as_mut() {
-                    pack_a::<MR>(isa, a, (t1 - 1) * MR, tail, k0, kc, &mut buf[..MR * kc]);
+                    let (at, dst) = ((t1 - 1) * MR, &mut buf[..r * kc]);
+                    if short {
+                        pack_a::<SHORT>(isa, a, at, tail, k0, kc, dst);
+                    } else {
+                        pack_a::<MR>(isa, a, at, tail, k0, kc, dst);
+                    }
                 }
                 multiply(ChunkA::InPlace(
                     a,
-                    last.as_ref().map_or(&[][..], |buf| &buf[..MR * kc]),
+                    last.as_ref().map_or(&[][..], |buf| &buf[..r * kc]),
+                    short,
                 ));
             }
             (ASrc::Mat(a), Some(s)) => {
