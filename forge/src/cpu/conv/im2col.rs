@@ -10,9 +10,10 @@
 use super::geom::ConvGeom;
 use crate::base::Float;
 use crate::cpu::buffers::{build, fill_init, for_each_chunk_mut, refill};
-use crate::cpu::gemm::prepared::{as_f32, gemm_into, GemmOut, PreparedA};
+use crate::cpu::gemm::prepared::{as_f32, gemm_into, gemm_into_panels, GemmOut, PreparedA};
 use crate::cpu::gemm::{gemm, packed_f32_applies, Fp8Panels, Mat, PACKED_F32_TILE};
 use crate::cpu::memory::Storage;
+use panels::ImagePanels;
 pub(super) use taps::TapWeights;
 
 /// Images per chunk of the weight-gradient reduction. Fixed (never derived
@@ -319,12 +320,15 @@ fn forward_prepared<E: Float>(
 
 /// The forward with the product stored straight into `y` (`f32` on
 /// AVX-512, `oh * ow` a multiple of 16, products on the packed path): per
-/// chunk of `per` images (the same chunks as the copying path), one im2col
-/// into `cols [k, nb l]` and one product with the packed weight whose
-/// `[o, nb l]` result goes straight into `y [n, o, l]` (one output segment
-/// per image), no `[o, nb l]` buffer and no copy; the bias is added
-/// afterwards, `y = product + bias` as on the copying path, whose bits it
-/// has. `None` when it does not apply.
+/// chunk of `per` images (the same chunks as the copying path), one
+/// product with the packed weight whose `[o, nb l]` result goes straight
+/// into `y [n, o, l]` (one output segment per image), no `[o, nb l]`
+/// buffer and no copy; the bias is added afterwards, `y = product + bias`
+/// as on the copying path, whose bits it has. The product's right operand,
+/// the chunk's columns `[k, nb l]`, is packed panel by panel straight from
+/// the images ([`ImagePanels`]) where the columns are not kept, else
+/// unfolded into `cols` first (the same panels: the same bits). `None`
+/// when it does not apply.
 fn forward_direct<E: Float>(
     g: &ConvGeom,
     x: &[E],
@@ -342,14 +346,27 @@ fn forward_direct<E: Float>(
     let yp = y.spare_capacity_mut().as_mut_ptr().cast::<f32>();
     for (b0, nb) in chunks(g.n, per) {
         let ld = nb * l;
-        let cols = cols.unfold(g, x, b0, nb);
-        let (pa, cf) = (w.packed(ld)?, as_f32(&cols[..k * ld])?);
+        let pa = w.packed(ld)?;
         let out = GemmOut::segmented(yp.wrapping_add(b0 * o * l), l, l, o * l);
-        // SAFETY: the output addresses images `b0..b0 + nb` of `y`
-        // (capacity `n o l`): element `(oc, bi l + p)` at
-        // `(b0 + bi) o l + oc l + p`, distinct for distinct `(oc, bi, p)`;
-        // `y` is not otherwise accessed until the product returns.
-        unsafe { gemm_into(pa, ld, Mat::row_major(cf, ld), out) };
+        // SAFETY (both products): the output addresses images
+        // `b0..b0 + nb` of `y` (capacity `n o l`): element `(oc, bi l + p)`
+        // at `(b0 + bi) o l + oc l + p`, distinct for distinct
+        // `(oc, bi, p)`; `y` is not otherwise accessed until the product
+        // returns.
+        if let Columns::Reused(_) = cols {
+            // no columns to keep: the panels packed from the images
+            let xf = as_f32(x)?;
+            let panels = ImagePanels::new(g, xf, b0, nb);
+            let pack =
+                |k0: usize, kc: usize, j0: usize, dst: &mut [f32]| panels.pack(k0, kc, j0, dst);
+            // SAFETY: above.
+            unsafe { gemm_into_panels(pa, ld, &pack, out) };
+        } else {
+            let cols = cols.unfold(g, x, b0, nb);
+            let cf = as_f32(&cols[..k * ld])?;
+            // SAFETY: above.
+            unsafe { gemm_into(pa, ld, Mat::row_major(cf, ld), out) };
+        }
     }
     // SAFETY: the products wrote every element of every image (beta 0).
     unsafe { y.set_len(g.n * o * l) };
@@ -705,6 +722,7 @@ pub(super) fn fold<E: Float>(g: &ConvGeom, cols: &[E]) -> Storage<E> {
 mod chunked;
 mod columns;
 mod kernels;
+mod panels;
 mod taps;
 #[cfg(test)]
 mod tests;

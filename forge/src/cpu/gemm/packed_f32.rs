@@ -39,7 +39,8 @@ mod direct;
 #[cfg(test)]
 use direct::gemm_core_isa;
 pub(crate) use direct::{
-    gemm_core, gemm_core_packed_b, gemm_core_serial_in, serial_scratch_len, ASrc, Out, PackedA,
+    gemm_core, gemm_core_packed_b, gemm_core_serial_in, serial_scratch_len, ASrc, Out, PackB,
+    PackedA,
 };
 
 /// Rows of a register tile.

@@ -10,12 +10,16 @@
 //! calls.
 
 use super::fp8_panels::Fp8Panels;
-use super::packed_f32::{self, ASrc, Out, PackedA};
+use super::packed_f32::{self, ASrc, Out, PackB, PackedA};
 use super::{gemm, Mat, LANES};
 use crate::base::Float;
 
 pub(crate) use super::prepacked::as_f32;
 pub(crate) use packed_f32::Out as GemmOut;
+
+/// Columns of a packed panel of the right operand (the `kc x 32` panels a
+/// [`gemm_into_panels`] packer writes).
+pub(crate) const PANEL_COLS: usize = packed_f32::NR;
 
 /// An `m x k` left operand for several products `a b` (see the module
 /// docs).
@@ -169,9 +173,45 @@ pub(crate) unsafe fn gemm_into(a: &PackedA, n: usize, b: Mat<f32>, out: GemmOut)
     let pack = |k0: usize, kc: usize, j0: usize, dst: &mut [f32]| {
         packed_f32::pack_b_panel(b, k0, kc, j0, n, dst)
     };
+    // SAFETY: the caller's contract.
+    unsafe { gemm_into_panels(a, n, &pack, out) };
+}
+
+/// [`gemm_into`] with the right operand (`k x n`, `k` the columns of `a`)
+/// given by its panels: `pack(k0, kc, j0, dst)` writes the `kc x 32`
+/// panel at rows `k0..k0 + kc`, columns `j0..j0 + 32` (zero past `n`) into
+/// `dst` (row `p` at `32 p`; every element), as [`pack_panel`] packs a
+/// matrix, and may be called from several threads at once, each with its
+/// own `dst`. The bits of [`gemm_into`] over the matrix those panels pack
+/// (packing is a copy).
+///
+/// # Safety
+/// As [`gemm_into`].
+pub(crate) unsafe fn gemm_into_panels(a: &PackedA, n: usize, pack: PackB<'_>, out: GemmOut) {
     let threads = super::num_threads();
     // SAFETY: the caller's contract; `a` is `m x k`.
-    unsafe { packed_f32::gemm_core(a.rows(), k, n, ASrc::Packed(a), &pack, 0.0, out, threads) };
+    unsafe {
+        packed_f32::gemm_core(
+            a.rows(),
+            a.cols(),
+            n,
+            ASrc::Packed(a),
+            pack,
+            0.0,
+            out,
+            threads,
+        )
+    };
+}
+
+/// The `kc x 32` panel of `b` (`k x n`) at rows `k0..k0 + kc`, columns
+/// `j0..j0 + 32`, zero past `n`, into `dst`: what [`gemm_into`] packs.
+///
+/// # Panics
+/// When the CPU has no packed kernel, or `b` or `dst` is too short.
+#[cfg(test)]
+pub(crate) fn pack_panel(b: Mat<f32>, k0: usize, kc: usize, j0: usize, n: usize, dst: &mut [f32]) {
+    packed_f32::pack_b_panel(b, k0, kc, j0, n, dst)
 }
 
 #[cfg(test)]

@@ -20,14 +20,20 @@
 //! runs it or on how many threads there are), so the results are bit for
 //! bit those of the chunk-serial loops, at any thread count.
 //!
+//! Where the columns are not kept and the product is stored straight into
+//! the output, a chunk packs its product's panels straight from its images
+//! ([`ImagePanels`]) instead of unfolding them first, as the serial loop
+//! does.
+//!
 //! The weight gradient stays chunk-serial: its chunks add into one `[o, k]`
 //! sum in chunk order.
 
+use super::panels::ImagePanels;
 use super::{chunks, kernels};
 use crate::base::Float;
 use crate::cpu::buffers::{build, build_chunks, fill_init, SharedOut};
 use crate::cpu::conv::geom::ConvGeom;
-use crate::cpu::gemm::prepared::{as_f32, gemm_into, GemmOut, PreparedA};
+use crate::cpu::gemm::prepared::{as_f32, gemm_into, gemm_into_panels, GemmOut, PreparedA};
 use crate::cpu::gemm::{gemm, Mat};
 use crate::cpu::memory::Storage;
 use crate::cpu::threads::num_threads;
@@ -74,6 +80,18 @@ pub(super) fn forward<E: Float>(
     let y = build_chunks(g.n * o * l, per * o * l, |ch, y| {
         let (b0, nb) = (ch * per, y.len() / (o * l));
         let ld = nb * l;
+        if direct
+            && kept_at.is_none()
+            && let (Some(pa), Some(xf)) = (w.packed(ld), as_f32(x))
+        {
+            // no columns to keep: the panels packed from the images
+            let panels = ImagePanels::new(g, xf, b0, nb);
+            let pack =
+                |k0: usize, kc: usize, j0: usize, dst: &mut [f32]| panels.pack(k0, kc, j0, dst);
+            // SAFETY: the product (beta 0) writes every element of `out`,
+            // which `store_direct` makes as its contract requires.
+            return unsafe { store_direct(g, bias, y, |out| gemm_into_panels(pa, ld, &pack, out)) };
+        }
         let own: Storage<E>;
         let cols: &[E] = match kept_at {
             Some(at) => {
@@ -117,23 +135,13 @@ fn chunk_product<E: Float>(
     let (l, o) = (g.l(), g.o);
     let ld = nb * l;
     if direct && let (Some(pa), Some(cf)) = (w.packed(ld), as_f32(cols)) {
-        let out = GemmOut::segmented(y.as_mut_ptr().cast::<f32>(), l, l, o * l);
-        // SAFETY: the output addresses this chunk's `nb` images of `y`
-        // (`nb o l` elements): element `(oc, bi l + p)` at
-        // `bi o l + oc l + p`, distinct for distinct `(oc, bi, p)`; `y`
-        // is not otherwise accessed until the product returns, which
-        // writes every element (beta 0).
-        unsafe { gemm_into(pa, ld, Mat::row_major(cf, ld), out) };
-        // SAFETY: written whole just above.
-        let y = unsafe { &mut *(std::ptr::from_mut(y) as *mut [E]) };
-        if let Some(bias) = bias {
-            for y_img in y.chunks_mut(o * l) {
-                for (row, &b) in y_img.chunks_mut(l).zip(bias) {
-                    row.iter_mut().for_each(|v| *v += b);
-                }
-            }
-        }
-        return;
+        // SAFETY: the product (beta 0) writes every element of `out`,
+        // which `store_direct` makes as its contract requires.
+        return unsafe {
+            store_direct(g, bias, y, |out| {
+                gemm_into(pa, ld, Mat::row_major(cf, ld), out)
+            })
+        };
     }
     if per == 1 {
         let y = fill_init(y, E::zero());
@@ -153,6 +161,39 @@ fn chunk_product<E: Float>(
             let b = bias.map_or(E::zero(), |b| b[oc]);
             for (v, &p) in row.iter_mut().zip(&prod[oc * ld + bi * l..][..l]) {
                 v.write(p + b);
+            }
+        }
+    }
+}
+
+/// A chunk's product stored straight into its `nb` images of `y`
+/// (`[nb, o, l]`, `f32`) by `product(out)`, then the bias added: `out`
+/// addresses element `(oc, bi l + p)` of the `[o, nb l]` product at
+/// `bi o l + oc l + p` of `y`, distinct for distinct `(oc, bi, p)`, and
+/// `y` is not otherwise accessed until `product` returns.
+///
+/// # Safety
+/// `product` writes every element `out` addresses (a product with beta
+/// 0), and nothing else.
+unsafe fn store_direct<E: Float>(
+    g: &ConvGeom,
+    bias: Option<&[E]>,
+    y: &mut [MaybeUninit<E>],
+    product: impl FnOnce(GemmOut),
+) {
+    let (l, o) = (g.l(), g.o);
+    product(GemmOut::segmented(
+        y.as_mut_ptr().cast::<f32>(),
+        l,
+        l,
+        o * l,
+    ));
+    // SAFETY: written whole by `product` (the caller's contract).
+    let y = unsafe { &mut *(std::ptr::from_mut(y) as *mut [E]) };
+    if let Some(bias) = bias {
+        for y_img in y.chunks_mut(o * l) {
+            for (row, &b) in y_img.chunks_mut(l).zip(bias) {
+                row.iter_mut().for_each(|v| *v += b);
             }
         }
     }
