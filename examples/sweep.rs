@@ -153,10 +153,10 @@ struct Cnn {
 
 impl Forward<Tensor> for Cnn {
     type Output = Tensor;
-    fn forward(&self, mut x: Tensor) -> Tensor {
-        for s in &self.features {
-            x = s.forward(x);
-        }
+    fn forward(&self, x: Tensor) -> Tensor {
+        // (outside autograd each convolution takes its ReLU in its output
+        // pass: `vgg::run`)
+        let x = forge::models::vgg::run(&self.features, x);
         self.head.forward(x.flatten(1, -1))
     }
 }

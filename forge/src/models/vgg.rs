@@ -8,7 +8,7 @@
 //! used by [`alexnet`](super::alexnet)).
 
 use crate::nn::init::{kaiming_normal, FanMode, Nonlinearity};
-use crate::nn::record_output;
+use crate::nn::{record_output, summary_running, Activation};
 use crate::nn::{
     AdaptiveAvgPool2d, BatchNorm2d, Conv2d, Dropout, Forward, Layer, Linear, MaxPool2d,
     TensorVisitor, TensorVisitorMut, Visit, Visitable,
@@ -83,10 +83,37 @@ impl<E: Float> Forward<Tensor<E>> for Stage<E> {
     }
 }
 
-/// Applies `stages` in order.
-pub(crate) fn run<E: Float>(stages: &[Stage<E>], mut x: Tensor<E>) -> Tensor<E> {
-    for s in stages {
-        x = s.forward(x);
+/// Applies `stages` in order. Outside autograd, a convolution or a linear
+/// layer followed by [`Stage::Relu`] runs as one step
+/// ([`Conv2d::forward_activated`], [`Linear::forward_activated`]: the ReLU
+/// in the layer's output pass, the same values), unless a
+/// [`summary`](crate::nn::summary) is recording each stage's output.
+///
+/// ```
+/// use forge::models::vgg::{run, Stage};
+/// use forge::nn::{Conv2d, Forward};
+/// use forge::prelude::*;
+/// let mut rng = Rng::new(0);
+/// let stages = vec![Stage::Conv(Conv2d::<f32>::new(3, 4, 3, &mut rng)), Stage::Relu];
+/// let x = Tensor::<f32>::normal(&[1, 3, 6, 6], 0.0, 1.0, &mut rng);
+/// let y = no_grad(|| run(&stages, x.clone()));
+/// assert_eq!(y.to_vec(), stages[1].forward(stages[0].forward(x)).to_vec());
+/// ```
+pub fn run<E: Float>(stages: &[Stage<E>], mut x: Tensor<E>) -> Tensor<E> {
+    let fuse = !crate::autograd::is_grad_enabled() && !summary_running();
+    let mut i = 0;
+    while i < stages.len() {
+        let relu_next = matches!(stages.get(i + 1), Some(Stage::Relu));
+        x = match &stages[i] {
+            Stage::Conv(c) if fuse && relu_next => c.forward_activated(x, Activation::Relu),
+            Stage::Linear(l) if fuse && relu_next => l.forward_activated(x, Activation::Relu),
+            s => {
+                i += 1;
+                x = s.forward(x);
+                continue;
+            }
+        };
+        i += 2;
     }
     x
 }

@@ -16,7 +16,8 @@
 use super::builder::{conv_channels, size_setters};
 use super::forward::Forward;
 use super::init::default_bound;
-use super::summary::record_output;
+use super::summary::{record_output, summary_running};
+use super::Activation;
 use crate::error::{ForgeError, Result};
 use crate::tensor::{Float, Rng, Tensor};
 use forge_macros::Layer;
@@ -367,6 +368,57 @@ impl<E: Float> Conv2d<E> {
     }
 }
 
+impl<E: Float> Conv2d<E> {
+    /// `act` applied to [`forward`](Forward::forward)`(x)`, the same values
+    /// (bit for bit). Outside autograd, for an `f32` layer whose weight is
+    /// not quantized, the convolution applies the activation itself (in
+    /// its product's epilogue, on each block of outputs while it is in
+    /// cache; see `Tensor::conv2d_then`) instead of as an op of its own,
+    /// unless a [`summary`](crate::nn::summary) is recording outputs,
+    /// which must see the layer's own.
+    ///
+    /// ```
+    /// use forge::nn::{Activation, Conv2d, Forward};
+    /// let mut rng = forge::Rng::new(0);
+    /// let conv = Conv2d::<f32>::new(3, 8, 3, &mut rng).padding(1);
+    /// let x = forge::Tensor::<f32>::normal(&[2, 3, 8, 8], 0.0, 1.0, &mut rng);
+    /// let fused = forge::no_grad(|| conv.forward_activated(x.clone(), Activation::Relu));
+    /// assert_eq!(fused.to_vec(), conv.forward(x).relu().to_vec());
+    /// ```
+    ///
+    /// # Panics
+    /// As [`forward`](Forward::forward).
+    #[track_caller]
+    pub fn forward_activated(&self, x: Tensor<E>, act: Activation) -> Tensor<E> {
+        if self.int8.is_some() || self.fp8.is_some() || summary_running() {
+            return act.apply(&self.forward(x));
+        }
+        let channels = (self.in_channels(), self.out_channels());
+        let k = &self.weight.shape()[2..];
+        conv_forward("Conv2d", channels, &k, "H, W", x, |x| {
+            x.conv2d_then(
+                &self.weight,
+                self.bias.as_ref(),
+                self.stride,
+                self.padding,
+                self.dilation,
+                self.groups,
+                act.f32_in_place(),
+            )
+            .unwrap_or_else(|| {
+                act.apply(&x.conv2d(
+                    &self.weight,
+                    self.bias.as_ref(),
+                    self.stride,
+                    self.padding,
+                    self.dilation,
+                    self.groups,
+                ))
+            })
+        })
+    }
+}
+
 impl<E: Float> Forward<Tensor<E>> for Conv2d<E> {
     type Output = Tensor<E>;
 
@@ -642,5 +694,84 @@ mod tests {
         let other = Conv2d::<f32>::new(8, 32, 3, &mut rng).padding(1);
         conv.load_state_dict(&other.state_dict()).unwrap();
         cached_equals_fresh(&conv, &x, "load_state_dict");
+    }
+
+    /// `forward_activated` outside autograd equals the layer followed by
+    /// the activation op, bit for bit, on every path a convolution takes:
+    /// im2col with the product stored straight into the output (16x16 and
+    /// 32x32 planes, the chunks of images serial and, at two threads, in
+    /// parallel), im2col through a product buffer (a strided convolution
+    /// whose planes are not whole vectors), several groups, the
+    /// small-channel kernels, the direct kernel (8x8 planes), an unbatched
+    /// input; with and without bias, ReLU and GELU, 1 and 2 threads; also
+    /// while recording (not fused) and in f64 (not fused).
+    #[test]
+    fn forward_activated_equals_the_layer_then_the_activation() {
+        let _threads = crate::cpu::threads::lock_thread_count();
+        use crate::nn::Activation;
+        let mut rng = Rng::new(21);
+        let bits = |t: &Tensor<f32>| t.to_vec().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        // (x shape, out channels, kernel, stride, padding, groups)
+        let cases: [([usize; 4], usize, usize, usize, usize, usize); 7] = [
+            ([2, 16, 32, 32], 32, 3, 1, 1, 1),
+            ([3, 24, 16, 16], 40, 3, 1, 1, 1),
+            ([32, 32, 16, 16], 32, 3, 1, 1, 1),
+            ([5, 8, 13, 11], 12, 3, 2, 1, 1),
+            ([4, 8, 9, 9], 12, 3, 1, 1, 2),
+            ([6, 1, 28, 28], 6, 5, 1, 2, 1),
+            ([16, 64, 8, 8], 64, 3, 1, 1, 1),
+        ];
+        for (xs, o, k, stride, pad, groups) in cases {
+            for with_bias in [true, false] {
+                let mut conv = Conv2d::<f32>::new(xs[1], o, k, &mut rng)
+                    .stride(stride)
+                    .padding(pad)
+                    .groups(groups);
+                if !with_bias {
+                    conv = conv.no_bias();
+                }
+                let x = Tensor::<f32>::normal(&xs, 0.0, 1.0, &mut rng);
+                for threads in [1, 2] {
+                    crate::cpu::set_num_threads(threads);
+                    for act in [Activation::Relu, Activation::Gelu] {
+                        let want = no_grad(|| act.apply(&conv.forward(x.clone())));
+                        let got = no_grad(|| conv.forward_activated(x.clone(), act));
+                        assert_eq!(got.shape(), want.shape());
+                        assert!(
+                            bits(&got) == bits(&want),
+                            "{xs:?} -> {o}, {k}x{k} stride {stride} groups {groups} \
+                             bias {with_bias} {act:?} {threads} threads"
+                        );
+                    }
+                }
+            }
+        }
+        crate::cpu::set_num_threads(1);
+        // the packed weight kept on its storage follows an in-place step
+        let mut conv = Conv2d::<f32>::new(32, 64, 3, &mut rng).padding(1);
+        let x = Tensor::<f32>::normal(&[4, 32, 16, 16], 0.0, 1.0, &mut rng);
+        for step in 0..3 {
+            let got = no_grad(|| conv.forward_activated(x.clone(), Activation::Relu));
+            let want = no_grad(|| conv.forward(x.clone()).relu());
+            assert!(bits(&got) == bits(&want), "after {step} steps");
+            let g = conv.forward(x.clone()).sum().backward();
+            Sgd::<f32>::new(0.5).step(&mut conv, &g).unwrap();
+        }
+        // unbatched
+        let conv = Conv2d::<f32>::new(16, 32, 3, &mut rng).padding(1);
+        let x = Tensor::<f32>::normal(&[16, 32, 32], 0.0, 1.0, &mut rng);
+        let got = no_grad(|| conv.forward_activated(x.clone(), Activation::Relu));
+        let want = no_grad(|| conv.forward(x.clone()).relu());
+        assert_eq!(got.shape(), &[32, 32, 32]);
+        assert!(bits(&got) == bits(&want));
+        // recording: the two ops, with their gradient
+        let got = conv.forward_activated(x.clone(), Activation::Relu);
+        assert!(got.is_tracked());
+        assert!(bits(&got) == bits(&conv.forward(x).relu()));
+        // f64
+        let conv = Conv2d::<f64>::new(4, 8, 3, &mut rng).padding(1);
+        let x = Tensor::<f64>::normal(&[2, 4, 16, 16], 0.0, 1.0, &mut rng);
+        let got = no_grad(|| conv.forward_activated(x.clone(), Activation::Gelu));
+        assert_eq!(got.to_vec(), no_grad(|| conv.forward(x).gelu()).to_vec());
     }
 }

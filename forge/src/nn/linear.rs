@@ -249,11 +249,7 @@ impl<E: Float> Linear<E> {
         match fused {
             Some(q) => {
                 self.check_input(&x);
-                let f: fn(&mut [f32]) = match act {
-                    Activation::Gelu => crate::cpu::vmath::gelu::<f32>,
-                    Activation::Relu => relu_f32,
-                };
-                self.forward_int8(q, &x, Some(f))
+                self.forward_int8(q, &x, Some(act.f32_in_place()))
             }
             None => match self.forward_f32_then(&x, act) {
                 Some(y) => y,
@@ -269,11 +265,7 @@ impl<E: Float> Linear<E> {
     /// the ops, shapes the packed kernel does not take).
     #[track_caller]
     fn forward_f32_then(&self, x: &Tensor<E>, act: Activation) -> Option<Tensor<E>> {
-        let f: fn(&mut [f32]) = match act {
-            Activation::Gelu => crate::cpu::vmath::gelu::<f32>,
-            Activation::Relu => relu_f32,
-        };
-        self.forward_f32_with(x, f)
+        self.forward_f32_with(x, act.f32_in_place())
     }
 
     /// `gelu_tanh(forward(x))` (GPT-2's feed-forward activation), with the
@@ -420,14 +412,6 @@ impl<E: Float> Visit<E> for Linear<E> {
 
 #[diagnostic::do_not_recommend]
 impl<E: Float> Visitable for Linear<E> {}
-
-/// `max(x, 0)` in place, element by element as [`Tensor::relu`] computes it
-/// (`x` where `x > 0`, else zero: a NaN becomes zero).
-fn relu_f32(x: &mut [f32]) {
-    for v in x.iter_mut() {
-        *v = if *v > 0.0 { *v } else { 0.0 };
-    }
-}
 
 impl<E: Float> Forward<Tensor<E>> for Linear<E> {
     type Output = Tensor<E>;

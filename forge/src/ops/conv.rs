@@ -80,6 +80,32 @@ impl<E: Float, D: Device> Tensor<E, D> {
         dilation: [usize; 2],
         groups: usize,
     ) -> Self {
+        let geom = self.conv2d_geom(weight, bias, stride, padding, dilation, groups);
+        // the direct kernel first: under autocast it runs in bf16 itself
+        if let Some(y) = super::conv_infer::conv2d_direct(self, weight, bias, &geom) {
+            return y;
+        }
+        if let Some(y) = crate::autocast::conv2d_hook(self, weight, bias, &geom) {
+            return y;
+        }
+        conv_apply(self, weight, bias, geom)
+    }
+
+    /// The geometry of [`conv2d`](Self::conv2d) for these operands, with
+    /// its checks.
+    ///
+    /// # Panics
+    /// As [`conv2d`](Self::conv2d).
+    #[track_caller]
+    pub(super) fn conv2d_geom(
+        &self,
+        weight: &Self,
+        bias: Option<&Self>,
+        stride: [usize; 2],
+        padding: [usize; 2],
+        dilation: [usize; 2],
+        groups: usize,
+    ) -> ConvGeom {
         let op = "conv2d";
         let x = dims4(op, "input", self.shape(), "[N, C, H, W]");
         let w = dims4(op, "weight", weight.shape(), "[O, C/groups, kh, kw]");
@@ -99,7 +125,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
             w[0]
         );
         check_bias(op, bias.map(|b| b.shape()), w[0]);
-        let geom = ConvGeom::new(x, w, stride, padding, dilation, groups)
+        ConvGeom::new(x, w, stride, padding, dilation, groups)
             .filter(|_| w[2] > 0 && w[3] > 0)
             .unwrap_or_else(|| {
                 shape_panic!(
@@ -107,15 +133,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
                     self.shape(),
                     weight.shape()
                 )
-            });
-        // the direct kernel first: under autocast it runs in bf16 itself
-        if let Some(y) = super::conv_infer::conv2d_direct(self, weight, bias, &geom) {
-            return y;
-        }
-        if let Some(y) = crate::autocast::conv2d_hook(self, weight, bias, &geom) {
-            return y;
-        }
-        conv_apply(self, weight, bias, geom)
+            })
     }
 
     /// 1-d convolution of an input `[N, C, L]` with `weight [O, C / groups, k]`

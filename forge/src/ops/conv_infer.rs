@@ -19,8 +19,8 @@
 
 use crate::autograd::is_grad_enabled;
 use crate::cpu::conv::{
-    direct_forward, direct_forward_bf16, direct_preferred, direct_preferred_f32, packed_folded,
-    packed_plain, packed_plain_bf16, ConvGeom,
+    conv2d_forward_act, direct_forward, direct_forward_bf16, direct_preferred,
+    direct_preferred_f32, packed_folded, packed_plain, packed_plain_bf16, ConvGeom,
 };
 use crate::cpu::memory::Storage;
 use crate::tensor::{Cpu, Device, Float, Tensor};
@@ -77,16 +77,78 @@ pub(crate) fn conv2d_direct<E: Float, D: Device>(
         Some(b) => Some(as_f32(b)?),
         None => None,
     };
+    let y = direct_storage(x, w, b, geom)?;
+    back(Tensor::from_storage(y, &[geom.n, geom.o, geom.oh, geom.ow]))
+}
+
+/// [`conv2d_direct`]'s output values.
+fn direct_storage(
+    x: &Tensor<f32, Cpu>,
+    w: &Tensor<f32, Cpu>,
+    b: Option<&Tensor<f32, Cpu>>,
+    geom: &ConvGeom,
+) -> Option<Storage<f32>> {
     let ws = weight_storage(w, geom)?;
     let bias = b.map(|b| b.to_vec());
-    let y = if bf16_now() {
+    Some(if bf16_now() {
         let packed = packed_plain_bf16(geom, ws)?;
         direct_forward_bf16(geom, x.as_slice(), packed, bias.as_deref(), None, false)
     } else {
         let packed = packed_plain(geom, ws)?;
         direct_forward(geom, x.as_slice(), packed, bias.as_deref(), None, false)
-    };
-    back(Tensor::from_storage(y, &[geom.n, geom.o, geom.oh, geom.ow]))
+    })
+}
+
+impl<E: Float, D: Device> Tensor<E, D> {
+    /// `act(self.conv2d(weight, bias, ...))` outside autograd for an `f32`
+    /// CPU convolution (not under bf16 autocast), with `act` run by the
+    /// convolution itself: on the im2col path in the product's epilogue,
+    /// on each block of outputs after its bias while it is in cache
+    /// (`cpu::conv::conv2d_forward_act`), on the direct kernel's output in
+    /// place; no tensor for the convolution's own output. `act` computes
+    /// each element on its own (a ReLU, `vmath::gelu`), so the values are
+    /// those of the two ops, bit for bit. Not recorded. `None` where it
+    /// does not apply; the caller then runs the ops one by one.
+    ///
+    /// # Panics
+    /// As [`conv2d`](Self::conv2d).
+    #[allow(clippy::too_many_arguments)]
+    #[track_caller]
+    pub(crate) fn conv2d_then(
+        &self,
+        weight: &Self,
+        bias: Option<&Self>,
+        stride: [usize; 2],
+        padding: [usize; 2],
+        dilation: [usize; 2],
+        groups: usize,
+        act: fn(&mut [f32]),
+    ) -> Option<Self> {
+        if is_grad_enabled() || bf16_now() {
+            return None;
+        }
+        let (xf, wf) = (as_f32(self)?, as_f32(weight)?);
+        let bf = match bias {
+            Some(b) => Some(as_f32(b)?),
+            None => None,
+        };
+        let geom = self.conv2d_geom(weight, bias, stride, padding, dilation, groups);
+        let y = match direct_storage(xf, wf, bf, &geom) {
+            Some(mut y) => {
+                act(&mut y);
+                y
+            }
+            None if wf.layout.is_none() => conv2d_forward_act(
+                &geom,
+                xf.as_slice(),
+                &wf.storage,
+                bf.map(|b| b.as_slice()),
+                act,
+            ),
+            None => return None,
+        };
+        back(Tensor::from_storage(y, &[geom.n, geom.o, geom.oh, geom.ow]))
+    }
 }
 
 /// `relu?(conv(x, w') + b' + residual?)` with the weight `w` folded into

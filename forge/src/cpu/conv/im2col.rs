@@ -10,7 +10,9 @@
 use super::geom::ConvGeom;
 use crate::base::Float;
 use crate::cpu::buffers::{build, fill_init, for_each_chunk_mut, refill};
-use crate::cpu::gemm::prepared::{as_f32, gemm_into, gemm_into_panels, GemmOut, PreparedA};
+use crate::cpu::gemm::prepared::{
+    as_f32, gemm_into, gemm_into_panels, GemmOut, PackedA, PreparedA,
+};
 use crate::cpu::gemm::{gemm, packed_f32_applies, Fp8Panels, Mat, PACKED_F32_TILE};
 use crate::cpu::memory::Storage;
 use panels::ImagePanels;
@@ -51,6 +53,54 @@ pub(super) fn forward<E: Float>(
             y_grp,
         )
     })
+}
+
+/// [`forward`] followed by `act` over the output (`f32`): on the paths that
+/// store the product straight into the output, `act` runs in the product's
+/// epilogue after the bias ([`GemmOut::with_row_epilogue`]), on each block
+/// of outputs while it is in cache; elsewhere over each chunk's outputs or
+/// the finished output. `act` computes each element on its own, so the
+/// values are those of [`forward`] followed by `act`. `kept`, when given,
+/// is the weight packed as [`PackedA::new`] packs it (`[o, k]`), read
+/// instead of packing it again (the same bits).
+pub(super) fn forward_act(
+    g: &ConvGeom,
+    x: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    act: fn(&mut [f32]),
+    kept: Option<&PackedA>,
+) -> Storage<f32> {
+    if g.groups == 1 && g.tap_plan().is_none() {
+        let (k, l, o) = (g.k_len(), g.l(), g.o);
+        let per = g.batch_chunk(COLS_BUDGET);
+        let (a, n_max) = (Mat::row_major(weight, k), per.min(g.n) * l);
+        let w = match kept {
+            Some(p) => PreparedA::with_packed(o, k, a, n_max, p),
+            None => PreparedA::new(o, k, a, n_max),
+        };
+        let mut cols = Columns::reused(g, per);
+        return forward_prepared(g, x, &w, bias, per, &mut cols, Some(act));
+    }
+    let mut y = forward(g, x, weight, bias);
+    act(&mut y);
+    y
+}
+
+/// `act` over `y` in place, when given (`E` is then `f32`).
+///
+/// # Panics
+/// When `act` is given and `E` is not `f32`.
+pub(super) fn apply_act<E: Float>(y: &mut [E], act: Option<fn(&mut [f32])>) {
+    if let Some(f) = act {
+        assert!(
+            std::any::TypeId::of::<E>() == std::any::TypeId::of::<f32>(),
+            "conv2d: an activation in the output pass is for f32"
+        );
+        // SAFETY: `E` is `f32` (asserted), so this is the same slice under
+        // its own type.
+        f(unsafe { std::slice::from_raw_parts_mut(y.as_mut_ptr().cast::<f32>(), y.len()) });
+    }
 }
 
 /// The grouped convolution's loop: per image (in parallel), the output
@@ -200,7 +250,18 @@ fn forward_batched<E: Float>(
     let (k, l, o) = (g.k_len(), g.l(), g.o);
     let per = g.batch_chunk(budget);
     let w = PreparedA::new(o, k, Mat::row_major(weight, k), per.min(g.n) * l);
-    forward_prepared(g, x, &w, bias, per, &mut Columns::reused(g, per))
+    forward_prepared(g, x, &w, bias, per, &mut Columns::reused(g, per), None)
+}
+
+/// Whether [`forward_act`] multiplies `g`'s weight as a packed operand
+/// (one group, no tap classes, the packed `f32` kernel for every chunk's
+/// product), so that a weight packed once ([`PackedA::new`] over `[o, k]`)
+/// may be kept for it.
+pub(super) fn packs_weight(g: &ConvGeom) -> bool {
+    let per = g.batch_chunk(COLS_BUDGET);
+    g.groups == 1
+        && g.tap_plan().is_none()
+        && chunks(g.n, per).all(|(_, nb)| packed_f32_applies::<f32>(g.o, g.k_len(), nb * g.l()))
 }
 
 /// [`forward`] with the 8-bit float weight `w` (`[o, k]`), where it takes
@@ -236,6 +297,7 @@ pub(super) fn forward_fp8(
         bias,
         per,
         &mut Columns::reused(g, per),
+        None,
     ))
 }
 
@@ -261,8 +323,34 @@ fn forward_groups_fp8(
 }
 
 /// [`forward_batched`] with its weight prepared (`per` images a chunk),
-/// each chunk unfolded into `cols`.
+/// each chunk unfolded into `cols`, then `act` (see [`forward_act`]).
 fn forward_prepared<E: Float>(
+    g: &ConvGeom,
+    x: &[E],
+    w: &PreparedA<'_, E>,
+    bias: Option<&[E]>,
+    per: usize,
+    cols: &mut Columns<E>,
+    act: Option<fn(&mut [f32])>,
+) -> Storage<E> {
+    let kept = match cols {
+        Columns::Kept(c) => Some(c),
+        Columns::Reused(_) => None,
+    };
+    if let Some(y) = chunked::forward(g, x, w, bias, per, kept, act) {
+        return y;
+    }
+    if let Some(y) = forward_direct(g, x, w, bias, per, cols, act) {
+        return y;
+    }
+    let mut y = forward_copying(g, x, w, bias, per, cols);
+    apply_act(&mut y, act);
+    y
+}
+
+/// [`forward_prepared`] through a product buffer, or for chunks of one
+/// image in place in `y` started at the bias.
+fn forward_copying<E: Float>(
     g: &ConvGeom,
     x: &[E],
     w: &PreparedA<'_, E>,
@@ -271,16 +359,6 @@ fn forward_prepared<E: Float>(
     cols: &mut Columns<E>,
 ) -> Storage<E> {
     let (l, o) = (g.l(), g.o);
-    let kept = match cols {
-        Columns::Kept(c) => Some(c),
-        Columns::Reused(_) => None,
-    };
-    if let Some(y) = chunked::forward(g, x, w, bias, per, kept) {
-        return y;
-    }
-    if let Some(y) = forward_direct(g, x, w, bias, per, cols) {
-        return y;
-    }
     if per == 1 {
         let mut y = Storage::with_capacity(g.n * o * l);
         for i in 0..o * g.n {
@@ -323,8 +401,9 @@ fn forward_prepared<E: Float>(
 /// chunk of `per` images (the same chunks as the copying path), one
 /// product with the packed weight whose `[o, nb l]` result goes straight
 /// into `y [n, o, l]` (one output segment per image), no `[o, nb l]`
-/// buffer and no copy; the bias is added afterwards, `y = product + bias`
-/// as on the copying path, whose bits it has. The product's right operand,
+/// buffer and no copy; the bias and `act` are applied in the product's
+/// epilogue to each finished block, `y = act(product + bias)` as on the
+/// copying path, whose bits it has. The product's right operand,
 /// the chunk's columns `[k, nb l]`, is packed panel by panel straight from
 /// the images ([`ImagePanels`]) where the columns are not kept, else
 /// unfolded into `cols` first (the same panels: the same bits). `None`
@@ -336,9 +415,15 @@ fn forward_direct<E: Float>(
     bias: Option<&[E]>,
     per: usize,
     cols: &mut Columns<E>,
+    act: Option<fn(&mut [f32])>,
 ) -> Option<Storage<E>> {
     let (k, l, o) = (g.k_len(), g.l(), g.o);
     as_f32(x)?;
+    // (`E` is `f32` from here on)
+    let bias = match bias {
+        Some(b) => Some(as_f32(b)?),
+        None => None,
+    };
     if l % 16 != 0 || chunks(g.n, per).any(|(_, nb)| w.packed(nb * l).is_none()) {
         return None;
     }
@@ -347,7 +432,8 @@ fn forward_direct<E: Float>(
     for (b0, nb) in chunks(g.n, per) {
         let ld = nb * l;
         let pa = w.packed(ld)?;
-        let out = GemmOut::segmented(yp.wrapping_add(b0 * o * l), l, l, o * l);
+        let out = GemmOut::segmented(yp.wrapping_add(b0 * o * l), l, l, o * l)
+            .with_row_epilogue(bias, act);
         // SAFETY (both products): the output addresses images
         // `b0..b0 + nb` of `y` (capacity `n o l`): element `(oc, bi l + p)`
         // at `(b0 + bi) o l + oc l + p`, distinct for distinct
@@ -368,15 +454,9 @@ fn forward_direct<E: Float>(
             unsafe { gemm_into(pa, ld, Mat::row_major(cf, ld), out) };
         }
     }
-    // SAFETY: the products wrote every element of every image (beta 0).
+    // SAFETY: the products wrote every element of every image (beta 0);
+    // the bias (`o` values, a row's) outlives them.
     unsafe { y.set_len(g.n * o * l) };
-    if let Some(bias) = bias {
-        for_each_chunk_mut(&mut y, o * l, |_, y_img| {
-            for (row, &b) in y_img.chunks_mut(l).zip(bias) {
-                row.iter_mut().for_each(|v| *v += b);
-            }
-        });
-    }
     Some(y)
 }
 
@@ -628,7 +708,7 @@ pub(super) fn forward_keeping<E: Float>(
     let per = g.batch_chunk(COLS_BUDGET);
     let w = PreparedA::new(o, k, Mat::row_major(weight, k), per.min(g.n) * l);
     let mut cols = Columns::Kept(Storage::with_capacity(k * g.n * l));
-    let y = forward_prepared(g, x, &w, bias, per, &mut cols);
+    let y = forward_prepared(g, x, &w, bias, per, &mut cols, None);
     let Columns::Kept(kept) = cols else {
         unreachable!("made kept above")
     };

@@ -27,7 +27,8 @@ mod im2col;
 
 use crate::base::Float;
 use crate::cpu::buffers::{build, for_each_chunk_mut};
-use crate::cpu::gemm::Fp8Panels;
+use crate::cpu::gemm::prepared::PackedA;
+use crate::cpu::gemm::{Fp8Panels, Mat};
 use crate::cpu::memory::Storage;
 pub(crate) use direct::{
     forward as direct_forward, forward_bf16 as direct_forward_bf16,
@@ -56,6 +57,48 @@ pub(crate) fn conv2d_forward<E: Float>(
         im2col::forward(g, x, weight, bias)
     }
 }
+
+/// `act(conv2d_forward(g, x, weight, bias))` for `f32`: on the im2col
+/// path with the product stored straight into the output, `act` runs in
+/// the product's epilogue after the bias, on each block of outputs while it
+/// is in cache; elsewhere over the finished output. `act` computes each
+/// element on its own, so the values are those of the convolution followed
+/// by `act`, bit for bit. Where im2col multiplies the weight packed, the
+/// packing is kept on the weight's storage ([`Storage::derived`], until
+/// its next write) and read by the next calls instead of packing again (the
+/// same packing: the same bits).
+///
+/// # Panics
+/// As [`conv2d_forward`].
+pub(crate) fn conv2d_forward_act(
+    g: &ConvGeom,
+    x: &[f32],
+    weight: &Storage<f32>,
+    bias: Option<&[f32]>,
+    act: fn(&mut [f32]),
+) -> Storage<f32> {
+    assert_eq!(x.len(), g.n * g.c * g.h * g.w, "conv2d_forward: input");
+    assert_eq!(weight.len(), g.o * g.k_len(), "conv2d_forward: weight");
+    if conv_small::applies(g) {
+        let mut y = conv_small::forward(g, x, weight, bias);
+        act(&mut y);
+        return y;
+    }
+    let (o, k) = (g.o, g.k_len());
+    let kept = im2col::packs_weight(g)
+        .then(|| {
+            weight.derived(|| {
+                Some(PackedWeight(PackedA::new(o, k, Mat::row_major(weight, k))))
+            })
+        })
+        .flatten()
+        .filter(|p| p.0.rows() == o && p.0.cols() == k);
+    im2col::forward_act(g, x, weight, bias, act, kept.map(|p| &p.0))
+}
+
+/// A convolution weight packed for im2col's products, kept on its storage
+/// by [`conv2d_forward_act`].
+struct PackedWeight(PackedA);
 
 /// What a recording forward convolution keeps for its backward
 /// ([`conv2d_forward_keeping`]): the column matrix it unfolded, for the

@@ -10,7 +10,8 @@
 //! calls.
 
 use super::fp8_panels::Fp8Panels;
-use super::packed_f32::{self, ASrc, Out, PackB, PackedA};
+use super::packed_f32::{self, ASrc, Out, PackB};
+pub(crate) use super::packed_f32::PackedA;
 use super::{gemm, Mat, LANES};
 use crate::base::Float;
 
@@ -29,7 +30,23 @@ pub(crate) struct PreparedA<'a, E> {
     /// The operand in place (`None` for one made from an fp8 weight,
     /// which is only ever read packed).
     a: Option<Mat<'a, E>>,
-    packed: Option<PackedA>,
+    packed: Option<Held<'a>>,
+}
+
+/// A packed operand made for the products or kept elsewhere (a weight's
+/// cached packing).
+enum Held<'a> {
+    Own(PackedA),
+    Kept(&'a PackedA),
+}
+
+impl<'a> Held<'a> {
+    fn get(&self) -> &PackedA {
+        match self {
+            Held::Own(p) => p,
+            Held::Kept(p) => p,
+        }
+    }
 }
 
 impl<'a, E: Float> PreparedA<'a, E> {
@@ -54,7 +71,35 @@ impl<'a, E: Float> PreparedA<'a, E> {
             m,
             k,
             a: Some(a),
-            packed,
+            packed: packed.map(Held::Own),
+        }
+    }
+
+    /// [`new`](Self::new) with `a` already packed by [`PackedA::new`] from
+    /// the same values (a weight's packing kept on its storage), which it
+    /// then reads instead of packing again: the same products, bit for bit.
+    /// `packed` is used where `new` would pack (`E` is `f32`, `n_max >
+    /// 16`); elsewhere `a` is read in place as `new` leaves it.
+    ///
+    /// # Panics
+    /// When `packed` is not `m x k`.
+    pub(crate) fn with_packed(
+        m: usize,
+        k: usize,
+        a: Mat<'a, E>,
+        n_max: usize,
+        packed: &'a PackedA,
+    ) -> Self {
+        assert!(
+            packed.rows() == m && packed.cols() == k,
+            "PreparedA: a packed operand of another shape"
+        );
+        let use_it = as_f32(a.data).is_some() && m > 1 && k > 0 && n_max > LANES;
+        PreparedA {
+            m,
+            k,
+            a: Some(a),
+            packed: use_it.then_some(Held::Kept(packed)),
         }
     }
 
@@ -106,16 +151,16 @@ impl<'a, E: Float> PreparedA<'a, E> {
             m,
             k,
             a: None,
-            packed: Some(PackedA::from_panels(m, k, &|k0, kc, j0, dst| {
+            packed: Some(Held::Own(PackedA::from_panels(m, k, &|k0, kc, j0, dst| {
                 w.pack_panel_rows(row0, k0, kc, j0, dst)
-            })),
+            }))),
         })
     }
 
     /// The packed operand, when `n`-column products take the packed path
     /// (as [`gemm`] decides: more than 16 columns).
     pub(crate) fn packed(&self, n: usize) -> Option<&PackedA> {
-        self.packed.as_ref().filter(|_| n > LANES)
+        self.packed.as_ref().map(Held::get).filter(|_| n > LANES)
     }
 
     /// `c = a b + beta c` (`b` is `k x n`, `c` row-major `m x n`), bit for

@@ -29,7 +29,7 @@
 //! sum in chunk order.
 
 use super::panels::ImagePanels;
-use super::{chunks, kernels};
+use super::{apply_act, chunks, kernels};
 use crate::base::Float;
 use crate::cpu::buffers::{build, build_chunks, fill_init, SharedOut};
 use crate::cpu::conv::geom::ConvGeom;
@@ -63,6 +63,7 @@ pub(super) fn forward<E: Float>(
     bias: Option<&[E]>,
     per: usize,
     kept: Option<&mut Storage<E>>,
+    act: Option<fn(&mut [f32])>,
 ) -> Option<Storage<E>> {
     let (k, l, o) = (g.k_len(), g.l(), g.o);
     let n_chunks = g.n.div_ceil(per.max(1));
@@ -90,7 +91,9 @@ pub(super) fn forward<E: Float>(
                 |k0: usize, kc: usize, j0: usize, dst: &mut [f32]| panels.pack(k0, kc, j0, dst);
             // SAFETY: the product (beta 0) writes every element of `out`,
             // which `store_direct` makes as its contract requires.
-            return unsafe { store_direct(g, bias, y, |out| gemm_into_panels(pa, ld, &pack, out)) };
+            return unsafe {
+                store_direct(g, bias, act, y, |out| gemm_into_panels(pa, ld, &pack, out))
+            };
         }
         let own: Storage<E>;
         let cols: &[E] = match kept_at {
@@ -111,7 +114,7 @@ pub(super) fn forward<E: Float>(
                 &own
             }
         };
-        chunk_product(g, w, bias, (nb, per), cols, direct, y);
+        chunk_product(g, w, (bias, act), (nb, per), cols, direct, y);
     });
     if let Some(c) = kept {
         // SAFETY: the chunks cover images `0..n`, so their ranges cover
@@ -121,12 +124,16 @@ pub(super) fn forward<E: Float>(
     Some(y)
 }
 
+/// An activation over `f32` outputs in place, when there is one.
+type Act = Option<fn(&mut [f32])>;
+
 /// One chunk's product `w cols` (`cols [k, nb l]`) into its `nb` images of
-/// the output, `y` (`[nb, o, l]`), as the serial path computes it.
+/// the output, `y` (`[nb, o, l]`), as the serial path computes it, then
+/// `act` (`f32`).
 fn chunk_product<E: Float>(
     g: &ConvGeom,
     w: &PreparedA<'_, E>,
-    bias: Option<&[E]>,
+    (bias, act): (Option<&[E]>, Act),
     (nb, per): (usize, usize),
     cols: &[E],
     direct: bool,
@@ -138,7 +145,7 @@ fn chunk_product<E: Float>(
         // SAFETY: the product (beta 0) writes every element of `out`,
         // which `store_direct` makes as its contract requires.
         return unsafe {
-            store_direct(g, bias, y, |out| {
+            store_direct(g, bias, act, y, |out| {
                 gemm_into(pa, ld, Mat::row_major(cf, ld), out)
             })
         };
@@ -152,6 +159,7 @@ fn chunk_product<E: Float>(
         }
         let beta = if bias.is_some() { E::one() } else { E::zero() };
         w.gemm(l, Mat::row_major(cols, l), beta, y);
+        apply_act(y, act);
         return;
     }
     let mut prod = Storage::stale(o * ld);
@@ -164,13 +172,20 @@ fn chunk_product<E: Float>(
             }
         }
     }
+    if act.is_some() {
+        // SAFETY: every element was written just above (each image's `o`
+        // rows of `l`).
+        apply_act(unsafe { &mut *(std::ptr::from_mut(y) as *mut [E]) }, act);
+    }
 }
 
 /// A chunk's product stored straight into its `nb` images of `y`
-/// (`[nb, o, l]`, `f32`) by `product(out)`, then the bias added: `out`
-/// addresses element `(oc, bi l + p)` of the `[o, nb l]` product at
-/// `bi o l + oc l + p` of `y`, distinct for distinct `(oc, bi, p)`, and
-/// `y` is not otherwise accessed until `product` returns.
+/// (`[nb, o, l]`, `f32`) by `product(out)`, with the bias and `act` in the
+/// product's epilogue (`act(product + bias)`, the bits of adding the bias
+/// afterwards): `out` addresses element `(oc, bi l + p)` of the `[o, nb l]`
+/// product at `bi o l + oc l + p` of `y`, distinct for distinct
+/// `(oc, bi, p)`, and `y` is not otherwise accessed until `product`
+/// returns.
 ///
 /// # Safety
 /// `product` writes every element `out` addresses (a product with beta
@@ -178,25 +193,16 @@ fn chunk_product<E: Float>(
 unsafe fn store_direct<E: Float>(
     g: &ConvGeom,
     bias: Option<&[E]>,
+    act: Option<fn(&mut [f32])>,
     y: &mut [MaybeUninit<E>],
     product: impl FnOnce(GemmOut),
 ) {
     let (l, o) = (g.l(), g.o);
-    product(GemmOut::segmented(
-        y.as_mut_ptr().cast::<f32>(),
-        l,
-        l,
-        o * l,
-    ));
-    // SAFETY: written whole by `product` (the caller's contract).
-    let y = unsafe { &mut *(std::ptr::from_mut(y) as *mut [E]) };
-    if let Some(bias) = bias {
-        for y_img in y.chunks_mut(o * l) {
-            for (row, &b) in y_img.chunks_mut(l).zip(bias) {
-                row.iter_mut().for_each(|v| *v += b);
-            }
-        }
-    }
+    // (`E` is `f32`: the product writes `f32` into `y`)
+    let bias = bias.map(|b| as_f32(b).expect("store_direct: f32"));
+    product(
+        GemmOut::segmented(y.as_mut_ptr().cast::<f32>(), l, l, o * l).with_row_epilogue(bias, act),
+    );
 }
 
 /// The input gradient of
@@ -292,7 +298,7 @@ mod tests {
                 set_num_threads(2);
                 assert!(in_parallel(g.n.div_ceil(per)), "{g:?}");
                 let pw = PreparedA::new(g.o, g.k_len(), Mat::row_major(&w, g.k_len()), per * g.l());
-                let got = forward(&g, &x, &pw, b, per, None).expect("in parallel");
+                let got = forward(&g, &x, &pw, b, per, None, None).expect("in parallel");
                 assert!(bits(&got) == bits(&want), "{g:?} bias {}", b.is_some());
             }
             for b in [None, Some(&bias_in[..])] {

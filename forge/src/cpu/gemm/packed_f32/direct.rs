@@ -172,6 +172,11 @@ pub(crate) struct Out {
     bias: Shared,
     /// Floats at `bias`.
     bias_len: usize,
+    /// One value per row added to every element of the row once its sum
+    /// is final, before `act` (null: none), read only.
+    row_bias: Shared,
+    /// Floats at `row_bias`.
+    row_bias_len: usize,
     /// Applied to every element once its sum is final.
     act: Option<fn(&mut [f32])>,
 }
@@ -186,6 +191,8 @@ impl Out {
             seg_stride: 0,
             bias: Shared(std::ptr::null_mut()),
             bias_len: 0,
+            row_bias: Shared(std::ptr::null_mut()),
+            row_bias_len: 0,
             act: None,
         }
     }
@@ -207,6 +214,8 @@ impl Out {
             seg_stride,
             bias: Shared(std::ptr::null_mut()),
             bias_len: 0,
+            row_bias: Shared(std::ptr::null_mut()),
+            row_bias_len: 0,
             act: None,
         }
     }
@@ -226,6 +235,28 @@ impl Out {
         Out {
             bias: Shared(bias.map_or(std::ptr::null_mut(), |b| b.as_ptr().cast_mut())),
             bias_len: bias.map_or(0, <[f32]>::len),
+            act,
+            ..self
+        }
+    }
+
+    /// The same output with an epilogue by rows: element `(i, j)` becomes
+    /// `act(s + bias[i])`, `s` its finished sum (`beta c + a b`), with
+    /// exactly the bits of the product followed by a pass adding `bias[i]`
+    /// to row `i` and then `act` over the whole output: both run on each
+    /// block of rows after its last `k` block, while it is in cache. A
+    /// convolution's `[o, positions]` product with its bias per output
+    /// channel. `bias`, when given, holds at least `m` floats and outlives
+    /// the call (the product's safety contract); `act` computes each
+    /// element on its own, whatever the slice it is given.
+    pub(crate) fn with_row_epilogue(
+        self,
+        bias: Option<&[f32]>,
+        act: Option<fn(&mut [f32])>,
+    ) -> Self {
+        Out {
+            row_bias: Shared(bias.map_or(std::ptr::null_mut(), |b| b.as_ptr().cast_mut())),
+            row_bias_len: bias.map_or(0, <[f32]>::len),
             act,
             ..self
         }
@@ -445,6 +476,12 @@ unsafe fn gemm_core_src(
         !has_bias || (out.bias_len >= n && beta == 0.0),
         "packed_f32: a bias epilogue needs n values and beta = 0"
     );
+    let has_row_bias = !out.row_bias.0.is_null();
+    assert!(
+        !has_row_bias || (out.row_bias_len >= m && !has_bias),
+        "packed_f32: a row epilogue needs m values and no column bias"
+    );
+    let epilogue = has_row_bias || out.act.is_some();
     // With a bias, the kernel stores each tile's first block of products
     // added to the bias, held in registers (the bits of `beta = 1` over an
     // output prefilled with it; see `tile`).
@@ -586,15 +623,13 @@ unsafe fn gemm_core_src(
                         };
                     }
                 }
-                if let (true, Some(act)) = (last, out.act)
-                    && (j + 1 == j1 || j + 1 - act_from.get() >= ACT_PANELS)
-                {
+                if last && epilogue && (j + 1 == j1 || j + 1 - act_from.get() >= ACT_PANELS) {
                     // every part of these panels' tiles done: their sums
                     // are final, and still in cache
                     let (c0, c1) = (act_from.get() * NR, ((j + 1) * NR).min(n));
                     // SAFETY: as for the kernel above: the rows and columns
                     // are inside the output and this chunk's alone.
-                    unsafe { for_each_span(out, t0 * MR, (t1 * MR).min(m), c0, c1, act) };
+                    unsafe { epilogue_rows(out, t0 * MR, (t1 * MR).min(m), c0, c1) };
                     act_from.set(j + 1);
                 }
             }
@@ -777,14 +812,19 @@ const ROW_SPLIT_MAX_B_BYTES: usize = 2 << 20;
 /// rows of 256 floats) is still in cache.
 const ACT_PANELS: usize = 8;
 
-/// Calls `f` on the contiguous pieces of rows `r0..r1`, columns `c0..c1`
-/// of `out` (a row's columns are contiguous within a segment).
+/// Runs `out`'s finishing epilogue on rows `r0..r1`, columns `c0..c1`: the
+/// row's bias added (when there is one), then the activation (when there
+/// is one), on each contiguous piece of a row (a row's columns are
+/// contiguous within a segment).
 ///
 /// # Safety
 /// The block lies inside `out`'s buffer and nothing else accesses it during
-/// the call.
-unsafe fn for_each_span(out: Out, r0: usize, r1: usize, c0: usize, c1: usize, f: fn(&mut [f32])) {
+/// the call; a row bias holds at least `r1` floats and is alive.
+unsafe fn epilogue_rows(out: Out, r0: usize, r1: usize, c0: usize, c1: usize) {
     for i in r0..r1 {
+        // SAFETY: row `i < r1` of the bias, inside it (the caller's
+        // contract), read only.
+        let b = (!out.row_bias.0.is_null()).then(|| unsafe { *out.row_bias.0.add(i) });
         let mut c = c0;
         while c < c1 {
             let end = if out.seg == usize::MAX {
@@ -795,7 +835,13 @@ unsafe fn for_each_span(out: Out, r0: usize, r1: usize, c0: usize, c1: usize, f:
             // SAFETY: columns `c..end` of row `i` lie in one segment, so
             // they are contiguous, and inside the block (the caller's
             // contract).
-            f(unsafe { std::slice::from_raw_parts_mut(out.at(i, c), end - c) });
+            let piece = unsafe { std::slice::from_raw_parts_mut(out.at(i, c), end - c) };
+            if let Some(b) = b {
+                piece.iter_mut().for_each(|v| *v += b);
+            }
+            if let Some(act) = out.act {
+                act(piece);
+            }
             c = end;
         }
     }

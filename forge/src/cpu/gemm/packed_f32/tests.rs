@@ -595,6 +595,130 @@ fn bias_epilogue_equals_the_scalar_order() {
     crate::cpu::set_num_threads(1);
 }
 
+/// The epilogue by rows (a bias per row added to each finished sum, then
+/// an activation, on each block after its last `k` block) equals
+/// [`scalar_order`] followed by a pass adding the bias to each row and
+/// then the activation, bit for bit, with every instruction set: edge
+/// tiles in `m` (a short last tile included) and `n`, `k` within one
+/// block and over two, `a` in every layout, packed in the call and
+/// beforehand, `b` with contiguous rows (a convolution's columns) and
+/// columns, with and without the bias and the activation, beta 0 (the
+/// output starts as NaN) and -0.75, 1 and 2 threads, and a convolution's
+/// output: segments of `l` columns (one image's positions), `m l` floats
+/// apart.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn row_epilogue_equals_the_product_then_a_row_pass() {
+    let _threads = crate::cpu::threads::lock_thread_count();
+    let shapes = [
+        (2, 5, 17),
+        (12, 16, 32),
+        (13, 17, 64),
+        (20, KC + 19, 96),
+        (64, 2 * KC + 5, 48),
+        (37, 40, 160),
+    ];
+    for isa in isas() {
+        for (s, &(m, k, n)) in shapes.iter().enumerate() {
+            let abuf = values((2 * k + 3) * 2 * m.max(k), 210 + s as u64);
+            let bbuf = values(k * n, 220 + s as u64);
+            let bias = values(m, 230 + s as u64);
+            let c0 = values(m * n, 240 + s as u64);
+            for (bn, b) in [
+                ("rows", Mat::row_major(&bbuf, n)),
+                ("columns", Mat::transposed(&bbuf, k)),
+            ] {
+                let pack = |k0: usize, kc: usize, j0: usize, dst: &mut [f32]| {
+                    pack_b_with(isa, b, k0, kc, j0, n, dst)
+                };
+                for (an, a) in layouts(&abuf, m, k) {
+                    let packed_a = PackedA::new(m, k, a);
+                    for beta in [0.0f32, -0.75] {
+                        let start = if beta == 0.0 {
+                            vec![f32::NAN; m * n]
+                        } else {
+                            c0.clone()
+                        };
+                        let mut sums = start.clone();
+                        // SAFETY: the CPU has FMA (every `Isa` implies it).
+                        unsafe { scalar_order(m, k, n, a, b, beta, &mut sums, n) };
+                        for (rb, act) in [
+                            (Some(&bias[..]), None),
+                            (Some(&bias[..]), Some(relu as fn(&mut [f32]))),
+                            (None, Some(relu as fn(&mut [f32]))),
+                        ] {
+                            let mut want = sums.clone();
+                            for (i, row) in want.chunks_mut(n).enumerate() {
+                                if let Some(rb) = rb {
+                                    row.iter_mut().for_each(|v| *v += rb[i]);
+                                }
+                                if let Some(f) = act {
+                                    f(row);
+                                }
+                            }
+                            for threads in [1, 2] {
+                                for src in [ASrc::Mat(a), ASrc::Packed(&packed_a)] {
+                                    let mut c = start.clone();
+                                    let out = Out::row_major(c.as_mut_ptr(), n)
+                                        .with_row_epilogue(rb, act);
+                                    // SAFETY: `c` holds `m x n` and is
+                                    // borrowed for the call, as is the bias.
+                                    unsafe {
+                                        gemm_core_isa(isa, m, k, n, src, &pack, beta, out, threads)
+                                    };
+                                    if let Err(e) = same_bits(&c, &want) {
+                                        panic!(
+                                            "{isa:?} {m}x{k}x{n} a {an} b {bn} beta {beta} \
+                                             bias {} act {} {threads} threads packed a {}: {e}",
+                                            rb.is_some(),
+                                            act.is_some(),
+                                            matches!(src, ASrc::Packed(_))
+                                        );
+                                    }
+                                }
+                            }
+                            // a convolution's `[images, m, l]` output, `l`
+                            // = 16 positions an image
+                            if n % 16 == 0 && beta == 0.0 {
+                                let (l, imgs) = (16, n / 16);
+                                let mut c = vec![f32::NAN; imgs * m * l];
+                                let out = Out::segmented(c.as_mut_ptr(), l, l, m * l)
+                                    .with_row_epilogue(rb, act);
+                                // SAFETY: image `j / l` holds `m` rows of
+                                // `l` at `j / l * m l`, inside `c`.
+                                unsafe {
+                                    gemm_core_isa(
+                                        isa,
+                                        m,
+                                        k,
+                                        n,
+                                        ASrc::Packed(&packed_a),
+                                        &pack,
+                                        0.0,
+                                        out,
+                                        2,
+                                    )
+                                };
+                                for i in 0..m {
+                                    for j in 0..n {
+                                        let got = c[j / l * m * l + i * l + j % l];
+                                        assert_eq!(
+                                            got.to_bits(),
+                                            want[i * n + j].to_bits(),
+                                            "{isa:?} {m}x{k}x{n} b {bn} images ({i}, {j})"
+                                        );
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    crate::cpu::set_num_threads(1);
+}
+
 /// `PackedA::new` takes its buffer from the pool unzeroed
 /// (`Storage::stale`), so packing must write every slot, the zero padding
 /// of a last partial tile included: with the pool seeded with NaN-filled

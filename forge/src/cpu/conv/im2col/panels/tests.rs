@@ -171,7 +171,7 @@ fn forward_through_image_panels_equals_the_kept_columns() {
             set_num_threads(2);
             assert!(chunked::in_parallel(g.n.div_ceil(per)), "{g:?}");
             let pw = PreparedA::new(g.o, g.k_len(), Mat::row_major(&w, g.k_len()), per * g.l());
-            let got = chunked::forward(&g, &x, &pw, b, per, None).expect("in parallel");
+            let got = chunked::forward(&g, &x, &pw, b, per, None, None).expect("in parallel");
             set_num_threads(1);
             let serial = forward_batched(&g, &x, &w, b, per * g.k_len() * g.l());
             assert!(bits(&got) == bits(&serial), "{g:?} chunks of {per}");
