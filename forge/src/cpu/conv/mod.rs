@@ -87,9 +87,7 @@ pub(crate) fn conv2d_forward_act(
     let (o, k) = (g.o, g.k_len());
     let kept = im2col::packs_weight(g)
         .then(|| {
-            weight.derived(|| {
-                Some(PackedWeight(PackedA::new(o, k, Mat::row_major(weight, k))))
-            })
+            weight.derived(|| Some(PackedWeight(PackedA::new(o, k, Mat::row_major(weight, k)))))
         })
         .flatten()
         .filter(|p| p.0.rows() == o && p.0.cols() == k);

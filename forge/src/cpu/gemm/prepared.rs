@@ -10,8 +10,8 @@
 //! calls.
 
 use super::fp8_panels::Fp8Panels;
-use super::packed_f32::{self, ASrc, Out, PackB};
 pub(crate) use super::packed_f32::PackedA;
+use super::packed_f32::{self, ASrc, Out, PackB};
 use super::{gemm, Mat, LANES};
 use crate::base::Float;
 
@@ -263,6 +263,46 @@ pub(crate) fn pack_panel(b: Mat<f32>, k0: usize, kc: usize, j0: usize, n: usize,
 mod tests {
     use super::super::fp8_panels::Fp8Bits;
     use super::*;
+
+    /// A prepared operand's products are [`gemm`]'s bit for bit, for a
+    /// left operand read transposed (a convolution's `weight^T`, whose
+    /// input gradient multiplies every chunk of images by it) and with
+    /// contiguous rows, packed once and kept ([`PreparedA::with_packed`]),
+    /// widths on both sides of the packed path's 16 columns, 1 and 2
+    /// threads.
+    #[test]
+    fn prepared_products_equal_gemm() {
+        let _threads = crate::cpu::threads::lock_thread_count();
+        let mut rng = crate::tensor::Rng::new(8);
+        for (m, k) in [(576, 64), (27, 32), (300, 40), (2, 3)] {
+            let w: Vec<f32> = (0..m * k).map(|_| rng.normal() as f32).collect();
+            for (what, a) in [
+                ("transposed", Mat::transposed(&w, m)),
+                ("rows", Mat::row_major(&w, k)),
+            ] {
+                let kept = PackedA::new(m, k, Mat { data: &w[..], ..a });
+                for threads in [1, 2] {
+                    crate::cpu::set_num_threads(threads);
+                    let p = PreparedA::new(m, k, a, 300);
+                    let q = PreparedA::with_packed(m, k, a, 300, &kept);
+                    for n in [5, 16, 17, 64, 300] {
+                        let b: Vec<f32> = (0..k * n).map(|_| rng.normal() as f32).collect();
+                        let mut want = vec![f32::NAN; m * n];
+                        gemm(m, k, n, a, Mat::row_major(&b, n), 0.0, &mut want);
+                        for (pn, prep) in [("new", &p), ("kept", &q)] {
+                            let mut c = vec![f32::NAN; m * n];
+                            prep.gemm(n, Mat::row_major(&b, n), 0.0, &mut c);
+                            assert!(
+                                c.iter().zip(&want).all(|(x, y)| x.to_bits() == y.to_bits()),
+                                "{m}x{k} {what} {pn} n {n} threads {threads}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        crate::cpu::set_num_threads(1);
+    }
 
     /// A left operand packed from an fp8 weight's bytes multiplies as the
     /// decoded f32 weight prepared by `new` does, bit for bit: both
