@@ -395,26 +395,11 @@ impl<E: Float> Conv2d<E> {
         }
         let channels = (self.in_channels(), self.out_channels());
         let k = &self.weight.shape()[2..];
+        let (w, b) = (&self.weight, self.bias.as_ref());
+        let (s, p, d, g) = (self.stride, self.padding, self.dilation, self.groups);
         conv_forward("Conv2d", channels, &k, "H, W", x, |x| {
-            x.conv2d_then(
-                &self.weight,
-                self.bias.as_ref(),
-                self.stride,
-                self.padding,
-                self.dilation,
-                self.groups,
-                act.f32_in_place(),
-            )
-            .unwrap_or_else(|| {
-                act.apply(&x.conv2d(
-                    &self.weight,
-                    self.bias.as_ref(),
-                    self.stride,
-                    self.padding,
-                    self.dilation,
-                    self.groups,
-                ))
-            })
+            x.conv2d_then(w, b, s, p, d, g, act.f32_in_place())
+                .unwrap_or_else(|| act.apply(&x.conv2d(w, b, s, p, d, g)))
         })
     }
 }

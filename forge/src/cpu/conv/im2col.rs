@@ -567,27 +567,15 @@ fn weight_grad_chunk<E: Float>(
     let gy = g.channel_major(y_grad, b0, nb, gyc);
     let beta = if b0 == 0 { E::zero() } else { E::one() };
     let (gy, cols) = (&gy[..o * ld], &cols[..k * ld]);
-    if flip {
-        gemm(
-            k,
-            ld,
-            o,
-            Mat::row_major(cols, ld),
-            Mat::transposed(gy, ld),
-            beta,
-            gw,
-        );
+    // `a [m, ld] x b^T [ld, n]`: the columns by the output gradient's
+    // transpose, or the output gradient by the columns'
+    let (m, n, a, b) = if flip {
+        (k, o, cols, gy)
     } else {
-        gemm(
-            o,
-            ld,
-            k,
-            Mat::row_major(gy, ld),
-            Mat::transposed(cols, ld),
-            beta,
-            gw,
-        );
-    }
+        (o, k, gy, cols)
+    };
+    let (a, b) = (Mat::row_major(a, ld), Mat::transposed(b, ld));
+    gemm(m, ld, n, a, b, beta, gw);
 }
 
 /// Whether the weight gradient of `g` runs as its transpose, `cols [k, nb
