@@ -16,18 +16,9 @@ use forge::{no_grad, Rng, Tensor};
 use std::hint::black_box;
 use std::time::Instant;
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
-fn arg(name: &str, default: usize) -> usize {
-    let a: Vec<String> = std::env::args().collect();
-    a.iter()
-        .position(|s| s == name)
-        .and_then(|i| a.get(i + 1))
-        .map_or(default, |v| v.parse().expect("a number"))
-}
+#[path = "bench_sections/probe_args.rs"]
+mod probe_args;
+use probe_args::{arg, median};
 
 fn main() {
     let (batch, threads) = (arg("--batch", 1), arg("--threads", 1));

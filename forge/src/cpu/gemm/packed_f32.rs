@@ -36,12 +36,13 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 mod direct;
+mod out;
 #[cfg(test)]
 use direct::gemm_core_isa;
 pub(crate) use direct::{
-    gemm_core, gemm_core_packed_b, gemm_core_serial_in, serial_scratch_len, ASrc, Out, PackB,
-    PackedA,
+    gemm_core, gemm_core_packed_b, gemm_core_serial_in, serial_scratch_len, ASrc, PackB, PackedA,
 };
+pub(crate) use out::Out;
 
 /// Rows of a register tile.
 pub(super) const MR: usize = 12;
