@@ -188,9 +188,8 @@ impl<E: Float> Seq2SeqTransformer<E> {
             tgt_is_causal: true,
             ..Default::default()
         };
-        self.decoder
-            .forward_masked(&self.embed(tgt), memory, masks)
-            .matmul_t(&self.embedding.weight)
+        let y = self.decoder.forward_masked(&self.embed(tgt), memory, masks);
+        self.embedding.attend(&y)
     }
 
     /// Greedy decoding: encodes `src` (`[N, S]`) once, then starts every

@@ -174,6 +174,11 @@ impl<E: Float> Embedding<E> {
         );
         match &self.int8 {
             Some(q) => attend_int8(q, x),
+            // Outside autograd `linear` keeps the table's packed transpose
+            // on its storage until the table is next written, instead of
+            // packing it on every call; the product and its bits are
+            // `matmul_t`'s (`attend_bits_do_not_depend_on_the_tape`).
+            None if !crate::autograd::is_grad_enabled() => x.linear(&self.weight, None),
             None => x.matmul_t(&self.weight),
         }
     }
@@ -255,3 +260,42 @@ impl<E: Float> Visit<E> for Embedding<E> {
 
 #[diagnostic::do_not_recommend]
 impl<E: Float> Visitable for Embedding<E> {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::optim::Sgd;
+
+    fn bits(t: &Tensor<f32>) -> Vec<u32> {
+        t.to_vec().iter().map(|v| v.to_bits()).collect()
+    }
+
+    /// `attend` outside autograd (the table's packed transpose kept on its
+    /// storage) gives `matmul_t`'s bits, as it does under the tape, at 1
+    /// and 2 threads; after an optimizer step writes the table, the next
+    /// call multiplies by the new values, not the kept packing.
+    #[test]
+    fn attend_bits_do_not_depend_on_the_tape() {
+        let mut rng = Rng::new(5);
+        // 300 rows: not a multiple of the kernel's 32 columns; 40 x 37
+        // rows of `x`: not a multiple of its 12-row tiles
+        let mut e = Embedding::<f32>::new(300, 48, None, &mut rng);
+        let x = Tensor::<f32>::uniform(&[40, 37, 48], -1.0, 1.0, &mut rng);
+        for threads in [1, 2] {
+            crate::cpu::set_num_threads(threads);
+            let want = x.matmul_t(&e.weight);
+            let taped = e.attend(&x);
+            assert_eq!(bits(&taped), bits(&want), "{threads} threads, taped");
+            for _ in 0..2 {
+                let kept = crate::no_grad(|| e.attend(&x));
+                assert_eq!(bits(&kept), bits(&want), "{threads} threads, no_grad");
+            }
+        }
+        crate::cpu::set_num_threads(1);
+        let g = e.attend(&x).sum().backward();
+        Sgd::<f32>::new(0.1).step(&mut e, &g).unwrap();
+        let fresh = x.matmul_t(&e.weight);
+        let kept = crate::no_grad(|| e.attend(&x));
+        assert_eq!(bits(&kept), bits(&fresh), "stale packing after a step");
+    }
+}
