@@ -119,32 +119,33 @@ fn layer_norm_fused<E: Float, D: Device>(
     let rows = xs.len() / m;
     let rb = (ROW_BLOCK_ELEMS / m).max(1);
     let (inv_m, e) = (E::one() / E::from_f64(m as f64), E::from_f64(eps));
-    // (mean, rstd) of every row, interleaved
-    let mut stats = Storage::<E>::zeroed(2 * rows);
-    row_blocks_mut(
-        &mut stats,
-        2 * rb,
-        pass_cost(xs.len()),
-        #[inline(always)]
-        |b, st| {
-            let src = &xs[b * rb * m..];
-            for (s, row) in st.chunks_exact_mut(2).zip(src.chunks_exact(m)) {
-                let (mean, rstd) = row_stat(row, inv_m, e);
-                s[0] = mean;
-                s[1] = rstd;
-            }
-        },
-    );
+    // (mean, rstd) of every row, interleaved: written whole, block by
+    // block, in the pass below (each block's rows' statistics, then its
+    // rows' outputs while they are in cache)
+    let mut stats = Storage::<E>::stale(2 * rows);
+    let stats_ptr = PartPtr(stats.as_mut_ptr());
     let (w, b) = (weight.map(|t| t.as_slice()), bias.map(|t| t.as_slice()));
     // every element is written below (stale: no zeroing pass first)
     let mut out = Storage::<E>::stale(xs.len());
     row_blocks_mut(
         &mut out,
         rb * m,
-        pass_cost(xs.len()),
+        2 * pass_cost(xs.len()),
         #[inline(always)]
         |blk, ob| {
-            let (src, st) = (&xs[blk * rb * m..], &stats[blk * rb * 2..]);
+            let src = &xs[blk * rb * m..blk * rb * m + ob.len()];
+            let p = stats_ptr;
+            // SAFETY: block `blk` alone writes the statistics of its rows,
+            // `stats[2 blk rb..2 blk rb + 2 rows]` (`ob.len() = rows m`), inside
+            // `stats`, which outlives the call.
+            let st =
+                unsafe { std::slice::from_raw_parts_mut(p.0.add(blk * rb * 2), ob.len() / m * 2) };
+            for (s, row) in st.chunks_exact_mut(2).zip(src.chunks_exact(m)) {
+                let (mean, rstd) = row_stat(row, inv_m, e);
+                s[0] = mean;
+                s[1] = rstd;
+            }
+            let st: &[E] = st;
             for ((o, row), s) in ob.chunks_mut(m).zip(src.chunks(m)).zip(st.chunks(2)) {
                 let (mean, rstd) = (s[0], s[1]);
                 let o = &mut o[..row.len()];
