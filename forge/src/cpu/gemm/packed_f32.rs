@@ -535,22 +535,6 @@ fn pack_a<const R: usize>(
     kc: usize,
     dst: &mut [f32],
 ) {
-    #[cfg(target_arch = "x86_64")]
-    if a.rs == 1 && a.cs != 1 && matches!(isa.0, Kind::Avx512) {
-        // columns of a contiguous (`g^T x`): every tile at once, along the
-        // rows of `g` (`avx512::pack_a_columns`: the same values as the
-        // per-tile copies below)
-        let len = rows.div_ceil(R) * R * kc;
-        // SAFETY: the CPU has AVX-512F (an `Isa` value exists only where
-        // it does); the function checks the extents itself.
-        unsafe {
-            avx512::pack_a_columns::<R>(a.data, i0 + k0 * a.cs, a.cs, rows, kc, &mut dst[..len])
-        };
-        // whole tiles past `rows` are zero, as in the loop below
-        let whole = dst.len() / (R * kc) * (R * kc);
-        dst[len.min(whole)..whole].fill(0.0);
-        return;
-    }
     for (t, tile) in dst.chunks_exact_mut(R * kc).enumerate() {
         let r = R.min(rows.saturating_sub(t * R));
         if a.cs == 1 {

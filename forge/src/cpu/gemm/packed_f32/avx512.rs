@@ -58,52 +58,6 @@ pub(super) unsafe fn copy_rows_padded(
     }
 }
 
-/// Tiles of `R <= 16` rows of a matrix whose columns are contiguous (the
-/// left operand `g^T` of a weight gradient `g^T x`): tile `t` of
-/// `rows.div_ceil(R)` holds, at `dst[t R kc + p R + i]`, the float
-/// `src[base + p * stride + t R + i]` for `t R + i < rows`, else zero.
-/// Those are [`copy_rows_padded`]'s values tile by tile, with the loops
-/// the other way round: for each `p` (one row of `g`, `stride` floats
-/// apart) the floats of every tile in turn, so the source is read along
-/// its rows (`rows` contiguous floats at a time) instead of tile by tile
-/// down `kc` rows far apart. Pure data movement.
-///
-/// # Safety
-/// The CPU has AVX-512F.
-///
-/// # Panics
-/// When `R > 16`, `dst` holds fewer than `rows.div_ceil(R) * R * kc`
-/// floats, or `src` fewer than `base + (kc - 1) * stride + rows`.
-#[target_feature(enable = "avx512f")]
-pub(super) unsafe fn pack_a_columns<const R: usize>(
-    src: &[f32],
-    base: usize,
-    stride: usize,
-    rows: usize,
-    kc: usize,
-    dst: &mut [f32],
-) {
-    let tiles = rows.div_ceil(R);
-    assert!(R <= 16 && dst.len() >= tiles * R * kc);
-    assert!(rows == 0 || kc == 0 || base + (kc - 1) * stride + rows <= src.len());
-    let out = lanes(R);
-    let s = src.as_ptr().wrapping_add(base);
-    let d = dst.as_mut_ptr();
-    for p in 0..kc {
-        let from = s.wrapping_add(p * stride);
-        for t in 0..tiles {
-            let r = R.min(rows - t * R);
-            // SAFETY: floats `t R .. t R + r` of source row `p` are inside
-            // `src` (asserted: `t R + r <= rows`; masked-off lanes are not
-            // read), and the `R` floats at `t R kc + p R` inside `dst`.
-            unsafe {
-                let v = _mm512_maskz_loadu_ps(lanes(r), from.add(t * R));
-                _mm512_mask_storeu_ps(d.add(t * R * kc + p * R), out, v);
-            }
-        }
-    }
-}
-
 /// The transpose of the 16 x 16 block whose row `i` is `r[i]`: lane `i`
 /// of output `q` is lane `q` of `r[i]`. Pure data movement.
 ///
