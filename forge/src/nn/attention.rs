@@ -111,24 +111,22 @@ impl<E: Float> MultiheadAttention<E> {
         }
     }
 
-    /// Unmasked (or causal) self-attention of `x` outside autograd, as
+    /// Unmasked (or causal) self-attention of `x`, as
     /// [`attend`](Self::attend)`(x, x, x, None, None, is_causal).0` computes
-    /// it but through one in-projection `[.., 3E]` (a `linear`, whose
-    /// packed weight is kept while unchanged) and the fused
-    /// [`qkv_attention`](crate::nn::functional::qkv_attention) kernel (the
-    /// probabilities never written out, no head-averaged weights): the
-    /// encoder layer's inference path, as PyTorch's fast path. The sums run
-    /// in another order than `attend`'s, so the bits differ from it in the
+    /// it but through one in-projection `[.., 3E]` (a `linear`; outside
+    /// autograd its packed weight is kept while unchanged) and the fused
+    /// [`qkv_attention`](crate::nn::functional::qkv_attention) kernel (no
+    /// head split or permute copies, no head-averaged weights, and outside
+    /// autograd the probabilities never written out): the encoder layer's
+    /// path, as PyTorch's fast path is its inference path. Differentiable,
+    /// gradients of gradients included (both ops are). The sums run in
+    /// another order than `attend`'s, so the bits differ from it in the
     /// last places; they do not depend on the thread count. `None` where it
-    /// does not apply: autograd recording, active dropout, a summary or a
-    /// hook watching the ops.
+    /// does not apply: active dropout, a summary or a hook watching the
+    /// ops.
     pub(crate) fn self_attention_fused(&self, x: &Tensor<E>, is_causal: bool) -> Option<Tensor<E>> {
         let dropout_on = self.dropout.training && self.dropout.p > 0.0;
-        if crate::autograd::is_grad_enabled()
-            || dropout_on
-            || summary_running()
-            || crate::tools::hooks::active()
-        {
+        if dropout_on || summary_running() || crate::tools::hooks::active() {
             return None;
         }
         let e = self.embed_dim();

@@ -553,6 +553,7 @@ impl<E: Float> Forward<(Tensor<E>, Tensor<E>)> for TransformerDecoder<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::nn::Layer;
 
     /// A layer of `cfg` with a random in-projection bias (the default is
     /// zeros, which would hide a missing bias).
@@ -563,12 +564,23 @@ mod tests {
         l
     }
 
-    /// The encoder layer's inference path (one in-projection and the fused
-    /// attention kernel) against the recording path (`attend`): equal up
-    /// to rounding in f64, batch first or not, post- and pre-norm, causal
-    /// or not; under autograd the fused path declines.
+    /// The encoder layer's self-attention path (one in-projection and the
+    /// fused `qkv_attention` kernel) against `attend`'s (forced by an
+    /// all-false key padding mask, which hides nothing): equal up to
+    /// rounding in f64, batch first or not, post- and pre-norm, causal or
+    /// not; outside autograd the outputs, under autograd the outputs and
+    /// the gradients of the input and of every parameter.
     #[test]
-    fn fused_inference_matches_the_recording_path() {
+    fn fused_self_attention_matches_the_attend_path() {
+        let close = |got: &[f64], want: &[f64], what: &str| {
+            assert_eq!(got.len(), want.len(), "{what}");
+            for (a, b) in got.iter().zip(want) {
+                assert!(
+                    (a - b).abs() <= 1e-12 * (1.0 + b.abs()),
+                    "{what}: {a} vs {b}"
+                );
+            }
+        };
         for batch_first in [true, false] {
             for norm_first in [false, true] {
                 for is_causal in [false, true] {
@@ -580,26 +592,40 @@ mod tests {
                         ..TransformerConfig::new(16, 4)
                     };
                     let l = layer::<f64>(cfg);
-                    let x = Tensor::<f64>::normal(&[3, 5, 16], 0.0, 1.0, &mut Rng::new(4));
-                    let m = EncoderMasks {
+                    let x = Tensor::<f64>::normal(&[3, 5, 16], 0.0, 1.0, &mut Rng::new(4))
+                        .requires_grad();
+                    let (n, s) = if batch_first { (3, 5) } else { (5, 3) };
+                    let pad = Tensor::<bool>::from_vec(vec![false; n * s], &[n, s]);
+                    let fused = EncoderMasks {
                         is_causal,
                         ..Default::default()
                     };
-                    assert!(l.self_attn.self_attention_fused(&x, is_causal).is_none());
-                    let want = l.forward_masked(&x, m).to_vec();
-                    let got = crate::no_grad(|| {
-                        assert!(l.self_attn.self_attention_fused(&x, is_causal).is_some());
-                        l.forward_masked(&x, m)
-                    })
-                    .to_vec();
+                    let plain = EncoderMasks {
+                        key_padding_mask: Some(&pad),
+                        ..fused
+                    };
                     let what = format!(
                         "batch_first {batch_first} norm_first {norm_first} causal {is_causal}"
                     );
-                    for (a, b) in got.iter().zip(&want) {
-                        assert!(
-                            (a - b).abs() <= 1e-12 * (1.0 + b.abs()),
-                            "{what}: {a} vs {b}"
-                        );
+                    assert!(l.self_attn.self_attention_fused(&x, is_causal).is_some());
+                    let (yf, yp) = (l.forward_masked(&x, fused), l.forward_masked(&x, plain));
+                    close(&yf.to_vec(), &yp.to_vec(), &what);
+                    let no_grad = |m| crate::no_grad(|| l.forward_masked(&x, m)).to_vec();
+                    close(
+                        &no_grad(fused),
+                        &no_grad(plain),
+                        &format!("{what}, no_grad"),
+                    );
+                    let w = Tensor::<f64>::normal(yf.shape(), 0.0, 1.0, &mut Rng::new(5));
+                    let (gf, gp) = (yf.mul(&w).sum().backward(), yp.mul(&w).sum().backward());
+                    let grad = |g: &crate::autograd::Gradients<f64>, t: &Tensor<f64>| {
+                        g.get(t).expect("a gradient").to_vec()
+                    };
+                    close(&grad(&gf, &x), &grad(&gp, &x), &format!("{what}, dx"));
+                    let params = l.named_parameters();
+                    assert!(params.len() >= 10, "{} parameters", params.len());
+                    for (name, p) in params {
+                        close(&grad(&gf, &p), &grad(&gp, &p), &format!("{what}, d{name}"));
                     }
                 }
             }
