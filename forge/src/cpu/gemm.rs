@@ -495,6 +495,7 @@ pub(crate) use prepacked::PackedRhs;
 mod serial_into;
 pub(crate) use serial_into::{gemm_serial_into, serial_into_applies, serial_scratch, K_BLOCK};
 pub(crate) mod prepared;
+pub(crate) mod side_by_side;
 mod weight_cache;
 pub(crate) use weight_cache::gemm_weight_t;
 #[cfg(test)]

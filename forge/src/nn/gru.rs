@@ -87,9 +87,9 @@ impl<E: Float> Gru<E> {
 
     fn run(&self, x: Tensor<E>, h0: Option<Tensor<E>>) -> (Tensor<E>, Tensor<E>) {
         let init = h0.map(|h| vec![h]);
-        let (out, mut finals) = self
-            .inner
-            .run(x, init.as_deref(), &["h0"], false, &gru_seq, None);
+        let (out, mut finals) =
+            self.inner
+                .run(x, init.as_deref(), &["h0"], false, &gru_seq, None, None);
         (out, finals.remove(0))
     }
 }

@@ -4,7 +4,8 @@ use super::forward::Forward;
 use super::rnn::{recurrent_layer, CellWeights, Fp8Cell, Recurrent, RnnConfig};
 use super::summary::record_output;
 use crate::ops::rnn_cell::{
-    lstm_projected, lstm_sequence, lstm_sequence_with, Fp8Hidden, HiddenWeight, ProjWeight,
+    lstm_layer, lstm_projected, lstm_sequence, lstm_sequence_with, Fp8Hidden, HiddenWeight,
+    ProjWeight,
 };
 use crate::tensor::{Float, Rng, Tensor};
 
@@ -65,6 +66,20 @@ fn lstm_seq<E: Float>(
     (out, vec![h_n, c_n])
 }
 
+/// One layer and direction from its time-major input, the input
+/// projection included ([`lstm_layer`]: one op, whose rule packs the gate
+/// gradients once for both weight gradients).
+fn lstm_layer_seq<E: Float>(
+    x: &Tensor<E>,
+    bias: Option<&Tensor<E>>,
+    s: &[Tensor<E>],
+    w: &CellWeights<E>,
+    reverse: bool,
+) -> (Tensor<E>, Vec<Tensor<E>>) {
+    let (out, h_n, c_n) = lstm_layer(x, &w.weight_ih, &s[0], &s[1], &w.weight_hh, bias, reverse);
+    (out, vec![h_n, c_n])
+}
+
 /// One layer and direction from the layer's input, without a tape:
 /// [`lstm_projected`] (the input projection inside the time loop, in the
 /// input's layout; fp8 weights decoded in its packing step), or `None`
@@ -122,6 +137,7 @@ impl<E: Float> Lstm<E> {
             &["h0", "c0"],
             true,
             &lstm_seq,
+            Some(&lstm_layer_seq),
             Some(&lstm_proj),
         );
         let c_n = finals.pop().expect("c_n");

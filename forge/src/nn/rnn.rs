@@ -5,7 +5,9 @@
 //!
 //! Every recurrent layer is built from differentiable tensor ops (the input
 //! projection of a whole sequence is one `matmul_t` per layer and
-//! direction; the loop over time does the hidden projection and the gates),
+//! direction, or for the LSTM an op of the same product whose rule also
+//! gives `dW_hh`, see [`Layered`]; the loop over time does the hidden
+//! projection and the gates),
 //! so gradients, and gradients of gradients, flow to the input, the
 //! initial states and every weight.
 
@@ -80,6 +82,23 @@ pub(crate) type Sequence<'a, E> = &'a dyn Fn(
     &[Tensor<E>],
     &CellWeights<E>,
     Option<&Fp8Hidden<'_, E>>,
+    bool,
+) -> (Tensor<E>, Vec<Tensor<E>>);
+
+/// One layer and direction over the sequence from its time-major input
+/// (`[T, N, I]`), the input projection included: the input, the summed
+/// bias, the initial states, the cell's weights and the direction give
+/// what projecting the input (`matmul_t` by `weight_ih`) and running
+/// [`Sequence`] gives, recorded as one op (the LSTM's
+/// [`lstm_layer`](crate::ops::rnn_cell::lstm_layer), whose rule packs the
+/// gate gradients once for both weight gradients). Taken in place of the
+/// projection and [`Sequence`] where a cell has it and the weights are
+/// dense.
+pub(crate) type Layered<'a, E> = &'a dyn Fn(
+    &Tensor<E>,
+    Option<&Tensor<E>>,
+    &[Tensor<E>],
+    &CellWeights<E>,
     bool,
 ) -> (Tensor<E>, Vec<Tensor<E>>);
 
@@ -333,10 +352,13 @@ impl<E: Float> Recurrent<E> {
     /// each `[L * D, N, H]` (`[L * D, H]` for an unbatched `x`), or `None`
     /// for zeros. `fold_bias_hh` adds `bias_hh` to the input projection
     /// (valid when the cell adds it unchanged to the hidden projection).
-    /// `seq` runs one layer and direction over the sequence; `projected`,
-    /// if the cell has one, does so from the layer's input in its own
-    /// layout when nothing is recorded (see [`Projected`]).
+    /// `seq` runs one layer and direction over the sequence; `layered`,
+    /// if the cell has one, does so with the input projection (see
+    /// [`Layered`]); `projected`, if the cell has one, does so from the
+    /// layer's input in its own layout when nothing is recorded (see
+    /// [`Projected`]).
     /// Returns the output sequence and the final states stacked like `init`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn run(
         &self,
         x: Tensor<E>,
@@ -344,12 +366,14 @@ impl<E: Float> Recurrent<E> {
         state_names: &[&str],
         fold_bias_hh: bool,
         seq: Sequence<'_, E>,
+        layered: Option<Layered<'_, E>>,
         projected: Option<Projected<'_, E>>,
     ) -> (Tensor<E>, Vec<Tensor<E>>) {
+        let s = (seq, layered);
         if self.fp8.is_some() {
-            return self.run_fp8(x, init, state_names, fold_bias_hh, seq, projected);
+            return self.run_fp8(x, init, state_names, fold_bias_hh, s, projected);
         }
-        self.run_cells(x, init, state_names, fold_bias_hh, seq, projected)
+        self.run_cells(x, init, state_names, fold_bias_hh, s, projected)
     }
 
     /// [`run`](Self::run) without the fp8 layer's recording: the time loop
@@ -362,7 +386,7 @@ impl<E: Float> Recurrent<E> {
         init: Option<&[Tensor<E>]>,
         state_names: &[&str],
         fold_bias_hh: bool,
-        seq: Sequence<'_, E>,
+        (seq, layered): (Sequence<'_, E>, Option<Layered<'_, E>>),
         projected: Option<Projected<'_, E>>,
     ) -> (Tensor<E>, Vec<Tensor<E>>) {
         let cfg = &self.config;
@@ -465,6 +489,10 @@ impl<E: Float> Recurrent<E> {
                             }
                             (_, _, Some(q)) => {
                                 Self::fp8_sequence(q, w, &tm, bias.as_ref(), &init, seq, reverse)
+                            }
+                            _ if layered.is_some() => {
+                                let l = layered.expect("layered");
+                                l(&tm, bias.as_ref(), &init, w, reverse)
                             }
                             _ => {
                                 let (t_len, fan_in) = (tm.dim(0), tm.dim(2));

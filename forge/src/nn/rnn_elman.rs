@@ -130,7 +130,7 @@ impl<E: Float> Rnn<E> {
         let init = h0.map(|h| vec![h]);
         let (out, mut finals) = self
             .inner
-            .run(x, init.as_deref(), &["h0"], true, &seq, None);
+            .run(x, init.as_deref(), &["h0"], true, &seq, None, None);
         (out, finals.remove(0))
     }
 }

@@ -36,7 +36,7 @@
 //! [`Fp8Weight::dequantize`](crate::quant::Fp8Weight::dequantize)'s
 //! weights, at any thread count.
 
-use super::rnn::{CellWeights, Fp8Cell, Projected, Recurrent, Sequence};
+use super::rnn::{CellWeights, Fp8Cell, Layered, Projected, Recurrent, Sequence};
 use crate::autograd::no_grad;
 use crate::ops::rnn_cell::Fp8Hidden;
 use crate::quant::{
@@ -127,7 +127,7 @@ impl<E: Float> Recurrent<E> {
         init: Option<&[Tensor<E>]>,
         state_names: &[&str],
         fold_bias_hh: bool,
-        seq: Sequence<'_, E>,
+        seq: (Sequence<'_, E>, Option<Layered<'_, E>>),
         projected: Option<Projected<'_, E>>,
     ) -> (Tensor<E>, Vec<Tensor<E>>) {
         let mut inputs = vec![x.clone()];

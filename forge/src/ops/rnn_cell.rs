@@ -46,6 +46,9 @@ mod isa;
 mod lstm;
 mod lstm_f32;
 mod lstm_infer;
+mod lstm_layer;
+#[cfg(test)]
+mod lstm_layer_tests;
 #[cfg(test)]
 mod sequence_tests;
 #[cfg(test)]
@@ -59,6 +62,7 @@ pub(crate) use lstm::lstm_sequence_with;
 #[cfg(test)]
 pub(crate) use lstm_infer::holds_packed;
 pub(crate) use lstm_infer::{lstm_projected, ProjWeight};
+pub(crate) use lstm_layer::lstm_layer;
 
 /// `W_hh` (`[G H, H]`) of a fused sequence op: a tensor, or 8-bit float
 /// bytes prepared for the loop's products ([`Fp8Hidden`]; inference only:

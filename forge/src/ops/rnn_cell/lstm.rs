@@ -2,6 +2,7 @@
 
 use super::isa::avx2_or_baseline;
 use super::lstm_f32::{lstm_rows_f32, Outs, StepIns};
+use super::lstm_layer::{projection, Proj};
 use super::{
     accumulate, backward_steps, column_sum, forward_steps, grad_tensor, rows_of, sigmoid_back,
     step_rows, weight_grad, Driver, HiddenWeight, Rows, Seq,
@@ -163,6 +164,9 @@ fn back_row<E: Float, const DY: bool>(
     }
 }
 
+/// A layer op's input and `W_ih` (see [`lstm_rule`]).
+type InputAndWeight<E, D> = (Tensor<E, D>, Tensor<E, D>);
+
 /// What the LSTM backward pass needs from the forward pass.
 struct LstmSaved<E: Float> {
     seq: Seq,
@@ -174,6 +178,9 @@ struct LstmSaved<E: Float> {
     tcs: Storage<E>,
     /// The output `h_t` of every time index (the op's own buffer).
     ys: Arc<Storage<E>>,
+    /// Whether `dW_hh` is left to the input projection's rule (a layer
+    /// op, `lstm_layer.rs`; not under `backward_with_graph`).
+    hh_elsewhere: bool,
 }
 
 /// Runs one LSTM layer and direction over a sequence, fused: the input
@@ -237,8 +244,23 @@ pub(crate) fn lstm_sequence_with<E: Float, D: Device>(
     bias: Option<&Tensor<E, D>>,
     reverse: bool,
 ) -> (Tensor<E, D>, Tensor<E, D>, Tensor<E, D>) {
+    lstm_core(xp, h0, c0, w_hh, bias, reverse, None)
+}
+
+/// [`lstm_sequence_with`]; with `proj`, `xp` (untracked) is `proj`'s
+/// input projection, which is recorded as an op of its own once the
+/// steps have run, whose rule also takes `dW_hh` (`lstm_layer.rs`).
+pub(super) fn lstm_core<E: Float, D: Device>(
+    xp: &Tensor<E, D>,
+    h0: &Tensor<E, D>,
+    c0: &Tensor<E, D>,
+    w_hh: HiddenWeight<'_, E, D>,
+    bias: Option<&Tensor<E, D>>,
+    reverse: bool,
+    proj: Option<Proj<'_, E, D>>,
+) -> (Tensor<E, D>, Tensor<E, D>, Tensor<E, D>) {
     let bias_in = bias.map(|b| ("bias", b));
-    let d = Driver::new(
+    let mut d = Driver::new(
         "lstm_sequence",
         4,
         xp,
@@ -248,10 +270,14 @@ pub(crate) fn lstm_sequence_with<E: Float, D: Device>(
         bias_in,
         reverse,
     );
+    if let Some(p) = &proj {
+        // the projection's inputs are the op's too
+        d.save |= crate::autograd::is_grad_enabled() && (p.x.is_tracked() || p.w_ih.is_tracked());
+    }
     let (t_len, n, h) = (d.seq.t_len, d.seq.n, d.seq.h);
     let (nh, g4) = (n * h, 4 * h);
     let mut gates = d.per_step(g4);
-    let (seq, inputs, save, mut ys) = d.into_parts();
+    let (seq, mut inputs, save, mut ys) = d.into_parts();
     // c_t of every time index when saved; otherwise only two slots, the
     // step's and the previous step's (step s in slot s % 2)
     // (`cs`, `tcs`: no zero fill, each step writes its rows of the slot
@@ -311,6 +337,13 @@ pub(crate) fn lstm_sequence_with<E: Float, D: Device>(
     let c_n = grad_tensor::<E, D>(c_n, &[n, h]);
     let ys = Arc::new(ys);
     let mut c_n = Some(c_n);
+    let hh_elsewhere = save && proj.is_some();
+    // the projection's input and weight, for the rule under
+    // `backward_with_graph`
+    let xw = proj.map(|p| Arc::new((p.x.clone(), p.w_ih.clone())));
+    if let (Some(p), true) = (proj, save) {
+        inputs[0] = p.record(&inputs[0], &inputs[1], &inputs[3], seq, ys.clone());
+    }
     let record = save.then(|| {
         let saved = Arc::new(LstmSaved {
             seq,
@@ -318,16 +351,17 @@ pub(crate) fn lstm_sequence_with<E: Float, D: Device>(
             cs,
             tcs,
             ys: ys.clone(),
+            hh_elsewhere,
         });
-        let s2 = saved.clone();
+        let (s2, xw2) = (saved.clone(), xw.clone());
         let c = c_n.take().expect("c_n");
         let i2 = inputs.clone();
         c_n = Some(c.record("lstm_sequence_c_n", i2, move |ctx| {
-            lstm_rule(ctx, &s2, true)
+            lstm_rule(ctx, &s2, xw2.as_deref(), true)
         }));
         move |y: Tensor<E, D>| {
             y.record("lstm_sequence", inputs, move |ctx| {
-                lstm_rule(ctx, &saved, false)
+                lstm_rule(ctx, &saved, xw.as_deref(), false)
             })
         }
     });
@@ -336,10 +370,15 @@ pub(crate) fn lstm_sequence_with<E: Float, D: Device>(
 }
 
 /// The LSTM rule: `ctx.grad` is the gradient of `out` (`cell == false`) or
-/// of `c_n` (`cell == true`).
+/// of `c_n` (`cell == true`). `xw`, for a layer op (`lstm_layer.rs`), is
+/// the input and `W_ih` that `xp` is the projection of: under
+/// `backward_with_graph` the rule recomputes `xp` from them as a
+/// `matmul_t` on the tape (the projection op's own rule would also give
+/// `dW_hh` for whatever reaches `xp` in a later backward pass).
 fn lstm_rule<E: Float, D: Device>(
     ctx: &BackwardCtx<'_, E, D>,
     saved: &LstmSaved<E>,
+    xw: Option<&InputAndWeight<E, D>>,
     cell: bool,
 ) -> Vec<Option<Tensor<E, D>>> {
     let i = ctx.inputs;
@@ -351,7 +390,9 @@ fn lstm_rule<E: Float, D: Device>(
         } else {
             (Some(g), None)
         };
-        return lstm_graph_backward(&i[0], &i[1], &i[2], &i[3], i.get(4), dy, dc, seq.reverse);
+        let xp = xw.map(|(x, w_ih)| projection(x, w_ih));
+        let xp = xp.as_ref().unwrap_or(&i[0]);
+        return lstm_graph_backward(xp, &i[1], &i[2], &i[3], i.get(4), dy, dc, seq.reverse);
     }
     let Seq { t_len, n, h, .. } = seq;
     let (nh, g4) = (n * h, 4 * h);
@@ -397,8 +438,7 @@ fn lstm_rule<E: Float, D: Device>(
             );
         },
     );
-    let dw = ctx
-        .needs(3)
+    let dw = (ctx.needs(3) && !saved.hh_elsewhere)
         .then(|| weight_grad(seq, &da, &saved.ys, i[1].as_slice(), g4));
     // the bias is added to every row of xp: its gradient is da's column sum
     let db = (i.len() > 4 && ctx.needs(4)).then(|| column_sum(&da, g4));
