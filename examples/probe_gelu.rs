@@ -5,20 +5,10 @@
 //! write). Equal rates per value at every size: compute bound; a rate that
 //! falls with the size towards the cheap pass's: memory bound. 1 thread.
 //!
-//! With `--mlp`: GPT's feed-forward block (`Mlp`, 128 -> 512 -> 128, the
-//! benchmark's 1024 rows) forward and backward under autograd, its
-//! `c_fc` + GELU as the fused node (`Mlp::forward`) and as the two ops,
-//! alternated call by call (the fused one first, or second with
-//! `--swap`), at `--threads` threads (1): median ms of each and of their
-//! per-pair ratio.
-//!
 //! ```sh
 //! cargo run --release --example probe_gelu -- --reps 31
-//! cargo run --release --example probe_gelu -- --mlp --reps 400
 //! ```
 
-use forge::models::gpt::Mlp;
-use forge::nn::Forward;
 use forge::runtime::set_num_threads;
 use forge::{no_grad, Rng, Tensor};
 use std::hint::black_box;
@@ -45,55 +35,9 @@ fn ns_per_value(n: usize, reps: usize, f: &mut dyn FnMut()) -> f64 {
     median(t)
 }
 
-/// The `--mlp` comparison (see the module docs).
-fn mlp(reps: usize) {
-    let mut rng = Rng::new(5);
-    let m = Mlp::<f32>::new(128, true, &mut rng);
-    let x = Tensor::<f32>::normal(&[16, 64, 128], 0.0, 1.0, &mut rng);
-    let g = Tensor::<f32>::normal(&[16, 64, 128], 0.0, 1.0, &mut rng);
-    let fused = || {
-        black_box(m.forward(x.clone()).backward_with(&g, false));
-    };
-    let two = || {
-        let h = m.c_fc.forward(x.clone()).gelu_tanh();
-        black_box(m.c_proj.forward(h).backward_with(&g, false));
-    };
-    let (mut tf, mut tt, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
-    let swap = std::env::args().any(|a| a == "--swap");
-    let time = |f: &dyn Fn()| {
-        let t0 = Instant::now();
-        f();
-        t0.elapsed().as_secs_f64() * 1e3
-    };
-    for rep in 0..reps + 5 {
-        let (a, b) = if swap {
-            let b = time(&two);
-            (time(&fused), b)
-        } else {
-            let a = time(&fused);
-            (a, time(&two))
-        };
-        if rep >= 5 {
-            tf.push(a);
-            tt.push(b);
-            ratio.push(a / b);
-        }
-    }
-    println!(
-        "Mlp forward + backward, 1024 rows: fused {:.3} ms, two ops {:.3} ms, fused / two ops {:.3} (medians of {reps})",
-        median(tf),
-        median(tt),
-        median(ratio)
-    );
-}
-
 fn main() {
     set_num_threads(1);
     let reps = arg("--reps", 21);
-    if std::env::args().any(|a| a == "--mlp") {
-        set_num_threads(arg("--threads", 1));
-        return mlp(reps);
-    }
     let mut rng = Rng::new(41);
     println!("values     KiB   fwd  x*2   bwd  g*x   (ns per value, median of {reps})");
     for n in [4 << 10, 32 << 10, 128 << 10, 512 << 10, 2 << 20] {

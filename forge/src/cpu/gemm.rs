@@ -204,49 +204,6 @@ pub(crate) fn gemm_bias<E: Float>(
     true
 }
 
-/// `c = a b + bias` (`bias` optional) as [`gemm_bias`] (with a bias) or
-/// [`gemm`] with `beta = 0` (without) compute it, the same bits, with
-/// `act_into(c)` also written to `second` by the product, on each block of
-/// `c` while it is in cache (`act_into` must compute each element on its
-/// own, whatever the slice it is given: `vmath::gelu_tanh_into`): a
-/// layer's pre-activation `h` and its activation in one pass over the
-/// output. Where the packed f32 kernel runs (`m >= 2`, `n > 16`,
-/// `k >= 1`, AVX-512F or AVX2 + FMA); `false`, with nothing written,
-/// elsewhere.
-///
-/// # Panics
-/// When a buffer is too small for the given sizes and strides, `bias` is
-/// shorter than `n` or `second` than `m x n`.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn gemm_bias_into(
-    m: usize,
-    k: usize,
-    n: usize,
-    a: Mat<f32>,
-    b: Mat<f32>,
-    bias: Option<&[f32]>,
-    c: &mut [f32],
-    second: &mut [std::mem::MaybeUninit<f32>],
-    act_into: packed_f32::ActInto,
-) -> bool {
-    if m < 2 || n <= LANES || k == 0 || !packed_f32::available() {
-        return false;
-    }
-    check_buffers(m, k, n, &a, &b, c);
-    assert!(
-        bias.is_none_or(|b| b.len() >= n),
-        "gemm: bias shorter than the output's columns"
-    );
-    assert!(second.len() >= m * n, "gemm: second output too small");
-    // the split `gemm_threads` makes for the same shape (the bits do not
-    // depend on it)
-    let threads = num_threads();
-    let parallel = threads > 1 && m * n * k / macs_per_ns::<f32>() >= PARALLEL_MIN_NS;
-    let parts = if parallel { threads } else { 1 };
-    packed_f32::gemm_bias_into(m, k, n, a, b, bias, c, second, act_into, parts);
-    true
-}
-
 /// `count` products `c_i = a_i b_i + beta c_i` of the same shapes (`a_i` is
 /// `m x k`, `b_i` is `k x n`), `c_i` row-major at `c[i * m * n..]`. Small
 /// products run whole on one thread each, in parallel across `i` (the

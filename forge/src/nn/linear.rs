@@ -271,28 +271,13 @@ impl<E: Float> Linear<E> {
     /// `gelu_tanh(forward(x))` (GPT-2's feed-forward activation), with the
     /// activation in the product's epilogue where
     /// [`forward_activated`](Linear::forward_activated) fuses its
-    /// activations, and under autograd as one recorded node
-    /// ([`Tensor::linear_gelu_tanh`]: the product writes the
-    /// pre-activation and its GELU in one pass, and the backward pass
-    /// reads the pre-activation once), the same bits as the two ops,
-    /// values and gradients. The two ops where neither applies (and
-    /// whenever a summary or another tool is watching the ops).
+    /// activations (the same bits as the two ops).
     #[track_caller]
     pub(crate) fn forward_gelu_tanh(&self, x: Tensor<E>) -> Tensor<E> {
-        if let Some(y) = self.forward_f32_with(&x, crate::cpu::vmath::gelu_tanh::<f32>) {
-            return y;
+        match self.forward_f32_with(&x, crate::cpu::vmath::gelu_tanh::<f32>) {
+            Some(y) => y,
+            None => self.forward(x).gelu_tanh(),
         }
-        if self.int8.is_none()
-            && self.fp8.is_none()
-            && !summary_running()
-            && !crate::tools::hooks::active()
-        {
-            self.check_input(&x);
-            if let Some(y) = x.linear_gelu_tanh(&self.weight, self.bias.as_ref()) {
-                return y;
-            }
-        }
-        self.forward(x).gelu_tanh()
     }
 
     /// An `f32` layer's `f(forward(x))` outside autograd with the bias and

@@ -9,13 +9,9 @@
 //! twice.
 
 use super::softmax::{row_blocks_mut, ROW_BLOCK_ELEMS};
-use crate::autograd::BackwardCtx;
-use crate::cpu::gemm::{gemm_batched, gemm_bias, gemm_bias_into, gemm_weight_t, Mat};
+use crate::cpu::gemm::{gemm_batched, gemm_bias, gemm_weight_t, Mat};
 use crate::cpu::memory::Storage;
-use crate::cpu::vmath;
 use crate::tensor::{Device, Float, Tensor};
-use std::any::TypeId;
-use std::mem::MaybeUninit;
 
 impl<E: Float, D: Device> Tensor<E, D> {
     /// `self @ weight^T + bias` over the last dimension (`torch.nn.functional.linear`):
@@ -99,130 +95,24 @@ impl<E: Float, D: Device> Tensor<E, D> {
         shape.push(out_f);
         let mut inputs = vec![self.clone(), weight.clone()];
         inputs.extend(bias.cloned());
-        Tensor::from_parts(out, shape.into(), None)
-            .record("linear", inputs, move |ctx| linear_grads(ctx, ctx.grad))
-    }
-}
-
-/// `linear`'s backward rule on the gradient `g` of its output (`[..,
-/// out]`): the gradients of the input, the weight and the bias, those
-/// `ctx`'s inputs (`x`, `w`, the bias if any) need.
-fn linear_grads<E: Float, D: Device>(
-    ctx: &BackwardCtx<'_, E, D>,
-    g: &Tensor<E, D>,
-) -> Vec<Option<Tensor<E, D>>> {
-    let (x, w) = (&ctx.inputs[0], &ctx.inputs[1]);
-    let (out_f, in_f) = (w.shape()[0], w.shape()[1]);
-    let rows: usize = x.shape()[..x.rank() - 1].iter().product();
-    // the rows of x and of g as matrices: [rows, in] and [rows, out]
-    let g2 = g.view(&[rows, out_f]);
-    let gx = ctx.needs(0).then(|| {
-        g2.bmm_ex(w, false, false, "linear backward")
-            .view(x.shape())
-    });
-    let gw = ctx
-        .needs(1)
-        .then(|| g2.bmm_ex(&x.view(&[rows, in_f]), true, false, "linear backward"));
-    let mut grads = vec![gx, gw];
-    if ctx.inputs.len() == 3 {
-        grads.push(ctx.needs(2).then(|| g2.sum_to(&[out_f])));
-    }
-    grads
-}
-
-impl<E: Float, D: Device> Tensor<E, D> {
-    /// `gelu_tanh(self.linear(weight, bias))` recorded as one node, for
-    /// training GPT's feed-forward block (`Linear::forward_gelu_tanh`): the
-    /// product writes both the pre-activation `h` (kept for the backward
-    /// pass) and `gelu_tanh(h)` as each block of outputs is finished, while
-    /// it is in cache, instead of `h` written by one op and read back by
-    /// the next. The backward pass computes `dH = grad * gelu_tanh'(h)` in
-    /// one pass and then `linear`'s gradients from it. The values and all
-    /// the gradients are those of the two ops (the same kernels in the
-    /// same order); under `create_graph` the rule recomputes `h` with
-    /// `linear` and differentiates the two ops' composed rules.
-    ///
-    /// `None` where the fused node does not apply (the caller then runs
-    /// the two ops): not `f32`, autograd off or nothing tracked, strided
-    /// operands, shapes the packed kernel does not take. The shapes are
-    /// the caller's to check.
-    pub(crate) fn linear_gelu_tanh(&self, weight: &Self, bias: Option<&Self>) -> Option<Self> {
-        let tracked =
-            self.is_tracked() || weight.is_tracked() || bias.is_some_and(Tensor::is_tracked);
-        // (tracked and recording: autocast leaves the product in f32)
-        if !crate::autograd::is_grad_enabled()
-            || !tracked
-            || self.layout.is_some()
-            || weight.layout.is_some()
-            || bias.is_some_and(|b| b.layout.is_some())
-        {
-            return None;
-        }
-        let (out_f, in_f) = (weight.shape()[0], weight.shape()[1]);
-        let rows: usize = self.shape()[..self.rank() - 1].iter().product();
-        let (x, w) = (as_f32(self.as_slice())?, as_f32(weight.as_slice())?);
-        let b = match bias {
-            Some(b) => Some(as_f32(b.as_slice())?),
-            None => None,
-        };
-        let mut h = Storage::<E>::stale(rows * out_f);
-        let mut a = Storage::<E>::with_capacity(rows * out_f);
-        let (hf, af) = (as_f32_mut(&mut h)?, as_f32_uninit(&mut a, rows * out_f)?);
-        let (xm, wm) = (Mat::row_major(x, in_f), Mat::transposed(w, in_f));
-        if !gemm_bias_into(rows, in_f, out_f, xm, wm, b, hf, af, gelu_tanh_f32_into) {
-            return None;
-        }
-        // SAFETY: the capacity is `rows * out_f`, every element of which
-        // the product wrote (`gemm_bias_into` returned true).
-        unsafe { a.set_len(rows * out_f) };
-        let mut shape = self.shape()[..self.rank() - 1].to_vec();
-        shape.push(out_f);
-        let h = Tensor::<E, D>::from_parts(h, shape.clone().into(), None);
-        let mut inputs = vec![self.clone(), weight.clone()];
-        inputs.extend(bias.cloned());
-        let y = Tensor::from_parts(a, shape.into(), None);
-        Some(y.record("linear_gelu_tanh", inputs, move |ctx| {
-            if ctx.create_graph {
-                let (x, w) = (&ctx.inputs[0], &ctx.inputs[1]);
-                let h = x.linear(w, ctx.inputs.get(2));
-                return linear_grads(ctx, &h.gelu_tanh_grad_composed(ctx.grad));
+        Tensor::from_parts(out, shape.into(), None).record("linear", inputs, move |ctx| {
+            let (x, w, g) = (&ctx.inputs[0], &ctx.inputs[1], ctx.grad);
+            // the rows of x and of g as matrices: [rows, in] and [rows, out]
+            let g2 = g.view(&[rows, out_f]);
+            let gx = ctx.needs(0).then(|| {
+                g2.bmm_ex(w, false, false, "linear backward")
+                    .view(x.shape())
+            });
+            let gw = ctx
+                .needs(1)
+                .then(|| g2.bmm_ex(&x.view(&[rows, in_f]), true, false, "linear backward"));
+            let mut grads = vec![gx, gw];
+            if ctx.inputs.len() == 3 {
+                grads.push(ctx.needs(2).then(|| g2.sum_to(&[out_f])));
             }
-            let dh = ctx.grad.zip_slice_into(&h, vmath::gelu_tanh_grad_into);
-            linear_grads(ctx, &dh)
-        }))
+            grads
+        })
     }
-}
-
-/// `vmath::gelu_tanh_into` for `f32`, the second output's epilogue.
-fn gelu_tanh_f32_into(x: &[f32], out: &mut [MaybeUninit<f32>]) {
-    vmath::gelu_tanh_into(x, out)
-}
-
-/// `x` as `&[f32]` when `E` is `f32`.
-fn as_f32<E: Float>(x: &[E]) -> Option<&[f32]> {
-    (TypeId::of::<E>() == TypeId::of::<f32>()).then(|| {
-        // SAFETY: `E` is `f32` (checked), so this is the same slice under
-        // its own type.
-        unsafe { std::slice::from_raw_parts(x.as_ptr().cast::<f32>(), x.len()) }
-    })
-}
-
-/// `x` as `&mut [f32]` when `E` is `f32`.
-fn as_f32_mut<E: Float>(x: &mut [E]) -> Option<&mut [f32]> {
-    (TypeId::of::<E>() == TypeId::of::<f32>()).then(|| {
-        // SAFETY: as in `as_f32`.
-        unsafe { std::slice::from_raw_parts_mut(x.as_mut_ptr().cast::<f32>(), x.len()) }
-    })
-}
-
-/// The first `n` elements of `s`'s spare capacity as `f32`s not yet
-/// written, when `E` is `f32`.
-fn as_f32_uninit<E: Float>(s: &mut Storage<E>, n: usize) -> Option<&mut [MaybeUninit<f32>]> {
-    let spare = &mut s.spare_capacity_mut()[..n];
-    (TypeId::of::<E>() == TypeId::of::<f32>()).then(|| {
-        // SAFETY: as in `as_f32`: `MaybeUninit<E>` is `MaybeUninit<f32>`.
-        unsafe { std::slice::from_raw_parts_mut(spare.as_mut_ptr().cast(), n) }
-    })
 }
 
 impl<E: Float, D: Device> Tensor<E, D> {
@@ -305,6 +195,3 @@ fn bias_rows<E: Float>(bias: &[E], rows: usize) -> Storage<E> {
     unsafe { s.set_len(n) };
     s
 }
-
-#[cfg(test)]
-mod tests;

@@ -441,6 +441,9 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// ```
     #[track_caller]
     pub fn gelu_tanh(&self) -> Self {
+        let half = E::from_f64(0.5);
+        let c = E::from_f64((2.0 / std::f64::consts::PI).sqrt());
+        let k = E::from_f64(0.044715);
         self.map_slice_into(vmath::gelu_tanh_into).record(
             "gelu_tanh",
             vec![self.clone()],
@@ -449,32 +452,21 @@ impl<E: Float, D: Device> Tensor<E, D> {
                 if !ctx.create_graph {
                     return vec![Some(ctx.grad.zip_slice_into(x, vmath::gelu_tanh_grad_into))];
                 }
-                vec![Some(x.gelu_tanh_grad_composed(ctx.grad))]
+                let x2 = x.square();
+                let t = x.add(&x2.mul(x).mul_scalar(k)).mul_scalar(c).tanh();
+                let dt = t.square().rsub_scalar(E::one());
+                let du = x2
+                    .mul_scalar(k * E::from_f64(3.0))
+                    .add_scalar(E::one())
+                    .mul_scalar(c);
+                // 1/2 (1 + t) + 1/2 x (1 - t^2) u'
+                let d = t
+                    .add_scalar(E::one())
+                    .mul_scalar(half)
+                    .add(&x.mul(&dt).mul(&du).mul_scalar(half));
+                vec![Some(ctx.grad.mul(&d))]
             },
         )
-    }
-
-    /// `g * gelu_tanh'(self)` from differentiable ops (the backward rule
-    /// under `create_graph`, of [`gelu_tanh`](Tensor::gelu_tanh) and of
-    /// the fused `linear_gelu_tanh`).
-    pub(crate) fn gelu_tanh_grad_composed(&self, g: &Self) -> Self {
-        let half = E::from_f64(0.5);
-        let c = E::from_f64((2.0 / std::f64::consts::PI).sqrt());
-        let k = E::from_f64(0.044715);
-        let x = self;
-        let x2 = x.square();
-        let t = x.add(&x2.mul(x).mul_scalar(k)).mul_scalar(c).tanh();
-        let dt = t.square().rsub_scalar(E::one());
-        let du = x2
-            .mul_scalar(k * E::from_f64(3.0))
-            .add_scalar(E::one())
-            .mul_scalar(c);
-        // 1/2 (1 + t) + 1/2 x (1 - t^2) u'
-        let d = t
-            .add_scalar(E::one())
-            .mul_scalar(half)
-            .add(&x.mul(&dt).mul(&du).mul_scalar(half));
-        g.mul(&d)
     }
 
     /// SiLU (swish with beta 1): `x sigmoid(x)`.

@@ -42,7 +42,7 @@ use direct::gemm_core_isa;
 pub(crate) use direct::{
     gemm_core, gemm_core_packed_b, gemm_core_serial_in, serial_scratch_len, ASrc, PackB, PackedA,
 };
-pub(crate) use out::{ActInto, Out};
+pub(crate) use out::Out;
 
 /// Rows of a register tile.
 pub(super) const MR: usize = 12;
@@ -216,39 +216,6 @@ pub(super) fn gemm_bias(
     // SAFETY: `c` holds the `m x n` row-major output (asserted), borrowed
     // mutably for the whole call, as `bias` is borrowed.
     unsafe { gemm_core(m, k, n, ASrc::Mat(a), &pack, beta, out, threads) };
-}
-
-/// [`gemm_bias`] with `beta = 0` that also writes `act_into(c)` into
-/// `second` (`m x n`, row-major like `c`) on each block of `c` while it is
-/// in cache (see [`Out::with_second_output`]): `c` gets the bits
-/// [`gemm_bias`] gives, `second` those of `act_into` over all of `c` after
-/// it.
-///
-/// # Panics
-/// As [`gemm_bias`]; when `second` is shorter than `m x n`.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn gemm_bias_into(
-    m: usize,
-    k: usize,
-    n: usize,
-    a: Mat<f32>,
-    b: Mat<f32>,
-    bias: Option<&[f32]>,
-    c: &mut [f32],
-    second: &mut [std::mem::MaybeUninit<f32>],
-    act_into: out::ActInto,
-    threads: usize,
-) {
-    assert!(c.len() >= m * n && second.len() >= m * n);
-    let out = Out::row_major(c.as_mut_ptr(), n)
-        .with_epilogue(bias, None)
-        .with_second_output(second.as_mut_ptr().cast::<f32>(), act_into);
-    let pack =
-        |k0: usize, kc: usize, j0: usize, dst: &mut [f32]| pack_b_panel(b, k0, kc, j0, n, dst);
-    // SAFETY: `c` and `second` hold the `m x n` row-major outputs
-    // (asserted), two buffers borrowed mutably for the whole call, as
-    // `bias` is borrowed.
-    unsafe { gemm_core(m, k, n, ASrc::Mat(a), &pack, 0.0, out, threads) };
 }
 
 /// `b` (`k x n`) packed once into the panels [`gemm`] would pack on every

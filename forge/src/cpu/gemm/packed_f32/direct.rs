@@ -364,7 +364,7 @@ unsafe fn gemm_core_src(
         !has_row_bias || (out.row_bias_len >= m && !has_bias),
         "packed_f32: a row epilogue needs m values and no column bias"
     );
-    let epilogue = out.has_epilogue();
+    let epilogue = has_row_bias || out.act.is_some();
     // With a bias, the kernel stores each tile's first block of products
     // added to the bias, held in registers (the bits of `beta = 1` over an
     // output prefilled with it; see `tile`).

@@ -3,12 +3,6 @@
 //! bias per column or per row, an activation).
 
 use super::Shared;
-use std::mem::MaybeUninit;
-
-/// An epilogue that reads each finished piece of the output and writes
-/// its own values to the same place in a second output (`act(h)` beside
-/// `h`, which stays).
-pub(crate) type ActInto = fn(&[f32], &mut [MaybeUninit<f32>]);
 
 /// Where a product's `m x n` output goes: element `(i, j)` at
 /// `ptr + (j / seg) * seg_stride + j % seg + i * ldc`. A plain row-major
@@ -37,11 +31,6 @@ pub(crate) struct Out {
     pub(super) row_bias_len: usize,
     /// Applied to every element once its sum is final.
     pub(super) act: Option<fn(&mut [f32])>,
-    /// A second output with the first's layout (null: none), written by
-    /// `act_into` from each finished piece, after `act`.
-    pub(super) second: Shared,
-    /// Writes the second output's piece from the first's.
-    pub(super) act_into: Option<ActInto>,
 }
 
 impl Out {
@@ -57,8 +46,6 @@ impl Out {
             row_bias: Shared(std::ptr::null_mut()),
             row_bias_len: 0,
             act: None,
-            second: Shared(std::ptr::null_mut()),
-            act_into: None,
         }
     }
 
@@ -82,8 +69,6 @@ impl Out {
             row_bias: Shared(std::ptr::null_mut()),
             row_bias_len: 0,
             act: None,
-            second: Shared(std::ptr::null_mut()),
-            act_into: None,
         }
     }
 
@@ -129,36 +114,11 @@ impl Out {
         }
     }
 
-    /// The same output with a second one: `second` (the first's layout)
-    /// receives `act_into(piece)` for each piece of finished outputs while
-    /// it is in cache, the first keeping its values (a layer's
-    /// pre-activation `h`, kept for the backward pass, and its activation).
-    /// The product then writes every element of both. `second` outlives
-    /// the call and nothing else accesses it meanwhile (the product's
-    /// safety contract); `act_into` computes each element on its own,
-    /// whatever the slice it is given.
-    pub(crate) fn with_second_output(self, second: *mut f32, act_into: ActInto) -> Self {
-        Out {
-            second: Shared(second),
-            act_into: Some(act_into),
-            ..self
-        }
-    }
-
-    /// Whether finished blocks need a pass of their own (a row bias, an
-    /// activation, a second output).
-    pub(super) fn has_epilogue(&self) -> bool {
-        !self.row_bias.0.is_null() || self.act.is_some() || self.act_into.is_some()
-    }
-
-    /// The offset of element `(i, j)` from the output's start.
-    fn offset(&self, i: usize, j: usize) -> usize {
-        (j / self.seg) * self.seg_stride + j % self.seg + i * self.ldc
-    }
-
     /// The address of element `(i, j)`, computed without dereferencing.
     pub(super) fn at(&self, i: usize, j: usize) -> *mut f32 {
-        self.ptr.0.wrapping_add(self.offset(i, j))
+        self.ptr
+            .0
+            .wrapping_add((j / self.seg) * self.seg_stride + j % self.seg + i * self.ldc)
     }
 }
 
@@ -171,14 +131,12 @@ pub(super) const ACT_PANELS: usize = 8;
 
 /// Runs `out`'s finishing epilogue on rows `r0..r1`, columns `c0..c1`: the
 /// row's bias added (when there is one), then the activation (when there
-/// is one), then the second output written (when there is one), on each
-/// contiguous piece of a row (a row's columns are contiguous within a
-/// segment).
+/// is one), on each contiguous piece of a row (a row's columns are
+/// contiguous within a segment).
 ///
 /// # Safety
-/// The block lies inside `out`'s buffer (and the second output's) and
-/// nothing else accesses it during the call; a row bias holds at least
-/// `r1` floats and is alive.
+/// The block lies inside `out`'s buffer and nothing else accesses it during
+/// the call; a row bias holds at least `r1` floats and is alive.
 pub(super) unsafe fn epilogue_rows(out: Out, r0: usize, r1: usize, c0: usize, c1: usize) {
     for i in r0..r1 {
         // SAFETY: row `i < r1` of the bias, inside it (the caller's
@@ -200,21 +158,6 @@ pub(super) unsafe fn epilogue_rows(out: Out, r0: usize, r1: usize, c0: usize, c1
             }
             if let Some(act) = out.act {
                 act(piece);
-            }
-            if let Some(act_into) = out.act_into {
-                // SAFETY: the same elements of the second output, which has
-                // the first's layout (the caller's contract): inside it,
-                // contiguous, this block's alone, and apart from the first.
-                let dst = unsafe {
-                    std::slice::from_raw_parts_mut(
-                        out.second
-                            .0
-                            .add(out.offset(i, c))
-                            .cast::<MaybeUninit<f32>>(),
-                        end - c,
-                    )
-                };
-                act_into(piece, dst);
             }
             c = end;
         }
