@@ -16,9 +16,11 @@
 //! exponential is `exp_f32`'s (the same reduction by `ln 2` and degree-7
 //! Taylor polynomial) on `-|z| <= 0` only, its Horner steps as fused
 //! multiply-adds. Against the kernels this replaced (`x * sigmoid_f32(..)`,
-//! every step a separate product and sum): about half the operations,
-//! still one division; a few ulp more accurate (`tests::accuracy`
-//! states the bounds); different bits.
+//! every step a separate product and sum): a fifth fewer instructions (the
+//! AVX-512 loops: 38 a vector forward against 49, 45 backward against
+//! 57), half the polynomial's chain of dependent operations, still one
+//! division; 1.5x faster in GPT training; as accurate or more
+//! (`tests::accuracy` states the bounds); different bits.
 //!
 //! # The bits
 //! Every step is one IEEE operation per element, fused multiply-adds
@@ -92,8 +94,8 @@ pub fn gelu_tanh_f32(x: f32) -> f32 {
     sel(z >= 0.0, x, x * e) / (1.0 + e)
 }
 
-/// `g * gelu_tanh'(x)` (see the module docs; NaN for `|x| >= 1.9e19`,
-/// where `x^2` overflows, as the kernel it replaced gave).
+/// `g * gelu_tanh'(x)` (see the module docs; NaN for `|x|` above about
+/// 1.8e19, where `x^2` overflows, as the kernel it replaced gave).
 #[inline(always)]
 pub(super) fn gelu_tanh_grad_f32(x: f32, g: f32) -> f32 {
     let x2 = x * x;
