@@ -18,14 +18,20 @@
 //! (`tests::dispatched_loops_equal_the_baseline_loops` compares the wide
 //! loops with the baseline loops bit for bit on every kernel, and
 //! `tests::wide_paths_equal_the_baseline` vector lanes with elements
-//! computed alone for every function and derivative).
+//! computed alone for every function and derivative). GELU's tanh form
+//! and its derivative (`gelu_tanh.rs`, GPT's activation) spell out fused
+//! multiply-adds (`f32::mul_add`, one rounding each): `vfmadd` in the
+//! AVX-512 and AVX2 loops (compiled with `fma`), the C library's `fmaf` in
+//! the baseline loop, the same bits on every path.
 //!
 //! # Accuracy (`f32`)
 //! Maximum error against the correctly rounded result, in ulp of that
 //! result: [`F32_MAX_ULP`] holds the asserted bounds, checked on every
 //! 4099th `f32` bit pattern by `cargo test`; the ignored test
 //! `vmath_f32_exhaustive` checks every finite input and prints the measured
-//! worst error of each function.
+//! worst error of each function. GELU's tanh form and its derivative are
+//! bounded by `gelu_tanh::tests::accuracy` (relative and in ulp, by range
+//! of `x`).
 //!
 //! # `f64`
 //! The `f64` versions call the standard library / `libm` per element (they
@@ -39,14 +45,17 @@ use std::mem::MaybeUninit;
 mod f32_kernels;
 mod f64_ref;
 mod gelu_bf16;
+mod gelu_tanh;
 mod slices;
 
 pub(crate) use gelu_bf16::GeluBf16;
 
 pub(crate) use f32_kernels::exp_f32;
 #[cfg(test)]
-use f32_kernels::{erf_f32, gelu_f32, gelu_tanh_f32, ln_f32, silu_f32, softplus_f32};
+use f32_kernels::{erf_f32, gelu_f32, ln_f32, silu_f32, softplus_f32};
 pub use f32_kernels::{sigmoid_f32, tanh_f32};
+#[cfg(test)]
+use gelu_tanh::gelu_tanh_f32;
 #[cfg(test)]
 use slices::{each, each2, each2_base, each_base};
 

@@ -231,17 +231,6 @@ pub(super) fn gelu_piece(x: &mut [f32; 16]) {
     }
 }
 
-pub(super) const GELU_C: f32 = 0.797_884_6; // sqrt(2/pi)
-pub(super) const GELU_K: f32 = 0.044_715;
-
-/// GELU (tanh form) for `f32`, as `x sigmoid(2 sqrt(2/pi) (x + 0.044715
-/// x^3))`, which equals `x/2 (1 + tanh(...))` without its cancellation for
-/// negative `x`.
-#[inline(always)]
-pub fn gelu_tanh_f32(x: f32) -> f32 {
-    x * sigmoid_f32(2.0 * GELU_C * (x + GELU_K * x * x * x))
-}
-
 /// `ln(1 + y)` for `y >= 0` (Kahan's correction of `ln(1 + y)`).
 #[inline(always)]
 fn ln1p_pos(y: f32) -> f32 {

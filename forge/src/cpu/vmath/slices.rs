@@ -129,103 +129,6 @@ macro_rules! each_direct {
     }};
 }
 
-/// `out[i] = kernel(x[i])`: [`each_direct!`] reading one slice and writing
-/// another (an output buffer not yet written), so that the op's result
-/// needs no copy of its input first. The same loops per class, so the same
-/// bits as the in-place kernel.
-///
-/// Panics when the lengths differ.
-macro_rules! each_into {
-    ($x:expr, $out:expr, $kernel:path) => {{
-        let x: &[f32] = $x;
-        let out: &mut [MaybeUninit<f32>] = $out;
-        assert_eq!(x.len(), out.len(), "vmath: length mismatch");
-        #[inline(always)]
-        fn run(x: &[f32], out: &mut [MaybeUninit<f32>]) {
-            for (o, &v) in out.iter_mut().zip(x) {
-                o.write($kernel(v));
-            }
-        }
-        #[cfg(target_arch = "x86_64")]
-        {
-            #[target_feature(enable = "avx512f")]
-            fn avx512(x: &[f32], out: &mut [MaybeUninit<f32>]) {
-                run(x, out)
-            }
-            #[target_feature(enable = "avx2")]
-            fn avx2(x: &[f32], out: &mut [MaybeUninit<f32>]) {
-                run(x, out)
-            }
-            if crate::cpu::class::cpu_has!("avx512f") {
-                // SAFETY: the CPU has AVX-512F (checked just above).
-                unsafe { avx512(x, out) };
-                return;
-            }
-            if crate::cpu::class::cpu_has!("avx2") {
-                // SAFETY: the CPU has AVX2 (checked just above).
-                unsafe { avx2(x, out) };
-                return;
-            }
-        }
-        run(x, out)
-    }};
-}
-
-/// `out[i] = kernel(x[i], g[i])` (a derivative times the incoming
-/// gradient), the out-of-place form of [`each2`] with the kernel called
-/// directly, as [`each_into!`] is of [`each_direct!`].
-///
-/// Panics when the lengths differ.
-macro_rules! each2_into {
-    ($x:expr, $g:expr, $out:expr, $kernel:path) => {{
-        let (x, g): (&[f32], &[f32]) = ($x, $g);
-        let out: &mut [MaybeUninit<f32>] = $out;
-        assert!(
-            x.len() == g.len() && g.len() == out.len(),
-            "vmath: length mismatch"
-        );
-        #[inline(always)]
-        fn run(x: &[f32], g: &[f32], out: &mut [MaybeUninit<f32>]) {
-            for ((o, &xv), &gv) in out.iter_mut().zip(x).zip(g) {
-                o.write($kernel(xv, gv));
-            }
-        }
-        #[cfg(target_arch = "x86_64")]
-        {
-            #[target_feature(enable = "avx512f")]
-            fn avx512(x: &[f32], g: &[f32], out: &mut [MaybeUninit<f32>]) {
-                run(x, g, out)
-            }
-            #[target_feature(enable = "avx2")]
-            fn avx2(x: &[f32], g: &[f32], out: &mut [MaybeUninit<f32>]) {
-                run(x, g, out)
-            }
-            if crate::cpu::class::cpu_has!("avx512f") {
-                // SAFETY: the CPU has AVX-512F (checked just above).
-                unsafe { avx512(x, g, out) };
-                return;
-            }
-            if crate::cpu::class::cpu_has!("avx2") {
-                // SAFETY: the CPU has AVX2 (checked just above).
-                unsafe { avx2(x, g, out) };
-                return;
-            }
-        }
-        run(x, g, out)
-    }};
-}
-
-/// `g * gelu_tanh'(x)`: gelu_tanh = x s, s = sigmoid(2u), u = c (x + k
-/// x^3), so d = s + x s (1 - s) 2c (1 + 3k x^2). The one formula of the
-/// in-place and the out-of-place gradient loops.
-#[inline(always)]
-fn gelu_tanh_grad_f32(x: f32, g: f32) -> f32 {
-    let x2 = x * x;
-    let s = sigmoid_f32(2.0 * GELU_C * (x + GELU_K * x2 * x));
-    let du = 2.0 * GELU_C * (1.0 + 3.0 * GELU_K * x2);
-    g * (s + x * s * (1.0 - s) * du)
-}
-
 /// As [`each_direct!`] for a kernel over pieces of 16 values (one AVX-512
 /// vector; a fixed size, so that the kernel compiles to whole vectors)
 /// instead of single values: `$piece(&mut [f32; 16])` on each whole piece
@@ -302,7 +205,7 @@ impl VecMath for f32 {
         each_piece!(x, gelu_piece, gelu_f32)
     }
     fn v_gelu_tanh(x: &mut [f32]) {
-        each_direct!(x, gelu_tanh_f32)
+        super::gelu_tanh::in_place(x)
     }
     fn v_silu(x: &mut [f32]) {
         each_direct!(x, silu_f32)
@@ -323,13 +226,13 @@ impl VecMath for f32 {
     }
     #[cfg(test)]
     fn v_gelu_tanh_grad(x: &[f32], g: &mut [f32]) {
-        each2(x, g, gelu_tanh_grad_f32)
+        super::gelu_tanh::grad_in_place(x, g)
     }
     fn v_gelu_tanh_into(x: &[f32], out: &mut [MaybeUninit<f32>]) {
-        each_into!(x, out, gelu_tanh_f32)
+        super::gelu_tanh::into(x, out)
     }
     fn v_gelu_tanh_grad_into(x: &[f32], g: &[f32], out: &mut [MaybeUninit<f32>]) {
-        each2_into!(x, g, out, gelu_tanh_grad_f32)
+        super::gelu_tanh::grad_into(x, g, out)
     }
     fn v_silu_grad(x: &[f32], g: &mut [f32]) {
         each2(x, g, |x, g| {
