@@ -46,9 +46,9 @@ mod isa;
 mod lstm;
 mod lstm_f32;
 mod lstm_infer;
-mod lstm_layer;
 #[cfg(test)]
 mod lstm_layer_tests;
+mod lstm_projection;
 #[cfg(test)]
 mod sequence_tests;
 #[cfg(test)]
@@ -57,12 +57,12 @@ mod test_util;
 pub(crate) use fp8_hidden::Fp8Hidden;
 pub use gru::gru_sequence;
 pub(crate) use gru::gru_sequence_with;
+pub(crate) use lstm::lstm_layer;
 pub use lstm::lstm_sequence;
 pub(crate) use lstm::lstm_sequence_with;
 #[cfg(test)]
 pub(crate) use lstm_infer::holds_packed;
 pub(crate) use lstm_infer::{lstm_projected, ProjWeight};
-pub(crate) use lstm_layer::lstm_layer;
 
 /// `W_hh` (`[G H, H]`) of a fused sequence op: a tensor, or 8-bit float
 /// bytes prepared for the loop's products ([`Fp8Hidden`]; inference only:

@@ -2,12 +2,13 @@
 
 use super::isa::avx2_or_baseline;
 use super::lstm_f32::{lstm_rows_f32, Outs, StepIns};
-use super::lstm_layer::{projection, Proj};
+use super::lstm_projection::{projection, Proj};
 use super::{
     accumulate, backward_steps, column_sum, forward_steps, grad_tensor, rows_of, sigmoid_back,
     step_rows, weight_grad, Driver, HiddenWeight, Rows, Seq,
 };
 use crate::autograd::BackwardCtx;
+use crate::cpu::gemm::{gemm, Mat};
 use crate::cpu::{vmath, Storage};
 use crate::tensor::{Device, Float, Tensor};
 use std::sync::Arc;
@@ -179,7 +180,7 @@ struct LstmSaved<E: Float> {
     /// The output `h_t` of every time index (the op's own buffer).
     ys: Arc<Storage<E>>,
     /// Whether `dW_hh` is left to the input projection's rule (a layer
-    /// op, `lstm_layer.rs`; not under `backward_with_graph`).
+    /// op, `lstm_projection.rs`; not under `backward_with_graph`).
     hh_elsewhere: bool,
 }
 
@@ -249,7 +250,7 @@ pub(crate) fn lstm_sequence_with<E: Float, D: Device>(
 
 /// [`lstm_sequence_with`]; with `proj`, `xp` (untracked) is `proj`'s
 /// input projection, which is recorded as an op of its own once the
-/// steps have run, whose rule also takes `dW_hh` (`lstm_layer.rs`).
+/// steps have run, whose rule also takes `dW_hh` (`lstm_projection.rs`).
 pub(super) fn lstm_core<E: Float, D: Device>(
     xp: &Tensor<E, D>,
     h0: &Tensor<E, D>,
@@ -370,7 +371,7 @@ pub(super) fn lstm_core<E: Float, D: Device>(
 }
 
 /// The LSTM rule: `ctx.grad` is the gradient of `out` (`cell == false`) or
-/// of `c_n` (`cell == true`). `xw`, for a layer op (`lstm_layer.rs`), is
+/// of `c_n` (`cell == true`). `xw`, for a layer op (`lstm_projection.rs`), is
 /// the input and `W_ih` that `xp` is the projection of: under
 /// `backward_with_graph` the rule recomputes `xp` from them as a
 /// `matmul_t` on the tape (the projection op's own rule would also give
@@ -540,4 +541,45 @@ fn lstm_graph_backward<E: Float, D: Device>(
         out.push(db);
     }
     out
+}
+
+/// One LSTM layer and direction from its time-major input `x`
+/// (`[T, N, I]`): `xp = x W_ih^T` (`W_ih` `[4H, I]`), then
+/// [`lstm_sequence`](super::lstm_sequence) on `xp` with `h0`, `c0`,
+/// `w_hh` and the summed `bias`: `(out, h_n, c_n)`, recorded as
+/// `lstm_projection.rs` says.
+///
+/// # Panics
+/// When the shapes do not fit together; the message names them.
+pub(crate) fn lstm_layer<E: Float, D: Device>(
+    x: &Tensor<E, D>,
+    w_ih: &Tensor<E, D>,
+    h0: &Tensor<E, D>,
+    c0: &Tensor<E, D>,
+    w_hh: &Tensor<E, D>,
+    bias: Option<&Tensor<E, D>>,
+    reverse: bool,
+) -> (Tensor<E, D>, Tensor<E, D>, Tensor<E, D>) {
+    assert!(
+        x.rank() == 3 && w_ih.rank() == 2 && w_ih.dim(1) == x.dim(2),
+        "lstm_layer: x {:?}, w_ih {:?}: expected [T, N, I], [4H, I]",
+        x.shape(),
+        w_ih.shape()
+    );
+    let (t_len, n, fan_in) = (x.dim(0), x.dim(1), x.dim(2));
+    let g4 = w_ih.dim(0);
+    // the product `x.view([T N, I]).matmul_t(w_ih)` makes, on the same
+    // operands: the same bits
+    let xc = x.detach().contiguous();
+    let wc = w_ih.detach().contiguous();
+    let mut xp = Storage::<E>::stale(t_len * n * g4);
+    let (a, b) = (
+        Mat::row_major(xc.as_slice(), fan_in),
+        Mat::transposed(wc.as_slice(), fan_in),
+    );
+    gemm(t_len * n, fan_in, g4, a, b, E::zero(), &mut xp);
+    let xp = grad_tensor::<E, D>(xp, &[t_len, n, g4]);
+    let proj = Proj { x, xc: &xc, w_ih };
+    let w_hh = HiddenWeight::Dense(w_hh);
+    lstm_core(&xp, h0, c0, w_hh, bias, reverse, Some(proj))
 }

@@ -220,3 +220,11 @@ fn paths_give_the_same_bits() {
         pin_thread(prev);
     }
 }
+
+/// The example that documented `gelu_tanh_f32` while it was public (moved
+/// here from `f32_kernels.rs` with the kernel).
+#[test]
+fn gelu_tanh_f32_example() {
+    assert_eq!(crate::cpu::vmath::gelu_tanh_f32(0.0), 0.0);
+    assert_eq!(crate::cpu::vmath::gelu_tanh_f32(20.0), 20.0);
+}

@@ -1,7 +1,8 @@
-//! One LSTM layer and direction from its input: the input projection
-//! `xp = x W_ih^T` and the fused sequence ([`lstm_sequence`]), recorded as
-//! two ops as `matmul_t` and [`lstm_sequence`] are, but with the weight
-//! gradients in one place: the projection's rule, which receives the
+//! The input projection `xp = x W_ih^T` of one LSTM layer and direction
+//! as an op of its own, for `lstm_layer` (`lstm.rs`), which records it and
+//! the fused sequence ([`lstm_sequence`]) as `matmul_t` and
+//! [`lstm_sequence`] are, but with the weight gradients in one place: the
+//! projection's rule, which receives the
 //! whole gradient of `xp` (the gate gradients `da`, `[T N, 4H]`, 4 MiB at
 //! `T = 32, N = 64, H = 128`; summed over the sequence op's two rules when
 //! both `out` and `c_n` have gradients), computes `dW_ih = da^T x` and
@@ -25,8 +26,7 @@
 //!
 //! [`lstm_sequence`]: super::lstm_sequence
 
-use super::lstm::lstm_core;
-use super::{grad_tensor, HiddenWeight, Seq};
+use super::{grad_tensor, Seq};
 use crate::cpu::gemm::side_by_side::{gemm_side_by_side, Rhs};
 use crate::cpu::gemm::{gemm, Mat};
 use crate::cpu::Storage;
@@ -39,7 +39,7 @@ pub(super) struct Proj<'a, E: Float, D: Device> {
     /// The input `[T, N, I]` as recorded.
     pub(super) x: &'a Tensor<E, D>,
     /// Its values, contiguous and untracked.
-    xc: &'a Tensor<E, D>,
+    pub(super) xc: &'a Tensor<E, D>,
     /// `W_ih`, `[4H, I]`.
     pub(super) w_ih: &'a Tensor<E, D>,
 }
@@ -171,45 +171,4 @@ impl<E: Float, D: Device> Grads<'_, E, D> {
         let dw_hh = need[2].then(|| grad_tensor(bufs.next().expect("dW_hh"), &[g4, h]));
         [dx, dw_ih, dw_hh]
     }
-}
-
-/// One LSTM layer and direction from its time-major input `x`
-/// (`[T, N, I]`): `xp = x W_ih^T` (`W_ih` `[4H, I]`), then
-/// [`lstm_sequence`](super::lstm_sequence) on `xp` with `h0`, `c0`,
-/// `w_hh` and the summed `bias`: `(out, h_n, c_n)`, recorded as the
-/// module docs say.
-///
-/// # Panics
-/// When the shapes do not fit together; the message names them.
-pub(crate) fn lstm_layer<E: Float, D: Device>(
-    x: &Tensor<E, D>,
-    w_ih: &Tensor<E, D>,
-    h0: &Tensor<E, D>,
-    c0: &Tensor<E, D>,
-    w_hh: &Tensor<E, D>,
-    bias: Option<&Tensor<E, D>>,
-    reverse: bool,
-) -> (Tensor<E, D>, Tensor<E, D>, Tensor<E, D>) {
-    assert!(
-        x.rank() == 3 && w_ih.rank() == 2 && w_ih.dim(1) == x.dim(2),
-        "lstm_layer: x {:?}, w_ih {:?}: expected [T, N, I], [4H, I]",
-        x.shape(),
-        w_ih.shape()
-    );
-    let (t_len, n, fan_in) = (x.dim(0), x.dim(1), x.dim(2));
-    let g4 = w_ih.dim(0);
-    // the product `x.view([T N, I]).matmul_t(w_ih)` makes, on the same
-    // operands: the same bits
-    let xc = x.detach().contiguous();
-    let wc = w_ih.detach().contiguous();
-    let mut xp = Storage::<E>::stale(t_len * n * g4);
-    let (a, b) = (
-        Mat::row_major(xc.as_slice(), fan_in),
-        Mat::transposed(wc.as_slice(), fan_in),
-    );
-    gemm(t_len * n, fan_in, g4, a, b, E::zero(), &mut xp);
-    let xp = grad_tensor::<E, D>(xp, &[t_len, n, g4]);
-    let proj = Proj { x, xc: &xc, w_ih };
-    let w_hh = HiddenWeight::Dense(w_hh);
-    lstm_core(&xp, h0, c0, w_hh, bias, reverse, Some(proj))
 }
