@@ -66,21 +66,21 @@ fn run<E: Float>(
     };
     let mut grads: Vec<Vec<f64>> = [&x, &h0, &c0, &w_ih]
         .iter()
-        .map(|p| f(&g.get(p).unwrap()))
+        .map(|p| f(g.get(p).unwrap()))
         .collect();
     if bias {
-        grads.push(f(&g.get(&b).unwrap()));
+        grads.push(f(g.get(&b).unwrap()));
     }
     Run {
         outs: vec![f(&out), f(&h_n), f(&c_n)],
         grads,
-        dw_hh: f(&g.get(&w_hh).unwrap()),
+        dw_hh: f(g.get(&w_hh).unwrap()),
         // the gradient of xp: the composed ops again from xp as a leaf
         dxp: xp_t
             .map(|xp| {
                 let xp = xp.detach().requires_grad();
                 let (out, _, c_n) = lstm_sequence(&xp, &h0, &c0, &w_hh, bias_t, reverse);
-                f(&loss(&out, &c_n).backward().get(&xp).unwrap())
+                f(loss(&out, &c_n).backward().get(&xp).unwrap())
             })
             .unwrap_or_default(),
     }
