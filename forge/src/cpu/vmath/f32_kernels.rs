@@ -30,9 +30,21 @@ fn reduce_ln2(x: f32) -> (f32, i32, f32) {
     (n, ni, r)
 }
 
+/// [`reduce_ln2`] with fused steps (`mul_add`): `(n, r)`, `y = n ln2 + r`
+/// with one rounding fewer per step, for the kernels that use fused
+/// multiply-adds throughout (`gelu_tanh.rs`, `gelu_bf16.rs`).
+#[inline(always)]
+pub(super) fn reduce_ln2_fma(y: f32) -> (i32, f32) {
+    let t = y.mul_add(LOG2E, SHIFT);
+    let n = t - SHIFT;
+    let ni = (t.to_bits() as i32).wrapping_sub(0x4B40_0000);
+    let r = (-n).mul_add(LN2_HI, y);
+    (ni, (-n).mul_add(LN2_LO, r))
+}
+
 /// `2^n` for `-126 <= n <= 127`.
 #[inline(always)]
-fn pow2i(n: i32) -> f32 {
+pub(super) fn pow2i(n: i32) -> f32 {
     f32::from_bits((n.wrapping_add(127) << 23) as u32)
 }
 

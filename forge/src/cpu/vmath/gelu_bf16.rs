@@ -40,7 +40,7 @@
 //! every thread count; `tests::paths_give_the_same_bits` compares them.
 //! They are not the bits of [`gelu_f32`](super::f32_kernels::gelu_f32).
 
-use super::f32_kernels::sel;
+use super::f32_kernels::{pow2i, reduce_ln2_fma, sel};
 
 /// `P(t)`'s coefficients, constant term first.
 const P: [f32; 9] = [
@@ -55,29 +55,12 @@ const P: [f32; 9] = [
     0.080_056_444,
 ];
 
-const LOG2E: f32 = std::f32::consts::LOG2_E;
-/// ln 2 split so that `n * LN2_HI` is exact for |n| < 2^15.
-const LN2_HI: f32 = 0.693_359_4;
-const LN2_LO: f32 = -2.121_944_4e-4;
-/// 1.5 * 2^23: adding it rounds a float of magnitude < 2^22 to an integer.
-const SHIFT: f32 = 12_582_912.0;
-
-/// `2^n` for `-126 <= n <= 127`.
-#[inline(always)]
-fn pow2i(n: i32) -> f32 {
-    f32::from_bits((n.wrapping_add(127) << 23) as u32)
-}
-
 /// `e^y` for `y <= 0` (or NaN), relative error about `2e-7` down to the
 /// subnormal range, 0 below `-104`.
 #[inline(always)]
 fn exp_neg(y: f32) -> f32 {
     let y = sel(y < -104.0, -104.0, y);
-    let s = y.mul_add(LOG2E, SHIFT);
-    let n = s - SHIFT;
-    let ni = (s.to_bits() as i32).wrapping_sub(0x4B40_0000);
-    let r = (-n).mul_add(LN2_HI, y);
-    let r = (-n).mul_add(LN2_LO, r);
+    let (ni, r) = reduce_ln2_fma(y);
     let p = (1.0f32 / 720.0).mul_add(r, 1.0 / 120.0);
     let p = p.mul_add(r, 1.0 / 24.0);
     let p = p.mul_add(r, 1.0 / 6.0);

@@ -30,7 +30,7 @@
 //! every path, in a vector lane or alone, at every thread count
 //! (`tests::paths_give_the_same_bits`).
 
-use super::f32_kernels::sel;
+use super::f32_kernels::{pow2i, reduce_ln2_fma, sel};
 use std::mem::MaybeUninit;
 
 /// `2 sqrt(2/pi)`, rounded to f32.
@@ -40,30 +40,13 @@ const TWO_CK: f32 = 0.071_354_814;
 /// `6 sqrt(2/pi) 0.044715` (`z`'s derivative's `x^2` term), rounded to f32.
 const SIX_CK: f32 = 0.214_064_45;
 
-const LOG2E: f32 = std::f32::consts::LOG2_E;
-/// ln 2 split so that `n * LN2_HI` is exact for |n| < 2^15.
-const LN2_HI: f32 = 0.693_359_4;
-const LN2_LO: f32 = -2.121_944_4e-4;
-/// 1.5 * 2^23: adding it rounds a float of magnitude < 2^22 to an integer.
-const SHIFT: f32 = 12_582_912.0;
-
-/// `2^n` for `-126 <= n <= 127`.
-#[inline(always)]
-fn pow2i(n: i32) -> f32 {
-    f32::from_bits((n.wrapping_add(127) << 23) as u32)
-}
-
 /// `e^-a` for `a >= 0` (or NaN, which flows through): `exp_f32`'s
 /// reduction and polynomial with fused steps, down into the subnormal range
 /// (`a` held at 104, where the result rounds to 0).
 #[inline(always)]
 fn exp_neg_abs(a: f32) -> f32 {
     let y = -sel(a > 104.0, 104.0, a);
-    let t = y.mul_add(LOG2E, SHIFT);
-    let n = t - SHIFT;
-    let ni = (t.to_bits() as i32).wrapping_sub(0x4B40_0000);
-    let r = (-n).mul_add(LN2_HI, y);
-    let r = (-n).mul_add(LN2_LO, r);
+    let (ni, r) = reduce_ln2_fma(y);
     // e^r, Taylor to degree 7 (truncation < 6e-9 relative on |r| <= 0.35)
     let p = (1.0f32 / 5040.0).mul_add(r, 1.0 / 720.0);
     let p = p.mul_add(r, 1.0 / 120.0);
