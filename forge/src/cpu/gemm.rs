@@ -177,11 +177,7 @@ pub(crate) fn gemm_bias<E: Float>(
     let (Some(af), Some(bf), Some(biasf)) = (as_f32(a.data), as_f32(b.data), as_f32(bias)) else {
         return false;
     };
-    let cf: &mut [f32] = if std::any::TypeId::of::<E>() == std::any::TypeId::of::<f32>() {
-        // SAFETY: `E` is `f32` (checked just above), so this is the same
-        // slice under its own type.
-        unsafe { std::slice::from_raw_parts_mut(c.as_mut_ptr().cast::<f32>(), c.len()) }
-    } else {
+    let Some(cf) = prepacked::as_f32_mut(c) else {
         return false;
     };
     // the split `gemm_threads` makes for the same shape

@@ -23,6 +23,14 @@ pub(crate) fn as_f32<E: Float>(x: &[E]) -> Option<&[f32]> {
         .then(|| unsafe { std::slice::from_raw_parts(x.as_ptr().cast::<f32>(), x.len()) })
 }
 
+/// `x` as mutable `f32` when `E` is `f32`.
+pub(crate) fn as_f32_mut<E: Float>(x: &mut [E]) -> Option<&mut [f32]> {
+    // SAFETY: `E` is `f32` (checked), so this is the same slice under its
+    // own type; the borrow moves into the result.
+    (TypeId::of::<E>() == TypeId::of::<f32>())
+        .then(|| unsafe { std::slice::from_raw_parts_mut(x.as_mut_ptr().cast::<f32>(), x.len()) })
+}
+
 impl<E: Float> PackedRhs<E> {
     /// `b` (`k x n`) packed, where [`gemm`](super::gemm) multiplies it with forge's
     /// packed f32 kernel whenever the left operand has at least two rows:

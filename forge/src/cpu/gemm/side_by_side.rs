@@ -17,6 +17,7 @@
 //! packed path for every product; otherwise the products run one by one.
 
 use super::packed_f32::{self, Out, NR};
+use super::prepacked::{as_f32, as_f32_mut};
 use super::{gemm, packed_f32_applies, Mat};
 use crate::base::Float;
 use crate::cpu::Storage;
@@ -60,7 +61,7 @@ pub(crate) fn gemm_side_by_side<E: Float>(
         }
     }
     let together = rhs.len() > 1 && rhs.iter().all(|b| packed_f32_applies::<E>(m, k, b.cols));
-    let (Some(af), true) = (super::prepared::as_f32(a.data), together) else {
+    let (Some(af), true) = (as_f32(a.data), together) else {
         for (b, ci) in rhs.iter().zip(c.iter_mut()) {
             one(m, k, a, b, ci);
         }
@@ -88,7 +89,7 @@ pub(crate) fn gemm_side_by_side<E: Float>(
             b.parts
                 .iter()
                 .map(|&(r, p)| {
-                    let data = super::prepared::as_f32(p.data).expect("f32 with a");
+                    let data = as_f32(p.data).expect("f32 with a");
                     (
                         r,
                         Mat {
@@ -144,14 +145,6 @@ pub(crate) fn gemm_side_by_side<E: Float>(
             dst.copy_from_slice(&row[s..s + b.cols]);
         }
     }
-}
-
-/// `x` as `f32` when `E` is `f32`.
-fn as_f32_mut<E: Float>(x: &mut [E]) -> Option<&mut [f32]> {
-    // SAFETY: `E` is `f32` (checked), so this is the same slice under its
-    // own type; the borrow moves into the result.
-    (std::any::TypeId::of::<E>() == std::any::TypeId::of::<f32>())
-        .then(|| unsafe { std::slice::from_raw_parts_mut(x.as_mut_ptr().cast::<f32>(), x.len()) })
 }
 
 /// One product `c = a b`, `b` stacked from its blocks first when it has
