@@ -142,14 +142,7 @@ fn folded<E: Float>(
     ];
     let eps = bn.eps.to_bits();
     let matches = |kept: &[u64]| key_matches(eps, &parts, kept);
-    let key = || {
-        let mut key = Vec::new();
-        key_words(eps, &parts, |w| {
-            key.push(w);
-            true
-        });
-        key
-    };
+    let key = || key_words(eps, &parts);
     let fold = || {
         let (scale, bias) = conv_bn_scale_bias(conv, bn);
         (scaled_rows(conv.weight.as_slice(), &scale), bias)
@@ -157,38 +150,25 @@ fn folded<E: Float>(
     conv2d_folded(x, &conv.weight, &geom, (matches, key), fold, residual, relu)
 }
 
-/// The words of a fold's key, in order, each handed to `put` until it
-/// returns `false`: `eps`'s bits, then per tensor of `parts` its element
-/// count and its values' bits (as `f64`), or `u64::MAX` for an absent
-/// one. Whether every `put` returned `true`.
-fn key_words<E: Float>(
-    eps: u64,
-    parts: &[Option<Tensor<E>>],
-    mut put: impl FnMut(u64) -> bool,
-) -> bool {
-    if !put(eps) {
-        return false;
-    }
+/// The words of a fold's key, in order: `eps`'s bits, then per tensor of
+/// `parts` its element count and its values' bits (as `f64`), or
+/// `u64::MAX` for an absent one.
+fn key_words<E: Float>(eps: u64, parts: &[Option<Tensor<E>>]) -> Vec<u64> {
+    let mut key = vec![eps];
     for t in parts {
         match t {
             Some(t) => {
-                if !put(t.numel() as u64) {
-                    return false;
-                }
-                for &v in t.as_slice() {
-                    if !put(crate::base::Element::to_f64(v).to_bits()) {
-                        return false;
-                    }
-                }
+                key.push(t.numel() as u64);
+                key.extend(
+                    t.as_slice()
+                        .iter()
+                        .map(|&v| crate::base::Element::to_f64(v).to_bits()),
+                );
             }
-            None => {
-                if !put(u64::MAX) {
-                    return false;
-                }
-            }
+            None => key.push(u64::MAX),
         }
     }
-    true
+    key
 }
 
 /// Whether `kept` holds exactly the words [`key_words`] makes of `eps`
@@ -543,11 +523,7 @@ mod tests {
         let t = |v: Vec<f32>| Some(Tensor::from_vec(v.clone(), &[v.len()]));
         let parts = [t(vec![1.0, 0.0, -2.5]), None, t(vec![3.0; 37])];
         let eps = 1e-5f64.to_bits();
-        let mut key = Vec::new();
-        key_words(eps, &parts, |w| {
-            key.push(w);
-            true
-        });
+        let key = key_words(eps, &parts);
         assert!(key_matches(eps, &parts, &key));
         assert!(!key_matches(eps + 1, &parts, &key));
         assert!(!key_matches(eps, &parts, &key[..key.len() - 1]));
