@@ -139,6 +139,15 @@ def gemm_table(paths):
           f"{fig(p512[2])} on two at once with 512-bit vectors, {fig(p256[1])} and {fig(p256[2])} "
           f"with 256-bit vectors ('-': not measured). The last column uses the widest, for the "
           f"row's thread count (twice the one-thread figure where two threads were not measured).")
+    tile = {t: max((p["gflops_tile"] for p in peaks
+                    if p.get("gflops_tile") and p.get("threads", 1) == t), default=None)
+            for t in (1, 2)}
+    if tile[1] and p512[1]:
+        print()
+        print(f"Ceiling: forge's f32 micro-kernel loop (12 x 32 tile, k blocks of 256) on "
+              f"cache-resident operands ran at {fig(tile[1])} GFLOP/s on one thread "
+              f"({100 * tile[1] / p512[1]:.0f}% of the FMA peak) and {fig(tile[2])} on two: the "
+              f"ceiling of forge's f32 products, before their packing and edge tiles.")
     print()
 
 

@@ -111,6 +111,9 @@ fn placement(opts: &Opts) {
 #[path = "bench_sections/json.rs"]
 mod json_section;
 
+#[path = "bench_sections/tile_peak.rs"]
+mod tile_peak;
+
 #[path = "bench_sections/steps.rs"]
 mod steps;
 

@@ -202,7 +202,7 @@ pub(crate) fn fma_peak(iters: usize, threads: usize) -> (Option<f64>, Option<f64
 /// main thread, a third thread on two cores, may be scheduled late, so its
 /// own clock would miss the start), and the time runs from the first start
 /// to the last end.
-fn time_threads(threads: usize, f: &(dyn Fn() -> f32 + Sync), ops: f64) -> f64 {
+pub(crate) fn time_threads(threads: usize, f: &(dyn Fn() -> f32 + Sync), ops: f64) -> f64 {
     let mut best = f64::MAX;
     for _ in 0..5 {
         let start = std::sync::Barrier::new(threads);
@@ -310,15 +310,18 @@ fn run_gemm(o: &JsonOpts) {
     for &t in &o.threads {
         let (z, y) = fma_peak(20_000_000, t.max(1));
         let (bf, i8) = dot_peaks(20_000_000, t.max(1));
+        let tile = crate::tile_peak::tile_peak(200, t.max(1));
         println!(
             "{{\"bench\": \"peak\", \"framework\": \"forge\", \"threads\": {}, \"round\": {}, \
-             \"gflops_512\": {}, \"gflops_256\": {}, \"gflops_bf16\": {}, \"gops_int8\": {}}}",
+             \"gflops_512\": {}, \"gflops_256\": {}, \"gflops_bf16\": {}, \"gops_int8\": {}, \
+             \"gflops_tile\": {}}}",
             t.max(1),
             o.round,
             num(z),
             num(y),
             num(bf),
-            num(i8)
+            num(i8),
+            num(tile)
         );
     }
     for &(m, k, n, tb) in GEMM_SHAPES {
