@@ -7,8 +7,9 @@
 //! but the tile's, no edge tiles. The FMA peak (`fma_peak`) multiplies
 //! registers only; this loop also loads 14 values for every 24
 //! multiply-adds, which is what every product pays. On the Intel host of
-//! 2026-12-07 it ran at 80-82% of the FMA peak, and MKL's own products
-//! (through PyTorch) at 74-81% on the same core.
+//! 2026-12-07 it ran at 83-96% of the FMA loop read just before it
+//! (median 88%), and MKL's own products (through PyTorch) at 74-81% of
+//! the FMA peak on the same core.
 
 use super::json_section::time_threads;
 use std::hint::black_box;
