@@ -219,3 +219,40 @@ fn events_count_pool_buffers_and_parallel_dispatches() {
     assert_eq!(dispatched[0], 0);
     assert!(dispatched[1] >= 1, "{dispatched:?}");
 }
+
+/// Inference takes fast paths that record nothing (the direct
+/// convolution, a convolution with its activation in its output pass or
+/// with its batch norm folded in, max pooling without the positions); the
+/// profiler still counts each as the op it is, instead of crediting its
+/// time to the next op recorded.
+#[test]
+fn inference_fast_paths_are_ops_too() {
+    use forge::nn::{Activation, Conv2d, Forward, Layer};
+    let mut rng = forge::Rng::new(5);
+    let conv = Conv2d::<f32>::new(16, 32, 3, &mut rng).padding(1);
+    let x = Tensor::<f32>::normal(&[1, 16, 8, 8], 0.0, 1.0, &mut rng);
+    let (_, prof) = profile(|| {
+        forge::no_grad(|| {
+            let y = conv.forward(x.clone());
+            let z = conv.forward_activated(x.clone(), Activation::Relu);
+            (y.max_pool2d([2, 2], [2, 2], [0, 0]), z)
+        })
+    });
+    let calls = |p: &forge::tools::Profile, op: &str| {
+        p.rows()
+            .iter()
+            .find(|r| r.op == op)
+            .map_or(0, |r| r.forward_calls)
+    };
+    assert_eq!(calls(&prof, "conv2d"), 2, "{}", prof.table());
+    assert_eq!(calls(&prof, "max_pool"), 1, "{}", prof.table());
+
+    // ResNet-18 in eval mode: its 20 convolutions (batch norm folded in,
+    // the residual and ReLU in the output pass) and its stem's max pooling
+    let mut m = forge::models::resnet::resnet18::<f32>(10, &mut rng);
+    m.eval();
+    let img = Tensor::<f32>::normal(&[1, 3, 32, 32], 0.0, 1.0, &mut rng);
+    let (_, prof) = profile(|| forge::no_grad(|| m.forward(img.clone())));
+    assert_eq!(calls(&prof, "conv2d"), 20, "{}", prof.table());
+    assert_eq!(calls(&prof, "max_pool"), 1, "{}", prof.table());
+}

@@ -147,7 +147,12 @@ impl<E: Float, D: Device> Tensor<E, D> {
             ),
             None => return None,
         };
-        back(Tensor::from_storage(y, &[geom.n, geom.o, geom.oh, geom.ow]))
+        // the tools see it as the convolution (its activation included)
+        let y: Self = back(Tensor::from_storage(y, &[geom.n, geom.o, geom.oh, geom.ow]))?;
+        Some(match bias {
+            Some(b) => y.seen("conv2d", &[self, weight, b]),
+            None => y.seen("conv2d", &[self, weight]),
+        })
     }
 }
 
@@ -182,11 +187,17 @@ pub(crate) fn conv2d_folded<E: Float>(
         (cast(fw), cast(fb))
     })?;
     let res = r.map(|r| r.as_slice());
-    let (x, b) = (xf.as_slice(), Some(&folded.bias[..]));
+    let (xs, b) = (xf.as_slice(), Some(&folded.bias[..]));
     let y = if bf16_now() {
-        direct_forward_bf16(geom, x, folded.packed_bf16(), b, res, relu)
+        direct_forward_bf16(geom, xs, folded.packed_bf16(), b, res, relu)
     } else {
-        direct_forward(geom, x, &folded.packed, b, res, relu)
+        direct_forward(geom, xs, &folded.packed, b, res, relu)
     };
-    back(Tensor::from_storage(y, &[geom.n, geom.o, geom.oh, geom.ow]))
+    // the tools see it as the convolution (the folded batch norm, residual
+    // and ReLU included)
+    let y: Tensor<E> = back(Tensor::from_storage(y, &[geom.n, geom.o, geom.oh, geom.ow]))?;
+    Some(match residual {
+        Some(r) => y.seen("conv2d", &[x, w, r]),
+        None => y.seen("conv2d", &[x, w]),
+    })
 }
