@@ -177,9 +177,17 @@ impl<E: Element, D: Device> Tensor<E, D> {
     /// the next op recorded (a VGG-style net's inference profiled as 99%
     /// `reshape`). One relaxed load when no tool is on.
     #[track_caller]
-    pub(crate) fn seen(self, name: &'static str, inputs: &[&Tensor<E, D>]) -> Self {
+    pub(crate) fn seen<'a>(
+        self,
+        name: &'static str,
+        inputs: impl IntoIterator<Item = &'a Tensor<E, D>>,
+    ) -> Self
+    where
+        E: 'a,
+        D: 'a,
+    {
         if crate::tools::hooks::active() {
-            let inputs: Vec<Tensor<E, D>> = inputs.iter().map(|&t| t.clone()).collect();
+            let inputs: Vec<Tensor<E, D>> = inputs.into_iter().cloned().collect();
             let origin = std::panic::Location::caller();
             crate::tools::hooks::forward(name, &self, &inputs, origin);
         }

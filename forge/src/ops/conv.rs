@@ -83,10 +83,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let geom = self.conv2d_geom(weight, bias, stride, padding, dilation, groups);
         // the direct kernel first: under autocast it runs in bf16 itself
         if let Some(y) = super::conv_infer::conv2d_direct(self, weight, bias, &geom) {
-            return match bias {
-                Some(b) => y.seen("conv2d", &[self, weight, b]),
-                None => y.seen("conv2d", &[self, weight]),
-            };
+            return y.seen("conv2d", [self, weight].into_iter().chain(bias));
         }
         if let Some(y) = crate::autocast::conv2d_hook(self, weight, bias, &geom) {
             return y;

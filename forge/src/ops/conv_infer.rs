@@ -149,10 +149,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
         };
         // the tools see it as the convolution (its activation included)
         let y: Self = back(Tensor::from_storage(y, &[geom.n, geom.o, geom.oh, geom.ow]))?;
-        Some(match bias {
-            Some(b) => y.seen("conv2d", &[self, weight, b]),
-            None => y.seen("conv2d", &[self, weight]),
-        })
+        Some(y.seen("conv2d", [self, weight].into_iter().chain(bias)))
     }
 }
 
@@ -196,8 +193,5 @@ pub(crate) fn conv2d_folded<E: Float>(
     // the tools see it as the convolution (the folded batch norm, residual
     // and ReLU included)
     let y: Tensor<E> = back(Tensor::from_storage(y, &[geom.n, geom.o, geom.oh, geom.ow]))?;
-    Some(match residual {
-        Some(r) => y.seen("conv2d", &[x, w, r]),
-        None => y.seen("conv2d", &[x, w]),
-    })
+    Some(y.seen("conv2d", [x, w].into_iter().chain(residual)))
 }

@@ -157,7 +157,7 @@ impl<E: Float, D: Device> Tensor<E, D> {
             // Nothing will be recorded: the positions would never be read.
             let vals = max_values(&win, self.as_slice());
             return Tensor::from_parts(vals, out_shape(self.shape(), &win).into(), None)
-                .seen("max_pool", &[self]);
+                .seen("max_pool", [self]);
         }
         let (vals, idx) = max_forward(&win, self.as_slice());
         let spec = GatherSpec {
