@@ -256,3 +256,56 @@ fn inference_fast_paths_are_ops_too() {
     assert_eq!(calls(&prof, "conv2d"), 20, "{}", prof.table());
     assert_eq!(calls(&prof, "max_pool"), 1, "{}", prof.table());
 }
+
+#[test]
+fn recurrent_and_bert_inference_paths_are_ops_too() {
+    use forge::hub::{Bert, BertConfig};
+    use forge::nn::{Forward, Gru, Lstm, RnnConfig};
+    let calls = |p: &forge::tools::Profile, op: &str| {
+        p.rows()
+            .iter()
+            .find(|r| r.op == op)
+            .map_or(0, |r| r.forward_calls)
+    };
+    let mut rng = forge::Rng::new(6);
+    let x = Tensor::<f32>::normal(&[4, 5, 16], 0.0, 1.0, &mut rng);
+    // a two-layer LSTM under no_grad: each layer's time loop (the input
+    // projection inside it) is one sequence op, batch-first or not
+    for batch_first in [true, false] {
+        let cfg = RnnConfig::new(16, 32)
+            .num_layers(2)
+            .batch_first(batch_first);
+        let lstm = Lstm::<f32>::new(cfg, &mut rng);
+        let (_, prof) = profile(|| forge::no_grad(|| lstm.forward(x.clone())));
+        assert_eq!(calls(&prof, "lstm_sequence"), 2, "{}", prof.table());
+    }
+    let gru = Gru::<f32>::new(RnnConfig::new(16, 32), &mut rng);
+    let (_, prof) = profile(|| forge::no_grad(|| gru.forward(x.clone())));
+    assert_eq!(calls(&prof, "gru_sequence"), 1, "{}", prof.table());
+
+    // BERT's fused encoder: per layer the attention heads and the two
+    // residual adds with their layer norms, besides the embeddings' norm
+    let mut c = BertConfig::bert_base();
+    (
+        c.vocab_size,
+        c.hidden_size,
+        c.num_hidden_layers,
+        c.intermediate_size,
+    ) = (50, 32, 3, 64);
+    c.num_attention_heads = 2;
+    let bert = Bert::<f32>::new(c, false, &mut rng);
+    let ids = Tensor::<i64>::from_vec(vec![1, 2, 3, 4, 5, 6], &[1, 6]);
+    let (_, prof) = profile(|| forge::no_grad(|| bert.forward(ids.clone())));
+    assert_eq!(
+        calls(&prof, "scaled_dot_product_attention"),
+        3,
+        "{}",
+        prof.table()
+    );
+    assert_eq!(calls(&prof, "layer_norm"), 7, "{}", prof.table());
+    // under bf16 autocast the layers run as one chain of bf16 products
+    let (_, prof) = profile(|| {
+        forge::no_grad(|| forge::autocast(forge::DType::BF16, || bert.forward(ids.clone())))
+    });
+    assert_eq!(calls(&prof, "encoder_layers_bf16"), 1, "{}", prof.table());
+}

@@ -110,16 +110,21 @@ fn output<E: Float>(o: &BertOutput<E>, y: Tensor<E>, residual: &Tensor<E>) -> Te
     }
     let v = z.values_mut().expect("a new tensor is unshared");
     let ln = &o.LayerNorm;
+    let (w, b) = (
+        ln.weight.as_ref().expect("checked by applies"),
+        ln.bias.as_ref().expect("checked by applies"),
+    );
     add_layer_norm_in_place(
         v,
         residual.as_slice(),
         shape[shape.len() - 1],
-        ln.weight.as_ref().expect("checked by applies").as_slice(),
-        ln.bias.as_ref().expect("checked by applies").as_slice(),
+        w.as_slice(),
+        b.as_slice(),
         ln.eps,
         |_, _| {},
     );
-    z
+    // nothing recorded: the tools see the norm (the residual add in it)
+    z.seen("layer_norm", [residual, w, b])
 }
 
 /// One encoder layer in `E` (f32 products through [`Linear`], which
@@ -152,7 +157,10 @@ fn layer<E: Float>(
         key_mask,
         &mut ctx,
     );
-    let x = output(&l.attention.output, Tensor::from_storage(ctx, &shape), &x);
+    // nothing recorded: the tools see the heads' products and softmax as
+    // one attention op
+    let ctx = Tensor::from_storage(ctx, &shape).seen("scaled_dot_product_attention", [&q, &k, &v]);
+    let x = output(&l.attention.output, ctx, &x);
     let m = l
         .intermediate
         .dense
@@ -282,6 +290,7 @@ fn output_bf16(
 
 /// The encoder layers with bf16 products (see the module docs).
 fn encode_layers_bf16(bert: &Bert<f32>, x: Tensor<f32>, key_mask: Option<&[bool]>) -> Tensor<f32> {
+    let input = x.clone();
     let shape = x.shape().to_vec();
     let (c, inter) = (shape[2], bert.config.intermediate_size);
     let m = shape[0] * shape[1];
@@ -313,5 +322,7 @@ fn encode_layers_bf16(bert: &Bert<f32>, x: Tensor<f32>, key_mask: Option<&[bool]
         x = output_bf16(&l.output, m, &hb, &x, &mut next);
         xb = next;
     }
-    Tensor::from_storage(x, &shape)
+    // nothing recorded, and no tensor between the layers: the tools see
+    // the whole chain as one op
+    Tensor::from_storage(x, &shape).seen("encoder_layers_bf16", [&input])
 }

@@ -242,6 +242,8 @@ pub(crate) fn gru_sequence_with<E: Float, D: Device>(
         },
     );
     let ys = Arc::new(ys);
+    // unrecorded, the op still reaches the tools with its inputs
+    let shown = if save { Vec::new() } else { inputs.clone() };
     let record = save.then(|| {
         let saved = GruSaved {
             seq,
@@ -250,7 +252,7 @@ pub(crate) fn gru_sequence_with<E: Float, D: Device>(
         };
         move |y: Tensor<E, D>| y.record("gru_sequence", inputs, move |ctx| gru_rule(ctx, &saved))
     });
-    Driver::finish(seq, ys, record)
+    Driver::finish(seq, ys, record, ("gru_sequence", &shown))
 }
 
 fn gru_rule<E: Float, D: Device>(

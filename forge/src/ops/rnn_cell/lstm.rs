@@ -345,6 +345,8 @@ pub(super) fn lstm_core<E: Float, D: Device>(
     if let (Some(p), true) = (proj, save) {
         inputs[0] = p.record(&inputs[0], &inputs[1], &inputs[3], seq, ys.clone());
     }
+    // unrecorded, the op still reaches the tools with its inputs
+    let shown = if save { Vec::new() } else { inputs.clone() };
     let record = save.then(|| {
         let saved = Arc::new(LstmSaved {
             seq,
@@ -366,7 +368,7 @@ pub(super) fn lstm_core<E: Float, D: Device>(
             })
         }
     });
-    let (y, h_n) = Driver::finish(seq, ys, record);
+    let (y, h_n) = Driver::finish(seq, ys, record, ("lstm_sequence", &shown));
     (y, h_n, c_n.expect("c_n"))
 }
 

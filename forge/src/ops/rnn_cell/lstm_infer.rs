@@ -95,6 +95,14 @@ impl<'a, E: Float, D: Device> ProjWeight<'a, E, D> {
         }
     }
 
+    /// The weight's tensor, when it is one.
+    fn dense(&self) -> Option<&'a Tensor<E, D>> {
+        match *self {
+            ProjWeight::Dense(w) => Some(w),
+            ProjWeight::Fp8(_) => None,
+        }
+    }
+
     /// Whether a gradient would flow to the weight.
     fn is_tracked(&self) -> bool {
         matches!(self, ProjWeight::Dense(w) if w.is_tracked())
@@ -340,7 +348,14 @@ pub(crate) fn lstm_projected<E: Float, D: Device>(
     } else {
         ([t_len, n, h], 0)
     };
-    let out = Tensor::<E, D>::from_parts(ys, shape[..].into(), None);
+    // nothing recorded: shown to the tools as the sequence op it is (the
+    // input projection inside it), with its tensor inputs
+    let weights = [w_ih.dense(), w_hh.dense()];
+    let inputs = [Some(x), Some(h0), Some(c0), bias]
+        .into_iter()
+        .chain(weights);
+    let out = Tensor::<E, D>::from_parts(ys, shape[..].into(), None)
+        .seen("lstm_sequence", inputs.flatten());
     let h_n = out.narrow(t_axis, seq.last(), 1).view(&[n, h]);
     Some((out, h_n, c_n))
 }
