@@ -309,3 +309,55 @@ fn recurrent_and_bert_inference_paths_are_ops_too() {
     });
     assert_eq!(calls(&prof, "encoder_layers_bf16"), 1, "{}", prof.table());
 }
+
+/// A tool switched on changes nothing computed: the fused paths outside
+/// autograd (the encoder's self-attention, whose sums run in another order
+/// than the composed attention's; a `Linear` with its activation in the
+/// product's epilogue) run under the profiler too, and show as their ops.
+#[test]
+fn the_profiler_leaves_the_fused_paths_and_their_bits_alone() {
+    use forge::nn::{Activation, Forward, Layer, TransformerConfig, TransformerEncoderLayer};
+    let mut rng = forge::Rng::new(7);
+    let mut cfg = TransformerConfig::new(64, 4);
+    (cfg.dim_feedforward, cfg.batch_first) = (96, true);
+    let mut enc = TransformerEncoderLayer::<f32>::new(cfg, &mut rng);
+    enc.eval();
+    let x = Tensor::<f32>::normal(&[2, 9, 64], 0.0, 1.0, &mut rng);
+    let plain = forge::no_grad(|| enc.forward(x.clone()));
+    let (profiled, prof) = profile(|| forge::no_grad(|| enc.forward(x.clone())));
+    let bits = |t: &Tensor<f32>| t.to_vec().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&profiled), bits(&plain));
+    let calls = |op: &str| {
+        prof.rows()
+            .iter()
+            .find(|r| r.op == op)
+            .map_or(0, |r| r.forward_calls)
+    };
+    // the fused kernel, not the composed heads' softmax
+    assert_eq!(calls("qkv_attention"), 1, "{}", prof.table());
+    assert_eq!(calls("softmax"), 0, "{}", prof.table());
+
+    let lin = forge::f32::Linear::new(64, 48, &mut rng);
+    let plain = forge::no_grad(|| lin.forward_activated(x.clone(), Activation::Gelu));
+    let (profiled, prof) =
+        profile(|| forge::no_grad(|| lin.forward_activated(x.clone(), Activation::Gelu)));
+    assert_eq!(bits(&profiled), bits(&plain));
+    let rows: Vec<_> = prof
+        .rows()
+        .iter()
+        .map(|r| (r.op, r.forward_calls))
+        .collect();
+    assert_eq!(rows, vec![("linear", 1)], "{}", prof.table());
+
+    // under bf16 autocast the product is autocast's, recorded by nobody
+    let bf16 = || forge::autocast(forge::DType::BF16, || lin.forward(x.clone()));
+    let plain = forge::no_grad(bf16);
+    let (profiled, prof) = profile(|| forge::no_grad(bf16));
+    assert_eq!(bits(&profiled), bits(&plain));
+    let rows: Vec<_> = prof
+        .rows()
+        .iter()
+        .map(|r| (r.op, r.forward_calls))
+        .collect();
+    assert_eq!(rows, vec![("linear", 1)], "{}", prof.table());
+}

@@ -121,12 +121,13 @@ impl<E: Float> MultiheadAttention<E> {
     /// path, as PyTorch's fast path is its inference path. Differentiable,
     /// gradients of gradients included (both ops are). The sums run in
     /// another order than `attend`'s, so the bits differ from it in the
-    /// last places; they do not depend on the thread count. `None` where it
-    /// does not apply: active dropout, a summary or a hook watching the
-    /// ops.
+    /// last places; they do not depend on the thread count, nor on a tool
+    /// (the profiler, anomaly detection) being on: its ops are ops the
+    /// tools see. `None` where it does not apply: active dropout or a
+    /// summary.
     pub(crate) fn self_attention_fused(&self, x: &Tensor<E>, is_causal: bool) -> Option<Tensor<E>> {
         let dropout_on = self.dropout.training && self.dropout.p > 0.0;
-        if dropout_on || summary_running() || crate::tools::hooks::active() {
+        if dropout_on || summary_running() {
             return None;
         }
         let e = self.embed_dim();

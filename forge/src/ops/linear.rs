@@ -55,7 +55,8 @@ impl<E: Float, D: Device> Tensor<E, D> {
             );
         }
         if let Some(y) = crate::autocast::linear_hook(self, weight, bias) {
-            return y;
+            // bf16 products, nothing recorded: the tools still see the op
+            return y.seen("linear", [self, weight].into_iter().chain(bias));
         }
         let rows: usize = self.shape()[..self.rank() - 1].iter().product();
         let (x, w) = (self.as_slice(), weight.as_slice());
@@ -125,7 +126,10 @@ impl<E: Float, D: Device> Tensor<E, D> {
     /// through it). `None` where that path does not apply: autograd
     /// recording, a strided weight, shapes or an element type the packed
     /// f32 kernel does not take; the caller then runs the ops one by one.
-    /// The shapes are the caller's to check.
+    /// The shapes are the caller's to check. The tools (profiler, anomaly
+    /// detection) see the result as a `linear` ([`Tensor::seen`]), `act`
+    /// counted in it.
+    #[track_caller]
     pub(crate) fn linear_then(
         &self,
         weight: &Self,
@@ -135,7 +139,11 @@ impl<E: Float, D: Device> Tensor<E, D> {
         let out = self.linear_cached(weight, bias, Some(act))?;
         let mut shape = self.shape()[..self.rank() - 1].to_vec();
         shape.push(weight.shape()[0]);
-        Some(Tensor::from_parts(out, shape.into(), None))
+        let inputs = [Some(self), Some(weight), bias];
+        Some(
+            Tensor::from_parts(out, shape.into(), None)
+                .seen("linear", inputs.into_iter().flatten()),
+        )
     }
 
     /// The output of `self @ weight^T + bias` (then `act`) through the
