@@ -658,12 +658,30 @@ unsafe fn tile<const R: usize>(
         // SAFETY: the CPU has the features of `isa` (an `Isa` value exists
         // only where it does); the rest is the caller's contract.
         #[cfg(target_arch = "x86_64")]
+        // A tile of at most 16 columns (a last panel's) multiplies one
+        // vector a row, not two: each element the same sum.
         Kind::Avx512 => unsafe {
-            match a {
-                ATile::Packed(ap) => {
-                    avx512::tile::<R>(kc, ap, bp, c, ldc, rows, cols, first, beta, bias, next)
+            match (a, cols <= 16) {
+                (ATile::Packed(ap), false) => {
+                    avx512::tile::<R, 2>(kc, ap, bp, c, ldc, rows, cols, first, beta, bias, next)
                 }
-                ATile::Rows(at, lda) => avx512::tile_rows::<R>(
+                (ATile::Packed(ap), true) => {
+                    avx512::tile::<R, 1>(kc, ap, bp, c, ldc, rows, cols, first, beta, bias, next)
+                }
+                (ATile::Rows(at, lda), false) => avx512::tile_rows::<R, 2>(
+                    kc,
+                    (at, lda),
+                    bp,
+                    c,
+                    ldc,
+                    rows,
+                    cols,
+                    first,
+                    beta,
+                    bias,
+                    next,
+                ),
+                (ATile::Rows(at, lda), true) => avx512::tile_rows::<R, 1>(
                     kc,
                     (at, lda),
                     bp,

@@ -1,6 +1,8 @@
 //! The AVX-512F versions of the packed kernel's intrinsics: the 12 x 32
-//! tile in 24 accumulators (two 16-lane vectors per row), and the
-//! packing's masked row copies and 16 x 16 register transposes.
+//! tile in 24 accumulators (two 16-lane vectors per row; one vector per row
+//! for a last panel of at most 16 columns), its partial tiles stored
+//! through lane masks, and the packing's masked row copies and 16 x 16
+//! register transposes.
 
 use super::NR;
 use std::arch::x86_64::*;
@@ -217,7 +219,7 @@ macro_rules! tile_kernel {
         $(#[$attr])*
         #[allow(clippy::too_many_arguments)]
         #[target_feature(enable = "avx512f")]
-        pub(super) unsafe fn $name<const R: usize>(
+        pub(super) unsafe fn $name<const R: usize, const H: usize>(
             $kc: usize,
             $a: $aty,
             bp: &[f32],
@@ -231,20 +233,23 @@ macro_rules! tile_kernel {
             next: *const f32,
         ) {
             assert!(bp.len() >= NR * $kc);
+            assert!(H == 2 || cols <= 16, "packed_f32: a one-vector tile has at most 16 columns");
             $($setup)*
-            let mut acc = [[_mm512_setzero_ps(); 2]; R];
+            let mut acc = [[_mm512_setzero_ps(); H]; R];
             let b = bp.as_ptr();
-            // One step of `k`: row `p` of the panel times column `p` of the tile.
-            let step = |acc: &mut [[__m512; 2]; R], $p: usize| {
+            // One step of `k`: row `p` of the panel (its first `16 H`
+            // columns) times column `p` of the tile.
+            let step = |acc: &mut [[__m512; H]; R], $p: usize| {
                 // SAFETY: `p < kc`: row `p` of the panel and column `p` of the
                 // tile are inside the asserted lengths (or the caller's contract).
                 unsafe {
-                    let b0 = _mm512_loadu_ps(b.add($p * NR));
-                    let b1 = _mm512_loadu_ps(b.add($p * NR + 16));
+                    let bv: [__m512; H] =
+                        std::array::from_fn(|h| _mm512_loadu_ps(b.add($p * NR + 16 * h)));
                     for ($i, row) in acc.iter_mut().enumerate() {
                         let av = _mm512_set1_ps(*$addr);
-                        row[0] = _mm512_fmadd_ps(av, b0, row[0]);
-                        row[1] = _mm512_fmadd_ps(av, b1, row[1]);
+                        for (r, &bh) in row.iter_mut().zip(&bv) {
+                            *r = _mm512_fmadd_ps(av, bh, *r);
+                        }
                     }
                 }
             };
@@ -290,52 +295,55 @@ macro_rules! tile_kernel {
                     _mm512_loadu_ps(b.as_ptr().add(16)),
                 ]
             });
-            if $rows == R && cols == NR {
+            // Each element: `c + acc` after the first block; on the first,
+            // `bias + acc`, `acc`, or `fma(beta, c, acc)`. The same
+            // arithmetic lane by lane for whole and partial tiles: a
+            // partial tile's rows are stored through lane masks (its
+            // columns past `cols` and rows past `rows` untouched).
+            let out = |at: *const f32, mask: __mmask16, h: usize, v: __m512| {
+                // SAFETY: the lanes of `mask` at `at` are inside the tile
+                // (the caller's contract); lanes outside it are not read.
+                unsafe {
+                    if !first {
+                        _mm512_add_ps(_mm512_maskz_loadu_ps(mask, at), v)
+                    } else if let Some(vb) = vbias {
+                        // `fma(1, bias, acc)` of the output prefilled with
+                        // the bias: one rounding of the same sum
+                        _mm512_add_ps(vb[h], v)
+                    } else if beta == 0.0 {
+                        v
+                    } else {
+                        _mm512_fmadd_ps(vbeta, _mm512_maskz_loadu_ps(mask, at), v)
+                    }
+                }
+            };
+            if $rows == R && cols == 16 * H {
                 for (i, row) in acc.iter().enumerate() {
                     for (h, &v) in row.iter().enumerate() {
                         // SAFETY: element (i, 16 h .. 16 h + 16) of the full tile.
                         unsafe {
                             let at = c[h].add(i * ldc);
-                            let out = if !first {
-                                _mm512_add_ps(_mm512_loadu_ps(at), v)
-                            } else if let Some(vb) = vbias {
-                                // `fma(1, bias, acc)` of the output prefilled with
-                                // the bias: one rounding of the same sum
-                                _mm512_add_ps(vb[h], v)
-                            } else if beta == 0.0 {
-                                v
-                            } else {
-                                _mm512_fmadd_ps(vbeta, _mm512_loadu_ps(at), v)
-                            };
-                            _mm512_storeu_ps(at, out);
+                            _mm512_storeu_ps(at, out(at, 0xffff, h, v));
                         }
                     }
                 }
                 return;
             }
-            // An edge tile: the same sums, stored element by element with the same
-            // (fused) arithmetic.
-            let mut vals = [[0f32; NR]; R];
-            for (i, row) in acc.iter().enumerate() {
+            // An edge tile: its first `rows` rows, each half's first
+            // `cols - 16 h` columns
+            for (i, row) in acc.iter().enumerate().take($rows) {
                 for (h, &v) in row.iter().enumerate() {
-                    // SAFETY: 16 floats at (i, 16 h) of the R x NR array.
-                    unsafe { _mm512_storeu_ps(vals[i].as_mut_ptr().add(16 * h), v) };
-                }
-            }
-            for (i, vrow) in vals.iter().enumerate().take($rows) {
-                for (j, &v) in vrow.iter().enumerate().take(cols) {
-                    // SAFETY: (i, j) is inside the `rows x cols` tile, in half
-                    // `j / 16`.
-                    let at = unsafe { &mut *c[j / 16].add(i * ldc + j % 16) };
-                    *at = if !first {
-                        *at + v
-                    } else if let Some(b) = bias {
-                        b[j] + v
-                    } else if beta == 0.0 {
-                        v
-                    } else {
-                        beta.mul_add(*at, v)
-                    };
+                    let n = cols.saturating_sub(16 * h);
+                    if n == 0 {
+                        continue;
+                    }
+                    let mask = lanes(n);
+                    // SAFETY: lanes `0..min(n, 16)` of row `i` of half `h`
+                    // are inside the `rows x cols` tile.
+                    unsafe {
+                        let at = c[h].add(i * ldc);
+                        _mm512_mask_storeu_ps(at, mask, out(at, mask, h, v));
+                    }
                 }
             }
         }
