@@ -661,39 +661,36 @@ unsafe fn tile<const R: usize>(
         // A tile of at most 16 columns (a last panel's) multiplies one
         // vector a row, not two: each element the same sum.
         Kind::Avx512 => unsafe {
-            match (a, cols <= 16) {
-                (ATile::Packed(ap), false) => {
-                    avx512::tile::<R, 2>(kc, ap, bp, c, ldc, rows, cols, first, beta, bias, next)
+            let narrow = cols <= 16;
+            match a {
+                ATile::Packed(ap) => {
+                    let kernel = if narrow {
+                        avx512::tile::<R, 1>
+                    } else {
+                        avx512::tile::<R, 2>
+                    };
+                    kernel(kc, ap, bp, c, ldc, rows, cols, first, beta, bias, next)
                 }
-                (ATile::Packed(ap), true) => {
-                    avx512::tile::<R, 1>(kc, ap, bp, c, ldc, rows, cols, first, beta, bias, next)
+                ATile::Rows(at, lda) => {
+                    let kernel = if narrow {
+                        avx512::tile_rows::<R, 1>
+                    } else {
+                        avx512::tile_rows::<R, 2>
+                    };
+                    kernel(
+                        kc,
+                        (at, lda),
+                        bp,
+                        c,
+                        ldc,
+                        rows,
+                        cols,
+                        first,
+                        beta,
+                        bias,
+                        next,
+                    )
                 }
-                (ATile::Rows(at, lda), false) => avx512::tile_rows::<R, 2>(
-                    kc,
-                    (at, lda),
-                    bp,
-                    c,
-                    ldc,
-                    rows,
-                    cols,
-                    first,
-                    beta,
-                    bias,
-                    next,
-                ),
-                (ATile::Rows(at, lda), true) => avx512::tile_rows::<R, 1>(
-                    kc,
-                    (at, lda),
-                    bp,
-                    c,
-                    ldc,
-                    rows,
-                    cols,
-                    first,
-                    beta,
-                    bias,
-                    next,
-                ),
             }
         },
         // SAFETY: as above.
