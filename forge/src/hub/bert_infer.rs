@@ -290,7 +290,8 @@ fn output_bf16(
 
 /// The encoder layers with bf16 products (see the module docs).
 fn encode_layers_bf16(bert: &Bert<f32>, x: Tensor<f32>, key_mask: Option<&[bool]>) -> Tensor<f32> {
-    let input = x.clone();
+    // the input tensor, kept for the tools (the state below shadows it)
+    let input = &x;
     let shape = x.shape().to_vec();
     let (c, inter) = (shape[2], bert.config.intermediate_size);
     let m = shape[0] * shape[1];
@@ -324,5 +325,5 @@ fn encode_layers_bf16(bert: &Bert<f32>, x: Tensor<f32>, key_mask: Option<&[bool]
     }
     // nothing recorded, and no tensor between the layers: the tools see
     // the whole chain as one op
-    Tensor::from_storage(x, &shape).seen("encoder_layers_bf16", [&input])
+    Tensor::from_storage(x, &shape).seen("encoder_layers_bf16", [input])
 }

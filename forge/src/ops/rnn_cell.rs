@@ -479,21 +479,22 @@ impl<E: Float, D: Device> Driver<E, D> {
         Storage::stale(steps * self.seq.n * width)
     }
 
-    /// `out` (`[T, N, H]`, recorded by `record` when the state is saved)
-    /// and `h_n`, from the buffer the time loop wrote. Unrecorded, `out`
-    /// is still shown to the tools as the op `seen.0` of the inputs
-    /// `seen.1` ([`Tensor::seen`]): the profiler would otherwise credit
-    /// the whole time loop to the next op recorded.
+    /// `out` (`[T, N, H]`) and `h_n`, from the buffer the time loop
+    /// wrote: `out` recorded by `record` with the op's `inputs` when the
+    /// state is saved; otherwise shown to the tools as the op `name` of
+    /// those inputs ([`Tensor::seen`]), since the profiler would else
+    /// credit the whole time loop to the next op recorded.
     fn finish(
         seq: Seq,
         ys: Arc<Storage<E>>,
-        record: Option<impl FnOnce(Tensor<E, D>) -> Tensor<E, D>>,
-        seen: (&'static str, &[Tensor<E, D>]),
+        name: &'static str,
+        inputs: Vec<Tensor<E, D>>,
+        record: Option<impl FnOnce(Tensor<E, D>, Vec<Tensor<E, D>>) -> Tensor<E, D>>,
     ) -> (Tensor<E, D>, Tensor<E, D>) {
         let y = Tensor::<E, D>::from_parts(ys, Arc::from(&[seq.t_len, seq.n, seq.h][..]), None);
         let y = match record {
-            Some(r) => r(y),
-            None => y.seen(seen.0, seen.1),
+            Some(r) => r(y, inputs),
+            None => y.seen(name, &inputs),
         };
         let h_n = y.narrow(0, seq.last(), 1).view(&[seq.n, seq.h]);
         (y, h_n)

@@ -242,17 +242,17 @@ pub(crate) fn gru_sequence_with<E: Float, D: Device>(
         },
     );
     let ys = Arc::new(ys);
-    // unrecorded, the op still reaches the tools with its inputs
-    let shown = if save { Vec::new() } else { inputs.clone() };
     let record = save.then(|| {
         let saved = GruSaved {
             seq,
             s: sv,
             ys: ys.clone(),
         };
-        move |y: Tensor<E, D>| y.record("gru_sequence", inputs, move |ctx| gru_rule(ctx, &saved))
+        move |y: Tensor<E, D>, inputs| {
+            y.record("gru_sequence", inputs, move |ctx| gru_rule(ctx, &saved))
+        }
     });
-    Driver::finish(seq, ys, record, ("gru_sequence", &shown))
+    Driver::finish(seq, ys, "gru_sequence", inputs, record)
 }
 
 fn gru_rule<E: Float, D: Device>(

@@ -345,8 +345,6 @@ pub(super) fn lstm_core<E: Float, D: Device>(
     if let (Some(p), true) = (proj, save) {
         inputs[0] = p.record(&inputs[0], &inputs[1], &inputs[3], seq, ys.clone());
     }
-    // unrecorded, the op still reaches the tools with its inputs
-    let shown = if save { Vec::new() } else { inputs.clone() };
     let record = save.then(|| {
         let saved = Arc::new(LstmSaved {
             seq,
@@ -362,13 +360,13 @@ pub(super) fn lstm_core<E: Float, D: Device>(
         c_n = Some(c.record("lstm_sequence_c_n", i2, move |ctx| {
             lstm_rule(ctx, &s2, xw2.as_deref(), true)
         }));
-        move |y: Tensor<E, D>| {
+        move |y: Tensor<E, D>, inputs| {
             y.record("lstm_sequence", inputs, move |ctx| {
                 lstm_rule(ctx, &saved, xw.as_deref(), false)
             })
         }
     });
-    let (y, h_n) = Driver::finish(seq, ys, record, ("lstm_sequence", &shown));
+    let (y, h_n) = Driver::finish(seq, ys, "lstm_sequence", inputs, record);
     (y, h_n, c_n.expect("c_n"))
 }
 
