@@ -19,7 +19,8 @@
 //! loops with the baseline loops bit for bit on every kernel, and
 //! `tests::wide_paths_equal_the_baseline` vector lanes with elements
 //! computed alone for every function and derivative). GELU's tanh form
-//! and its derivative (`gelu_tanh.rs`, GPT's activation) spell out fused
+//! and its derivative (`gelu_tanh.rs`, GPT's activation), `tanh` and
+//! `sigmoid` (and so SiLU and the recurrent cells' gates) spell out fused
 //! multiply-adds (`f32::mul_add`, one rounding each): `vfmadd` in the
 //! AVX-512 and AVX2 loops (compiled with `fma`), the C library's `fmaf` in
 //! the baseline loop, the same bits on every path.

@@ -30,7 +30,7 @@
 //! every path, in a vector lane or alone, at every thread count
 //! (`tests::paths_give_the_same_bits`).
 
-use super::f32_kernels::{pow2i, reduce_ln2_fma, sel};
+use super::f32_kernels::{exp_neg_abs, sel};
 use std::mem::MaybeUninit;
 
 /// `2 sqrt(2/pi)`, rounded to f32.
@@ -39,27 +39,6 @@ const TWO_C: f32 = 1.595_769_2;
 const TWO_CK: f32 = 0.071_354_814;
 /// `6 sqrt(2/pi) 0.044715` (`z`'s derivative's `x^2` term), rounded to f32.
 const SIX_CK: f32 = 0.214_064_45;
-
-/// `e^-a` for `a >= 0` (or NaN, which flows through): `exp_f32`'s
-/// reduction and polynomial with fused steps, down into the subnormal range
-/// (`a` held at 104, where the result rounds to 0).
-#[inline(always)]
-fn exp_neg_abs(a: f32) -> f32 {
-    let y = -sel(a > 104.0, 104.0, a);
-    let (ni, r) = reduce_ln2_fma(y);
-    // e^r, Taylor to degree 7 (truncation < 6e-9 relative on |r| <= 0.35)
-    let p = (1.0f32 / 5040.0).mul_add(r, 1.0 / 720.0);
-    let p = p.mul_add(r, 1.0 / 120.0);
-    let p = p.mul_add(r, 1.0 / 24.0);
-    let p = p.mul_add(r, 1.0 / 6.0);
-    let p = p.mul_add(r, 0.5);
-    let p = p.mul_add(r, 1.0);
-    let p = p.mul_add(r, 1.0);
-    // 2^n as two factors so that n down to -150 stays representable; the
-    // second product rounds once into the subnormal range.
-    let n1 = ni >> 1;
-    p * pow2i(n1) * pow2i(ni.wrapping_sub(n1))
-}
 
 /// `(z, e)`: `z = 2c (x + k x^3)` from `x` and `x2 = x^2`, `e = e^-|z|`.
 #[inline(always)]

@@ -4,8 +4,9 @@
 //! of the generic kernel's separate passes (the bias pass, `vmath`'s
 //! slices, the candidate and the output) at the baseline width. Each
 //! element is the generic kernel's arithmetic in the same order (the same
-//! scalar `sigmoid_f32` / `tanh_f32` as `vmath`; no fused multiply-adds,
-//! none contracted), so the same bits.
+//! scalar `sigmoid_f32` / `tanh_f32` as `vmath`, fused steps included;
+//! the cell's own arithmetic has no fused multiply-adds, none contracted),
+//! so the same bits.
 
 #[cfg(test)]
 use super::isa::supports;

@@ -8,7 +8,8 @@
 //! and the output, 8 units per instruction ([`units_blocks`]). Each
 //! element is the generic kernel's arithmetic in the same order (the same
 //! scalar `sigmoid_f32` / `tanh_f32` as `vmath`, whose slice loops are
-//! these functions vectorised; no fused multiply-adds, none contracted),
+//! these functions vectorised, fused steps included; the cell's own
+//! arithmetic has no fused multiply-adds, none contracted),
 //! so all three give the same bits. Under `no_grad` the gates row is
 //! scratch (the AVX-512 build keeps the output gate there between its two
 //! passes).
