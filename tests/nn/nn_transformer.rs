@@ -245,3 +245,62 @@ fn positional_encoding_names_layer_and_shapes() {
     let pe = PositionalEncoding::<f32>::new(6, 8, 0.0, true, &mut Rng::new(0));
     pe.forward(Tensor::zeros(&[1, 9, 6]));
 }
+
+/// Outside autograd a post-norm encoder layer adds each residual inside its
+/// norm's pass (`LayerNorm::forward_residual`): the output equals the same
+/// layer's sublayers composed with separate `add` and norm ops, bit for
+/// bit, in f32 and f64, on 1 and 2 threads, for widths inside one row
+/// block and across several; the profile shows two `layer_norm` calls and
+/// no `add`. Recording, the layer runs the composed ops (and the profile
+/// shows the adds).
+#[test]
+fn post_norm_inference_adds_the_residual_inside_the_norm_with_the_same_bits() {
+    use forge::runtime::set_num_threads;
+    use forge::tools::profile;
+    fn case<E: forge::Float>(d: usize, heads: usize, rows: usize) {
+        let mut rng = Rng::new(d as u64);
+        let mut c = TransformerConfig::new(d, heads);
+        (c.dim_feedforward, c.batch_first, c.dropout) = (2 * d + 3, true, 0.0);
+        let act = c.activation;
+        let l = TransformerEncoderLayer::<E>::new(c, &mut rng);
+        let x = Tensor::<E>::normal(&[2, rows, d], 0.0, 1.0, &mut rng);
+        let composed = forge::no_grad(|| {
+            let h = l.norm1.forward(x.add(&l.self_attn.forward(x.clone()).0));
+            let f = l
+                .linear2
+                .forward(l.linear1.forward_activated(h.clone(), act));
+            l.norm2.forward(h.add(&f))
+        });
+        let bits = |t: &Tensor<E>| {
+            t.to_vec()
+                .iter()
+                .map(|&v| forge::Element::to_f64(v).to_bits())
+                .collect::<Vec<_>>()
+        };
+        for threads in [1, 2] {
+            set_num_threads(threads);
+            let (y, prof) = profile(|| forge::no_grad(|| l.forward(x.clone())));
+            assert_eq!(bits(&y), bits(&composed), "d {d}, {threads} threads");
+            let calls = |op: &str| {
+                prof.rows()
+                    .iter()
+                    .find(|r| r.op == op)
+                    .map_or(0, |r| r.forward_calls)
+            };
+            assert_eq!(calls("layer_norm"), 2, "{}", prof.table());
+            assert_eq!(calls("add"), 0, "{}", prof.table());
+        }
+        set_num_threads(1);
+        let (_, prof) = profile(|| l.forward(x.clone()));
+        let adds = prof
+            .rows()
+            .iter()
+            .find(|r| r.op == "add")
+            .map_or(0, |r| r.forward_calls);
+        assert_eq!(adds, 2, "recorded: {}", prof.table());
+    }
+    for (d, heads, rows) in [(8, 2, 5), (64, 4, 9), (264, 4, 40)] {
+        case::<f32>(d, heads, rows);
+        case::<f64>(d, heads, rows);
+    }
+}

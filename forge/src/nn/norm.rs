@@ -3,8 +3,9 @@
 
 use super::buffer::Buffer;
 use super::forward::Forward;
-use super::summary::record_output;
-use crate::ops::norm::{batch_norm, group_norm, layer_norm};
+use super::summary::{record_output, summary_running};
+use crate::autograd::is_grad_enabled;
+use crate::ops::norm::{add_layer_norm_in_place, batch_norm, group_norm, layer_norm};
 use crate::tensor::{Element, Float, Tensor};
 use forge_macros::Layer;
 
@@ -230,6 +231,52 @@ impl<E: Float> Forward<Tensor<E>> for LayerNorm<E> {
             self,
             layer_norm(&x, ns, self.weight.as_ref(), self.bias.as_ref(), self.eps),
         )
+    }
+}
+
+impl<E: Float> LayerNorm<E> {
+    /// `self.forward(residual.add(&y))`, a post-norm block's residual add
+    /// and norm. Outside autograd (nothing recorded: gradients off, or no
+    /// operand tracked), with no [`summary`](crate::nn::summary) running,
+    /// an affine norm over the last dimension and `y` an unshared tensor
+    /// of `residual`'s shape, the add and the norm run as one pass per row
+    /// block in `y`'s buffer: each row's arithmetic is the composed ops'
+    /// (the sum, then `layer_norm`'s statistics and affine step), so the
+    /// values are the same bit for bit. The tools see one `layer_norm`.
+    ///
+    /// # Panics
+    /// As [`Forward::forward`] and [`Tensor::add`], when the shapes do
+    /// not fit.
+    pub(crate) fn forward_residual(&self, y: Tensor<E>, residual: &Tensor<E>) -> Tensor<E> {
+        let (Some(w), Some(b)) = (&self.weight, &self.bias) else {
+            return self.forward(residual.add(&y));
+        };
+        let m = y.shape().last().copied().unwrap_or(0);
+        let recording = is_grad_enabled() && [&y, residual, w, b].iter().any(|t| t.is_tracked());
+        let fits = m > 0
+            && y.shape() == residual.shape()
+            && self.normalized_shape == [m]
+            && residual.is_contiguous();
+        let mut y = y;
+        let values = if recording || summary_running() || !fits {
+            None
+        } else {
+            y.values_mut()
+        };
+        let Some(v) = values else {
+            return self.forward(residual.add(&y));
+        };
+        add_layer_norm_in_place(
+            v,
+            residual.as_slice(),
+            m,
+            w.as_slice(),
+            b.as_slice(),
+            self.eps,
+            |_, _| {},
+        );
+        // nothing recorded: the tools see the norm (the residual add in it)
+        record_output(self, y.seen("layer_norm", [residual, w, b]))
     }
 }
 

@@ -217,8 +217,10 @@ impl<E: Float> TransformerEncoderLayer<E> {
             let x = x.add(&self.sa(&self.norm1.forward(x.clone()), &masks));
             x.add(&self.ff(&self.norm2.forward(x.clone())))
         } else {
-            let x = self.norm1.forward(x.add(&self.sa(x, &masks)));
-            self.norm2.forward(x.add(&self.ff(&x)))
+            // the residual adds inside the norms' passes outside autograd
+            let x = self.norm1.forward_residual(self.sa(x, &masks), x);
+            let f = self.ff(&x);
+            self.norm2.forward_residual(f, &x)
         };
         record_output(self, y)
     }
