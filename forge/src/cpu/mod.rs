@@ -26,6 +26,7 @@ pub(crate) mod pool3d;
 pub(crate) mod qgemm;
 pub(crate) mod reduce;
 pub(crate) mod resample;
+pub(crate) mod same_type;
 pub(crate) mod scan;
 pub(crate) mod softmax_rows;
 pub(crate) mod strided;

@@ -21,9 +21,9 @@
 //! high half; masked-off lanes add `+0`, which leaves a sum of positive
 //! terms unchanged) and the same division.
 
+use super::same_type::cast_mut;
 use super::vmath::exp_f32;
 use crate::base::Float;
-use std::any::TypeId;
 
 /// Rows `i` of the row-major `t x t` block `p`: `n` = `i + 1` when
 /// `causal`, `t` otherwise; the first `n` values become the softmax of
@@ -41,12 +41,9 @@ pub(crate) fn scaled_softmax_rows<E: Float>(p: &mut [E], t: usize, scale: E, cau
         "scaled_softmax_rows: {} values for t = {t}",
         p.len()
     );
-    if TypeId::of::<E>() != TypeId::of::<f32>() {
+    let Some(p) = cast_mut::<E, f32>(p) else {
         return false;
-    }
-    // SAFETY: `E` is `f32` (checked just above): the same type, viewed as
-    // itself; the borrow of `p` moves into the view.
-    let p = unsafe { std::slice::from_raw_parts_mut(p.as_mut_ptr().cast::<f32>(), p.len()) };
+    };
     let scale = scale.to_f64() as f32;
     #[cfg(target_arch = "x86_64")]
     if super::class::cpu_has!("avx512f") {

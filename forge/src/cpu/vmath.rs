@@ -40,7 +40,7 @@
 //! rtol 1e-10).
 
 use crate::base::Float;
-use std::any::TypeId;
+use crate::cpu::same_type::{cast, cast_mut, cast_uninit};
 use std::mem::MaybeUninit;
 
 mod f32_kernels;
@@ -133,32 +133,6 @@ pub trait VecMath: Copy + Sized {
 
 #[cfg(test)]
 mod tests;
-
-/// Views `x` as `&mut [T]` when `E` is `T`.
-fn cast_mut<E: 'static, T: 'static>(x: &mut [E]) -> Option<&mut [T]> {
-    (TypeId::of::<E>() == TypeId::of::<T>()).then(|| {
-        // SAFETY: `E` and `T` are the same type, so this reinterprets the
-        // slice as itself (same length, layout and lifetime).
-        unsafe { &mut *(x as *mut [E] as *mut [T]) }
-    })
-}
-
-/// Views `x` as `&[T]` when `E` is `T`.
-fn cast<E: 'static, T: 'static>(x: &[E]) -> Option<&[T]> {
-    (TypeId::of::<E>() == TypeId::of::<T>()).then(|| {
-        // SAFETY: as in `cast_mut`: `E` is `T`.
-        unsafe { &*(x as *const [E] as *const [T]) }
-    })
-}
-
-/// Views `x` as `&mut [MaybeUninit<T>]` when `E` is `T`.
-fn cast_uninit<E: 'static, T: 'static>(x: &mut [MaybeUninit<E>]) -> Option<&mut [MaybeUninit<T>]> {
-    (TypeId::of::<E>() == TypeId::of::<T>()).then(|| {
-        // SAFETY: as in `cast_mut`: `E` is `T`, so `MaybeUninit<E>` is
-        // `MaybeUninit<T>`.
-        unsafe { &mut *(x as *mut [MaybeUninit<E>] as *mut [MaybeUninit<T>]) }
-    })
-}
 
 fn other_float() -> ! {
     unreachable!("vmath: forge's float types are f32 and f64")

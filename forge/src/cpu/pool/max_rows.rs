@@ -21,7 +21,8 @@
 
 use super::PoolWindows;
 use crate::base::Float;
-use std::any::TypeId;
+#[cfg(target_arch = "x86_64")]
+use crate::cpu::same_type::{cast, cast_mut, is};
 use std::mem::MaybeUninit;
 
 /// The output columns `lo..hi` whose windows have the full width and start
@@ -331,7 +332,7 @@ pub(super) fn avx2_runs<E: Float>(win: &PoolWindows, run: &Run) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         use crate::cpu::class::cpu_has as has;
-        TypeId::of::<E>() == TypeId::of::<f32>()
+        is::<E, f32>()
             && run.lo < run.hi
             && (run.step == 1 || run.step == 2)
             && win.h * win.w <= i32::MAX as usize
@@ -342,26 +343,6 @@ pub(super) fn avx2_runs<E: Float>(win: &PoolWindows, run: &Run) -> bool {
         let _ = (win, run);
         false
     }
-}
-
-/// `x` seen as `T` when `E` is `T` (`f32` slices and their uninitialised
-/// slots).
-#[cfg(target_arch = "x86_64")]
-fn cast<E: 'static, T: 'static>(x: &[E]) -> Option<&[T]> {
-    (TypeId::of::<E>() == TypeId::of::<T>()).then(|| {
-        // SAFETY: `E` is `T`: the slice is reinterpreted as itself.
-        unsafe { &*(x as *const [E] as *const [T]) }
-    })
-}
-
-/// `x` seen as mutable `T` when `E` is `T`.
-#[cfg(target_arch = "x86_64")]
-fn cast_mut<E: 'static, T: 'static>(x: &mut [E]) -> Option<&mut [T]> {
-    if TypeId::of::<E>() != TypeId::of::<T>() {
-        return None;
-    }
-    // SAFETY: `E` is `T` (checked): the slice is reinterpreted as itself.
-    Some(unsafe { &mut *(x as *mut [E] as *mut [T]) })
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -10,9 +10,9 @@
 //! every build gives the same bits.
 
 #[cfg(target_arch = "x86_64")]
-use crate::tensor::Float;
+use crate::cpu::same_type::{cast, cast_mut};
 #[cfg(target_arch = "x86_64")]
-use std::any::TypeId;
+use crate::tensor::Float;
 use std::sync::OnceLock;
 
 /// The widest build of the fused cell kernels this CPU runs.
@@ -61,18 +61,13 @@ pub(super) fn supports(isa: Isa) -> bool {
 /// `x` as `f32` when `E` is `f32`.
 #[cfg(target_arch = "x86_64")]
 pub(super) fn f32s<E: Float>(x: &[E]) -> Option<&[f32]> {
-    // SAFETY: `E` is `f32` (checked), so this is the same slice under its
-    // own type.
-    (TypeId::of::<E>() == TypeId::of::<f32>())
-        .then(|| unsafe { std::slice::from_raw_parts(x.as_ptr().cast::<f32>(), x.len()) })
+    cast(x)
 }
 
 /// `x` as `f32` when `E` is `f32`.
 #[cfg(target_arch = "x86_64")]
 pub(super) fn f32s_mut<E: Float>(x: &mut [E]) -> Option<&mut [f32]> {
-    // SAFETY: as `f32s`; the borrow is moved into the result.
-    (TypeId::of::<E>() == TypeId::of::<f32>())
-        .then(|| unsafe { std::slice::from_raw_parts_mut(x.as_mut_ptr().cast::<f32>(), x.len()) })
+    cast_mut(x)
 }
 
 /// An optional bias as `f32`: `Some((true, b))`, `Some((false, &[]))`
