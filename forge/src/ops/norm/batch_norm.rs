@@ -137,19 +137,21 @@ fn per_element_par<E: Float, C: Copy + Sync>(
     per_run_par(c, sp, x, g, |run| coef(run % c1), f)
 }
 
-/// Per channel of `[n, c]` (planes of one element), the fold
-/// `acc = step(acc, ch, j)` over the channel's elements `j = i c + ch` in
-/// image order from `E::zero()`, then `finish(acc, ch)`; channels in
-/// parallel blocks, each block's images row by row (so the inner loop runs
-/// over consecutive channels). The same additions in the same order as a
-/// per-channel fold of [`lane_sum`]-style sums over one-element runs:
-/// those are `0 + v` terms, equal to `v` wherever `v` is not `-0`, and a
-/// fold that starts at `+0` never holds `-0`, so adding `+0` or `-0` to it
-/// gives the same bits.
+/// Per channel of `[n, c]` (planes of one element), the fold of the
+/// channel's elements `j = i c + ch` in image order from `E::zero()`, then
+/// `finish(acc, ch)`; channels in parallel blocks, each block's images row
+/// by row: `step(acc, c0, j)` folds the block's part of one row into the
+/// block's accumulators (`acc[k]` for channel `c0 + k`, element `j + k`),
+/// a loop over consecutive channels that the compiler vectorises (the
+/// callers zip slices: no index checks inside). The same additions in the
+/// same order as a per-channel fold of [`lane_sum`]-style sums over
+/// one-element runs: those are `0 + v` terms, equal to `v` wherever `v`
+/// is not `-0`, and a fold that starts at `+0` never holds `-0`, so adding
+/// `+0` or `-0` to it gives the same bits.
 fn flat_channel_folds<E: Float, T: Copy + Send>(
     n: usize,
     c: usize,
-    step: impl Fn(E, usize, usize) -> E + Sync,
+    step: impl Fn(&mut [E], usize, usize) + Sync,
     finish: impl Fn(E, usize) -> T + Sync,
 ) -> Storage<T> {
     let per = (BN_CHUNK / n.max(1)).clamp(1, c.max(1));
@@ -157,15 +159,31 @@ fn flat_channel_folds<E: Float, T: Copy + Send>(
         let c0 = blk * per;
         let mut acc = vec![E::zero(); out.len()];
         for i in 0..n {
-            let row = i * c + c0;
-            for (k, a) in acc.iter_mut().enumerate() {
-                *a = step(*a, c0 + k, row + k);
-            }
+            step(&mut acc, c0, i * c + c0);
         }
         for (k, (slot, &a)) in out.iter_mut().zip(&acc).enumerate() {
             slot.write(finish(a, c0 + k));
         }
     })
+}
+
+/// `acc[k] += v[j + k]` for every `k` (a [`flat_channel_folds`] step).
+#[inline(always)]
+fn fold_sum<E: Float>(acc: &mut [E], v: &[E], j: usize) {
+    let len = acc.len();
+    for (a, &x) in acc.iter_mut().zip(&v[j..j + len]) {
+        *a = *a + x;
+    }
+}
+
+/// `acc[k] += (v[j + k] - mu[c0 + k])^2` for every `k` (a
+/// [`flat_channel_folds`] step: the squared deviations of one row).
+#[inline(always)]
+fn fold_sq_dev<E: Float>(acc: &mut [E], v: &[E], mu: &[E], c0: usize, j: usize) {
+    let len = acc.len();
+    for ((a, &x), &m) in acc.iter_mut().zip(&v[j..j + len]).zip(&mu[c0..c0 + len]) {
+        *a = *a + (x - m) * (x - m);
+    }
 }
 
 /// The `n` runs of channel `ch` in `[n, c, sp]`: `(i * c + ch) * sp..`.
@@ -189,11 +207,17 @@ fn grad_sums<E: Float>(
     rstd: &[E],
 ) -> Storage<(E, E)> {
     if sp == 1 {
-        let sg = flat_channel_folds(n, c, |a: E, _, j| a + g[j], |a, _| a);
+        let sg = flat_channel_folds(n, c, |a, _, j| fold_sum(a, g, j), |a, _| a);
         return flat_channel_folds(
             n,
             c,
-            |a: E, ch, j| a + g[j] * (xs[j] - center[ch]),
+            |acc: &mut [E], c0, j| {
+                let len = acc.len();
+                let parts = g[j..j + len].iter().zip(&xs[j..j + len]);
+                for ((a, (&gv, &v)), &m) in acc.iter_mut().zip(parts).zip(&center[c0..c0 + len]) {
+                    *a = *a + gv * (v - m);
+                }
+            },
             |a, ch| (sg[ch], a * rstd[ch]),
         );
     }
@@ -254,11 +278,11 @@ fn batch_norm_train_fused<E: Float, D: Device>(
     let cnt = E::from_f64((n * sp) as f64);
     let xs = x.as_slice();
     let stats = if sp == 1 {
-        let mu = flat_channel_folds(n, c, |a: E, _, j| a + xs[j], |a, _| a / cnt);
+        let mu = flat_channel_folds(n, c, |a, _, j| fold_sum(a, xs, j), |a, _| a / cnt);
         flat_channel_folds(
             n,
             c,
-            |a: E, ch, j| a + (xs[j] - mu[ch]) * (xs[j] - mu[ch]),
+            |acc: &mut [E], c0, j| fold_sq_dev(acc, xs, &mu, c0, j),
             |a, ch| (mu[ch], a / cnt),
         )
     } else {
@@ -526,11 +550,11 @@ mod tests {
             let g = values(n * c, (n * 7 + c * 3) as u64);
             let cnt = (n as f64).recip();
             // the statistics of batch_norm_train_fused
-            let mu = flat_channel_folds(n, c, |a: f64, _, j| a + x[j], |a, _| a * cnt);
+            let mu = flat_channel_folds(n, c, |a, _, j| fold_sum(a, &x, j), |a, _| a * cnt);
             let flat = flat_channel_folds(
                 n,
                 c,
-                |a: f64, ch, j| a + (x[j] - mu[ch]) * (x[j] - mu[ch]),
+                |a: &mut [f64], c0, j| fold_sq_dev(a, &x, &mu, c0, j),
                 |a, ch| (mu[ch], a * cnt),
             );
             let runs = per_channel_par(c, n, |ch| {
