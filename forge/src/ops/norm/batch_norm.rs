@@ -172,7 +172,7 @@ fn flat_channel_folds<E: Float, T: Copy + Send>(
 fn fold_sum<E: Float>(acc: &mut [E], v: &[E], j: usize) {
     let len = acc.len();
     for (a, &x) in acc.iter_mut().zip(&v[j..j + len]) {
-        *a = *a + x;
+        *a += x;
     }
 }
 
@@ -182,7 +182,7 @@ fn fold_sum<E: Float>(acc: &mut [E], v: &[E], j: usize) {
 fn fold_sq_dev<E: Float>(acc: &mut [E], v: &[E], mu: &[E], c0: usize, j: usize) {
     let len = acc.len();
     for ((a, &x), &m) in acc.iter_mut().zip(&v[j..j + len]).zip(&mu[c0..c0 + len]) {
-        *a = *a + (x - m) * (x - m);
+        *a += (x - m) * (x - m);
     }
 }
 
@@ -215,7 +215,7 @@ fn grad_sums<E: Float>(
                 let len = acc.len();
                 let parts = g[j..j + len].iter().zip(&xs[j..j + len]);
                 for ((a, (&gv, &v)), &m) in acc.iter_mut().zip(parts).zip(&center[c0..c0 + len]) {
-                    *a = *a + gv * (v - m);
+                    *a += gv * (v - m);
                 }
             },
             |a, ch| (sg[ch], a * rstd[ch]),
