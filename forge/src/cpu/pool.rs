@@ -13,10 +13,13 @@
 
 use super::buffers::{build_chunks, build_planes, fill_init, for_each_chunk_mut};
 use super::memory::Storage;
+#[cfg(target_arch = "x86_64")]
+use super::same_type::{cast, cast_uninit};
 use crate::base::Float;
 
 mod max_2x2;
 mod max_rows;
+mod max_s2;
 mod max_values;
 #[cfg(test)]
 mod tests;
@@ -310,6 +313,20 @@ pub fn max_values<E: Float>(win: &PoolWindows, x: &[E]) -> Storage<E> {
             let mut idx_buf = Storage::<usize>::with_capacity(out.len());
             let idx = &mut idx_buf.spare_capacity_mut()[..out.len()];
             max_2x2::max_planes(win, &x[ch * per * ip..planes * ip], out, idx);
+        });
+    }
+    #[cfg(target_arch = "x86_64")]
+    if planes * op > 0 && max_s2::applies::<E>(win) {
+        // Stride-2 windows (ResNet's stem): whole padded planes in 16-lane
+        // registers, the same values.
+        let len = max_s2::Padded::of(win).map_or(0, |g| g.scratch_len());
+        return build_chunks(planes * op, per * op, |ch, out| {
+            let x = &x[ch * per * ip..][..out.len() / op * ip];
+            let mut scratch = Storage::<f32>::stale(len);
+            let (Some(x), Some(out)) = (cast::<E, f32>(x), cast_uninit::<E, f32>(out)) else {
+                unreachable!("max_s2 applies to f32 only")
+            };
+            max_s2::max_planes(win, x, &mut scratch, out);
         });
     }
     if planes * op > 0 && max_rows::avx2_runs::<E>(win, &run) {

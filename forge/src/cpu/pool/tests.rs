@@ -224,15 +224,31 @@ fn vectorised_max_is_the_same_for_any_thread_count() {
 }
 
 /// ResNet-18's pooling after the stem at batch 1 (`[1, 64, 16, 16]`, 3x3
-/// stride 2, padding 1: about 33 µs on one thread) is shared with the
-/// second thread; a pooling of a few planes is not. This is the
-/// position-tracking kernel's chunking (`RUNS_CHUNK_ELEMS`), the path of
-/// the AVX2 classes and up; below them (`FORGE_CPU_CLASS=portable`) the
+/// stride 2, padding 1). With AVX-512F the stride-2 kernel (`max_s2`)
+/// takes it in about 8 µs: one chunk of `MAX_CHUNK_ELEMS` on the calling
+/// thread, and a batch of four images in four chunks, shared. On the AVX2
+/// class the position-tracking kernel (about 33 µs) is shared with the
+/// second thread at batch 1 (its chunks of `RUNS_CHUNK_ELEMS`), a pooling
+/// of a few planes is not. Below them (`FORGE_CPU_CLASS=portable`) the
 /// separable kernel keeps its own chunks and the check does not apply.
 #[test]
 fn stem_pooling_at_batch_one_splits_over_threads() {
     let _threads = crate::cpu::threads::lock_thread_count();
     let win = PoolWindows::sliding([16, 16], [3, 3], [2, 2], [1, 1]).unwrap();
+    let dispatches = |planes: usize| {
+        let x = vec![0.5f32; planes * 256];
+        set_num_threads(2);
+        let before = crate::cpu::threads::pool_dispatches();
+        let _ = max_values(&win, &x);
+        let after = crate::cpu::threads::pool_dispatches();
+        set_num_threads(0);
+        after - before
+    };
+    if super::max_s2::applies::<f32>(&win) {
+        assert_eq!(dispatches(64), 0);
+        assert_eq!(dispatches(256), 1);
+        return;
+    }
     if !max_rows::avx2_runs::<f32>(&win, &max_rows::Run::of(&win)) {
         return;
     }
@@ -320,4 +336,62 @@ fn two_by_two_kernel_equals_the_definition_in_every_class() {
     }
     // On a CPU without AVX-512F the narrower loops ran in every class.
     let _ = ran_2x2;
+}
+
+/// The stride-2 values kernel (`max_s2`, AVX-512F) on planes wide and tall
+/// enough for several registers per padded row and rows that share a
+/// register: values equal the definition's, bit for bit (ties of `0` and
+/// `-0`, infinities, NaNs with distinct payloads, so the first NaN shows),
+/// for kernels 1-5, every padding up to half the kernel, floor and ceil
+/// mode, odd and even widths; and the kernel does take ResNet's stem
+/// pooling where the CPU has AVX-512F.
+#[test]
+fn stride_two_values_equal_the_definition() {
+    let stem = PoolWindows::sliding([16, 16], [3, 3], [2, 2], [1, 1]).unwrap();
+    let avx512 = crate::cpu::class::cpu_has!("avx512f");
+    assert_eq!(super::max_s2::applies::<f32>(&stem), avx512);
+    assert!(!super::max_s2::applies::<f64>(&stem));
+    let mut g = Gen(0x2545_f491_4f6c_dd1d);
+    let mut taken = 0;
+    for case in 0..300 {
+        let k = [1 + g.below(5), 1 + g.below(5)];
+        let p = [g.below(k[0] / 2 + 1), g.below(k[1] / 2 + 1)];
+        let hw = [1 + g.below(40), 1 + g.below(70)];
+        let ceil = case % 2 == 1;
+        let Some(win) = PoolWindows::sliding_with(hw, k, [2, 2], p, [1, 1], ceil) else {
+            continue;
+        };
+        taken += usize::from(super::max_s2::applies::<f32>(&win));
+        let planes = 1 + g.below(3);
+        let n = planes * hw[0] * hw[1];
+        let x: Vec<f32> = (0..n)
+            .map(|i| match g.below(50) {
+                0 => f32::from_bits(0x7fc0_0000 | i as u32),
+                1 => -0.0,
+                2 => 0.0,
+                3 => f32::NEG_INFINITY,
+                _ => g.below(7) as f32 - 3.0,
+            })
+            .collect();
+        let x64: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+        let (want, at) = naive(&x64, hw, k, [2, 2], p, [1, 1], [win.oh(), win.ow()]);
+        let got = max_values(&win, &x);
+        let ip = hw[0] * hw[1];
+        let op = win.out_plane();
+        for (o, &v) in got.iter().enumerate() {
+            // the definition's position, read from the f32 input (a NaN's
+            // payload does not survive the trip through f64 unchanged)
+            let src = x[o / op * ip + at[o]];
+            assert_eq!(
+                v.to_bits(),
+                src.to_bits(),
+                "case {case}: {hw:?} k {k:?} p {p:?} ceil {ceil}, output {o} (want {})",
+                want[o]
+            );
+        }
+    }
+    assert!(
+        !avx512 || taken > 200,
+        "the stride-2 kernel took {taken} cases"
+    );
 }
