@@ -252,15 +252,6 @@ fn stem_pooling_at_batch_one_splits_over_threads() {
     if !max_rows::avx2_runs::<f32>(&win, &max_rows::Run::of(&win)) {
         return;
     }
-    let dispatches = |planes: usize| {
-        let x = vec![0.5f32; planes * 256];
-        set_num_threads(2);
-        let before = crate::cpu::threads::pool_dispatches();
-        let _ = max_values(&win, &x);
-        let after = crate::cpu::threads::pool_dispatches();
-        set_num_threads(0);
-        after - before
-    };
     assert_eq!(dispatches(64), 1);
     assert_eq!(dispatches(8), 0);
 }
