@@ -112,25 +112,30 @@ fn softplus_1_20(x: f32) -> f32 {
 }
 
 /// `wide!(name, kernel)`: `fn name(&mut [f32])`, the kernel over a slice
-/// in place, compiled for AVX2 where the CPU has it (8 lanes; AVX-512's 16
-/// would need no other code) as the library's slice loops are, with the
-/// kernel called directly: through `each`'s generic closure the test
-/// profile leaves the call to `erf_f32` out of line (the baseline width,
-/// one call per element). The lanes carry the scalar kernel's bits
-/// (`wide_paths_equal_the_baseline`, `dispatched_loops_equal_the_baseline_loops`;
-/// NaN payloads aside, which `ulp_err` does not look at).
+/// in place, compiled for AVX2 and FMA where the CPU has them (8 lanes;
+/// AVX-512's 16 would need no other code) as the library's slice loops
+/// are, with the kernel called directly: through `each`'s generic closure
+/// the test profile leaves the call to `erf_f32` out of line (the baseline
+/// width, one call per element). Without `fma` the kernels' fused steps
+/// (`tanh`, `sigmoid`) would each be a call to the C library's `fmaf`:
+/// the same bits, and the exhaustive sweep twice as long. The lanes carry
+/// the scalar kernel's bits (`wide_paths_equal_the_baseline`,
+/// `dispatched_loops_equal_the_baseline_loops`; NaN payloads aside, which
+/// `ulp_err` does not look at).
 macro_rules! wide {
     ($name:ident, $kernel:ident) => {
         fn $name(x: &mut [f32]) {
             #[cfg(target_arch = "x86_64")]
-            if std::arch::is_x86_feature_detected!("avx2") {
-                #[target_feature(enable = "avx2")]
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
+                #[target_feature(enable = "avx2,fma")]
                 fn avx2(x: &mut [f32]) {
                     for v in x.iter_mut() {
                         *v = $kernel(*v);
                     }
                 }
-                // SAFETY: the CPU has AVX2 (checked just above).
+                // SAFETY: the CPU has AVX2 and FMA (checked just above).
                 return unsafe { avx2(x) };
             }
             for v in x.iter_mut() {
