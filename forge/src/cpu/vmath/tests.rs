@@ -256,7 +256,7 @@ fn vmath_f32_strided_sweep() {
 }
 
 #[test]
-#[ignore = "every finite f32 input of six functions: ~470 s of CPU, ~4 min on 2 idle cores"]
+#[ignore = "every finite f32 input of six functions: ~230 s of CPU, ~2 min on 2 idle cores"]
 fn vmath_f32_exhaustive() {
     check_all(1);
 }
